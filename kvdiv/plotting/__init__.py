@@ -1,0 +1,1 @@
+"""Figures: one module per figure, sharing one style (:mod:`kvdiv.plotting.style`)."""

@@ -1,0 +1,53 @@
+"""The one matplotlib style every kvdiv figure uses, and a helper that saves PDF + PNG atomically."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from kvdiv.io import atomic_path  # noqa: E402
+
+RC = {
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "legend.fontsize": 8,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "figure.dpi": 100,
+    "savefig.bbox": "tight",
+    "pdf.fonttype": 42,
+}
+
+# Fixed colours per action name (others cycle through the default palette).
+ACTION_COLORS = {
+    "snapkv_half": "#1f77b4",
+    "snapkv_512": "#ff7f0e",
+    "recent_half": "#2ca02c",
+    "snapkv_90": "#1f77b4",
+    "recent_90": "#2ca02c",
+    "probabilistic_half": "#9467bd",
+}
+
+
+def apply_style() -> None:
+    """Set kvdiv's rcParams."""
+    plt.rcParams.update(RC)
+
+
+def save_figure(fig, pdf_path: str | Path, png_path: str | Path | None = None, dpi: int = 200) -> None:
+    """Save ``fig`` as PDF (and PNG) through temporary files renamed into place; closes the figure."""
+    with atomic_path(pdf_path) as tmp:
+        fig.savefig(tmp, format="pdf")
+    if png_path is not None:
+        with atomic_path(png_path) as tmp:
+            fig.savefig(tmp, format="png", dpi=dpi)
+    plt.close(fig)

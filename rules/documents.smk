@@ -1,0 +1,1 @@
+# stage: documents (filled by its issue)

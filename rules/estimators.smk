@@ -1,0 +1,1 @@
+# stage: estimators (filled by its issue)

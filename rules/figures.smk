@@ -1,0 +1,1 @@
+# stage: figures (filled by its issue)

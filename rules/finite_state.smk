@@ -1,0 +1,1 @@
+# stage: finite_state (filled by its issue)

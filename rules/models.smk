@@ -1,0 +1,1 @@
+# stage: models (filled by its issue)

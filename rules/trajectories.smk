@@ -1,0 +1,1 @@
+# stage: trajectories (filled by its issue)
