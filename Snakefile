@@ -5,7 +5,11 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The embedded default, unless the user names their own config(s) with --configfile (which then replace it
+# rather than being merged into it: a paper run must not inherit the default's SmolLM2 model).
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
 
 
 include: "rules/common.smk"
