@@ -1,0 +1,125 @@
+"""Synthetic cubes with known answers, in the cube format of docs/internals.md ("Cube").
+
+A *constant-TV persistent perturbation* with TV ``e`` (history independent, δ_1 = 0 as deployed)
+is simulated under the overlap–residual coupling of arXiv 2609.16617: at step t ≥ 2 the chains
+disagree with probability δ_t = e whatever happened before. Then, with τ the first disagreement,
+Π_H = e·E_H and C_H = e (H ≥ 2), which the estimator tests check. Documents may carry their own
+``e`` so that gaps between actions and strata are known. EOS flags are drawn independently of the
+tokens (the synthetic chains are not absorbing); they only exercise the EOS split.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import xarray as xr
+
+from kvdiv.io import atomic_path
+
+
+def simulate_cube(
+    tv_by_action: Mapping[str, float | Sequence[float]],
+    n_documents: int,
+    replicates: int,
+    horizon: int,
+    seed: int,
+    strata: Sequence[str] = ("ruler_256", "helmet_256"),
+    vocab: int = 50,
+    eos_hazard: float = 0.0,
+    swrb: bool = False,
+    study: str = "synthetic",
+    model: str = "synthetic",
+) -> xr.Dataset:
+    """Simulate a cube of coupled chains under a constant-TV persistent perturbation per action.
+
+    Parameters
+    ----------
+    tv_by_action
+        Action name → e (one value for all documents, or one value per document).
+    n_documents, replicates, horizon
+        Cube sizes D, R, H.
+    seed
+        Seed of the numpy Generator.
+    strata
+        Stratum names ``{family}_{length}``, cycled over documents.
+    eos_hazard
+        Per-step probability that a chain emits EOS (flags only).
+    swrb
+        Write a swrb-mode cube: ``overlap_tv`` (= e after step 1) and a branch start J drawn from
+        w_j/D; the path (x, y, tv) is the branch path (agreement before J, coupled after).
+    """
+    rng = np.random.default_rng(seed)
+    actions = list(tv_by_action)
+    n_a, h = len(actions), horizon
+    shape = (n_documents, n_a, replicates, h)
+    e = np.empty((n_documents, n_a))
+    for a, name in enumerate(actions):
+        e[:, a] = np.broadcast_to(np.asarray(tv_by_action[name], dtype=float), (n_documents,))
+    tv = np.broadcast_to(e[:, :, None, None], shape).astype(np.float32).copy()
+    tv[..., 0] = 0.0  # step 1: both kernels share the prefill logits
+    mismatch = rng.random(shape) < tv
+    branch_start = np.zeros(shape[:3], dtype=np.int32)
+    overlap_tv = tv.copy()
+    if swrb:
+        tv64 = tv.astype(np.float64)
+        survival = np.cumprod(1.0 - tv64, axis=-1)
+        prev = np.concatenate([np.ones(shape[:3] + (1,)), survival[..., :-1]], axis=-1)
+        w = prev * tv64
+        d = w.sum(-1)
+        u = rng.random(shape[:3]) * d
+        j = (np.cumsum(w, axis=-1) < u[..., None]).sum(-1) + 1  # 1-based J ~ w_j / D
+        j = np.where(d > 0, np.minimum(j, h), 0)
+        branch_start[:] = j
+        steps = np.arange(1, h + 1)
+        mismatch = np.where(steps < j[..., None], False, mismatch)
+        mismatch = np.where(steps == j[..., None], True, mismatch) & (j[..., None] > 0)
+    x = rng.integers(0, vocab, size=shape, dtype=np.int32)
+    y = np.where(mismatch, (x + 1 + rng.integers(0, vocab - 1, size=shape, dtype=np.int32)) % vocab, x).astype(np.int32)
+    eos_x = np.cumsum(rng.random(shape) < eos_hazard, axis=-1) > 0
+    eos_y = np.cumsum(rng.random(shape) < eos_hazard, axis=-1) > 0
+    docs = [f"{study}-doc{i:04d}" for i in range(n_documents)]
+    stratum = [strata[i % len(strata)] for i in range(n_documents)]
+    dims = ("document", "action", "replicate", "step")
+    data = {
+        "x": (dims, x),
+        "y": (dims, y),
+        "tv": (dims, tv),
+        "fixed_tv": (dims, tv.copy()),
+        "match": (dims, ~mismatch),
+        "eos_x": (dims, eos_x),
+        "eos_y": (dims, eos_y),
+    }
+    if swrb:
+        data["overlap_tv"] = (dims, overlap_tv)
+        data["branch_start"] = (dims[:3], branch_start)
+    coords = {
+        "document": docs,
+        "action": actions,
+        "replicate": np.arange(replicates),
+        "step": np.arange(1, h + 1),
+        "family": ("document", [s.rsplit("_", 1)[0] for s in stratum]),
+        "task": ("document", [f"{s.rsplit('_', 1)[0]}_task" for s in stratum]),
+        "target_length": ("document", [int(s.rsplit("_", 1)[1]) for s in stratum]),
+        "stratum": ("document", stratum),
+        "prompt_tokens": ("document", [int(s.rsplit("_", 1)[1]) - 3 for s in stratum]),
+    }
+    attrs = {
+        "model": model,
+        "study": study,
+        "horizon": h,
+        "temperature": 1.0,
+        "seed": seed,
+        "mode": "swrb" if swrb else "complete",
+        "evict_first_step": False,
+        "actions": {a: {"press": "synthetic", "tv": float(e[:, i].mean())} for i, a in enumerate(actions)},
+    }
+    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def write_cube(ds: xr.Dataset, path) -> None:
+    """Write ``ds`` as a Zarr v3 cube store at ``path`` (atomically)."""
+    with atomic_path(path, directory=True) as tmp, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*does not have a Zarr V3 specification.*")
+        ds.to_zarr(tmp, mode="w", zarr_format=3, consolidated=False)
