@@ -1,0 +1,210 @@
+"""Zarr v3 trajectory stores: one per (study, model, document), and the cube per (study, model).
+
+Layouts are fixed by docs/internals.md "Trajectory stores" and "Cube". Every array carries zarr v3
+``dimension_names`` so ``xarray.open_zarr`` reads it; every store is written to a temporary
+directory beside its final path and renamed into place (:func:`kvdiv.io.atomic_path`), so a killed
+job never leaves a half-written store at the final path.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import zarr
+
+from kvdiv.generation import ActionTrajectories
+from kvdiv.io import atomic_path
+
+#: Arrays of shape (replicate, step) in every store, with their dtypes.
+STEP_ARRAYS = {
+    "x": np.int32,
+    "y": np.int32,
+    "tv": np.float32,
+    "fixed_tv": np.float32,
+    "match": np.bool_,
+    "eos_x": np.bool_,
+    "eos_y": np.bool_,
+}
+#: Extra (replicate, step) array in swrb mode.
+SWRB_STEP_ARRAYS = {"overlap_tv": np.float32}
+#: Document metadata carried as cube coordinates on dim ``document``.
+DOCUMENT_COORDS = ("family", "task", "target_length", "stratum", "prompt_tokens")
+
+
+def _jsonable(value: Any) -> Any:
+    """Attributes round-trip through JSON (numpy scalars become Python numbers)."""
+    return json.loads(json.dumps(value, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
+
+
+def _open_ro(path: str | Path) -> zarr.Group:
+    path = Path(path)
+    if not (path / "zarr.json").is_file():
+        raise FileNotFoundError(f"{path} is not a zarr v3 store (no zarr.json)")
+    return zarr.open_group(str(path), mode="r", zarr_format=3)
+
+
+def write_document_store(
+    path: str | Path,
+    trajectories: Mapping[str, ActionTrajectories],
+    attrs: Mapping[str, Any],
+) -> Path:
+    """Write one document's trajectories: a group per action, arrays (replicate, step).
+
+    ``attrs`` are the root attributes of docs/internals.md (``kvdiv_version``, ``model``,
+    ``model_spec``, ``weight_hash``, ``document``, ``actions``, ``horizon``, ``temperature``,
+    ``seed``, ``mode``, ``evict_first_step``, ``prompt_tokens``); ``wall_time_s`` is added from
+    the trajectories. Written atomically; returns the final path.
+    """
+    path = Path(path)
+    root_attrs = dict(attrs)
+    root_attrs["wall_time_s"] = {a: float(t.wall_time_s) for a, t in trajectories.items()}
+    with atomic_path(path, directory=True) as tmp:
+        root = zarr.open_group(str(tmp), mode="w", zarr_format=3)
+        root.attrs.update(_jsonable(root_attrs))
+        for action, traj in trajectories.items():
+            group = root.create_group(action)
+            arrays = {name: getattr(traj, name).astype(dtype) for name, dtype in STEP_ARRAYS.items()}
+            if traj.overlap_tv is not None:
+                arrays["overlap_tv"] = traj.overlap_tv.astype(np.float32)
+            for name, data in arrays.items():
+                group.create_array(name, data=data, chunks=data.shape, dimension_names=["replicate", "step"])
+            if traj.branch_start is not None:
+                data = traj.branch_start.astype(np.int32)
+                group.create_array("branch_start", data=data, chunks=data.shape, dimension_names=["replicate"])
+        _consolidate(tmp)
+    return path
+
+
+def _consolidate(path: Path) -> None:
+    with warnings.catch_warnings():  # consolidated metadata is a zarr-python extension to v3
+        warnings.simplefilter("ignore")
+        zarr.consolidate_metadata(str(path))
+
+
+def read_document_store(path: str | Path) -> tuple[dict[str, Any], dict[str, dict[str, np.ndarray]]]:
+    """Root attributes and {action: {array name: numpy array}} of a per-document store."""
+    root = _open_ro(path)
+    attrs = dict(root.attrs)
+    actions = attrs.get("actions")
+    if actions is None:
+        raise ValueError(f"{path} has no 'actions' attribute: not a kvdiv per-document store")
+    data = {a: {name: root[a][name][...] for name in root[a].array_keys()} for a in actions}
+    return attrs, data
+
+
+def is_cube(path: str | Path) -> bool:
+    """Whether ``path`` is a cube (arrays at the root with a document dimension)."""
+    root = _open_ro(path)
+    return "tv" in set(root.array_keys())
+
+
+def build_cube(study: str, model: str, doc_stores: Sequence[str | Path], out: str | Path) -> Path:
+    """Concatenate per-document stores into the cube ``out`` with dims (document, action, replicate, step).
+
+    All stores must share actions (same order), replicates, horizon and mode; a mismatch raises a
+    ``ValueError`` naming the store. Chunks are (n_document, 1, R, H): one chunk per action.
+    """
+    if not doc_stores:
+        raise ValueError(f"no per-document stores for study {study!r}, model {model!r}")
+    first_attrs, _ = read_document_store(doc_stores[0])
+    actions = list(first_attrs["actions"])
+    keys = ("horizon", "mode", "temperature", "evict_first_step")
+    doc_ids: list[str] = []
+    coords: dict[str, list] = {name: [] for name in DOCUMENT_COORDS}
+    stacked: dict[str, list[np.ndarray]] = {}
+    wall: dict[str, float] = {a: 0.0 for a in actions}
+    for store in doc_stores:
+        attrs, data = read_document_store(store)
+        if list(attrs["actions"]) != actions:
+            raise ValueError(f"{store}: actions {list(attrs['actions'])} differ from {actions} of {doc_stores[0]}")
+        for key in keys:
+            if attrs.get(key) != first_attrs.get(key):
+                raise ValueError(f"{store}: {key}={attrs.get(key)!r} differs from {first_attrs.get(key)!r}")
+        if attrs.get("model") != model:
+            raise ValueError(f"{store}: model {attrs.get('model')!r} is not {model!r}")
+        doc = attrs["document"]
+        doc_ids.append(str(doc["id"]))
+        for name in DOCUMENT_COORDS:
+            coords[name].append(attrs["prompt_tokens"] if name == "prompt_tokens" else doc.get(name))
+        for a in actions:
+            wall[a] += float(attrs.get("wall_time_s", {}).get(a, 0.0))
+        for name in data[actions[0]]:
+            arrays = [data[a][name] for a in actions]
+            shapes = {arr.shape for arr in arrays}
+            if len(shapes) != 1:
+                raise ValueError(f"{store}: array {name!r} has shapes {shapes} across actions")
+            stacked.setdefault(name, []).append(np.stack(arrays))
+    if len(set(doc_ids)) != len(doc_ids):
+        raise ValueError(f"duplicate document ids among the stores: {doc_ids}")
+    for name, parts in stacked.items():
+        if len({p.shape for p in parts}) != 1:
+            raise ValueError(f"array {name!r} differs in shape across documents (replicates or horizon differ)")
+    n_doc = len(doc_ids)
+    replicates, horizon = stacked["x"][0].shape[1:]
+    attrs = {k: v for k, v in first_attrs.items() if k not in ("document", "prompt_tokens", "wall_time_s")}
+    attrs.update(study=study, wall_time_s=wall)
+    out = Path(out)
+    with atomic_path(out, directory=True) as tmp:
+        root = zarr.open_group(str(tmp), mode="w", zarr_format=3)
+        root.attrs.update(_jsonable(attrs))
+        dims4 = ["document", "action", "replicate", "step"]
+        for name, parts in stacked.items():
+            data = np.stack(parts)
+            dims = dims4[: data.ndim]
+            chunks = (n_doc, 1) + data.shape[2:]
+            root.create_array(name, data=data, chunks=chunks, dimension_names=dims)
+        _coord(root, "document", np.array(doc_ids, dtype=str), "document")
+        _coord(root, "action", np.array(actions, dtype=str), "action")
+        _coord(root, "replicate", np.arange(replicates, dtype=np.int32), "replicate")
+        _coord(root, "step", np.arange(1, horizon + 1, dtype=np.int32), "step")
+        for name in DOCUMENT_COORDS:
+            values = coords[name]
+            if name in ("target_length", "prompt_tokens"):
+                arr = np.array([-1 if v is None else int(v) for v in values], dtype=np.int64)
+            else:
+                arr = np.array(["" if v is None else str(v) for v in values], dtype=str)
+            _coord(root, name, arr, "document")
+        root.attrs["coordinates"] = " ".join(DOCUMENT_COORDS)
+        _consolidate(tmp)
+    return out
+
+
+def _coord(root: zarr.Group, name: str, values: np.ndarray, dim: str) -> None:
+    with warnings.catch_warnings():  # variable-length strings: stable in zarr-python, read by xarray
+        warnings.simplefilter("ignore")
+        dtype = str if values.dtype.kind == "U" else values.dtype
+        arr = root.create_array(name, shape=values.shape, dtype=dtype, chunks=values.shape, dimension_names=[dim])
+        arr[...] = values
+
+
+def open_cube(path: str | Path):
+    """The cube as an :class:`xarray.Dataset` (lazy, dask-free) with its coordinates set."""
+    import xarray as xr
+
+    ds = xr.open_zarr(str(path), consolidated=True, chunks=None)
+    names = [c for c in DOCUMENT_COORDS if c in ds.data_vars]
+    return ds.set_coords(names)
+
+
+def read_cube_action(path: str | Path, action: str) -> dict[str, np.ndarray]:
+    """Every array of one action from a cube as numpy: (document, replicate, step) or (document, replicate).
+
+    Reads one chunk per array (the cube is chunked one chunk per action).
+    """
+    root = _open_ro(path)
+    actions = [str(a) for a in root["action"][...]]
+    if action not in actions:
+        raise KeyError(f"action {action!r} not in cube {path}; it has {actions}")
+    i = actions.index(action)
+    return {name: root[name][:, i] for name in root.array_keys() if root[name].ndim >= 3}
+
+
+def cube_coords(path: str | Path) -> dict[str, np.ndarray]:
+    """The cube's coordinate arrays (document, action, replicate, step and document metadata)."""
+    root = _open_ro(path)
+    names = ("document", "action", "replicate", "step") + DOCUMENT_COORDS
+    return {name: np.asarray(root[name][...]) for name in names if name in set(root.array_keys())}
