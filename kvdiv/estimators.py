@@ -243,6 +243,7 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
     row, depth, a_tv, a_m, a_pre = aligned_profile(tau, tv.astype(np.float32), mismatch, first_eos)
     aligned = pl.DataFrame(
         {
+            "model": np.full(row.size, model),
             "document": documents[doc_idx[row]],
             "action": actions[act_idx[row]],
             "replicate": rep_idx[row].astype(np.int32),
@@ -265,6 +266,7 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
     d_i, a_i, t_i = np.unravel_index(np.arange(n_d * n_a * h), (n_d, n_a, h))
     clock = pl.DataFrame(
         {
+            "model": np.full(d_i.size, model),
             "document": documents[d_i],
             "action": actions[a_i],
             "step": (t_i + 1).astype(np.int32),
@@ -276,11 +278,12 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
 
 
 def open_cube(path: str | Path) -> xr.Dataset:
-    """Open a cube store with xarray, with a clear error when it is missing."""
+    """Open a cube store with xarray (document metadata as coordinates); a clear error when it is missing."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"cube store {path} does not exist")
-    return xr.open_zarr(path, consolidated=False)
+    ds = xr.open_zarr(path, consolidated=None, chunks=None)
+    return ds.set_coords([c for c in DOCUMENT_COORDS if c in ds.data_vars])
 
 
 def write_metrics(cube: str | Path, out_dir: str | Path, window: int, model: str | None = None, study: str | None = None) -> dict[str, Path]:
