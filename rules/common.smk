@@ -55,3 +55,36 @@ def get_action_specs(study):
 def get_strata(study):
     """Stratum names `{family}_{length}` of a study, in config order."""
     return [f"{s['family']}_{s['length']}" for s in get_study(study)["strata"]]
+
+
+# --- models (rules/models.smk) ---
+
+
+def get_model_dir(model):
+    """The resolved directory of a model (load it with kvdiv.models.load_model)."""
+    return f"results/models/{model}"
+
+
+def get_model_ready(model):
+    """The file marking a model as resolved: the input of every rule that loads the model."""
+    return f"results/models/{model}/provenance.json"
+
+
+def get_model_seed(model):
+    """Initialisation seed of a random model, derive_seed(master seed, "model", name); None otherwise."""
+    from kvdiv.seeds import derive_seed
+
+    if get_model_spec(model)["source"] != "random":
+        return None
+    return derive_seed(config["seed"], "model", model)
+
+
+def get_model_resolve_inputs(wildcards):
+    """A random model with another model's tokenizer needs that model resolved first."""
+    spec = get_model_spec(wildcards.model)
+    tokenizer = spec.get("tokenizer")
+    if spec["source"] == "random" and tokenizer and tokenizer != "bytes":
+        if tokenizer not in config["models"]:
+            raise ValueError(f"model {wildcards.model!r}: tokenizer {tokenizer!r} is neither 'bytes' nor a configured model")
+        return [get_model_ready(tokenizer)]
+    return []

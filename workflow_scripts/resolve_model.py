@@ -1,0 +1,18 @@
+"""Snakemake script of rule resolve_model: materialise results/models/{model}/ (see kvdiv.models)."""
+
+import logging
+import sys
+from pathlib import Path
+
+from kvdiv.models import resolve_model
+
+snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
+
+with open(snakemake.log[0], "w") as log:
+    sys.stderr = sys.stdout = log
+    logging.basicConfig(stream=log, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    name = snakemake.wildcards.model
+    out_dir = Path(snakemake.output[0]).parent
+    logging.info("resolving model %s (%s) into %s", name, snakemake.params.spec["source"], out_dir)
+    resolve_model(name, dict(snakemake.params.spec), out_dir, seed=snakemake.params.seed)
+    logging.info("done: %s", (out_dir / "provenance.json").read_text())
