@@ -17,6 +17,11 @@ Numerics: laws are float64 [n, V]; tiny negative entries (round-off) are clipped
 sub-law is normalised by its own computed mass, not by 1 − δ or δ, so δ near 0 or 1 is safe;
 when round-off leaves a residual with no mass the step falls back to the common draw, and when
 the overlap has no mass (δ = 1) the residual branch is always taken.
+
+``tv_atol``: laws computed in float32 (or bf16) carry round-off that depends on batch composition
+and padding, so two kernels that are mathematically equal (100% retention) come out with δ ~ 1e-9.
+A δ below ``tv_atol`` is treated as exactly 0 (recorded as 0; the common draw from p is taken),
+changing each chain's law by at most ``tv_atol`` per step. The default 0 keeps the exact coupling.
 """
 
 from __future__ import annotations
@@ -58,14 +63,15 @@ def categorical(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
     return np.minimum(idx, last)
 
 
-def tv_distance(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """δ = ½‖p − q‖₁ per row, clipped to [0, 1]; float64 [n]."""
+def tv_distance(p: np.ndarray, q: np.ndarray, tv_atol: float = 0.0) -> np.ndarray:
+    """δ = ½‖p − q‖₁ per row, clipped to [0, 1] (0 below ``tv_atol``); float64 [n]."""
     p, q = _as_laws(p, q)
-    return np.clip(0.5 * np.abs(p - q).sum(axis=1), 0.0, 1.0)
+    tv = np.clip(0.5 * np.abs(p - q).sum(axis=1), 0.0, 1.0)
+    return np.where(tv < tv_atol, 0.0, tv)
 
 
 def couple(
-    p: np.ndarray, q: np.ndarray, rng: np.random.Generator | np.ndarray
+    p: np.ndarray, q: np.ndarray, rng: np.random.Generator | np.ndarray, tv_atol: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One step of the maximal coupling for every row.
 
@@ -75,6 +81,8 @@ def couple(
         Next-token laws of the reference chain (at x_<t) and the intervention chain (at y_<t).
     rng : Generator or float [n, 3]
         A seeded generator, or the step's uniforms (branch choice, x draw, y draw) per row.
+    tv_atol : float
+        δ below it counts as 0 (see the module docstring).
 
     Returns
     -------
@@ -95,27 +103,32 @@ def couple(
     tv = np.clip(0.5 * (mass_p + mass_q), 0.0, 1.0)
     total = mass_overlap + 0.5 * (mass_p + mass_q)
     residual_ok = (mass_p > 0) & (mass_q > 0)
-    common = ((u[:, 0] * total < mass_overlap) | ~residual_ok) & (mass_overlap > 0)
-    z = categorical(overlap, u[:, 1])
+    negligible = tv < tv_atol
+    common = ((u[:, 0] * total < mass_overlap) | ~residual_ok | negligible) & (mass_overlap > 0)
+    tv = np.where(negligible, 0.0, tv)
+    z = categorical(np.where(negligible[:, None], p, overlap), u[:, 1])
     x = np.where(common, z, categorical(res_p, u[:, 1]))
     y = np.where(common, z, categorical(res_q, u[:, 2]))
     return x, y, tv
 
 
-def overlap_draw(p: np.ndarray, q: np.ndarray, rng: np.random.Generator | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def overlap_draw(
+    p: np.ndarray, q: np.ndarray, rng: np.random.Generator | np.ndarray, tv_atol: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
     """One step of the SWRB overlap scan: u_t ~ m/(1 − δ_t) with m = min(p, q).
 
     Returns the common token (int64 [n]) and the hazard δ_t (float64 [n]). Where the overlap has no
     mass (δ_t = 1, the path has survival 0 from here on and never carries weight) the token is drawn
-    from p so the scan can continue.
+    from p so the scan can continue. A δ_t below ``tv_atol`` is 0 and u_t is drawn from p.
     """
     p, q = _as_laws(p, q)
     u = _uniforms(rng, p.shape[0], 1)[:, 0]
     overlap = np.minimum(p, q)
     tv = np.clip(0.5 * np.abs(p - q).sum(axis=1), 0.0, 1.0)
-    has_overlap = overlap.sum(axis=1) > 0
+    negligible = tv < tv_atol
+    has_overlap = (overlap.sum(axis=1) > 0) & ~negligible
     weights = np.where(has_overlap[:, None], overlap, p)
-    return categorical(weights, u), tv
+    return categorical(weights, u), np.where(negligible, 0.0, tv)
 
 
 def residual_draw(p: np.ndarray, q: np.ndarray, rng: np.random.Generator | np.ndarray) -> tuple[np.ndarray, np.ndarray]:

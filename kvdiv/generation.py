@@ -34,9 +34,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from pathlib import Path
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
+import torch
 from tqdm.auto import tqdm
 
 from kvdiv.coupling import COUPLE_UNIFORMS, couple, overlap_draw, residual_draw, tv_distance
@@ -123,6 +125,7 @@ def generate(
     seed_parts: Sequence[int | str],
     eos_token_ids: Sequence[int],
     mode: str = "complete",
+    tv_atol: float = 0.0,
     progress: bool = True,
 ) -> dict[str, ActionTrajectories]:
     """Coupled trajectories of every action for one document.
@@ -137,6 +140,7 @@ def generate(
     seed_parts : (master seed, study seed, document id); replicate streams append (action, r).
     eos_token_ids : tokens flagged as EOS in ``eos_x``/``eos_y``.
     mode : "complete" or "swrb".
+    tv_atol : δ below it counts as 0 (float round-off; see :mod:`kvdiv.coupling`).
 
     Returns
     -------
@@ -152,9 +156,9 @@ def generate(
     pairs = _Pairs(actions, replicates, horizon)
     rngs = [derive_rng(*seed_parts, a, r) for a, r in pairs.keys]
     if mode == "complete":
-        extra = _run_complete(session, pairs, rngs, horizon, progress)
+        extra = _run_complete(session, pairs, rngs, horizon, tv_atol, progress)
     else:
-        extra = _run_swrb(session, pairs, rngs, horizon, progress)
+        extra = _run_swrb(session, pairs, rngs, horizon, tv_atol, progress)
     elapsed = time.perf_counter() - start
     total_rows = max(int(pairs.rows.sum()), 1)
     out: dict[str, ActionTrajectories] = {}
@@ -187,7 +191,7 @@ def _initial(session: Session, pairs: _Pairs) -> tuple[np.ndarray, np.ndarray]:
     return p, q
 
 
-def _run_complete(session: Session, pairs: _Pairs, rngs, horizon: int, progress: bool) -> dict:
+def _run_complete(session: Session, pairs: _Pairs, rngs, horizon: int, tv_atol: float, progress: bool) -> dict:
     n = len(pairs.keys)
     uniforms = np.stack([rng.random((horizon, COUPLE_UNIFORMS)) for rng in rngs])  # [n, H, 3]
     cx = [session.new_chain("reference") for _ in pairs.keys]
@@ -197,9 +201,9 @@ def _run_complete(session: Session, pairs: _Pairs, rngs, horizon: int, progress:
     qf = q
     try:
         for t in tqdm(range(1, horizon + 1), desc="coupled steps", disable=not progress, mininterval=5):
-            x, y, tv = couple(p, q, uniforms[:, t - 1])
+            x, y, tv = couple(p, q, uniforms[:, t - 1], tv_atol)
             pairs.x[:, t - 1], pairs.y[:, t - 1], pairs.tv[:, t - 1] = x, y, tv
-            pairs.fixed_tv[:, t - 1] = tv_distance(p, qf)
+            pairs.fixed_tv[:, t - 1] = tv_distance(p, qf, tv_atol)
             if t == horizon:
                 break
             batch = _Batch()
@@ -218,7 +222,7 @@ def _run_complete(session: Session, pairs: _Pairs, rngs, horizon: int, progress:
     return {}
 
 
-def _run_swrb(session: Session, pairs: _Pairs, rngs, horizon: int, progress: bool) -> dict:
+def _run_swrb(session: Session, pairs: _Pairs, rngs, horizon: int, tv_atol: float, progress: bool) -> dict:
     n = len(pairs.keys)
     scan_u = np.stack([rng.random((horizon, 2)) for rng in rngs])  # overlap draw, reservoir
     branch_u = np.stack([rng.random((horizon, COUPLE_UNIFORMS)) for rng in rngs])  # residual at J, continuation
@@ -237,7 +241,7 @@ def _run_swrb(session: Session, pairs: _Pairs, rngs, horizon: int, progress: boo
         p, q = _initial(session, pairs)
         bar = tqdm(total=2 * horizon, desc="swrb steps", disable=not progress, mininterval=5)
         for t in range(1, horizon + 1):
-            u, hazard = overlap_draw(p, q, scan_u[:, t - 1, 0])
+            u, hazard = overlap_draw(p, q, scan_u[:, t - 1, 0], tv_atol)
             u_path[:, t - 1], overlap_tv[:, t - 1] = u, hazard
             w = survival * hazard
             weight_sum += w
@@ -276,9 +280,9 @@ def _run_swrb(session: Session, pairs: _Pairs, rngs, horizon: int, progress: boo
                 p = np.stack([laws[k][0] for k in running])
                 q = np.stack([laws[k][1] for k in running])
                 qf = np.stack([laws[k][2] for k in running])
-                x, y, tv = couple(p, q, branch_u[idx, t - 1])
+                x, y, tv = couple(p, q, branch_u[idx, t - 1], tv_atol)
                 pairs.x[idx, t - 1], pairs.y[idx, t - 1], pairs.tv[idx, t - 1] = x, y, tv
-                pairs.fixed_tv[idx, t - 1] = tv_distance(p, qf)
+                pairs.fixed_tv[idx, t - 1] = tv_distance(p, qf, tv_atol)
             for k in starting:
                 sx, sy = snap[k]
                 snap[k] = None
@@ -301,3 +305,85 @@ def _run_swrb(session: Session, pairs: _Pairs, rngs, horizon: int, progress: boo
     finally:
         session.release(ux + uy + live + [c for s in snap if s is not None for c in s])
     return {"overlap_tv": overlap_tv, "branch_start": branch_start}
+
+
+def run_document(
+    loaded: Any,
+    document: Mapping[str, Any],
+    actions: Mapping[str, Mapping[str, Any]],
+    out: str | Path,
+    *,
+    master_seed: int,
+    study_seed: int,
+    horizon: int,
+    replicates: int,
+    temperature: float = 1.0,
+    mode: str = "complete",
+    evict_first_step: bool = False,
+    tv_atol: float = 1e-6,
+    progress: bool = True,
+) -> Path:
+    """One trajectory job: prefill ``document``'s prompt once, generate every action, write the store.
+
+    ``loaded`` is a :class:`kvdiv.models.LoadedModel`; ``document`` a documents-JSONL record
+    (docs/internals.md); the store goes to ``out`` atomically. Sampling streams derive from
+    (master_seed, study_seed, document id, action, replicate).
+    """
+    from kvdiv import __version__
+    from kvdiv.kernels import KernelSession
+    from kvdiv.store import write_document_store
+
+    for key in ("id", "prompt"):
+        if key not in document:
+            raise ValueError(f"document record lacks {key!r} (keys: {sorted(document)})")
+    prompt_ids = loaded.tokenizer(document["prompt"], add_special_tokens=False)["input_ids"]
+    n_prompt = len(prompt_ids)
+    if n_prompt + horizon > loaded.max_context:
+        raise ValueError(
+            f"document {document['id']!r}: {n_prompt} prompt tokens + horizon {horizon} exceed "
+            f"model {loaded.name!r}'s context of {loaded.max_context}"
+        )
+    start = time.perf_counter()
+    session = KernelSession(
+        loaded,
+        torch.tensor(prompt_ids, dtype=torch.long),
+        actions,
+        temperature=temperature,
+        evict_first_step=evict_first_step,
+        max_chains=chains_needed(len(actions), replicates, mode),
+        max_new_tokens=horizon + 1,
+    )
+    prefill_s = time.perf_counter() - start
+    trajectories = generate(
+        session,
+        list(actions),
+        horizon=horizon,
+        replicates=replicates,
+        seed_parts=(master_seed, study_seed, str(document["id"])),
+        eos_token_ids=loaded.eos_token_ids,
+        mode=mode,
+        tv_atol=tv_atol,
+        progress=progress,
+    )
+    attrs = {
+        "kvdiv_version": __version__,
+        "model": loaded.name,
+        "model_spec": dict(loaded.spec),
+        "weight_hash": loaded.weight_hash,
+        "document": {k: v for k, v in document.items() if k != "prompt"},
+        "actions": {name: dict(spec) for name, spec in actions.items()},
+        "horizon": horizon,
+        "replicates": replicates,
+        "temperature": temperature,
+        "seed": {"master": master_seed, "study": study_seed, "streams": "derive_seed(master, study, doc id, action, replicate)"},
+        "mode": mode,
+        "evict_first_step": evict_first_step,
+        "tv_atol": tv_atol,
+        "first_step": "Q evaluated through the evicted cache" if evict_first_step else "delta_1 = 0: step 1 drawn from the prefill's law under both kernels",
+        "swrb_restore": "retention (reservoir-chosen snapshot of the scan chains)" if mode == "swrb" else None,
+        "prompt_tokens": n_prompt,
+        "eos_token_ids": list(loaded.eos_token_ids),
+        "prefill_s": prefill_s,
+        "wall_time_total_s": time.perf_counter() - start,
+    }
+    return write_document_store(out, trajectories, attrs)

@@ -87,3 +87,15 @@ def test_overlap_and_residual_draws():
     # no overlap at all: the scan continues with a draw from p
     u, hazard = overlap_draw(np.array([[1.0, 0.0]]), np.array([[0.0, 1.0]]), rng)
     assert u[0] == 0 and hazard[0] == 1
+
+
+def test_tv_below_tolerance_counts_as_zero():
+    rng = np.random.default_rng(4)
+    noisy = P + np.array([1e-9, -1e-9, 0, 0, 0, 0])
+    x, y, tv = couple(np.tile(P, (2000, 1)), np.tile(noisy, (2000, 1)), rng, tv_atol=1e-6)
+    assert np.all(tv == 0) and np.array_equal(x, y) and chi2_pvalue(x, P) > 1e-3
+    u, hazard = overlap_draw(P, noisy, rng, tv_atol=1e-6)
+    assert hazard[0] == 0
+    assert tv_distance(P, noisy)[0] > 0 and tv_distance(P, noisy, 1e-6)[0] == 0
+    x, y, tv = couple(np.tile(P, (N, 1)), np.tile(Q, (N, 1)), rng, tv_atol=1e-6)  # real gaps untouched
+    assert np.all(tv > 0.3) and abs(np.mean(x != y) - tv[0]) < 4 * np.sqrt(tv[0] * (1 - tv[0]) / N)

@@ -1,0 +1,83 @@
+"""Coupled generation with the real KernelSession on tiny random models (no download)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from kvdiv.generation import generate, run_document
+from kvdiv.kernels import KernelSession
+from kvdiv.store import read_document_store
+
+ACTIONS = {
+    "snapkv_half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 8},
+    "recent_half": {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 0},
+    "keep_all": {"press": "StreamingLLMPress", "compression_ratio": 0.0, "n_sink": 0},
+}
+H, R = 12, 3
+TV_ATOL = 1e-6  # float32 round-off of batched decoding (run_document's default)
+PROMPT = "The key for the blue door is 4812. Remember it. " * 3 + "What is the key for the blue door?"
+
+
+def prompt_ids(loaded) -> torch.Tensor:
+    return torch.tensor(loaded.tokenizer(PROMPT, add_special_tokens=False)["input_ids"])
+
+
+def run(loaded, actions, mode="complete", seed=("doc", 0), temperature=1.0):
+    session = KernelSession(loaded, prompt_ids(loaded), {a: ACTIONS[a] for a in actions}, temperature=temperature)
+    out = generate(session, list(actions), horizon=H, replicates=R, seed_parts=(1, 2, *seed),
+                   eos_token_ids=loaded.eos_token_ids, mode=mode, tv_atol=TV_ATOL, progress=False)
+    return session, out
+
+
+@pytest.mark.parametrize("mode", ["complete", "swrb"])
+def test_store_invariants_on_a_tiny_model(tiny_llama, mode):
+    session, out = run(tiny_llama, list(ACTIONS), mode=mode, temperature=1.5)
+    assert session._chains == {}  # every chain released
+    diverged_any = False
+    for name, t in out.items():
+        assert np.array_equal(t.match, t.x == t.y)
+        assert np.all((t.tv >= 0) & (t.tv <= 1)) and np.all((t.fixed_tv >= 0) & (t.fixed_tv <= 1))
+        assert np.all(t.tv[:, 0] == 0)  # δ_1 = 0: step 1 is drawn from the prefill's law
+        for r in range(R):
+            mism = np.flatnonzero(~t.match[r])
+            if len(mism):
+                diverged_any = True
+                j = mism[0]
+                assert np.array_equal(t.x[r, :j], t.y[r, :j]) and t.tv[r, j] > 0
+                assert t.fixed_tv[r, j] == t.tv[r, j]  # same history up to τ
+        if name == "keep_all":  # 100% retention ⇒ δ ≡ 0 and identical chains
+            assert np.all(t.match) and np.all(t.tv == 0) and np.all(t.fixed_tv == 0)
+            if mode == "swrb":
+                assert np.all(t.branch_start == 0)
+    assert diverged_any
+
+
+def test_rerun_and_other_actions_do_not_change_a_trajectory(tiny_qwen2):
+    _, all3 = run(tiny_qwen2, list(ACTIONS), temperature=1.5)
+    _, again = run(tiny_qwen2, list(ACTIONS), temperature=1.5)
+    _, alone = run(tiny_qwen2, ["recent_half"], temperature=1.5)
+    for name in ("x", "y", "tv", "fixed_tv", "match", "eos_x"):
+        for a in ACTIONS:
+            assert np.array_equal(getattr(all3[a], name), getattr(again[a], name)), (a, name)
+    a, b = all3["recent_half"], alone["recent_half"]
+    assert np.array_equal(a.x, b.x) and np.array_equal(a.y, b.y)
+    np.testing.assert_allclose(a.tv, b.tv, atol=1e-5)  # batch composition may move float round-off only
+
+
+def test_run_document_writes_a_store(tiny_llama, tmp_path):
+    doc = {"id": "st-ruler_64-0000", "family": "ruler", "task": "niah", "stratum": "ruler_64", "target_length": 64,
+           "prompt": PROMPT, "answers": ["4812"], "n_tokens": 0, "tokenizer": "tiny", "seed": 1}
+    path = run_document(tiny_llama, doc, {"snapkv_half": ACTIONS["snapkv_half"]}, tmp_path / "d.zarr",
+                        master_seed=1, study_seed=2, horizon=H, replicates=R, progress=False)
+    attrs, data = read_document_store(path)
+    assert attrs["prompt_tokens"] == len(prompt_ids(tiny_llama)) and "prompt" not in attrs["document"]
+    assert attrs["weight_hash"] == tiny_llama.weight_hash and attrs["mode"] == "complete"
+    assert data["snapkv_half"]["x"].shape == (R, H)
+    _, direct = run(tiny_llama, ["snapkv_half"], seed=("st-ruler_64-0000",))
+    assert np.array_equal(direct["snapkv_half"].y, data["snapkv_half"]["y"])
+    with pytest.raises(ValueError, match="context"):
+        run_document(tiny_llama, doc, {"snapkv_half": ACTIONS["snapkv_half"]}, tmp_path / "e.zarr",
+                     master_seed=1, study_seed=2, horizon=10**6, replicates=1, progress=False)
+    assert not (tmp_path / "e.zarr").exists()
