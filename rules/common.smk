@@ -88,3 +88,18 @@ def get_model_resolve_inputs(wildcards):
             raise ValueError(f"model {wildcards.model!r}: tokenizer {tokenizer!r} is neither 'bytes' nor a configured model")
         return [get_model_ready(tokenizer)]
     return []
+
+
+# --- finite state (rules/finite_state.smk) ---
+
+
+def get_finite_state():
+    """The validated finite_state config section (defaults filled by the schema)."""
+    return config["finite_state"]
+
+
+def get_finite_system_files():
+    """One system file per member of the finite-state suite, named after its design factors."""
+    from kvdiv.finite_suite import suite_specs
+
+    return [f"results/finite_state/systems/{spec.name}.json" for spec in suite_specs(get_finite_state())]
