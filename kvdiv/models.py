@@ -417,6 +417,13 @@ def random_config(name: str, spec: dict, vocab_size: int, special_ids: dict[str,
         values.pop("head_dim", None)  # phi3 derives head_dim from hidden_size / heads
     if architecture == "gemma3":
         values.setdefault("sliding_window", 64)
+    reference = AutoConfig.for_model(model_type)
+    unknown = sorted(k for k in spec.get("model_config") or {} if not hasattr(reference, k))
+    if unknown:
+        raise ValueError(f"model {name!r}: model_config keys {unknown} are not fields of {type(reference).__name__}")
+    heads, kv_heads = values["num_attention_heads"], values.get("num_key_value_heads", values["num_attention_heads"])
+    if heads % kv_heads:
+        raise ValueError(f"model {name!r}: num_attention_heads={heads} is not a multiple of num_key_value_heads={kv_heads}")
     try:
         return AutoConfig.for_model(model_type, **values)
     except (TypeError, ValueError) as err:
