@@ -103,3 +103,59 @@ def get_finite_system_files():
     from kvdiv.finite_suite import suite_specs
 
     return [f"results/finite_state/systems/{spec.name}.json" for spec in suite_specs(get_finite_state())]
+
+
+# --- documents (rules/documents.smk) ---
+
+
+def get_reference_tokenizer(study):
+    """The model whose tokenizer sizes a study's documents (`reference_tokenizer`, else its first model)."""
+    name = get_study(study).get("reference_tokenizer") or get_study_models(study)[0]
+    if name not in config["models"]:
+        raise ValueError(f"study {study!r}: reference_tokenizer {name!r} is not a configured model")
+    return name
+
+
+def get_stratum_spec(study, stratum):
+    """The config entry of one stratum `{family}_{length}` of a study."""
+    for spec in get_study(study)["strata"]:
+        if f"{spec['family']}_{spec['length']}" == stratum:
+            return spec
+    raise ValueError(f"study {study!r} has no stratum {stratum!r} (has {', '.join(get_strata(study))})")
+
+
+def get_documents_source(study):
+    """A study's `documents` section (default: synthetic generation)."""
+    return dict(get_study(study).get("documents") or {"source": "synthetic"})
+
+
+def get_documents_file(study, stratum):
+    """The JSONL of one stratum of a study."""
+    return f"results/{study}/documents/{stratum}.jsonl"
+
+
+def get_documents(study):
+    """All document JSONL files of a study, in stratum order."""
+    return [get_documents_file(study, s) for s in get_strata(study)]
+
+
+def get_document_ids(study):
+    """[(stratum, document id)] of a study, known from the config alone (ids `{study}-{stratum}-{i:04d}`)."""
+    n = get_study(study).get("documents_per_stratum", 4)
+    return [(s, f"{study}-{s}-{i:04d}") for s in get_strata(study) for i in range(n)]
+
+
+def check_study_seeds():
+    """Two studies with one seed would get the same documents; the design needs independent sets."""
+    seen = {}
+    for study in get_studies():
+        seed = get_study(study)["seed"]
+        if seed in seen:
+            raise ValueError(
+                f"studies {seen[seed]!r} and {study!r} share seed {seed}: their document sets would coincide; "
+                f"give each study its own seed"
+            )
+        seen[seed] = study
+
+
+check_study_seeds()

@@ -1,0 +1,45 @@
+"""Documents: offline RULER- and HELMET-style long-context prompts at token-exact lengths.
+
+Modules: :mod:`~kvdiv.documents.vocabulary` (word material), :mod:`~kvdiv.documents.needles`,
+:mod:`~kvdiv.documents.variable_tracking`, :mod:`~kvdiv.documents.word_frequency`,
+:mod:`~kvdiv.documents.json_kv` (the task generators), :mod:`~kvdiv.documents.registry` (tasks by
+name and family), :mod:`~kvdiv.documents.length` (token-budget search), :mod:`~kvdiv.documents.generate`
+(documents and JSONL files), :mod:`~kvdiv.documents.scoring` (RULER / HELMET metrics) and
+:mod:`~kvdiv.documents.loaders` (the real RULER / HELMET data, when a user has it).
+"""
+
+from kvdiv.documents.generate import (
+    Document,
+    document_seed,
+    generate_prompt,
+    generate_stratum,
+    parse_stratum,
+    read_jsonl,
+    stratum_name,
+    write_jsonl,
+)
+from kvdiv.documents.length import LengthError, count_tokens, tolerance
+from kvdiv.documents.registry import FAMILY_TASKS, TASKS, family_tasks, get_task
+from kvdiv.documents.scoring import score, string_match_all, string_match_part, substring_exact_match
+
+__all__ = [
+    "Document",
+    "FAMILY_TASKS",
+    "LengthError",
+    "TASKS",
+    "count_tokens",
+    "document_seed",
+    "family_tasks",
+    "generate_prompt",
+    "generate_stratum",
+    "get_task",
+    "parse_stratum",
+    "read_jsonl",
+    "score",
+    "stratum_name",
+    "string_match_all",
+    "string_match_part",
+    "substring_exact_match",
+    "tolerance",
+    "write_jsonl",
+]

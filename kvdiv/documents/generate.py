@@ -1,0 +1,210 @@
+"""Documents: seeded task instances sized to a stratum's target length, and their JSONL files.
+
+A stratum is (family, target length), named ``{family}_{length}``. Document ``i`` of a stratum cycles
+through the stratum's tasks in a seeded order (:func:`task_cycle`) and draws everything from
+``derive_seed(master seed, study seed, "documents", stratum, i)``, so the same seeds give identical
+bytes and two studies with different seeds get independent document sets. The record format is fixed by
+docs/internals.md ("Documents").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from kvdiv.documents.length import check_context, count_tokens, fit_length
+from kvdiv.documents.registry import family_tasks, get_task
+from kvdiv.io import atomic_path
+from kvdiv.seeds import derive_seed
+
+_STRATUM = re.compile(r"^([A-Za-z0-9]+)_([0-9]+)$")
+RECORD_KEYS = (
+    "id", "family", "task", "stratum", "target_length", "prompt", "answers", "n_tokens", "tokenizer", "seed",
+)
+
+
+@dataclass(frozen=True)
+class Document:
+    """One prompt of a study (the JSONL record of docs/internals.md)."""
+
+    id: str
+    family: str
+    task: str
+    stratum: str
+    target_length: int
+    prompt: str
+    answers: list[str] = field(default_factory=list)
+    n_tokens: int = 0
+    tokenizer: str = ""
+    seed: int = 0
+
+    def to_record(self) -> dict:
+        """The record as a dict in the documented key order."""
+        return asdict(self)
+
+    @classmethod
+    def from_record(cls, record: dict, where: str = "record") -> "Document":
+        """Validate and build a document from a JSONL record (a missing or mistyped key is an error)."""
+        missing = [k for k in RECORD_KEYS if k not in record]
+        if missing:
+            raise ValueError(f"{where}: document record lacks key(s) {', '.join(missing)}")
+        if not isinstance(record["answers"], list) or not all(isinstance(a, str) for a in record["answers"]):
+            raise ValueError(f"{where}: 'answers' must be a list of strings, got {record['answers']!r}")
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(record["id"])):
+            raise ValueError(f"{where}: document id {record['id']!r} is not file-name safe ([A-Za-z0-9_.-]+)")
+        return cls(**{k: record[k] for k in RECORD_KEYS})
+
+
+def stratum_name(family: str, length: int) -> str:
+    """``{family}_{length}``, e.g. ``ruler_1024``."""
+    return f"{family}_{int(length)}"
+
+
+def parse_stratum(name: str) -> tuple[str, int]:
+    """``"ruler_1024"`` → ``("ruler", 1024)``."""
+    m = _STRATUM.match(name)
+    if not m:
+        raise ValueError(f"stratum name {name!r} is not of the form '{{family}}_{{length}}', e.g. 'ruler_1024'")
+    return m.group(1), int(m.group(2))
+
+
+def document_seed(master_seed: int, study_seed: int, stratum: str, index: int) -> int:
+    """Seed of document ``index`` of ``stratum`` in the study with ``study_seed``."""
+    return derive_seed(master_seed, study_seed, "documents", stratum, index)
+
+
+def task_cycle(
+    family: str, tasks: Sequence[str] | None, master_seed: int, study_seed: int, stratum: str
+) -> tuple[str, ...]:
+    """The order in which a stratum's documents cycle through its tasks: a seeded permutation of the
+    family's tasks (or of ``tasks``), so every task appears equally often (±1) in any stratum and small
+    strata do not always draw the same first tasks."""
+    names = family_tasks(family, tasks)
+    order = np.random.default_rng(derive_seed(master_seed, study_seed, "tasks", stratum)).permutation(len(names))
+    return tuple(names[i] for i in order)
+
+
+def build_prompt(user: str, answer_prefix: str, chat: Callable[[str], str] | None) -> str:
+    """The final prompt text: ``chat(user) + answer_prefix`` with a chat template, else the plain
+    message and the answer prefix separated by a blank line."""
+    if chat is not None:
+        return chat(user) + answer_prefix
+    return f"{user}\n\n{answer_prefix}" if answer_prefix else user
+
+
+def generate_prompt(
+    task: str,
+    *,
+    seed: int,
+    target_length: int,
+    tokenizer,
+    chat: Callable[[str], str] | None = None,
+    max_context: int | None = None,
+    model: str = "model",
+    reserve: int = 0,
+) -> tuple[str, list[str], int]:
+    """One task instance sized to ``target_length`` tokens of ``tokenizer``.
+
+    Parameters
+    ----------
+    task : task name (see :data:`kvdiv.documents.registry.TASKS`)
+    seed : instance seed
+    target_length : target prompt length in tokens (after the chat template)
+    tokenizer : the model's tokenizer (anything with ``encode(text, add_special_tokens=False)``)
+    chat : user message -> chat-templated text (None: no template)
+    max_context, model, reserve : the model's context, its name for errors, and tokens it must keep free
+        for generation; ``target_length + reserve > max_context`` is an error
+
+    Returns
+    -------
+    (prompt, answers, n_tokens)
+    """
+    spec = get_task(task)
+    check_context(target_length, max_context, model, reserve)
+    inst = spec.build(np.random.default_rng(seed), target_length)
+
+    def render(units: int, pad: int) -> str:
+        return build_prompt(inst.render(units, pad), inst.answer_prefix, chat)
+
+    _, _, prompt, n_tokens = fit_length(
+        render,
+        lambda text: count_tokens(tokenizer, text),
+        target_length,
+        pads=inst.pads,
+        max_units=inst.max_units,
+        what=f"task {task!r} with the tokenizer of {model!r}",
+    )
+    return prompt, list(inst.answers), n_tokens
+
+
+def generate_stratum(
+    *,
+    study: str,
+    stratum: str,
+    n_documents: int,
+    master_seed: int,
+    study_seed: int,
+    tokenizer,
+    tokenizer_name: str,
+    chat: Callable[[str], str] | None = None,
+    tasks: Sequence[str] | None = None,
+    max_context: int | None = None,
+    reserve: int = 0,
+    progress: bool = False,
+) -> list[Document]:
+    """The ``n_documents`` documents of one stratum of one study (ids ``{study}-{stratum}-{i:04d}``)."""
+    family, length = parse_stratum(stratum)
+    cycle = task_cycle(family, tasks, master_seed, study_seed, stratum)
+    check_context(length, max_context, tokenizer_name, reserve)
+    docs = []
+    for i in tqdm(range(n_documents), desc=f"{study} {stratum}", disable=not progress):
+        seed = document_seed(master_seed, study_seed, stratum, i)
+        task = cycle[i % len(cycle)]
+        prompt, answers, n_tokens = generate_prompt(
+            task, seed=seed, target_length=length, tokenizer=tokenizer, chat=chat,
+            max_context=max_context, model=tokenizer_name, reserve=reserve,
+        )
+        docs.append(
+            Document(
+                id=f"{study}-{stratum}-{i:04d}", family=family, task=task, stratum=stratum, target_length=length,
+                prompt=prompt, answers=answers, n_tokens=n_tokens, tokenizer=tokenizer_name, seed=seed,
+            )
+        )
+    return docs
+
+
+def dumps_jsonl(docs: Iterable[Document]) -> str:
+    """The JSONL text of ``docs`` (one compact record per line, UTF-8, fixed key order)."""
+    return "".join(json.dumps(d.to_record(), ensure_ascii=False) + "\n" for d in docs)
+
+
+def write_jsonl(docs: Iterable[Document], path: str | os.PathLike) -> None:
+    """Write ``docs`` to ``path`` atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(dumps_jsonl(docs), encoding="utf-8")
+
+
+def read_jsonl(path: str | os.PathLike) -> list[Document]:
+    """Read and validate a documents JSONL file (ids must be unique)."""
+    docs: list[Document] = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{lineno}: not valid JSON ({err})") from None
+            docs.append(Document.from_record(record, where=f"{path}:{lineno}"))
+    ids = [d.id for d in docs]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise ValueError(f"{path}: duplicate document ids {', '.join(dup[:5])}")
+    return docs

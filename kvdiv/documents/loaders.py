@@ -1,0 +1,168 @@
+"""Optional loaders for real documents: your own JSONL, RULER's generated files, HELMET's data.
+
+Never used by the tests and never reached without a study asking for them (``documents.source`` in the
+config is ``jsonl``, ``ruler`` or ``helmet``). RULER's and HELMET's data need network access or local
+files; an unavailable source is a clear error, never a silent fallback to synthetic data.
+
+Each loader yields plain records ``{"task", "text", "answers"}`` (the user message before any chat
+template); :func:`select_documents` turns them into documents for one stratum: it templates them,
+counts tokens with the reference tokenizer, keeps those within the target length, and picks the
+longest ones (ties broken by a seeded shuffle).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from kvdiv.documents.generate import Document, build_prompt, parse_stratum, read_jsonl
+from kvdiv.documents.length import check_context, count_tokens
+
+TEXT_FIELDS = ("input", "prompt", "context", "text")
+ANSWER_FIELDS = ("outputs", "answers", "answer", "output")
+
+
+def _first(record: dict, names: tuple[str, ...], what: str, where: str):
+    for name in names:
+        if name in record:
+            return record[name]
+    raise ValueError(f"{where}: record has no {what} field (looked for {', '.join(names)}; has {', '.join(record)})")
+
+
+def _as_answers(value, where: str) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(v, (str, int)) for v in value):
+        return [str(v) for v in value]
+    raise ValueError(f"{where}: answers must be a string or a non-empty list of strings, got {value!r}")
+
+
+def normalise_record(record: dict, task: str, where: str) -> dict:
+    """``{"task", "text", "answers"}`` from a RULER-style (``input``/``outputs``) or HELMET-style
+    (``context`` + ``question`` / ``answer``) record."""
+    text = _first(record, TEXT_FIELDS, "text", where)
+    if "question" in record and "input" not in record:
+        text = f"{text}\n\n{record['question']}"
+    answers = _as_answers(_first(record, ANSWER_FIELDS, "answer", where), where)
+    return {"task": str(record.get("task", task)), "text": str(text), "answers": answers}
+
+
+def read_records(path: str | os.PathLike, task: str) -> Iterator[dict]:
+    """Records of a JSONL file (RULER writes ``{"index", "input", "outputs", "length"}`` per line)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"document source file {path} does not exist")
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if line.strip():
+                yield normalise_record(json.loads(line), task, f"{path}:{lineno}")
+
+
+def dataset_records(dataset: str, task: str, *, name: str | None = None, split: str = "test") -> Iterator[dict]:
+    """Records of a Hugging Face dataset (``datasets.load_dataset(dataset, name, split=split)``)."""
+    try:
+        import datasets
+    except ImportError as err:  # pragma: no cover - datasets is a dependency of this environment
+        raise RuntimeError("loading real documents needs the `datasets` package (pip install datasets)") from err
+    try:
+        ds = datasets.load_dataset(dataset, name, split=split)
+    except Exception as err:  # network, missing config, ...
+        raise RuntimeError(
+            f"could not load dataset {dataset!r} (config {name!r}, split {split!r}): {err}. Real RULER/HELMET data "
+            f"need network access or a local copy; set documents.path to a JSONL file instead, or use "
+            f"documents.source: synthetic"
+        ) from err
+    for i, record in enumerate(ds):
+        yield normalise_record(dict(record), task, f"{dataset}[{i}]")
+
+
+def select_documents(
+    records: list[dict],
+    *,
+    study: str,
+    stratum: str,
+    n_documents: int,
+    seed: int,
+    tokenizer,
+    tokenizer_name: str,
+    chat: Callable[[str], str] | None,
+    max_context: int | None = None,
+    reserve: int = 0,
+) -> list[Document]:
+    """The ``n_documents`` longest records that fit the stratum's target length (after templating)."""
+    family, length = parse_stratum(stratum)
+    check_context(length, max_context, tokenizer_name, reserve)
+    rng = np.random.default_rng(seed)
+    scored = []
+    for rec, tie in zip(records, rng.permutation(len(records))):
+        prompt = build_prompt(rec["text"], "", chat)
+        n = count_tokens(tokenizer, prompt)
+        if n <= length:
+            scored.append((length - n, int(tie), rec, prompt, n))
+    if len(scored) < n_documents:
+        raise ValueError(
+            f"stratum {stratum!r}: only {len(scored)} of {len(records)} loaded records fit in {length} tokens of "
+            f"{tokenizer_name!r}; {n_documents} are needed"
+        )
+    scored.sort(key=lambda s: (s[0], s[1]))
+    return [
+        Document(
+            id=f"{study}-{stratum}-{i:04d}", family=family, task=rec["task"], stratum=stratum, target_length=length,
+            prompt=prompt, answers=rec["answers"], n_tokens=n, tokenizer=tokenizer_name, seed=seed,
+        )
+        for i, (_, _, rec, prompt, n) in enumerate(scored[:n_documents])
+    ]
+
+
+def own_documents(
+    path: str | os.PathLike, *, study: str, stratum: str, n_documents: int, tokenizer, tokenizer_name: str,
+    max_context: int | None = None, reserve: int = 0,
+) -> list[Document]:
+    """The first ``n_documents`` of a user's JSONL in kvdiv's own format whose ``stratum`` matches,
+    re-counted with the reference tokenizer and renamed ``{study}-{stratum}-{i:04d}``."""
+    _, length = parse_stratum(stratum)
+    check_context(length, max_context, tokenizer_name, reserve)
+    docs = [d for d in read_jsonl(path) if d.stratum == stratum]
+    if len(docs) < n_documents:
+        raise ValueError(f"{path}: stratum {stratum!r} has {len(docs)} documents; {n_documents} are needed")
+    out = []
+    for i, d in enumerate(docs[:n_documents]):
+        n = count_tokens(tokenizer, d.prompt)
+        if max_context is not None and n + reserve > max_context:
+            raise ValueError(f"{path}: document {d.id!r} has {n} tokens; model {tokenizer_name!r} holds {max_context}")
+        out.append(
+            Document(
+                id=f"{study}-{stratum}-{i:04d}", family=d.family, task=d.task, stratum=stratum, target_length=length,
+                prompt=d.prompt, answers=d.answers, n_tokens=n, tokenizer=tokenizer_name, seed=d.seed,
+            )
+        )
+    return out
+
+
+def load_source(source: dict, *, stratum: str) -> list[dict]:
+    """Records for ``stratum`` from a ``documents`` config section (source ``ruler`` or ``helmet``).
+
+    ``path`` (a JSONL file; ``{stratum}``, ``{family}`` and ``{length}`` are substituted) or ``dataset``
+    (a ``datasets`` id, with ``dataset_config`` / ``split``; the same substitutions apply) names the data.
+    """
+    family, length = parse_stratum(stratum)
+    kind = source.get("source")
+    if kind not in ("ruler", "helmet"):
+        raise ValueError(f"load_source handles documents.source 'ruler' or 'helmet', got {kind!r}")
+    fill = dict(stratum=stratum, family=family, length=length)
+    task = source.get("task", kind)
+    if source.get("path"):
+        return list(read_records(str(source["path"]).format(**fill), task))
+    if source.get("dataset"):
+        name = source.get("dataset_config")
+        return list(
+            dataset_records(
+                str(source["dataset"]).format(**fill), task,
+                name=None if name is None else str(name).format(**fill), split=source.get("split", "test"),
+            )
+        )
+    raise ValueError(f"documents.source {kind!r} needs documents.path (a JSONL file) or documents.dataset (a datasets id)")

@@ -1,0 +1,137 @@
+"""Needle-in-a-haystack tasks (RULER-style; the multi-key variants also serve HELMET's synthetic recall).
+
+A needle is a sentence ``The secret number for quiet-lantern is: 4821907.`` hidden in a haystack:
+either filler text (the *noise* haystack) or a stack of distractor needles with other keys (the
+*needle* haystack). Variants (after Hsieh et al., 2024, "RULER: What's the real context size of your
+long-context language models?"):
+
+- single key: one needle, one question;
+- multi-key: the queried needle among distractor needles with other keys (in noise or as the haystack);
+- multi-value: several needles with the same key, all values asked;
+- multi-query: several needles with distinct keys, all of them asked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from kvdiv.documents import vocabulary
+from kvdiv.documents.base import Instance, Stream, insert_at_depths
+
+_KIND = {"number": ("number", "numbers"), "uuid": ("UUID", "UUIDs")}
+
+
+@dataclass(frozen=True)
+class NeedleConfig:
+    """Shape of a needle task.
+
+    Attributes
+    ----------
+    haystack : ``"noise"`` (filler sentences) or ``"needles"`` (distractor needles)
+    value_kind : ``"number"`` (7 digits) or ``"uuid"``
+    keys : needles with distinct keys placed in the text (the first ``queries`` of them are asked)
+    values : needles (values) per queried key
+    queries : keys asked
+    """
+
+    haystack: str = "noise"
+    value_kind: str = "number"
+    keys: int = 1
+    values: int = 1
+    queries: int = 1
+
+
+def _join_keys(keys: list[str]) -> str:
+    return keys[0] if len(keys) == 1 else ", ".join(keys[:-1]) + " and " + keys[-1]
+
+
+def build_needle_task(cfg: NeedleConfig, rng: np.random.Generator, target_length: int) -> Instance:
+    """Draw a needle-task instance; haystack units are filler sentences or distractor needles."""
+    singular, plural = _KIND[cfg.value_kind]
+    keys = vocabulary.distinct_word_keys(rng, cfg.keys)
+    needles: list[str] = []
+    answers: list[str] = []
+    for j, key in enumerate(keys):
+        for _ in range(cfg.values if j < cfg.queries else 1):
+            val = vocabulary.value(rng, cfg.value_kind)
+            while val in answers:
+                val = vocabulary.value(rng, cfg.value_kind)
+            needles.append(f"The secret {singular} for {key} is: {val}.")
+            if j < cfg.queries:
+                answers.append(val)
+    depths = [float(d) for d in rng.uniform(0.0, 1.0, size=len(needles))]
+    asked = keys[: cfg.queries]
+
+    max_units = None
+    if cfg.haystack == "needles":
+        hay_rng = np.random.default_rng(rng.integers(2**63))
+        used = set(keys)
+        max_units = len(vocabulary.ADJECTIVES) * len(vocabulary.NOUNS) - len(used)
+
+        def draw_distractor() -> str:
+            (key,) = vocabulary.distinct_word_keys(hay_rng, 1, exclude=used)
+            used.add(key)
+            return f"The secret {singular} for {key} is: {vocabulary.value(hay_rng, cfg.value_kind)}."
+
+        stream = Stream(draw_distractor, limit=max_units)
+        units = stream.take
+    elif cfg.haystack == "noise":
+        offset = int(rng.integers(len(vocabulary.FILLER_SENTENCES)))
+        units = partial(_filler_units, offset=offset)
+    else:
+        raise ValueError(f"unknown haystack {cfg.haystack!r}; expected 'noise' or 'needles'")
+
+    many = cfg.values > 1 or cfg.queries > 1
+    instruction = (
+        f"Some secret {plural} are hidden in the text below. Memorize them: "
+        f"you will be asked about them afterwards."
+    )
+    if cfg.queries > 1:
+        question = f"What are the secret {plural} for {_join_keys(asked)} in the text above?"
+        prefix = f"The secret {plural} for {_join_keys(asked)} in the text above are:"
+    elif many:
+        question = f"What are all the secret {plural} for {asked[0]} in the text above?"
+        prefix = f"The secret {plural} for {asked[0]} in the text above are:"
+    else:
+        question = f"What is the secret {singular} for {asked[0]} in the text above?"
+        prefix = f"The secret {singular} for {asked[0]} in the text above is:"
+
+    def render(n: int, pad: int) -> str:
+        body = insert_at_depths(units(n), needles, depths)
+        text = " ".join(body)
+        if pad:
+            text = f"{text} {vocabulary.filler_pad(pad)}"
+        return f"{instruction}\n\n{text}\n\n{question}"
+
+    return Instance(render=render, answers=answers, answer_prefix=prefix, pads=True, max_units=max_units)
+
+
+def _filler_units(n: int, offset: int) -> list[str]:
+    k = len(vocabulary.FILLER_SENTENCES)
+    return [vocabulary.FILLER_SENTENCES[(offset + i) % k] for i in range(n)]
+
+
+NEEDLE_TASKS: dict[str, tuple[NeedleConfig, str]] = {
+    "niah_single_noise_number": (NeedleConfig("noise", "number"), "one number needle in filler text"),
+    "niah_single_noise_uuid": (NeedleConfig("noise", "uuid"), "one UUID needle in filler text"),
+    "niah_multikey_noise_number": (
+        NeedleConfig("noise", "number", keys=4),
+        "one queried number needle among 3 distractor needles in filler text",
+    ),
+    "niah_multikey_needle_number": (
+        NeedleConfig("needles", "number"),
+        "one queried number needle in a haystack of distractor number needles",
+    ),
+    "niah_multikey_needle_uuid": (
+        NeedleConfig("needles", "uuid"),
+        "one queried UUID needle in a haystack of distractor UUID needles",
+    ),
+    "niah_multivalue": (NeedleConfig("noise", "number", values=4), "4 number needles under one key, all asked"),
+    "niah_multiquery": (
+        NeedleConfig("noise", "number", keys=4, queries=4),
+        "4 number needles under distinct keys, all asked",
+    ),
+}

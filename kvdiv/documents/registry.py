@@ -1,0 +1,67 @@
+"""The task registry: every synthetic task by name, and the tasks of each family.
+
+Adding a task: write a builder ``(rng, target_length) -> Instance`` (see :mod:`kvdiv.documents.base`)
+and register it in :data:`TASKS` (and in a family's list in :data:`FAMILY_TASKS` to include it in the
+default cycle).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from kvdiv.documents.base import Task
+from kvdiv.documents.json_kv import build_json_kv
+from kvdiv.documents.needles import NEEDLE_TASKS, build_needle_task
+from kvdiv.documents.variable_tracking import build_variable_tracking
+from kvdiv.documents.word_frequency import build_common_words, build_frequent_words
+
+TASKS: dict[str, Task] = {
+    name: Task(name, partial(build_needle_task, cfg), "all", description)
+    for name, (cfg, description) in NEEDLE_TASKS.items()
+}
+TASKS["variable_tracking"] = Task(
+    "variable_tracking", build_variable_tracking, "all", "follow a 4-hop chain of VAR assignments in filler text"
+)
+TASKS["common_words"] = Task("common_words", build_common_words, "all", "the 10 recurring words of a list")
+TASKS["frequent_words"] = Task("frequent_words", build_frequent_words, "all", "the 3 most frequent coded words")
+TASKS["json_kv"] = Task("json_kv", build_json_kv, "subem", "the value under a UUID key in a JSON object of UUIDs")
+
+FAMILY_TASKS: dict[str, tuple[str, ...]] = {
+    "ruler": (
+        "niah_single_noise_number",
+        "niah_single_noise_uuid",
+        "niah_multikey_noise_number",
+        "niah_multikey_needle_number",
+        "niah_multikey_needle_uuid",
+        "niah_multivalue",
+        "niah_multiquery",
+        "variable_tracking",
+        "common_words",
+        "frequent_words",
+    ),
+    "helmet": (
+        "json_kv",
+        "niah_multikey_needle_number",
+        "niah_multikey_needle_uuid",
+        "niah_multivalue",
+    ),
+}
+
+
+def get_task(name: str) -> Task:
+    """The task called ``name``; an unknown name is an error listing the known ones."""
+    try:
+        return TASKS[name]
+    except KeyError:
+        raise ValueError(f"unknown document task {name!r}; known tasks: {', '.join(sorted(TASKS))}") from None
+
+
+def family_tasks(family: str, tasks: list[str] | tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """The tasks a stratum of ``family`` cycles through (``tasks`` if given, checked against the registry)."""
+    if family not in FAMILY_TASKS:
+        raise ValueError(f"unknown document family {family!r}; known families: {', '.join(FAMILY_TASKS)}")
+    if not tasks:
+        return FAMILY_TASKS[family]
+    for name in tasks:
+        get_task(name)
+    return tuple(tasks)

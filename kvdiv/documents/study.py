@@ -1,0 +1,92 @@
+"""A study's stratum of documents from the config pieces the ``documents`` rule passes.
+
+Loads the reference tokenizer from the resolved model directory (kvdiv.models), works out the
+model's context and chat template, and generates (source ``synthetic``) or loads (``jsonl``,
+``ruler``, ``helmet``) the stratum's documents.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Callable
+
+from kvdiv.documents.generate import Document, document_seed, generate_stratum, write_jsonl
+
+log = logging.getLogger(__name__)
+
+SOURCES = ("synthetic", "jsonl", "ruler", "helmet")
+
+
+def chat_function(tokenizer, enabled: bool) -> Callable[[str], str] | None:
+    """The user message → chat-templated text map of ``tokenizer`` (None when disabled or absent)."""
+    from kvdiv.models import apply_chat_template
+
+    if not enabled or not getattr(tokenizer, "chat_template", None):
+        return None
+    return lambda text: apply_chat_template(tokenizer, text, True)
+
+
+def model_context(model_dir: str | os.PathLike, tokenizer, spec: dict) -> int:
+    """The context length a resolved model holds (the spec's ``max_context`` first)."""
+    from transformers import AutoConfig
+
+    from kvdiv.models import max_context
+
+    if spec.get("max_context"):
+        return int(spec["max_context"])
+    return max_context(AutoConfig.from_pretrained(model_dir), tokenizer, spec)
+
+
+def stratum_documents(
+    *,
+    study: str,
+    stratum: str,
+    n_documents: int,
+    master_seed: int,
+    study_seed: int,
+    model: str,
+    model_spec: dict,
+    models_dir: str | os.PathLike,
+    source: dict | None = None,
+    tasks: list[str] | None = None,
+    reserve: int = 0,
+    progress: bool = True,
+) -> list[Document]:
+    """The documents of one stratum, sized with the tokenizer of ``model`` (resolved under ``models_dir``)."""
+    from kvdiv.models import load_tokenizer, model_dir
+
+    source = dict(source or {"source": "synthetic"})
+    kind = source.get("source", "synthetic")
+    if kind not in SOURCES:
+        raise ValueError(f"study {study!r}: documents.source {kind!r} is not one of {', '.join(SOURCES)}")
+    tokenizer = load_tokenizer(model, model_spec, models_dir)
+    chat = chat_function(tokenizer, bool(model_spec.get("chat_template", True)))
+    context = model_context(model_dir(model, models_dir), tokenizer, model_spec)
+    log.info("study %s stratum %s: %d documents (%s), tokenizer of %r, max_context %d, chat template %s",
+             study, stratum, n_documents, kind, model, context, chat is not None)
+    common = dict(study=study, stratum=stratum, n_documents=n_documents, tokenizer=tokenizer, tokenizer_name=model)
+    if kind == "synthetic":
+        return generate_stratum(
+            **common, master_seed=master_seed, study_seed=study_seed, chat=chat, tasks=tasks,
+            max_context=context, reserve=reserve, progress=progress,
+        )
+    from kvdiv.documents import loaders
+
+    if kind == "jsonl":
+        if not source.get("path"):
+            raise ValueError(f"study {study!r}: documents.source 'jsonl' needs documents.path")
+        return loaders.own_documents(source["path"], **common, max_context=context, reserve=reserve)
+    records = loaders.load_source(source, stratum=stratum)
+    return loaders.select_documents(
+        records, **common, seed=document_seed(master_seed, study_seed, stratum, 0), chat=chat,
+        max_context=context, reserve=reserve,
+    )
+
+
+def write_stratum(path: str | os.PathLike, **kwargs) -> list[Document]:
+    """:func:`stratum_documents`, written atomically to ``path``."""
+    docs = stratum_documents(**kwargs)
+    write_jsonl(docs, Path(path))
+    return docs

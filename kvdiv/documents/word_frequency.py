@@ -1,0 +1,94 @@
+"""Aggregation tasks (RULER-style): common-words and frequent-words extraction.
+
+- Common words: a numbered list in which ten words recur ``c`` times each and every other word
+  occurs once; the answer is the ten recurring words.
+- Frequent words: a run of coded (pseudo-)words with Zipf-distributed counts; the answer is the three
+  most frequent words, each strictly more frequent than every word below it.
+
+The haystack size ``units`` is the number of once-only words (common words) or the nominal number of
+words (frequent words); the list order is a seeded shuffle of (instance seed, size).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kvdiv.documents import vocabulary
+from kvdiv.documents.base import Instance, Stream
+
+
+def build_common_words(rng: np.random.Generator, target_length: int, n_common: int = 10) -> Instance:
+    """Ten words recur ``c = clip(target_length // 200, 2, 30)`` times; the rest occur once."""
+    repeats = int(np.clip(target_length // 200, 2, 30))
+    word_rng = np.random.default_rng(rng.integers(2**63))
+    common = vocabulary.distinct_pseudo_words(word_rng, n_common)
+    seen = set(common)
+
+    def draw_rare() -> str:
+        while True:
+            w = vocabulary.pseudo_word(word_rng, 3)
+            if w not in seen:
+                seen.add(w)
+                return w
+
+    rare = Stream(draw_rare)
+    shuffle_seed = int(rng.integers(2**63))
+    instruction = "Below is a numbered list of words. Some words appear several times."
+    question = f"Which {n_common} words appear most often in the list above? List them."
+    prefix = f"The {n_common} most common words in the list are:"
+
+    def render(n: int, pad: int) -> str:
+        words = common * repeats + rare.take(n)
+        order = np.random.default_rng([shuffle_seed, n]).permutation(len(words))
+        listing = "\n".join(f"{i + 1}. {words[j]}" for i, j in enumerate(order))
+        return f"{instruction}\n\n{listing}\n\n{question}"
+
+    return Instance(render=render, answers=list(common), answer_prefix=prefix, pads=False)
+
+
+def frequent_word_counts(n: int, alpha: float = 2.0, top: int = 3) -> np.ndarray:
+    """Counts by rank for a nominal ``n`` words: ``max(1, floor(n·w_r))`` with Zipf weights ``w_r ∝ r^-alpha``
+    over ``max(top + 1, n // 4)`` ranks, raised so the ``top`` ranks are strictly above everything below."""
+    ranks = max(top + 1, n // 4)
+    w = np.arange(1, ranks + 1, dtype=float) ** -alpha
+    counts = np.maximum(1, np.floor(n * w / w.sum())).astype(int)
+    for r in range(top - 1, -1, -1):
+        counts[r] = max(counts[r], counts[r + 1] + 1)
+    return counts
+
+
+def build_frequent_words(rng: np.random.Generator, target_length: int, top: int = 3) -> Instance:
+    """Coded words with Zipf counts; the ``top`` most frequent are the answer."""
+    word_rng = np.random.default_rng(rng.integers(2**63))
+    vocab = Stream(lambda: vocabulary.pseudo_word(word_rng, 3))
+    shuffle_seed = int(rng.integers(2**63))
+    first = _distinct_prefix(vocab, top)
+    instruction = "Read the following coded text and keep track of how often each coded word occurs."
+    question = f"What are the {top} most frequently appearing coded words in the text above?"
+    prefix = f"The {top} most frequent coded words are:"
+
+    def render(n: int, pad: int) -> str:
+        counts = frequent_word_counts(n, top=top)
+        words = _distinct_prefix(vocab, len(counts))
+        seq = np.repeat(np.arange(len(counts)), counts)
+        seq = seq[np.random.default_rng([shuffle_seed, n]).permutation(len(seq))]
+        return f"{instruction}\n\n{' '.join(words[i] for i in seq)}\n\n{question}"
+
+    return Instance(render=render, answers=first, answer_prefix=prefix, pads=False)
+
+
+def _distinct_prefix(stream: Stream, k: int) -> list[str]:
+    """The first ``k`` distinct items of ``stream`` in order of first appearance."""
+    out: list[str] = []
+    seen: set[str] = set()
+    m = k
+    while len(out) < k:
+        out, seen = [], set()
+        for w in stream.take(m):
+            if w not in seen:
+                seen.add(w)
+                out.append(w)
+                if len(out) == k:
+                    break
+        m = m + (k - len(out)) + 8
+    return out
