@@ -205,6 +205,7 @@ class KernelSession:
         self.n_layers = len(self._attn)
         self._eos_set = set(self.eos_token_ids)
         self._kept_cache: dict[str, list[torch.Tensor | None]] = {}
+        self._kept_lengths: dict[str, list[int]] = {}
 
         prefill_ids = ids[:-1] if self.evict_first_step else ids
         self._prefixes, logits = self._prefill(prefill_ids)
@@ -293,10 +294,17 @@ class KernelSession:
                 keys.append(k)
                 values.append(v)
                 bias.append(b)
-            lengths = {k.shape[1] for k in keys}
-            prefixes[name] = _Prefix(keys, values, bias, length=max(lengths), position=n)
-            if len(lengths) != 1:
-                raise NotImplementedError(f"action {name!r}: layers kept different numbers of entries {sorted(lengths)}")
+            # presses that keep different numbers of entries per layer (PyramidKV): pad the shorter
+            # layers with zero keys/values whose −inf bias gives them exactly zero attention weight
+            longest = max(k.shape[1] for k in keys)
+            for layer in range(self.n_layers):
+                pad = longest - keys[layer].shape[1]
+                if pad:
+                    keys[layer] = torch.nn.functional.pad(keys[layer], (0, 0, 0, pad))
+                    values[layer] = torch.nn.functional.pad(values[layer], (0, 0, 0, pad))
+                    bias[layer] = torch.nn.functional.pad(bias[layer], (0, pad), value=float("-inf"))
+            prefixes[name] = _Prefix(keys, values, bias, length=longest, position=n)
+            self._kept_lengths[name] = [int(cl.keys.shape[2]) for cl in captures[name].layers]
         return prefixes, logits
 
     @torch.no_grad()
@@ -524,7 +532,7 @@ class KernelSession:
         out: list[torch.Tensor | None] = []
         for layer in range(self.n_layers):
             k_ref = ref.keys[layer][:, :n]
-            k_act = act.keys[layer][:, : act.length - (1 if self.evict_first_step else 0)]
+            k_act = act.keys[layer][:, : self._kept_lengths[action][layer]]
             if isinstance(press, ProbabilisticPress) and layer in press.kept_indices:
                 idx = press.kept_indices[layer][0].to(k_ref.device)
             else:
@@ -549,8 +557,12 @@ def _match_rows(ref: torch.Tensor, sub: torch.Tensor) -> torch.Tensor | None:
     a = ref.to(torch.float64) @ r
     b = sub.to(torch.float64) @ r
     order = torch.argsort(a, dim=-1)
-    pos = torch.searchsorted(a.gather(-1, order).contiguous(), b.contiguous()).clamp(max=a.shape[-1] - 1)
-    idx = order.gather(-1, pos)
+    sorted_a = a.gather(-1, order).contiguous()
+    # nearest projection (the products may round differently for different tensor shapes), then verify
+    hi = torch.searchsorted(sorted_a, b.contiguous()).clamp(max=a.shape[-1] - 1)
+    lo = (hi - 1).clamp(min=0)
+    closer_lo = (sorted_a.gather(-1, lo) - b).abs() < (sorted_a.gather(-1, hi) - b).abs()
+    idx = order.gather(-1, torch.where(closer_lo, lo, hi))
     gathered = ref.gather(1, idx.unsqueeze(-1).expand(-1, -1, ref.shape[-1]))
     if not torch.equal(gathered, sub):
         return None
