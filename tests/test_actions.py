@@ -1,0 +1,204 @@
+"""Actions (press specs → presses) and ProbabilisticPress: πps probabilities, exact-k sampling with the
+given inclusion probabilities, Horvitz–Thompson unbiasedness, reduction to deterministic eviction."""
+
+from __future__ import annotations
+
+import math
+
+import kvpress
+import pytest
+import torch
+
+from kvdiv.actions import build_press, describe, press_arguments, press_classes, validate_action
+from kvdiv.kernels import REFERENCE, KernelSession
+from kvdiv.probabilistic_press import ProbabilisticPress, inclusion_probabilities, score_weights, systematic_sample
+
+# ---------------------------------------------------------------- actions
+
+
+def test_every_kvpress_press_is_nameable():
+    classes = press_classes()
+    exported = {n for n in dir(kvpress) if isinstance(getattr(kvpress, n), type)
+                and issubclass(getattr(kvpress, n), kvpress.BasePress) and n != "BasePress"}
+    assert exported | {"ProbabilisticPress"} == set(classes)
+    assert {"SnapKVPress", "StreamingLLMPress", "KnormPress", "AdaKVPress"} <= set(classes)
+
+
+@pytest.mark.parametrize(
+    "spec, cls, attrs",
+    [
+        ({"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 64}, kvpress.SnapKVPress,
+         {"compression_ratio": 0.5, "window_size": 64, "kernel_size": 5}),
+        ({"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 0}, kvpress.StreamingLLMPress,
+         {"n_sink": 0}),
+        ({"press": "ProbabilisticPress", "compression_ratio": 0.5, "scorer": "KnormPress", "correction": False},
+         ProbabilisticPress, {"scorer": "KnormPress", "correction": False}),
+    ],
+)
+def test_build_press(spec, cls, attrs):
+    press = build_press(spec)
+    assert type(press) is cls
+    for k, v in attrs.items():
+        assert getattr(press, k) == v
+    assert build_press(spec) is not press  # a fresh instance per use
+
+
+def test_nested_presses():
+    press = build_press({"press": "AdaKVPress", "alpha_safeguard": 0.3,
+                         "wraps": {"press": "KnormPress", "compression_ratio": 0.25}})
+    assert isinstance(press, kvpress.AdaKVPress) and isinstance(press.press, kvpress.KnormPress)
+    assert press.compression_ratio == 0.25
+    d = describe({"press": "AdaKVPress", "wraps": {"press": "KnormPress", "compression_ratio": 0.25}})
+    assert d["press"] == "AdaKVPress" and d["arguments"]["press"]["press"] == "KnormPress"
+    assert d["arguments"]["press"]["arguments"]["compression_ratio"] == 0.25
+
+
+def test_describe_fills_defaults():
+    d = describe({"press": "SnapKVPress", "compression_ratio": 0.5})
+    assert d["press"] == "SnapKVPress" and d["module"].startswith("kvpress")
+    assert d["arguments"] == {"compression_ratio": 0.5, "window_size": 64, "kernel_size": 5}
+    assert d["kvpress_version"]
+    p = describe({"press": "ProbabilisticPress", "compression_ratio": 0.5})
+    assert "kept_indices" not in p["arguments"] and p["arguments"]["correction"] is True
+
+
+def test_unknown_press_lists_valid_presses():
+    with pytest.raises(ValueError) as err:
+        build_press({"press": "SnapKV", "compression_ratio": 0.5}, name="snapkv_half")
+    msg = str(err.value)
+    assert "'snapkv_half'" in msg and "unknown press 'SnapKV'" in msg
+    assert "SnapKVPress" in msg and "ProbabilisticPress" in msg and "StreamingLLMPress" in msg
+
+
+def test_unknown_argument_lists_valid_arguments():
+    with pytest.raises(ValueError) as err:
+        validate_action({"press": "SnapKVPress", "compression_ratio": 0.5, "window": 64}, name="a")
+    msg = str(err.value)
+    assert "unknown argument 'window'" in msg
+    assert "compression_ratio, window_size, kernel_size" in msg
+    assert press_arguments("SnapKVPress") == ["compression_ratio", "window_size", "kernel_size"]
+
+
+@pytest.mark.parametrize(
+    "spec, match",
+    [
+        ({"compression_ratio": 0.5}, "missing key 'press'"),
+        ({"press": "SnapKVPress", "compression_ratio": 1.5}, "rejected its arguments"),
+        ({"press": "KnormPress", "wraps": {"press": "KnormPress"}}, "unknown argument 'wraps'"),
+        ({"press": "ProbabilisticPress", "scorer": "NoScorer"}, "valid scorers: .*SnapKVPress"),
+        ({"press": "ProbabilisticPress", "scorer_kwargs": {"windows": 3}}, "scorer_kwargs"),
+        ({"press": "ProbabilisticPress", "weighting": "cubic"}, "valid: linear, softmax"),
+        ("SnapKVPress", "expected a mapping"),
+    ],
+)
+def test_bad_actions(spec, match):
+    with pytest.raises(ValueError, match=match):
+        build_press(spec)
+
+
+# ---------------------------------------------------------------- πps probabilities and sampling
+
+
+def test_inclusion_probabilities_capping():
+    w = torch.tensor([[10.0, 5.0, 1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0, 1.0, 1.0]])
+    rho = inclusion_probabilities(w, 3)
+    torch.testing.assert_close(rho.sum(-1), torch.full((2,), 3.0, dtype=torch.float64))
+    assert (rho <= 1).all() and (rho >= 0).all()
+    # row 0: 10 and 5 capped at 1, the remaining budget 1 spread over the three weights 1: 1/3 each
+    torch.testing.assert_close(rho[0], torch.tensor([1, 1, 1 / 3, 1 / 3, 1 / 3, 0], dtype=torch.float64))
+    torch.testing.assert_close(rho[1], torch.full((6,), 0.5, dtype=torch.float64))
+    # fewer positive weights than the budget: those are sure, the rest share the remainder
+    rho = inclusion_probabilities(torch.tensor([[2.0, 0.0, 0.0, 0.0, 0.0]]), 3)
+    torch.testing.assert_close(rho[0], torch.tensor([1, 0.5, 0.5, 0.5, 0.5], dtype=torch.float64))
+
+
+def test_score_weights():
+    s = torch.tensor([[-3.0, -1.0, -2.0]])
+    torch.testing.assert_close(score_weights(s, "linear"), torch.tensor([[0.0, 2.0, 1.0]], dtype=torch.float64))
+    w = score_weights(s, "softmax", 0.5)
+    torch.testing.assert_close(w, torch.softmax(s.double() / 0.5, -1))
+
+
+def test_systematic_sample_inclusion_frequencies():
+    """Exactly k kept every draw; kept frequencies match ρ within 4.5 standard errors."""
+    g = torch.Generator().manual_seed(0)
+    w = torch.rand(12, generator=g, dtype=torch.float64) ** 2 + torch.tensor([5.0] + [0.0] * 11, dtype=torch.float64)
+    rho = inclusion_probabilities(w, 5)
+    assert rho[0] == 1 and (rho[1:] < 1).all()
+    n_draws = 20000
+    idx = systematic_sample(rho.expand(n_draws, -1), torch.Generator().manual_seed(1))
+    assert idx.shape == (n_draws, 5)
+    kept = torch.zeros(n_draws, 12, dtype=torch.float64).scatter_(1, idx, 1.0)
+    assert (kept.sum(1) == 5).all() and (kept[:, 0] == 1).all()
+    freq = kept.mean(0)
+    se = (rho * (1 - rho) / n_draws).sqrt()
+    z = ((freq - rho) / se.clamp(min=1e-12))[1:]
+    assert z.abs().max() < 4.5, z
+
+
+def test_horvitz_thompson_unbiased():
+    """Corrected numerator Σ_kept e^{s_i}/ρ_i v_i and denominator Σ_kept e^{s_i}/ρ_i are unbiased."""
+    g = torch.Generator().manual_seed(2)
+    n, k, d = 16, 6, 3
+    s = torch.randn(n, generator=g, dtype=torch.float64) * 1.5  # attention logits q·k_i/√d
+    v = torch.randn(n, d, generator=g, dtype=torch.float64)
+    rho = inclusion_probabilities(torch.exp(s) + 0.05, k)  # scores ∝ attention, all ρ > 0
+    n_draws = 20000
+    idx = systematic_sample(rho.expand(n_draws, -1), torch.Generator().manual_seed(3))
+    weight = torch.exp(s)[idx] / rho[idx]  # e^{s_i − log ρ_i}: the corrected logits' exponentials
+    den = weight.sum(1)
+    num = (weight.unsqueeze(-1) * v[idx]).sum(1)
+    for est, truth in ((den, torch.exp(s).sum()), (num, (torch.exp(s)[:, None] * v).sum(0))):
+        se = est.std(0) / math.sqrt(n_draws)
+        z = (est.mean(0) - truth) / se
+        assert z.abs().max() < 4.5, z
+    # the uncorrected (plain sampled eviction) denominator is biased low by far more than its error
+    plain = torch.exp(s)[idx].sum(1)
+    assert (torch.exp(s).sum() - plain.mean()) / (plain.std() / math.sqrt(n_draws)) > 20
+
+
+# ---------------------------------------------------------------- ProbabilisticPress in a session
+
+
+@pytest.fixture(scope="module")
+def llama(tiny_model_factory):
+    return tiny_model_factory("llama", initializer_range=0.25)
+
+
+def test_zero_one_probabilities_equal_deterministic_eviction(llama):
+    """Scores with exactly k positive entries give ρ ∈ {0, 1}: the sample is the top-k set."""
+    ids = torch.randint(10, 200, (40,), generator=torch.Generator().manual_seed(0))
+    actions = {
+        "streaming": {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 3},
+        "prob": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "scorer": "StreamingLLMPress",
+                 "scorer_kwargs": {"n_sink": 3}, "seed": 11},
+        "prob_nc": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "scorer": "StreamingLLMPress",
+                    "scorer_kwargs": {"n_sink": 3}, "correction": False},
+    }
+    s = KernelSession(llama, ids, actions)
+    for layer, (a, b) in enumerate(zip(s.kept_indices("streaming"), s.kept_indices("prob"))):
+        assert torch.equal(a.sort(-1).values, b)
+        assert (s._prefixes["prob"].bias[layer] == 0).all()  # log ρ = 0: the correction is void
+    chains = [s.new_chain(name) for name in actions]
+    laws = s.step(chains, [33, 33, 33])
+    torch.testing.assert_close(laws[1], laws[0], atol=1e-6, rtol=0)
+    torch.testing.assert_close(laws[2], laws[0], atol=1e-6, rtol=0)
+
+
+def test_probabilistic_press_bias_and_seed(llama):
+    """The session's logit bias on kept entries is −log ρ (off with correction=False); seeds reproduce."""
+    ids = torch.randint(10, 200, (40,), generator=torch.Generator().manual_seed(1))
+    base = {"press": "ProbabilisticPress", "compression_ratio": 0.5, "scorer": "KnormPress"}
+    s = KernelSession(llama, ids, {"a": {**base, "seed": 1}, "b": {**base, "seed": 1},
+                                   "c": {**base, "seed": 2}, "nc": {**base, "seed": 1, "correction": False}})
+    press = s.presses["a"]
+    for layer in range(s.n_layers):
+        bias = s._prefixes["a"].bias[layer]
+        torch.testing.assert_close(bias, (-press.log_rho[layer][0]).to(bias.dtype))
+        assert (bias >= 0).all() and (bias > 0).any()
+        assert (s._prefixes["nc"].bias[layer] == 0).all()
+    assert all(torch.equal(x, y) for x, y in zip(s.kept_indices("a"), s.kept_indices("b")))
+    assert not all(torch.equal(x, y) for x, y in zip(s.kept_indices("a"), s.kept_indices("c")))
+    chains = [s.new_chain(n) for n in ("a", "nc", REFERENCE)]
+    laws = s.step(chains, [40, 40, 40])
+    assert (laws[0] - laws[1]).abs().max() > 1e-6  # the correction changes Q
