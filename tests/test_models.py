@@ -173,6 +173,33 @@ def test_local_source_links_a_directory_with_the_same_weights(tmp_path):
         M.resolve_model("empty", {"source": "local", "path": str(tmp_path)}, tmp_path / "models" / "empty")
 
 
+def test_hf_source_snapshots_weights_config_and_tokenizer(tmp_path, monkeypatch):
+    """The hf path without network: snapshot_download replaced by a copy of a local model."""
+    import shutil
+
+    import huggingface_hub
+
+    M.resolve_model("src", tiny_spec("llama"), tmp_path / "src", seed=2)
+    calls = []
+
+    def fake_snapshot_download(*, repo_id, revision, local_dir, allow_patterns):
+        calls.append((repo_id, revision))
+        assert "*.safetensors" in allow_patterns and "*.json" in allow_patterns
+        for path in (tmp_path / "src").iterdir():
+            if path.name != M.PROVENANCE:
+                shutil.copy(path, Path(local_dir) / path.name)
+        return str(local_dir)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
+    spec = {"source": "hf", "id": "org/tiny", "revision": "abc123"}
+    M.resolve_model("hub", spec, tmp_path / "hub")
+    prov = M.read_provenance(tmp_path / "hub")
+    assert calls == [("org/tiny", "abc123")]
+    assert (prov["id"], prov["revision"]) == ("org/tiny", "abc123")
+    assert prov["weight_hash"] == M.read_provenance(tmp_path / "src")["weight_hash"]
+    assert M.load_model("hub", spec, tmp_path).eos_token_ids == [2]
+
+
 def test_cli_resolve_and_info(tmp_path, capsys):
     config = tmp_path / "config.yaml"
     config.write_text(json.dumps({"seed": 1, "models": {"tiny": {"source": "random", "architecture": "phi3", "tokenizer": "bytes"}}}))
