@@ -54,11 +54,13 @@ def build_needle_task(cfg: NeedleConfig, rng: np.random.Generator, target_length
     keys = vocabulary.distinct_word_keys(rng, cfg.keys)
     needles: list[str] = []
     answers: list[str] = []
+    used_values: set[str] = set()
     for j, key in enumerate(keys):
         for _ in range(cfg.values if j < cfg.queries else 1):
             val = vocabulary.value(rng, cfg.value_kind)
-            while val in answers:
+            while val in used_values:
                 val = vocabulary.value(rng, cfg.value_kind)
+            used_values.add(val)
             needles.append(f"The secret {singular} for {key} is: {val}.")
             if j < cfg.queries:
                 answers.append(val)
@@ -74,7 +76,10 @@ def build_needle_task(cfg: NeedleConfig, rng: np.random.Generator, target_length
         def draw_distractor() -> str:
             (key,) = vocabulary.distinct_word_keys(hay_rng, 1, exclude=used)
             used.add(key)
-            return f"The secret {singular} for {key} is: {vocabulary.value(hay_rng, cfg.value_kind)}."
+            val = vocabulary.value(hay_rng, cfg.value_kind)
+            while val in used_values:  # a distractor never repeats an answer
+                val = vocabulary.value(hay_rng, cfg.value_kind)
+            return f"The secret {singular} for {key} is: {val}."
 
         stream = Stream(draw_distractor, limit=max_units)
         units = stream.take
