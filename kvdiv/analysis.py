@@ -23,9 +23,10 @@ mean branch TV δ_{τ+ℓ} over the late depth window minus that over the early 
 ``analysis.late``; depths ℓ = t − τ), pooled over rows as a ratio of document sums; ``strict pre-EOS``
 keeps only steps before the first EOS of either chain.
 
-**Table 3 predictors.** y_d is document d's full-horizon mismatch gap (a − b, replicate mean). Features:
-the positions-1–32 gap (``short_window``, from the generation-clock profile) and the fixed-history TV
-gap (``fixed_history``, both kernels at the reference history). Methods: ``raw`` (the feature read as the
+**Table 3 predictors.** y_d is document d's full-horizon mismatch gap (a − b, replicate mean). Features,
+both from generation positions 1–32 only (``short_window``): the observed mismatch gap there
+(``short_window``) and the fixed-history TV gap there (``fixed_history``: both kernels at the reference
+history x_<t, so no divergence is needed to compute it). Methods: ``raw`` (the feature read as the
 gap), ``cell_mean`` (feature plus the stratum's mean residual y − feature on the training folds) and
 ``ridge`` (ridge regression of y on the feature and stratum indicators); calibrated methods are fitted
 out-of-fold (K folds over documents), so their population average is not fitted to itself. A predictor
@@ -166,7 +167,7 @@ def _cells(frame: pl.DataFrame, by: str = "stratum", pooled: bool = True) -> lis
     """(model, cell, rows) for every model × value of ``by``, plus a pooled cell per model."""
     out = []
     for model in sorted(frame["model"].unique().to_list()):
-        fm = frame.filter(pl.col("model") == model)
+        fm = frame.filter(pl.col("model") == model).sort("document")  # row order fixes which document each resample draws
         for cell in sorted(fm[by].unique().to_list()):
             out.append((model, str(cell), fm.filter(pl.col(by) == cell)))
         if pooled:
@@ -460,13 +461,13 @@ def prediction_table(metrics: Metrics, contrast: Sequence[str], short_window: Se
     doc = document_means(metrics.replicates)
     if not applicable_contrasts([contrast], doc["action"].unique()):
         raise ValueError(f"analysis.table3_contrast {list(contrast)!r}: actions not in the study's metrics")
-    wide = _wide(doc, a, b, ["mismatch", "fixed_tv_mean"])
+    wide = _wide(doc, a, b, ["mismatch"])
     short = (
         metrics.clock.filter(_window_filter(pl.col("step"), short_window))
-        .group_by("model", "document", "action").agg(pl.col("mismatch").mean())
+        .group_by("model", "document", "action").agg(pl.col("mismatch").mean(), pl.col("fixed_tv").mean())
     )
-    sw = (short.filter(pl.col("action") == a).select("model", "document", pl.col("mismatch").alias("sa"))
-          .join(short.filter(pl.col("action") == b).select("model", "document", pl.col("mismatch").alias("sb")),
+    sw = (short.filter(pl.col("action") == a).select("model", "document", pl.col("mismatch").alias("sa"), pl.col("fixed_tv").alias("fa"))
+          .join(short.filter(pl.col("action") == b).select("model", "document", pl.col("mismatch").alias("sb"), pl.col("fixed_tv").alias("fb")),
                 on=["model", "document"]))
     wide = wide.join(sw, on=["model", "document"]).sort("model", "document")
     rows: list[dict] = []
@@ -474,7 +475,7 @@ def prediction_table(metrics: Metrics, contrast: Sequence[str], short_window: Se
         sub = wide.filter(pl.col("model") == model)
         y = (sub["mismatch_a"] - sub["mismatch_b"]).to_numpy()
         features = {"short_window": (sub["sa"] - sub["sb"]).to_numpy(),
-                    "fixed_history": (sub["fixed_tv_mean_a"] - sub["fixed_tv_mean_b"]).to_numpy()}
+                    "fixed_history": (sub["fa"] - sub["fb"]).to_numpy()}
         cells = sub["stratum"].to_numpy().astype(str)
         fold = _folds(y.size, folds, _seed(seed, "table3_folds", model))
         for fname, feat in features.items():

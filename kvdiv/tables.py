@@ -37,7 +37,9 @@ def table2_frame(gaps: pl.DataFrame) -> pl.DataFrame:
         pl.struct("gap", "lower", "upper").map_elements(lambda r: interval(r["gap"], r["lower"], r["upper"]), return_dtype=pl.Utf8).alias("cell")
     )
     wide = shown.pivot(on="block", index=["model", "contrast", "family", "length", "n_documents"], values="cell")
-    order = wide.with_columns((pl.col("family") == "all").alias("_pooled")).sort("model", "contrast", "_pooled", "family", "length")
+    order = wide.with_columns(
+        (pl.col("family") == "all").alias("_pooled"), pl.col("length").cast(pl.Int64, strict=False).alias("_length")
+    ).sort("model", "contrast", "_pooled", "family", "_length")
     return order.select("model", "contrast", "family", "length", "n_documents", *blocks).rename(
         {"n_documents": "documents", **{b: f"positions {b} (pp)" for b in blocks}}
     )

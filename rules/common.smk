@@ -159,3 +159,101 @@ def check_study_seeds():
 
 
 check_study_seeds()
+
+
+# --- estimators, figures, tables, report (rules/estimators.smk, rules/figures.smk) ---
+
+
+def get_analysis():
+    """The validated analysis config section (defaults filled by the schema)."""
+    return config["analysis"]
+
+
+def get_metrics_dir(study, model):
+    """Folder of one (study, model)'s metric Parquet files."""
+    return f"results/{study}/metrics/{model}"
+
+
+def get_metrics_files(study):
+    """Every metric file of a study, all its models."""
+    return [
+        f"{get_metrics_dir(study, model)}/{name}.parquet"
+        for model in get_study_models(study)
+        for name in ("replicates", "profiles_aligned", "profiles_clock")
+    ]
+
+
+def get_analysis_study(item):
+    """The study that feeds a figure/table (config analysis.studies), checked against `studies`."""
+    study = get_analysis()["studies"][item]
+    if study not in get_studies():
+        raise ValueError(
+            f"analysis.studies.{item} = {study!r} is not a configured study (studies: {get_studies()}); "
+            "set analysis.studies in your config"
+        )
+    return study
+
+
+ANALYSIS_DIR = "results/analysis"
+ANALYSIS_TABLES = {
+    "figure5": ["decomposition", "survival", "entry"],
+    "figure6": ["profiles", "late_minus_early"],
+    "figure7": ["decomposition", "late_minus_early", "eos"],
+}
+
+
+def get_analysis_outputs(item):
+    """{table name: parquet path} of one figure's analysis data."""
+    return {name: f"{ANALYSIS_DIR}/{item}/{name}.parquet" for name in ANALYSIS_TABLES[item]}
+
+
+def get_analysis_params(item):
+    """Every analysis setting one item uses (so a change reruns exactly that item and what follows)."""
+    a = get_analysis()
+    common = {"bootstrap": a["bootstrap"], "confidence": a["confidence"], "seed": config["seed"]}
+    extra = {
+        "figure5": {"contrasts": a["contrasts"]},
+        "figure6": {"cohort_max_tau": a["cohort_max_tau"], "early": a["early"], "late": a["late"]},
+        "figure7": {"contrasts": a["contrasts"], "cohort_max_tau": a["cohort_max_tau"], "early": a["early"], "late": a["late"]},
+        "table2": {"contrasts": a["contrasts"], "blocks": a["blocks"]},
+        "table3": {
+            "contrast": a["table3_contrast"],
+            "short_window": a["short_window"],
+            "folds": a["folds"],
+            "ridge_alpha": a["ridge_alpha"],
+            "criterion": a["criterion_pp"] / 100,
+        },
+    }[item]
+    return {**common, **extra}
+
+
+def get_report_setting():
+    """What ran, for the report's comparison with the paper's setting."""
+    a = get_analysis()
+    studies = {}
+    for study in get_studies():
+        spec = get_study(study)
+        studies[study] = {
+            "documents": spec["documents_per_stratum"] * len(spec["strata"]),
+            "documents_per_stratum": spec["documents_per_stratum"],
+            "strata": get_strata(study),
+            "horizon": spec["horizon"],
+            "replicates": spec["replicates"],
+            "actions": list(spec["actions"]),
+            "models": get_study_models(study),
+        }
+    models = {}
+    for name in get_models():
+        spec = get_model_spec(name)
+        models[name] = spec.get("id") or spec.get("gguf_file") or spec.get("path") or spec["source"]
+    return {
+        "models": models,
+        "studies": studies,
+        "figure_studies": dict(a["studies"]),
+        "contrasts": a["contrasts"],
+        "cohort_max_tau": a["cohort_max_tau"],
+        "early": a["early"],
+        "late": a["late"],
+        "bootstrap": a["bootstrap"],
+        "confidence": a["confidence"],
+    }

@@ -1,1 +1,120 @@
-# stage: figures (filled by its issue)
+# stage: figures/tables/report — metrics -> analysis tables (kvdiv.analysis, cluster bootstrap) ->
+# Figures 5–7 (kvdiv.plotting), Tables 2–3 (kvdiv.tables) and results/report.md (kvdiv.report).
+# Which study feeds which item is config analysis.studies; plotting options reach only the figure rules.
+
+# Helpers: rules/common.smk (section "estimators, figures, tables, report").
+
+
+rule analysis_figure5:
+    input:
+        metrics=lambda wildcards: get_metrics_files(get_analysis_study("figure5")),
+    output:
+        **get_analysis_outputs("figure5"),
+    params:
+        settings=lambda wildcards: get_analysis_params("figure5"),
+        code=code_hash("analysis", "seeds", "io"),
+    log:
+        "logs/analysis_figure5/analysis_figure5.log",
+    conda:
+        ENV
+    script:
+        "../workflow_scripts/analysis_figure5.py"
+
+
+rule analysis_figure6:
+    input:
+        metrics=lambda wildcards: get_metrics_files(get_analysis_study("figure6")),
+    output:
+        **get_analysis_outputs("figure6"),
+    params:
+        settings=lambda wildcards: get_analysis_params("figure6"),
+        code=code_hash("analysis", "seeds", "io"),
+    log:
+        "logs/analysis_figure6/analysis_figure6.log",
+    conda:
+        ENV
+    script:
+        "../workflow_scripts/analysis_figure6.py"
+
+
+rule analysis_figure7:
+    input:
+        metrics=lambda wildcards: get_metrics_files(get_analysis_study("figure7")),
+    output:
+        **get_analysis_outputs("figure7"),
+    params:
+        settings=lambda wildcards: get_analysis_params("figure7"),
+        code=code_hash("analysis", "seeds", "io"),
+    log:
+        "logs/analysis_figure7/analysis_figure7.log",
+    conda:
+        ENV
+    script:
+        "../workflow_scripts/analysis_figure7.py"
+
+
+rule figure:
+    input:
+        unpack(lambda wildcards: get_analysis_outputs(wildcards.item)),
+    output:
+        pdf=report("results/figures/{item}.pdf", caption="../report/{item}.rst", category="Figures"),
+        png=report("results/figures/{item}.png", caption="../report/{item}.rst", category="Figures"),
+    params:
+        early=lambda wildcards: get_analysis()["early"],
+        late=lambda wildcards: get_analysis()["late"],
+        dpi=lambda wildcards: config["plotting"]["dpi"],
+        code=code_hash("plotting", "io"),
+    wildcard_constraints:
+        item="figure5|figure6|figure7",
+    log:
+        "logs/figure/{item}.log",
+    conda:
+        ENV
+    script:
+        "../workflow_scripts/figure.py"
+
+
+rule table:
+    input:
+        metrics=lambda wildcards: get_metrics_files(get_analysis_study(wildcards.item)),
+    output:
+        csv=report("results/tables/{item}.csv", caption="../report/{item}.rst", category="Tables"),
+        md="results/tables/{item}.md",
+        tex="results/tables/{item}.tex",
+    params:
+        settings=lambda wildcards: get_analysis_params(wildcards.item),
+        code=code_hash("analysis", "tables", "seeds", "io"),
+    wildcard_constraints:
+        item="table2|table3",
+    log:
+        "logs/table/{item}.log",
+    conda:
+        ENV
+    script:
+        "../workflow_scripts/table.py"
+
+
+rule report_md:
+    input:
+        analysis=[path for item in ANALYSIS_TABLES for path in get_analysis_outputs(item).values()],
+        tables=expand("results/tables/{item}.{ext}", item=["table2", "table3"], ext=["csv", "md"]),
+    output:
+        report("results/report.md", caption="../report/report.rst", category="Report"),
+    params:
+        analysis={item: get_analysis_outputs(item) for item in ANALYSIS_TABLES},
+        figures={item: f"results/figures/{item}.png" for item in ANALYSIS_TABLES},
+        setting=lambda wildcards: get_report_setting(),
+        code=code_hash("report", "analysis", "data", "io"),
+    log:
+        "logs/report_md/report_md.log",
+    conda:
+        ENV
+    script:
+        "../workflow_scripts/report.py"
+
+
+FINAL_TARGETS.extend(
+    [f"results/figures/{item}.{ext}" for item in ANALYSIS_TABLES for ext in ("pdf", "png")]
+    + [f"results/tables/{item}.{ext}" for item in ("table2", "table3") for ext in ("csv", "md", "tex")]
+    + ["results/report.md"]
+)

@@ -1,0 +1,338 @@
+"""``results/report.md``: every headline number of arXiv 2609.16617 §5 beside the paper's reported value.
+
+Our numbers come from the analysis tables of :mod:`kvdiv.analysis` (bootstrap intervals over documents);
+the paper's come from ``kvdiv/data/paper_reported_values.yaml`` (shipped with the package). Each row says
+which of our models and how many documents produced it, and the report opens with where this run's
+setting differs from the paper's (models, lengths, document counts, horizon, replicates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+
+import polars as pl
+import yaml
+
+from kvdiv.analysis import POOLED, contrast_name
+from kvdiv.io import atomic_path
+
+PAPER_SETTING = {
+    "models": "Meta-Llama-3.1-8B-Instruct (llama), Qwen2.5-7B-Instruct (qwen)",
+    "documents": 288,
+    "documents_per_stratum": 48,
+    "horizon": 128,
+    "strata": "RULER and HELMET × 3 lengths (6 strata)",
+}
+
+# analysis table name → file stem, as written by the figure rules
+TABLES = {
+    "figure5": ("decomposition", "survival", "entry"),
+    "figure6": ("profiles", "late_minus_early"),
+    "figure7": ("decomposition", "late_minus_early", "eos"),
+}
+
+
+def paper_values() -> dict:
+    """The paper's reported values (package data)."""
+    text = resources.files("kvdiv").joinpath("data/paper_reported_values.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def _pct(v: float | None, digits: int = 2) -> str:
+    return "–" if v is None or v != v else f"{100 * v:.{digits}f}"
+
+
+def _ci(row: Mapping | None, digits: int = 2, key: str = "estimate") -> str:
+    if row is None:
+        return "–"
+    return f"{_pct(row[key], digits)} [{_pct(row['lower'], digits)}, {_pct(row['upper'], digits)}]"
+
+
+def _paper(values: Mapping, *path: str) -> str:
+    node: object = values
+    for p in path:
+        if not isinstance(node, Mapping) or p not in node:
+            return "–"
+        node = node[p]
+    if isinstance(node, list):
+        return "[" + ", ".join(str(v) for v in node) + "]"
+    return str(node)
+
+
+def _paper_item(values: Mapping, index: int, *path: str) -> str:
+    node: object = values
+    for p in path:
+        if not isinstance(node, Mapping) or p not in node:
+            return "–"
+        node = node[p]
+    return str(node[index]) if isinstance(node, list) and index < len(node) else "–"
+
+
+def _one(frame: pl.DataFrame, **eq: object) -> dict | None:
+    sub = frame
+    for k, v in eq.items():
+        if k not in sub.columns:
+            return None
+        sub = sub.filter(pl.col(k) == v)
+    return sub.row(0, named=True) if sub.height else None
+
+
+class _Table:
+    """Rows: quantity | our model | documents | ours | paper llama | paper qwen."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, ...]] = []
+
+    def add(self, quantity: str, model: str, n_docs: object, ours: str, llama: str = "–", qwen: str = "–") -> None:
+        self.rows.append((quantity, model, str(n_docs), ours, llama, qwen))
+
+    def markdown(self) -> str:
+        head = "| quantity | our model | documents | ours (95% CI) | paper: llama | paper: qwen |\n|---|---|---|---|---|---|\n"
+        return head + "".join("| " + " | ".join(r) + " |\n" for r in self.rows) if self.rows else "_No rows: the analysis tables are empty._\n"
+
+
+def _setting_section(setting: Mapping) -> str:
+    lines = ["## This run versus the paper's setting", ""]
+    lines.append("| | this run | paper |")
+    lines.append("|---|---|---|")
+    models = ", ".join(f"{name} ({spec})" for name, spec in setting.get("models", {}).items())
+    lines.append(f"| models | {models} | {PAPER_SETTING['models']} |")
+    for study, spec in setting.get("studies", {}).items():
+        strata = ", ".join(spec.get("strata", []))
+        lines.append(f"| {study}: documents | {spec.get('documents', '?')} ({spec.get('documents_per_stratum', '?')} per stratum) | "
+                     f"{PAPER_SETTING['documents']} ({PAPER_SETTING['documents_per_stratum']} per stratum) |")
+        lines.append(f"| {study}: strata | {strata} | {PAPER_SETTING['strata']} |")
+        lines.append(f"| {study}: horizon H, replicates | {spec.get('horizon', '?')}, {spec.get('replicates', '?')} | {PAPER_SETTING['horizon']}, – |")
+        lines.append(f"| {study}: actions | {', '.join(spec.get('actions', []))} | 50%: snapkv_half, snapkv_512, recent_half; 90%: snapkv, recent |")
+    lines.append("")
+    diffs = []
+    model_names = set(setting.get("models", {}))
+    if model_names != {"llama", "qwen"}:
+        diffs.append(f"the models are {', '.join(sorted(model_names))}, not the paper's Llama-3.1-8B-Instruct and "
+                     "Qwen2.5-7B-Instruct, so every number below describes a different model; the paper's columns are a "
+                     "reference for direction and magnitude, not a target to match")
+    for study, spec in setting.get("studies", {}).items():
+        if spec.get("documents") != PAPER_SETTING["documents"]:
+            diffs.append(f"{study} uses {spec.get('documents')} documents, not {PAPER_SETTING['documents']}: intervals are wider "
+                         "and per-stratum cells hold few documents")
+        if spec.get("horizon") != PAPER_SETTING["horizon"]:
+            diffs.append(f"{study} uses H = {spec.get('horizon')}, not 128: position blocks and depth windows beyond H are empty")
+        diffs.append(f"{study}'s prompt lengths are {', '.join(str(n) for n in sorted({int(s.rsplit('_', 1)[-1]) for s in spec.get('strata', [])}))} "
+                     "tokens (synthetic RULER/HELMET-style documents generated offline), not the paper's benchmark documents")
+    if diffs:
+        lines.append("**Where this run differs from the paper:**")
+        lines.append("")
+        lines += [f"- {d}." for d in diffs]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Mapping[str, str | Path],
+                 figures: Mapping[str, str | Path], setting: Mapping, out: str | Path) -> str:
+    """Write ``results/report.md``.
+
+    Parameters
+    ----------
+    analysis
+        ``{"figure5": {"decomposition": path, ...}, "figure6": {...}, "figure7": {...}}`` (Parquet), plus
+        ``"table2"``/``"table3"`` → ``{"numbers": csv path}``.
+    tables_md
+        ``{"table2": path, "table3": path}`` Markdown tables to embed.
+    figures
+        ``{"figure5": png path, ...}`` written into the report as paths relative to its folder.
+    setting
+        What ran: ``models`` (name → short description), ``studies`` (name → documents,
+        documents_per_stratum, strata, horizon, replicates, actions), ``figure_studies`` (figure → study),
+        ``contrasts``, ``cohort_max_tau``, ``early``, ``late``, ``bootstrap``, ``confidence``.
+    """
+    paper = paper_values()
+    out = Path(out)
+    frames = {fig: {name: pl.read_parquet(p) for name, p in parts.items()} for fig, parts in analysis.items()
+              if fig in TABLES}
+    study_of = setting.get("figure_studies", {})
+    parts: list[str] = [
+        "# kvdiv report: divergence timing and cumulative disagreement under KV-cache eviction",
+        "",
+        "Reproduction of arXiv 2609.16617 §5 by kvdiv. Every interval is a percentile interval of a cluster "
+        f"bootstrap over documents ({setting.get('bootstrap', '?')} resamples, {100 * setting.get('confidence', 0.95):.0f}%). "
+        "Percentages are in percent, differences in percentage points (pp). The paper's values are those it "
+        "reports for its two models; where a row names one of our models, the paper columns show the paper's "
+        "value for the same quantity on its models.",
+        "",
+        _setting_section(setting),
+    ]
+
+    # ---------------------------------------------------------------- Figure 5 / §5.2
+    f5 = frames.get("figure5", {})
+    t = _Table()
+    p50 = paper.get("retention50", {})
+    if f5:
+        entry, dec = f5["entry"], f5["decomposition"]
+        for model in sorted(entry["model"].unique().to_list()):
+            for action in sorted(entry["action"].unique().to_list()):
+                r = _one(entry, model=model, stratum=POOLED, action=action, statistic="mean_tau_diverged")
+                if r:
+                    t.add(f"mean first-divergence step among diverged, {action}", model, r["n_documents"],
+                          f"{r['estimate']:.2f} [{r['lower']:.2f}, {r['upper']:.2f}]",
+                          _paper(p50, "mean_first_divergence_step_among_diverged", "llama", action),
+                          _paper(p50, "mean_first_divergence_step_among_diverged", "qwen", action))
+                r = _one(entry, model=model, stratum=POOLED, action=action, statistic="diverged")
+                if r:
+                    t.add(f"diverged by step H (%), {action}", model, r["n_documents"], _ci(r),
+                          _paper(p50, "diverged_by_step_128_percent", "llama", action),
+                          _paper(p50, "diverged_by_step_128_percent", "qwen", action))
+            for contrast in list(dict.fromkeys(dec.filter(pl.col("model") == model)["contrast"].to_list())):
+                key = contrast.replace(" − ", "_minus_")
+                r = _one(dec, model=model, stratum=POOLED, contrast=contrast, statistic="exposure_share")
+                g = _one(dec, model=model, stratum=POOLED, contrast=contrast, statistic="gap")
+                if g:
+                    t.add(f"mismatch gap (pp), {contrast}", model, g["n_documents"], _ci(g))
+                if r:
+                    t.add(f"exposure share of gap (%), {contrast}", model, r["n_documents"], _ci(r, 1),
+                          _paper(p50, "exposure_share_of_gap_percent", key, "llama"),
+                          _paper(p50, "exposure_share_of_gap_percent", key, "qwen"))
+            cells = dec.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED) & (pl.col("statistic") == "exposure_share"))
+            if cells.height:
+                majority = int((cells["estimate"] > 0.5).sum())
+                t.add("decompositions with exposure majority (stratum × contrast)", model, "–",
+                      f"{majority} of {cells.height}", _paper(p50, "decompositions_with_exposure_majority"), "")
+            rates = dec.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED)
+                               & pl.col("statistic").is_in(["rate_a", "rate_b"]))["estimate"].drop_nans()
+            if rates.len():
+                t.add("post-divergence mismatch rate C, range over cells (%)", model, "–",
+                      f"[{_pct(rates.min())}, {_pct(rates.max())}]", _paper(p50, "post_divergence_mismatch_percent_range"), "")
+    parts += [f"## Figure 5: entry into divergence and the gap decomposition ({study_of.get('figure5', '?')})", "",
+              "Exposure share = (ΔO + ΔE·C̄)/ΔR, branch-mismatch share = Ē·ΔC/ΔR (midpoint split of Π = E·C; the two "
+              "shares sum to 1 and do not depend on the order of the two actions).", "",
+              f"![Figure 5]({_rel(figures.get('figure5'), out)})", "", t.markdown()]
+
+    # ---------------------------------------------------------------- Figure 6 / §5.3
+    f6 = frames.get("figure6", {})
+    t = _Table()
+    ref_action = _reference_action(setting.get("contrasts", []), f6.get("late_minus_early"))
+    if f6:
+        lme = f6["late_minus_early"]
+        for model in sorted(lme["model"].unique().to_list()):
+            for which in ("early", "late"):
+                r = _one(lme, model=model, stratum=POOLED, action=ref_action, statistic=which)
+                if r:
+                    t.add(f"branch TV, τ ≤ {setting.get('cohort_max_tau', 64)}, {ref_action}, {which} window (%)", model,
+                          r["n_documents"], _ci(r),
+                          _paper(p50, "branch_tv_snapkv_half_tau_le_64_percent", "llama", which),
+                          _paper(p50, "branch_tv_snapkv_half_tau_le_64_percent", "qwen", which))
+            cells = lme.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED) & (pl.col("statistic") == "late_minus_early"))
+            if cells.height:
+                t.add("late − early branch TV positive (stratum × action)", model, "–",
+                      f"{int((cells['estimate'] > 0).sum())} of {cells.height}", _paper(p50, "late_minus_early_positive"), "")
+    parts += [f"## Figure 6: branch TV by divergence-aligned depth ({study_of.get('figure6', '?')})", "",
+              f"Early window: depths {setting.get('early')}; late window: depths {setting.get('late')}; "
+              f"cohort τ ≤ {setting.get('cohort_max_tau')}.", "",
+              f"![Figure 6]({_rel(figures.get('figure6'), out)})", "", t.markdown()]
+
+    # ---------------------------------------------------------------- Figure 7 / §5.4–5.5
+    f7 = frames.get("figure7", {})
+    t = _Table()
+    p90 = paper.get("retention90", {})
+    if f7:
+        dec, lme, eos = f7["decomposition"], f7["late_minus_early"], f7["eos"]
+        for model in sorted(dec["model"].unique().to_list()):
+            for contrast in list(dict.fromkeys(dec.filter(pl.col("model") == model)["contrast"].to_list())):
+                g = _one(dec, model=model, family=POOLED, contrast=contrast, statistic="gap")
+                r = _one(dec, model=model, family=POOLED, contrast=contrast, statistic="exposure_share")
+                if g:
+                    t.add(f"mismatch gap (pp), {contrast}", model, g["n_documents"], _ci(g),
+                          _paper(p90, "mismatch_gap_pp", "llama"), _paper(p90, "mismatch_gap_pp", "qwen"))
+                if r:
+                    t.add(f"exposure share of gap (%), {contrast}", model, r["n_documents"], _ci(r, 1),
+                          _paper(p90, "exposure_share_of_gap_percent", "llama"), _paper(p90, "exposure_share_of_gap_percent", "qwen"))
+                for fam in sorted(set(eos.filter(pl.col("model") == model)["family"].to_list())):
+                    e = _one(eos, model=model, family=fam, contrast=contrast, statistic="eos_share")
+                    if e:
+                        t.add(f"EOS share of gap (%), {fam}, {contrast}", model, e["n_documents"], _ci(e),
+                              _paper(p90, "eos_share_percent", "llama", fam) if fam != POOLED else "–",
+                              _paper(p90, "eos_share_percent", "qwen") if fam == POOLED else "–")
+            pooled = lme.filter((pl.col("model") == model) & (pl.col("family") == POOLED))
+            main = pooled.filter(pl.col("statistic") == "late_minus_early")
+            for r in main.iter_rows(named=True):
+                t.add(f"late − early branch TV (pp), {r['action']}", model, r["n_documents"], _ci(r),
+                      _paper(p90, "late_minus_early_branch_tv_pp_range"), "")
+                s = _one(pooled, action=r["action"], statistic="late_minus_early_strict_pre_eos")
+                if s:
+                    t.add(f"strict pre-EOS late − early (pp), {r['action']}", model, s["n_documents"], _ci(s),
+                          _paper(p90, "strict_pre_eos_late_minus_early_pp", "llama"),
+                          _paper(p90, "strict_pre_eos_late_minus_early_pp", "qwen"))
+            if main.height:
+                t.add("prespecified late − early intervals above zero (action)", model, "–",
+                      f"{int((main['lower'] > 0).sum())} of {main.height}",
+                      _paper(p90, "prespecified_branch_tv_intervals_above_zero"), "")
+    parts += [f"## Figure 7: the 90% retention study ({study_of.get('figure7', '?')})", "",
+              f"![Figure 7]({_rel(figures.get('figure7'), out)})", "", t.markdown()]
+
+    # ---------------------------------------------------------------- Tables 2 and 3
+    t2_path = analysis.get("table2", {}).get("numbers")
+    t = _Table()
+    if t2_path:
+        t2 = pl.read_csv(t2_path, schema_overrides={"length": pl.Utf8})
+        blocks = list(dict.fromkeys(t2["block"].to_list()))
+        for r in t2.filter(pl.col("stratum") == POOLED).iter_rows(named=True):
+            k = blocks.index(r["block"])
+            t.add(f"pooled generation-clock gap (pp), positions {r['block']}, {r['contrast']}", r["model"], r["n_documents"],
+                  f"{_pct(r['gap'])} [{_pct(r['lower'])}, {_pct(r['upper'])}]",
+                  *(_paper_item(p90, k, "table2_pooled_generation_clock_gap_pp", m) for m in ("llama", "qwen")))
+    parts += [f"## Table 2: generation-clock gaps by position block ({study_of.get('table2', '?')})", "",
+              f"Paper: {_paper(p90, 'table2_pattern')}.", "", t.markdown(), "", _read(tables_md.get("table2"))]
+
+    t3_path = analysis.get("table3", {}).get("numbers")
+    t = _Table()
+    pp3 = paper.get("prediction", {})
+    if t3_path:
+        t3 = pl.read_csv(t3_path)
+        for r in t3.iter_rows(named=True):
+            llama = qwen = "–"
+            if r["predictor"] == "short_window" and r["method"] == "raw":
+                llama, qwen = (_paper(pp3, "short_window_document_mae_pp", m) for m in ("llama", "qwen"))
+            elif r["predictor"] == "fixed_history":
+                llama, qwen = (_paper(pp3, "fixed_history_mae_rmse_pp", m) for m in ("llama", "qwen"))
+            t.add(f"{r['predictor']}/{r['method']}: document MAE / RMSE (pp)", r["model"], r["n_documents"],
+                  f"{_pct(r['mae'])} / {_pct(r['rmse'])}", llama, qwen)
+            within = "yes" if r["interval_within"] else ("point only" if r["point_within"] else "no")
+            t.add(f"{r['predictor']}/{r['method']}: population gap recovered within ±2 pp", r["model"], r["n_documents"],
+                  f"{within}: {_pct(r['difference'])} [{_pct(r['lower'])}, {_pct(r['upper'])}]")
+    parts += [f"## Table 3: early and fixed-history prediction of the full-horizon gap ({study_of.get('table3', '?')})", "",
+              "Predictors use generation positions 1–32 only; calibrated methods (cell_mean, ridge) are fitted "
+              "out-of-fold over documents (see kvdiv.analysis). A predictor recovers the gap when the interval of "
+              f"predicted − full lies inside ±{_paper(pp3, 'criterion_pp')} pp. Paper: {_paper(pp3, 'short_window')}.",
+              "", t.markdown(), "", _read(tables_md.get("table3"))]
+
+    text = "\n".join(parts) + "\n"
+    with atomic_path(out) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return text
+
+
+def _reference_action(contrasts: Sequence[Sequence[str]], lme: pl.DataFrame | None) -> str:
+    """The action the paper's Figure 6 headline is about: the b side of the first contrast present."""
+    present = set(lme["action"].to_list()) if lme is not None and lme.height else set()
+    for c in contrasts:
+        if c[1] in present:
+            return str(c[1])
+    return sorted(present)[0] if present else "–"
+
+
+def _rel(path: str | Path | None, out: Path) -> str:
+    if path is None:
+        return ""
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(out.resolve().parent))
+    except ValueError:
+        return str(path)
+
+
+def _read(path: str | Path | None) -> str:
+    return Path(path).read_text(encoding="utf-8") if path else ""
+
+
+__all__ = ["build_report", "paper_values", "contrast_name"]

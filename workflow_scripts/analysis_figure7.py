@@ -1,0 +1,19 @@
+"""Snakemake script of rule analysis_figure7: metrics -> Figure 7 data (kvdiv.analysis.figure7_data)."""
+
+import logging
+import sys
+from pathlib import Path
+
+from kvdiv import analysis
+
+snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
+
+with open(snakemake.log[0], "w") as log:
+    sys.stderr = sys.stdout = log
+    logging.basicConfig(stream=log, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    s = dict(snakemake.params.settings)
+    metrics = analysis.load_metrics(sorted({str(Path(p).parent) for p in snakemake.input.metrics}))
+    frames = analysis.figure7_data(metrics, n_boot=s.pop("bootstrap"), **s)
+    analysis.write_frames(frames, dict(snakemake.output.items()))
+    for name, frame in frames.items():
+        logging.info("%s: %d rows", name, frame.height)
