@@ -257,6 +257,30 @@ def swrb_kernel(reference, intervention, child, horizon, window, replicates, see
     return values, evals
 
 
+@numba.njit(cache=True)
+def coupled_paths(reference, intervention, child, horizon, replicates, seed):
+    """``replicates`` coupled paths (x_{1:H}, y_{1:H}): two int64 arrays [replicates, H].
+
+    Each path alone is a sample of its own kernel (x ~ P, y ~ Q): the coupling keeps marginals.
+    """
+    np.random.seed(seed)
+    xs = np.zeros((replicates, horizon), dtype=np.int64)
+    ys = np.zeros((replicates, horizon), dtype=np.int64)
+    for r in range(replicates):
+        nx = 0
+        ny = 0
+        for t in range(horizon):
+            p = reference[nx]
+            q = intervention[ny]
+            x, y = coupled_step(p, q, tv_distance(p, q))
+            xs[r, t] = x
+            ys[r, t] = y
+            if t + 1 < horizon:
+                nx = child[nx, x]
+                ny = child[ny, y]
+    return xs, ys
+
+
 # ---------------------------------------------------------------------------------------------
 # Plain NumPy/Python reference implementation (same stream, same order of draws)
 
