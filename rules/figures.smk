@@ -57,8 +57,8 @@ rule figure:
     input:
         unpack(lambda wildcards: get_analysis_outputs(wildcards.item)),
     output:
-        pdf=report("results/figures/{item}.pdf", caption="../report/{item}.rst", category="Figures"),
-        png=report("results/figures/{item}.png", caption="../report/{item}.rst", category="Figures"),
+        pdf=report("results/figures/{item}.pdf", caption="../report/figure.rst", category="Figures"),
+        png=report("results/figures/{item}.png", caption="../report/figure.rst", category="Figures"),
     params:
         early=lambda wildcards: get_analysis()["early"],
         late=lambda wildcards: get_analysis()["late"],
@@ -78,7 +78,7 @@ rule table:
     input:
         metrics=lambda wildcards: get_metrics_files(get_analysis_study(wildcards.item)),
     output:
-        csv=report("results/tables/{item}.csv", caption="../report/{item}.rst", category="Tables"),
+        csv=report("results/tables/{item}.csv", caption="../report/table.rst", category="Tables"),
         md="results/tables/{item}.md",
         tex="results/tables/{item}.tex",
     params:
