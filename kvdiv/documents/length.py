@@ -6,7 +6,7 @@ with ``tolerance(target) = max(⌈0.01·target⌉, 16)``, counted with the token
 
 Search: the token count grows (almost) linearly with the haystack size, so a bracketed secant search
 over the number of haystack units finds the largest size that fits in a handful of tokenisations;
-a bisection step replaces any secant step that fails to halve the bracket, so the worst case stays
+a bisection step follows any two secant steps that fail to halve the bracket, so the worst case stays
 logarithmic. Tasks whose units are coarse (a distractor needle is ~20–40 tokens) then fill the
 remaining gap with filler words by the same search.
 """
@@ -47,47 +47,54 @@ def largest_fitting(
 ) -> tuple[int, int]:
     """Largest ``n ≥ lo`` (``≤ limit``) with ``f(n) ≤ target`` for a nondecreasing ``f``; returns ``(n, f(n))``.
 
-    ``f(lo) ≤ target`` is required. Secant steps from the bracket ends, bisection when a step
-    fails to halve the bracket.
+    ``f(lo) ≤ target`` is required. Secant steps (slope from the two latest evaluations) inside the
+    bracket; after two steps in a row that fail to halve the bracket, one bisection step.
     """
     f_lo = f(lo) if f_lo is None else f_lo
     if f_lo > target:
         raise LengthError(f"size {lo} already gives {f_lo} > {target} tokens")
-    # expand: extrapolate from the slope seen so far until a size exceeds the target
-    step, slope = 8, None
+    history = [(lo, f_lo)]
+
+    def slope() -> float | None:
+        (a, fa), (b, fb) = history[-2], history[-1]
+        return (fb - fa) / (b - a) if b != a and fb != fa else None
+
+    # expand: extrapolate from the latest slope (at most 16x the current size per step) until a size exceeds
+    step = 32
     hi = f_hi = None
     while hi is None:
-        if slope:
-            step = max(1, math.ceil(1.02 * (target - f_lo) / slope) + 1)
+        s = slope() if len(history) > 1 else None
+        if s and s > 0:
+            step = min(max(1, math.ceil(1.02 * (target - f_lo) / s) + 1), 16 * (lo + 32))
         n = lo + step
         if limit is not None and n > limit:
             if lo >= limit:
                 return lo, f_lo
             n = limit
         v = f(n)
+        history.append((n, v))
         if v <= target:
-            slope = (v - f_lo) / (n - lo) if v > f_lo else None
-            if slope is None:
+            if v == f_lo:
                 step *= 2
             lo, f_lo = n, v
         else:
             hi, f_hi = n, v
     # shrink the bracket (lo fits, hi does not)
-    width = hi - lo
-    bisect = False
+    stalls = 0
     while hi - lo > 1:
-        if bisect or f_hi == f_lo:
-            n = (lo + hi) // 2
+        s = slope()
+        if stalls >= 2 or not s or s <= 0:
+            n, stalls = (lo + hi) // 2, 0
         else:
-            n = lo + int((target - f_lo) * (hi - lo) / (f_hi - f_lo))
-            n = min(max(n, lo + 1), hi - 1)
+            n = min(max(lo + int(round((target - f_lo) / s)), lo + 1), hi - 1)
         v = f(n)
+        history.append((n, v))
+        width = hi - lo
         if v <= target:
             lo, f_lo = n, v
         else:
             hi, f_hi = n, v
-        bisect = not bisect and (hi - lo) > width / 2
-        width = hi - lo
+        stalls = stalls + 1 if hi - lo > width / 2 else 0
     return lo, f_lo
 
 

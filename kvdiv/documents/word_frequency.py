@@ -60,35 +60,28 @@ def frequent_word_counts(n: int, alpha: float = 2.0, top: int = 3) -> np.ndarray
 def build_frequent_words(rng: np.random.Generator, target_length: int, top: int = 3) -> Instance:
     """Coded words with Zipf counts; the ``top`` most frequent are the answer."""
     word_rng = np.random.default_rng(rng.integers(2**63))
-    vocab = Stream(lambda: vocabulary.pseudo_word(word_rng, 3))
+    seen: set[str] = set()
+
+    def draw_word() -> str:
+        while True:
+            w = vocabulary.pseudo_word(word_rng, 3)
+            if w not in seen:
+                seen.add(w)
+                return w
+
+    vocab = Stream(draw_word)  # distinct words, by rank
     shuffle_seed = int(rng.integers(2**63))
-    first = _distinct_prefix(vocab, top)
+    first = vocab.take(top)
     instruction = "Read the following coded text and keep track of how often each coded word occurs."
     question = f"What are the {top} most frequently appearing coded words in the text above?"
     prefix = f"The {top} most frequent coded words are:"
 
     def render(n: int, pad: int) -> str:
         counts = frequent_word_counts(n, top=top)
-        words = _distinct_prefix(vocab, len(counts))
+        words = vocab.take(len(counts))
         seq = np.repeat(np.arange(len(counts)), counts)
         seq = seq[np.random.default_rng([shuffle_seed, n]).permutation(len(seq))]
         return f"{instruction}\n\n{' '.join(words[i] for i in seq)}\n\n{question}"
 
     return Instance(render=render, answers=first, answer_prefix=prefix, pads=False)
 
-
-def _distinct_prefix(stream: Stream, k: int) -> list[str]:
-    """The first ``k`` distinct items of ``stream`` in order of first appearance."""
-    out: list[str] = []
-    seen: set[str] = set()
-    m = k
-    while len(out) < k:
-        out, seen = [], set()
-        for w in stream.take(m):
-            if w not in seen:
-                seen.add(w)
-                out.append(w)
-                if len(out) == k:
-                    break
-        m = m + (k - len(out)) + 8
-    return out
