@@ -163,12 +163,20 @@ def contrast_name(a: str, b: str) -> str:
     return f"{a} − {b}"
 
 
+def stratum_key(name: str) -> tuple:
+    """Sort key of cell names: family, then length numerically (``ruler_256`` < ``ruler_1024``); ``all`` last."""
+    if name == POOLED:
+        return (1, "", 0)
+    family, _, length = name.rpartition("_")
+    return (0, family or name, int(length)) if length.isdigit() else (0, name, 0)
+
+
 def _cells(frame: pl.DataFrame, by: str = "stratum", pooled: bool = True) -> list[tuple[str, str, pl.DataFrame]]:
     """(model, cell, rows) for every model × value of ``by``, plus a pooled cell per model."""
     out = []
     for model in sorted(frame["model"].unique().to_list()):
         fm = frame.filter(pl.col("model") == model).sort("document")  # row order fixes which document each resample draws
-        for cell in sorted(fm[by].unique().to_list()):
+        for cell in sorted((str(c) for c in fm[by].unique().to_list()), key=stratum_key):
             out.append((model, str(cell), fm.filter(pl.col(by) == cell)))
         if pooled:
             out.append((model, POOLED, fm))

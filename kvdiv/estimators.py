@@ -164,6 +164,14 @@ def aligned_profile(tau: np.ndarray, tv: np.ndarray, mismatch: np.ndarray, first
     return row, depth, out_tv, out_m, pre_eos
 
 
+def _plain(values) -> np.ndarray:
+    """Coordinate values as a plain numpy array (strings of any numpy string dtype become ``str``)."""
+    arr = np.asarray(values)
+    if arr.dtype.kind in "OTUS":
+        return np.array([str(v) for v in arr.tolist()], dtype=str)
+    return arr
+
+
 def _array(ds: xr.Dataset, name: str, dims: tuple[str, ...]) -> np.ndarray:
     if name not in ds:
         raise KeyError(f"cube has no variable {name!r} (has {sorted(ds.data_vars)})")
@@ -200,9 +208,9 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
     occurrence = diverged / h
 
     doc_idx, act_idx, rep_idx = np.unravel_index(np.arange(n), (n_d, n_a, n_r))
-    documents = np.asarray(ds["document"].values).astype(str)
-    actions = np.asarray(ds["action"].values).astype(str)
-    meta = {c: np.asarray(ds[c].values) for c in DOCUMENT_COORDS if c in ds.coords}
+    documents = _plain(ds["document"].values)
+    actions = _plain(ds["action"].values)
+    meta = {c: _plain(ds[c].values) for c in DOCUMENT_COORDS if c in ds.coords}
     columns = {
         "model": np.full(n, model),
         "study": np.full(n, study),

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-from kvdiv.analysis import POOLED
+from kvdiv.analysis import POOLED, stratum_key
 from kvdiv.plotting.style import ACTION_COLORS, apply_style, save_figure
 
 EXPOSURE_COLOR = "#4c72b0"
@@ -25,7 +25,7 @@ def plot_gap_bars(ax, decomposition: pl.DataFrame, model: str) -> None:
     with the gap's bootstrap interval as an error bar."""
     sub = decomposition.filter(pl.col("model") == model)
     contrasts = list(dict.fromkeys(sub["contrast"].to_list()))
-    strata = sorted(set(sub["stratum"].to_list()) - {POOLED}) + [POOLED]
+    strata = sorted(set(sub["stratum"].to_list()) - {POOLED}, key=stratum_key) + [POOLED]
     width = 0.8 / max(1, len(contrasts))
     x = np.arange(len(strata))
     for k, contrast in enumerate(contrasts):

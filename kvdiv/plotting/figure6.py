@@ -11,14 +11,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-from kvdiv.analysis import POOLED
+from kvdiv.analysis import POOLED, stratum_key
 from kvdiv.plotting.style import ACTION_COLORS, apply_style, save_figure
 
 
 def plot_profiles(ax, profiles: pl.DataFrame, model: str, action: str, early: Sequence[int], late: Sequence[int]) -> None:
     """Branch TV by depth for one model × action: thin lines per stratum, the pooled curve with its band."""
     sub = profiles.filter((pl.col("model") == model) & (pl.col("action") == action))
-    strata = sorted(set(sub["stratum"].to_list()) - {POOLED})
+    strata = sorted(set(sub["stratum"].to_list()) - {POOLED}, key=stratum_key)
     cmap = plt.get_cmap("viridis", max(2, len(strata)))
     for k, stratum in enumerate(strata):
         s = sub.filter(pl.col("stratum") == stratum).sort("depth")
@@ -41,7 +41,7 @@ def plot_profiles(ax, profiles: pl.DataFrame, model: str, action: str, early: Se
 def plot_contrasts(ax, contrasts: pl.DataFrame, model: str, statistic: str = "late_minus_early") -> None:
     """Late-minus-early branch TV (pp) with intervals, per stratum (rows) and action (colours)."""
     sub = contrasts.filter((pl.col("model") == model) & (pl.col("statistic") == statistic))
-    strata = sorted(set(sub["stratum"].to_list()) - {POOLED}) + [POOLED]
+    strata = sorted(set(sub["stratum"].to_list()) - {POOLED}, key=stratum_key) + [POOLED]
     actions = sorted(sub["action"].unique().to_list())
     y = np.arange(len(strata))
     step = 0.7 / max(1, len(actions))
@@ -58,7 +58,7 @@ def plot_contrasts(ax, contrasts: pl.DataFrame, model: str, statistic: str = "la
     ax.set_yticks(y, [s.replace("_", " ") for s in strata])
     ax.set_xlabel("late − early branch TV (pp)")
     ax.set_title(f"{model}: late − early")
-    ax.legend(frameon=False, fontsize=7)
+    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
 
 def plot_figure6(frames: dict[str, pl.DataFrame], pdf: str | Path, png: str | Path, early: Sequence[int],

@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-from kvdiv.analysis import POOLED
+from kvdiv.analysis import POOLED, stratum_key
 from kvdiv.plotting.style import ACTION_COLORS, apply_style, save_figure
 
 
@@ -36,7 +36,7 @@ def plot_figure7(frames: dict[str, pl.DataFrame], pdf: str | Path, png: str | Pa
     fig, axes = plt.subplots(len(models), 3, figsize=(width, row_height * len(models)), squeeze=False)
     for i, model in enumerate(models):
         d = dec.filter((pl.col("model") == model) & (pl.col("statistic") == "exposure_share"))
-        families = sorted(set(d["family"].to_list()) - {POOLED}) + [POOLED]
+        families = sorted(set(d["family"].to_list()) - {POOLED}, key=stratum_key) + [POOLED]
         contrasts = list(dict.fromkeys(d["contrast"].to_list()))
         ax = axes[i, 0]
         for k, contrast in enumerate(contrasts):
@@ -61,7 +61,7 @@ def plot_figure7(frames: dict[str, pl.DataFrame], pdf: str | Path, png: str | Pa
 
         ax = axes[i, 2]
         e = eos.filter((pl.col("model") == model) & (pl.col("statistic") == "eos_share"))
-        fams = sorted(set(e["family"].to_list()) - {POOLED}) + [POOLED]
+        fams = sorted(set(e["family"].to_list()) - {POOLED}, key=stratum_key) + [POOLED]
         for k, contrast in enumerate(list(dict.fromkeys(e["contrast"].to_list()))):
             _intervals(ax, e.filter(pl.col("contrast") == contrast), fams, "family", f"C{k}", 0.1 * k, contrast)
         ax.axhline(0, color="black", lw=0.6)
