@@ -353,13 +353,16 @@ def load_gguf(gguf_path: str | os.PathLike, dtype: torch.dtype = torch.float32):
 
 def gguf_tokenizer(gguf_path: str | os.PathLike):
     """A ``PreTrainedTokenizerFast`` built from a GGUF file's tokenizer metadata and chat template."""
-    from transformers import PreTrainedTokenizerFast
-    from transformers.integrations.ggml import convert_gguf_tokenizer
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    from transformers.integrations.ggml import GGUF_TO_FAST_CONVERTERS, convert_gguf_tokenizer
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
+    gguf_path = Path(gguf_path)
     meta = load_gguf_checkpoint(str(gguf_path), return_tensors=False)
     tok_dict = dict(meta["tokenizer"])
     architecture = meta["config"]["model_type"]
+    if architecture not in GGUF_TO_FAST_CONVERTERS:  # transformers' own loader knows more mappings
+        return AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
     backend, _ = convert_gguf_tokenizer(architecture, dict(tok_dict))
     tokens = tok_dict["tokens"]
 
@@ -616,18 +619,18 @@ def end_of_turn_token_id(tokenizer) -> int | None:
 def eos_token_ids(model: torch.nn.Module, tokenizer) -> list[int]:
     """Union of ``config.eos_token_id``, ``generation_config.eos_token_id`` and the end-of-turn token.
 
-    Order: the model config's first (the token the model ends turns with), then the generation
-    config's, then the tokenizer's end of turn; duplicates and ids outside the vocabulary dropped.
+    Order: the tokenizer's end-of-turn token first when the model's configs also name it as EOS
+    (Llama-3.1-Instruct: ``<|eot_id|>`` before ``<|end_of_text|>``), then the model config's, the
+    generation config's, and the end of turn; duplicates and ids outside the vocabulary dropped.
     ``[0]`` is kvdiv's absorbing EOS.
     """
     vocab_size = int(model.config.get_text_config().vocab_size)
-    candidates = _as_list(getattr(model.config, "eos_token_id", None))
+    configured = _as_list(getattr(model.config, "eos_token_id", None))
     generation = getattr(model, "generation_config", None)
     if generation is not None:
-        candidates += _as_list(generation.eos_token_id)
+        configured += _as_list(generation.eos_token_id)
     eot = end_of_turn_token_id(tokenizer)
-    if eot is not None:
-        candidates.append(eot)
+    candidates = ([eot] if eot in configured else []) + configured + ([eot] if eot is not None else [])
     ids: list[int] = []
     for i in candidates:
         if 0 <= i < vocab_size and i not in ids:

