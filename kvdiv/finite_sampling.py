@@ -54,40 +54,44 @@ METHODS = ("naive", "swrb")
 
 
 @numba.njit(cache=True)
-def tv_distance(p: np.ndarray, q: np.ndarray) -> float:
-    """δ = TV(p, q) = ½ Σ |p − q|."""
+def tv_distance(P: np.ndarray, i: int, Q: np.ndarray, j: int) -> float:
+    """δ = TV(p, q) = ½ Σ |p − q| for p = P[i], q = Q[j] (rows by index: no array views)."""
     acc = 0.0
-    for k in range(p.shape[0]):
-        acc += abs(p[k] - q[k])
+    for k in range(P.shape[1]):
+        acc += abs(P[i, k] - Q[j, k])
     return 0.5 * acc
 
 
-@numba.njit(cache=True)
-def draw_weighted(p: np.ndarray, q: np.ndarray, kind: int, u: float) -> int:
-    """Inverse-CDF draw with uniform u from min(p, q) (kind 0), (p − q)⁺ (kind 1) or (q − p)⁺ (kind 2).
+@numba.njit(cache=True, inline="always")
+def _weight(P: np.ndarray, i: int, Q: np.ndarray, j: int, kind: int, k: int) -> float:
+    if kind == 0:
+        return min(P[i, k], Q[j, k])
+    if kind == 1:
+        return max(P[i, k] - Q[j, k], 0.0)
+    return max(Q[j, k] - P[i, k], 0.0)
 
-    Returns −1 when the weights sum to zero.
+
+@numba.njit(cache=True)
+def draw_weighted(P: np.ndarray, i: int, Q: np.ndarray, j: int, kind: int, u: float) -> int:
+    """Inverse-CDF draw with uniform u, for p = P[i] and q = Q[j], from min(p, q) (kind 0), (p − q)⁺ (kind 1) or (q − p)⁺ (kind 2).
+
+    The first k with u·Σw < w_0 + … + w_k (sequential sums, as ``np.cumsum``); −1 when Σw = 0.
     """
-    V = p.shape[0]
-    cum = np.empty(V)
-    acc = 0.0
+    V = P.shape[1]
+    total = 0.0
     for k in range(V):
-        if kind == 0:
-            w = min(p[k], q[k])
-        elif kind == 1:
-            w = max(p[k] - q[k], 0.0)
-        else:
-            w = max(q[k] - p[k], 0.0)
-        acc += w
-        cum[k] = acc
-    if acc <= 0.0:
+        total += _weight(P, i, Q, j, kind, k)
+    if total <= 0.0:
         return -1
-    target = u * acc
+    target = u * total
+    acc = 0.0
     last = -1
     for k in range(V):
-        if cum[k] > (cum[k - 1] if k > 0 else 0.0):
+        w = _weight(P, i, Q, j, kind, k)
+        acc += w
+        if w > 0.0:
             last = k
-            if target < cum[k]:
+            if target < acc:
                 return k
     return last
 
@@ -95,31 +99,31 @@ def draw_weighted(p: np.ndarray, q: np.ndarray, kind: int, u: float) -> int:
 @numba.njit(cache=True)
 def draw_index(w: np.ndarray, n: int, u: float) -> int:
     """Inverse-CDF draw with uniform u from the first n weights w (−1 when they sum to zero)."""
-    cum = np.empty(n)
-    acc = 0.0
+    total = 0.0
     for k in range(n):
-        acc += w[k]
-        cum[k] = acc
-    if acc <= 0.0:
+        total += w[k]
+    if total <= 0.0:
         return -1
-    target = u * acc
+    target = u * total
+    acc = 0.0
     last = -1
     for k in range(n):
-        if cum[k] > (cum[k - 1] if k > 0 else 0.0):
+        acc += w[k]
+        if w[k] > 0.0:
             last = k
-            if target < cum[k]:
+            if target < acc:
                 return k
     return last
 
 
 @numba.njit(cache=True)
-def coupled_step(p: np.ndarray, q: np.ndarray, tv: float) -> tuple[int, int]:
-    """One draw (x_t, y_t) of the maximal coupling of p and q with TV ``tv``."""
+def coupled_step(P: np.ndarray, i: int, Q: np.ndarray, j: int, tv: float) -> tuple[int, int]:
+    """One draw (x_t, y_t) of the maximal coupling of p = P[i] and q = Q[j] with TV ``tv``."""
     if np.random.random() < tv:
-        x = draw_weighted(p, q, 1, np.random.random())
-        y = draw_weighted(p, q, 2, np.random.random())
+        x = draw_weighted(P, i, Q, j, 1, np.random.random())
+        y = draw_weighted(P, i, Q, j, 2, np.random.random())
         return x, y
-    z = draw_weighted(p, q, 0, np.random.random())
+    z = draw_weighted(P, i, Q, j, 0, np.random.random())
     return z, z
 
 
@@ -133,10 +137,8 @@ def naive_replicate(reference, intervention, child, horizon, window, out):
     count = 0
     in_window = 0
     for t in range(1, H + 1):
-        p = reference[nx]
-        q = intervention[ny]
-        tv = tv_distance(p, q)
-        x, y = coupled_step(p, q, tv)
+        tv = tv_distance(reference, nx, intervention, ny)
+        x, y = coupled_step(reference, nx, intervention, ny, tv)
         if x != y:
             count += 1
             if tau == 0:
@@ -173,15 +175,13 @@ def swrb_replicate(reference, intervention, child, horizon, window, nodes, w, ou
         w[k] = 0.0
     for t in range(1, H + 1):
         n = nodes[t - 1]
-        p = reference[n]
-        q = intervention[n]
-        tv = tv_distance(p, q)
+        tv = tv_distance(reference, n, intervention, n)
         evals += 1
         w[t - 1] = survival * tv
         survival *= 1.0 - tv
         if t == H:
             break
-        z = draw_weighted(p, q, 0, np.random.random())
+        z = draw_weighted(reference, n, intervention, n, 0, np.random.random())
         if z < 0:  # δ_t = 1: no overlap, S_t = 0 from here on
             break
         nodes[t] = child[n, z]
@@ -192,38 +192,34 @@ def swrb_replicate(reference, intervention, child, horizon, window, nodes, w, ou
         out[k] = 0.0
     if big_d <= 0.0:
         return evals
-    j = draw_index(w, H, np.random.random()) + 1
-    n = nodes[j - 1]
-    p = reference[n]
-    q = intervention[n]
-    x = draw_weighted(p, q, 1, np.random.random())
-    y = draw_weighted(p, q, 2, np.random.random())
+    jb = draw_index(w, H, np.random.random()) + 1  # the branch start J
+    n = nodes[jb - 1]
+    x = draw_weighted(reference, n, intervention, n, 1, np.random.random())
+    y = draw_weighted(reference, n, intervention, n, 2, np.random.random())
     total = 0.0
     inside = 0.0
-    if j < H:
+    if jb < H:
         nx = child[n, x]
         ny = child[n, y]
-        for t in range(j + 1, H + 1):
-            p = reference[nx]
-            q = intervention[ny]
-            tv = tv_distance(p, q)
+        for t in range(jb + 1, H + 1):
+            tv = tv_distance(reference, nx, intervention, ny)
             evals += 1
             total += tv
-            if t <= j + L:
+            if t <= jb + L:
                 inside += tv
             if t < H:
-                x, y = coupled_step(p, q, tv)
+                x, y = coupled_step(reference, nx, intervention, ny, tv)
                 nx = child[nx, x]
                 ny = child[ny, y]
     out[0] = big_d * (1.0 + total) / H
     out[1] = big_d / H
     out[2] = big_d * total / H
-    out[3] = big_d * (H - j) / H
+    out[3] = big_d * (H - jb) / H
     out[4] = big_d
     out[5] = big_d * (1.0 + inside) / H
     out[6] = big_d * (total - inside) / H
-    out[7] = big_d * max(0, H - j - L) / H
-    out[8] = j
+    out[7] = big_d * max(0, H - jb - L) / H
+    out[8] = jb
     return evals
 
 
@@ -270,9 +266,7 @@ def coupled_paths(reference, intervention, child, horizon, replicates, seed):
         nx = 0
         ny = 0
         for t in range(horizon):
-            p = reference[nx]
-            q = intervention[ny]
-            x, y = coupled_step(p, q, tv_distance(p, q))
+            x, y = coupled_step(reference, nx, intervention, ny, tv_distance(reference, nx, intervention, ny))
             xs[r, t] = x
             ys[r, t] = y
             if t + 1 < horizon:
