@@ -18,6 +18,9 @@ exactly (the midpoint split is the Shapley split of a product of two factors). T
 and the **branch-mismatch share** is Ē·ΔC/ΔR. The two shares sum to 1 and are symmetric: swapping a and b
 negates every term and leaves the shares unchanged.
 
+**swrb-mode metrics.** Rows carry ``weight`` = D (1 in complete mode): means of path quantities, survival
+(P(τ ≤ t) ≈ D·1{J ≤ t}) and cohort profiles are D-weighted, and O, E, Π, R come from Z_O, Z_E, Z_Π, Z_R.
+
 **Late minus early (Figure 6, Figure 7).** Within the first-divergence cohort τ ≤ ``cohort_max_tau``, the
 mean branch TV δ_{τ+ℓ} over the late depth window minus that over the early window (``analysis.early``,
 ``analysis.late``; depths ℓ = t − τ), pooled over rows as a ratio of document sums; ``strict pre-EOS``
@@ -125,6 +128,12 @@ class Metrics:
     aligned: pl.DataFrame
     clock: pl.DataFrame
 
+    def __post_init__(self) -> None:
+        if "weight" not in self.replicates.columns:  # metrics written without weights are complete-mode
+            self.replicates = self.replicates.with_columns(pl.lit(1.0).alias("weight"))
+        if "weight" not in self.aligned.columns:
+            self.aligned = self.aligned.with_columns(pl.lit(1.0).alias("weight"))
+
     @property
     def documents(self) -> pl.DataFrame:
         """One row per (model, document) with its metadata."""
@@ -183,17 +192,37 @@ def _cells(frame: pl.DataFrame, by: str = "stratum", pooled: bool = True) -> lis
     return out
 
 
+def _weight(frame: pl.DataFrame) -> pl.Expr:
+    """Row weights: 1 for complete-mode rows, D for swrb rows (see kvdiv.estimators)."""
+    return pl.col("weight") if "weight" in frame.columns else pl.lit(1.0)
+
+
+SWRB_MEANS = {"occurrence": "z_o", "exposure": "z_e", "occupation": "z_pi", "mismatch": "z_r", "risk_tv": "z_r",
+              "risk_window": "z_l", "capacity": "w_l"}
+
+
 def document_means(replicates: pl.DataFrame) -> pl.DataFrame:
-    """Replicate means per (model, document, action), with diverged-τ sums for entry times."""
+    """Per (model, document, action): replicate means of the row metrics (weighted by ``weight``), the
+    weighted share of diverged rows and mean of τ·1{diverged} (for entry times). For swrb rows the
+    conditional Monte Carlo columns replace O, E, Π, R, R_L, B_L (``SWRB_MEANS``)."""
     cols = ["occurrence", "exposure", "occupation", "mismatch", "risk_tv", "fixed_tv_mean",
             "mismatch_pre_eos", "mismatch_post_eos", "mismatch_strict_pre_eos", "risk_window", "capacity"]
-    cols += [c for c in ("z_o", "z_pi", "z_r", "z_l", "z_t", "w_l") if c in replicates.columns]
+    swrb = "z_r" in replicates.columns
+    w = _weight(replicates)
+    aggs = []
+    for c in cols:
+        if swrb and c in SWRB_MEANS and SWRB_MEANS[c] in replicates.columns:
+            aggs.append(pl.col(SWRB_MEANS[c]).mean().alias(c))
+        elif swrb and c == "fixed_tv_mean":
+            aggs.append(pl.lit(None, dtype=pl.Float64).alias(c))  # not estimable from the branch path
+        else:
+            aggs.append((pl.col(c) * w).mean().alias(c))
     return (
         replicates.group_by([*DOC_KEYS, "action"])
         .agg(
-            *(pl.col(c).mean() for c in cols),
-            pl.col("diverged").cast(pl.Float64).mean().alias("diverged"),
-            pl.col("tau").fill_null(0).cast(pl.Float64).mean().alias("tau_diverged_sum"),
+            *aggs,
+            (pl.col("diverged").cast(pl.Float64) * w).mean().alias("diverged"),
+            (pl.col("tau").fill_null(0).cast(pl.Float64) * w).mean().alias("tau_diverged_sum"),
             pl.col("replicate").count().alias("replicates"),
         )
         .sort("model", "document", "action")
@@ -263,9 +292,10 @@ def survival_curves(metrics: Metrics, n_boot: int, seed: int, confidence: float)
     rows: list[dict] = []
     for (model, action), sub in sorted(rep.group_by(["model", "action"]), key=lambda kv: kv[0]):
         tau = sub["tau"].fill_null(h + 1).to_numpy()
+        weight = sub.select(_weight(sub).alias("w"))["w"].to_numpy() * np.ones(sub.height)
         docs = sub["document"].to_numpy()
         steps = np.arange(0, h + 1)
-        alive = (tau[:, None] > steps[None, :]).astype(float)
+        alive = 1.0 - weight[:, None] * (tau[:, None] <= steps[None, :])  # swrb: P(τ ≤ t) ≈ D·1{J ≤ t}
         uniq, inv = np.unique(docs, return_inverse=True)
         per_doc = np.zeros((uniq.size, steps.size))
         np.add.at(per_doc, inv, alive)
@@ -313,7 +343,8 @@ def branch_tv_profiles(metrics: Metrics, cohort_max_tau: int, n_boot: int, seed:
     rows: list[dict] = []
     for action in sorted(al["action"].unique().to_list()):
         for model, cell, sub in _cells(al.filter(pl.col("action") == action)):
-            g = sub.group_by("document", "depth").agg(pl.col("tv").sum().alias("s"), pl.len().alias("n"))
+            w = _weight(sub)
+            g = sub.group_by("document", "depth").agg((pl.col("tv") * w).sum().alias("s"), w.sum().alias("n"))
             docs = sorted(g["document"].unique().to_list())
             di = {d: i for i, d in enumerate(docs)}
             s = np.zeros((len(docs), max_depth))
@@ -344,11 +375,13 @@ def late_minus_early(metrics: Metrics, cohort_max_tau: int, early: Sequence[int]
     in_early = _window_filter(pl.col("depth"), early)
     in_late = _window_filter(pl.col("depth"), late)
     pre = pl.col("pre_eos")
+    w = _weight(al)
+    wtv = pl.col("tv") * w
     doc = al.group_by("model", "document", by, "action").agg(
-        pl.col("tv").filter(in_early).sum().alias("se"), in_early.sum().alias("ne"),
-        pl.col("tv").filter(in_late).sum().alias("sl"), in_late.sum().alias("nl"),
-        pl.col("tv").filter(in_early & pre).sum().alias("pse"), (in_early & pre).sum().alias("pne"),
-        pl.col("tv").filter(in_late & pre).sum().alias("psl"), (in_late & pre).sum().alias("pnl"),
+        wtv.filter(in_early).sum().alias("se"), w.filter(in_early).sum().alias("ne"),
+        wtv.filter(in_late).sum().alias("sl"), w.filter(in_late).sum().alias("nl"),
+        wtv.filter(in_early & pre).sum().alias("pse"), w.filter(in_early & pre).sum().alias("pne"),
+        wtv.filter(in_late & pre).sum().alias("psl"), w.filter(in_late & pre).sum().alias("pnl"),
     )
 
     def ratio(num, den):

@@ -21,13 +21,18 @@ Per row (``replicates.parquet``):
 - swrb-mode cubes (``overlap_tv``, ``branch_start`` = J): S_t = Π_{s≤t}(1−δ_s) along the overlap scan,
   D = 1 − S_H, ``z_o`` = D/H, ``z_pi`` = D Σ_{t>J} δ_t / H, ``z_r`` = z_o + z_pi,
   ``z_l`` = D(1 + Σ_{t=J+1}^{min(J+L,H)} δ_t)/H, ``z_t`` = D Σ_{t>J+L} δ_t / H, ``w_l`` = D max(0, H−J−L)/H;
-  E[Z_R] = R_H, E[Z_L] = R_L, E[Z_T] = R_H − R_L, E[W_L] = B_L. In swrb mode the tokens describe the
-  branch path (conditioned on a divergence), so the coupled-sample columns above are not unbiased for
-  R_H there; use the z columns.
+  ``z_e`` = D (H−J)/H; E[Z_R] = R_H, E[Z_L] = R_L, E[Z_T] = R_H − R_L, E[W_L] = B_L, E[Z_E] = E_H.
+- ``weight``: 1 in complete mode; D in swrb mode. There the tokens describe the branch path, which starts
+  diverging at τ = J ~ w_j/D, so a path quantity g has E[D·g] = E[g; τ ≤ H] under the complete coupling
+  (every mismatch-based quantity vanishes without divergence): population means are weighted means with
+  ``weight`` (``kvdiv.analysis`` does this and uses the z columns for O, Π, R).
 
 Profiles: ``profiles_aligned.parquet`` holds, for every diverged row and depth ℓ = t − τ ≥ 1, the branch
-TV δ_{τ+ℓ}, the mismatch and the pre-EOS flag; ``profiles_clock.parquet`` holds, per (document, action,
-step t), the replicate means of the mismatch, δ_t, the fixed-history TV and the EOS flag.
+TV δ_{τ+ℓ}, the mismatch, the pre-EOS flag and the row's ``weight``; ``profiles_clock.parquet`` holds, per
+(document, action, step t), replicate means of per-row unbiased estimates of P(x_t ≠ y_t) (``mismatch``),
+E[δ_t] (``tv``), the fixed-history TV and the EOS flag. In swrb mode these are D·1{x_t ≠ y_t} on the path
+and S_{t−1}·δ^overlap_t + D·1{J < t}·δ_t; ``fixed_tv`` and ``eos`` are null there (the overlap path's own
+continuation past J is not stored).
 """
 
 from __future__ import annotations
@@ -101,13 +106,13 @@ def replicate_counts(mismatch: np.ndarray, tv: np.ndarray, fixed_tv: np.ndarray,
 
 @numba.njit(cache=True)
 def swrb_estimators(overlap_tv: np.ndarray, tv: np.ndarray, branch_start: np.ndarray, window: int) -> np.ndarray:
-    """SWRB conditional Monte Carlo per row: columns D, Z_O, Z_Π, Z_R, Z_L, Z_T, W_L (DESIGN.md).
+    """SWRB conditional Monte Carlo per row: columns D, Z_O, Z_Π, Z_R, Z_L, Z_T, W_L, Z_E (DESIGN.md).
 
     ``overlap_tv`` [N, H]: hazards along the overlap scan; ``tv`` [N, H]: δ along the branch path;
     ``branch_start`` [N]: 1-based J (0 when D = 0).
     """
     n, h = tv.shape
-    out = np.zeros((n, 7))
+    out = np.zeros((n, 8))
     for i in range(n):
         survival = 1.0
         for t in range(h):
@@ -133,6 +138,7 @@ def swrb_estimators(overlap_tv: np.ndarray, tv: np.ndarray, branch_start: np.nda
         out[i, 4] = d * (1.0 + near) / h
         out[i, 5] = d * tail / h
         out[i, 6] = d * max(0, h - j - window) / h
+        out[i, 7] = d * (h - j) / h if j > 0 else 0.0
     return out
 
 
@@ -239,14 +245,18 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
         pl.Series("first_eos", np.where(first_eos <= h, first_eos, 0), dtype=pl.Int32).set(pl.Series(first_eos > h), None),
         pl.col("mismatch_rate").fill_nan(None),
     )
-    if "overlap_tv" in ds or ds.attrs.get("mode") == "swrb":
+    swrb = "overlap_tv" in ds or ds.attrs.get("mode") == "swrb"
+    weight = np.ones(n)
+    if swrb:
         overlap = _array(ds, "overlap_tv", dims4).astype(np.float64).reshape(n, h)
         start = _array(ds, "branch_start", dims4[:3]).astype(np.int64).reshape(n)
         z = swrb_estimators(overlap, tv, start, window)
+        weight = z[:, 0]
         replicates = replicates.with_columns(
             pl.Series("branch_start", start.astype(np.int32)),
-            *(pl.Series(name, z[:, k]) for k, name in enumerate(("d", "z_o", "z_pi", "z_r", "z_l", "z_t", "w_l"))),
+            *(pl.Series(name, z[:, k]) for k, name in enumerate(("d", "z_o", "z_pi", "z_r", "z_l", "z_t", "w_l", "z_e"))),
         )
+    replicates = replicates.with_columns(pl.Series("weight", weight))
 
     row, depth, a_tv, a_m, a_pre = aligned_profile(tau, tv.astype(np.float32), mismatch, first_eos)
     aligned = pl.DataFrame(
@@ -261,16 +271,23 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
             "tv": a_tv,
             "mismatch": a_m,
             "pre_eos": a_pre,
+            "weight": weight[row],
         }
     )
 
     shape = (n_d, n_a, n_r, h)
-    clock_means = {
-        "mismatch": mismatch.reshape(shape).mean(axis=2),
-        "tv": tv.reshape(shape).mean(axis=2),
-        "fixed_tv": fixed_tv.reshape(shape).mean(axis=2),
-        "eos": eos_any.reshape(shape).mean(axis=2),
-    }
+    if swrb:
+        steps = np.arange(1, h + 1)
+        survival_before = np.cumprod(np.concatenate([np.ones((n, 1)), 1.0 - overlap[:, :-1]], axis=1), axis=1)
+        per_row = {
+            "mismatch": weight[:, None] * mismatch,
+            "tv": survival_before * overlap + weight[:, None] * (steps[None, :] > start[:, None]) * tv,
+            "fixed_tv": np.full((n, h), np.nan),
+            "eos": np.full((n, h), np.nan),
+        }
+    else:
+        per_row = {"mismatch": mismatch, "tv": tv, "fixed_tv": fixed_tv, "eos": eos_any}
+    clock_means = {k: v.astype(np.float64).reshape(shape).mean(axis=2) for k, v in per_row.items()}
     d_i, a_i, t_i = np.unravel_index(np.arange(n_d * n_a * h), (n_d, n_a, h))
     clock = pl.DataFrame(
         {
@@ -278,7 +295,7 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
             "document": documents[d_i],
             "action": actions[a_i],
             "step": (t_i + 1).astype(np.int32),
-            **{k: v.reshape(-1) for k, v in clock_means.items()},
+            **{k: pl.Series(k, v.reshape(-1)).fill_nan(None) for k, v in clock_means.items()},
             "replicates": np.full(d_i.size, n_r, dtype=np.int32),
         }
     )

@@ -227,3 +227,35 @@ def test_figures_tables_and_report(study50, tmp_path):
     assert "the models are tiny, not the paper's" in text and "uses 16 documents, not 288" in text
     assert "![Figure 5](figures/figure5.png)" in text
     assert "| exposure share of gap (%), recent_half − snapkv_half | tiny | 16 |" in text
+
+
+def test_swrb_cubes_give_the_complete_mode_population_values():
+    """swrb rows are D-weighted: O, E, Π, R, survival and cohort branch TV match the exact values of a
+    constant-TV persistent perturbation (and hence a complete-mode study) within bootstrap errors."""
+    h, e = 32, {"a": 0.05, "b": 0.15}
+    ds = simulate_cube(e, n_documents=30, replicates=40, horizon=h, seed=12, strata=STRATA, swrb=True)
+    m = metrics_of(ds)
+    j = np.arange(2, h + 1)
+    exact = {}
+    for name, v in e.items():
+        p_tau = v * (1 - v) ** (j - 2)
+        exact[name] = {"occurrence": p_tau.sum() / h, "exposure": (p_tau * (h - j)).sum() / h}
+        exact[name]["occupation"] = v * exact[name]["exposure"]
+    dec = an.gap_decomposition(m, [["b", "a"]], 200, 1, 0.95)
+    pooled = {r["statistic"]: r for r in dec.filter(pl.col("stratum") == an.POOLED).iter_rows(named=True)}
+    truth = {
+        "gap": (e["b"] - e["a"]) * (h - 1) / h,
+        "exposure_gap": exact["b"]["exposure"] - exact["a"]["exposure"],
+        "occurrence_gap": exact["b"]["occurrence"] - exact["a"]["occurrence"],
+        "rate_a": e["b"],
+        "rate_b": e["a"],
+    }
+    for stat, value in truth.items():
+        r = pooled[stat]
+        se = max((r["upper"] - r["lower"]) / (2 * 1.96), 1e-9)
+        assert abs(r["estimate"] - value) < 4 * se + 1e-6, stat  # float32 TV
+    surv = an.survival_curves(m, 200, 1, 0.95).filter((pl.col("action") == "a") & (pl.col("step") == 10))
+    se = (surv["upper"][0] - surv["lower"][0]) / (2 * 1.96)
+    assert abs(surv["survival"][0] - (1 - e["a"]) ** 9) < 4 * se
+    prof = an.branch_tv_profiles(m, 16, 50, 1, 0.95).filter(pl.col("stratum") == an.POOLED)
+    np.testing.assert_allclose(prof["tv"], np.where(prof["action"] == "a", e["a"], e["b"]), rtol=1e-5)

@@ -142,6 +142,12 @@ def test_swrb_estimators_are_unbiased_and_beat_naive():
         z = rows[col].to_numpy()
         se = max(z.std(ddof=1) / np.sqrt(z.size), 1e-12)
         assert abs(z.mean() - value) < 4 * se + 1e-9, col
+    # generation-clock profile: per-row unbiased estimates of P(x_t ≠ y_t) = E[δ_t] = e for t ≥ 2
+    clock = compute_metrics(ds, window=window)["profiles_clock"].filter(pl.col("step") >= 2)
+    for col in ("mismatch", "tv"):
+        v = clock[col].to_numpy()  # 20 documents × 31 steps of 100-replicate means
+        assert abs(v.mean() - e) < 4 * v.std(ddof=1) / np.sqrt(20), col
+    assert clock["fixed_tv"].null_count() == clock.height
     # the naive coupled estimator M for the same kernel pair has the larger variance
     naive = compute_metrics(simulate_cube({"a": e}, 20, 100, h, seed=6), window=window)["replicates"]["mismatch"]
     assert rows["z_r"].var() < naive.var()
