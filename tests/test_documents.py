@@ -288,3 +288,27 @@ def test_scorers_on_known_cases():
 def test_document_record_round_trip():
     d = Document("a-b_1-0000", "ruler", "json_kv", "ruler_1", 1, "p", ["x"], 1, "t", 3)
     assert Document.from_record(json.loads(json.dumps(d.to_record()))) == d
+
+
+# --- the workflow refuses studies that would share documents ------------------------------------------------
+
+
+def test_workflow_rejects_studies_sharing_a_seed(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    repo = Path(__file__).resolve().parents[1]
+    config = yaml.safe_load((repo / "config" / "config.yaml").read_text())
+    first, second = list(config["studies"])[:2]
+    config["studies"][second]["seed"] = config["studies"][first]["seed"]
+    path = tmp_path / "same_seed.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--nolock", "--cores", "1", "--configfile", str(path)],
+        cwd=repo, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode != 0
+    assert f"studies {first!r} and {second!r} share seed" in proc.stdout + proc.stderr
