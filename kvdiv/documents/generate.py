@@ -13,7 +13,6 @@ import json
 import os
 import re
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 import numpy as np

@@ -64,12 +64,6 @@ def filler_words() -> list[str]:
     return " ".join(FILLER_SENTENCES).split()
 
 
-def filler_text(n_sentences: int, offset: int = 0) -> str:
-    """``n_sentences`` filler sentences, cycling through :data:`FILLER_SENTENCES` from ``offset``."""
-    k = len(FILLER_SENTENCES)
-    return " ".join(FILLER_SENTENCES[(offset + i) % k] for i in range(n_sentences))
-
-
 def filler_pad(n_words: int) -> str:
     """The first ``n_words`` words of the cycled filler text (fine-grained length padding)."""
     words = filler_words()
