@@ -60,22 +60,20 @@ def _decode_attention(module, query, key, value, attention_mask, dropout=0.0, sc
         raise NotImplementedError("kvdiv decoding does not support attention softcapping or sliding windows")
     layer = module.layer_idx
     bias = plan.bias[layer]
-    n_heads = query.shape[1]
-    groups = n_heads // key.shape[1]
-    out = torch.empty_like(query)
+    batch, n_heads, _, head_dim = query.shape
+    kv_heads = key.shape[1]
+    groups = n_heads // kv_heads
+    scale = head_dim**-0.5 if scaling is None else scaling
+    # GQA without copies: the `groups` query heads sharing a KV head form that head's query rows
+    q = query.reshape(batch, kv_heads, groups, head_dim)
+    out = torch.empty_like(q)
     for row0, row1, s0, s1, length in plan.runs:
-        b = bias[s0:s1, :, :length]
-        if groups > 1:
-            b = b.repeat_interleave(groups, dim=1)
-        out[row0:row1] = torch.nn.functional.scaled_dot_product_attention(
-            query[row0:row1],
-            key[s0:s1, :, :length],
-            value[s0:s1, :, :length],
-            attn_mask=b.unsqueeze(2),
-            scale=scaling,
-            enable_gqa=groups > 1,
-        )
-    return out.transpose(1, 2).contiguous(), None
+        # explicit matmul/softmax: unlike CPU SDPA kernels, identical rows give bit-identical results
+        logits = torch.matmul(q[row0:row1], key[s0:s1, :, :length].transpose(-1, -2)).float() * scale
+        logits = logits + bias[s0:s1, :, None, :length].float()
+        weights = torch.softmax(logits, dim=-1).to(value.dtype)
+        out[row0:row1] = torch.matmul(weights, value[s0:s1, :, :length])
+    return out.reshape(batch, n_heads, 1, head_dim).transpose(1, 2).contiguous(), None
 
 
 AttentionInterface.register(ATTN_IMPLEMENTATION, _decode_attention)
