@@ -161,6 +161,44 @@ def check_study_seeds():
 check_study_seeds()
 
 
+# --- trajectories (rules/trajectories.smk) ---
+
+
+def get_trajectory_stratum(study, doc_id):
+    """The stratum of a document id `{study}-{stratum}-{index:04d}` (checked against the study)."""
+    for stratum, known in get_document_ids(study):
+        if known == doc_id:
+            return stratum
+    raise ValueError(f"study {study!r} has no document {doc_id!r} (ids are {study}-{{stratum}}-{{index:04d}})")
+
+
+def get_trajectory_store(study, model, doc_id):
+    """The per-document store of one trajectory job."""
+    return f"results/{study}/trajectories/{model}/{doc_id}.zarr"
+
+
+def get_trajectory_stores(study, model):
+    """Every per-document store of a (study, model), in document order."""
+    return [get_trajectory_store(study, model, doc_id) for _, doc_id in get_document_ids(study)]
+
+
+def get_cube(study, model):
+    """The cube of a (study, model)."""
+    return f"results/{study}/cube/{model}.zarr"
+
+
+def get_trajectory_settings(study):
+    """Generation settings of a study passed to every trajectory job (schema defaults filled)."""
+    spec = get_study(study)
+    keys = ("horizon", "replicates", "temperature", "mode", "evict_first_step", "tv_atol")
+    return {key: spec[key] for key in keys} | {"master_seed": config["seed"], "study_seed": spec["seed"]}
+
+
+def get_trajectory_gpus(model):
+    """1 for a model on a CUDA device (a counter locally; --gpus= on SLURM), else 0."""
+    return 1 if str(get_model_spec(model).get("device", "cpu")).startswith("cuda") else 0
+
+
 # --- estimators, figures, tables, report (rules/estimators.smk, rules/figures.smk) ---
 
 

@@ -1,1 +1,59 @@
-# stage: trajectories (filled by its issue)
+# stage: trajectories — per (study, model, document) one coupled-generation job writing a Zarr store
+# (kvdiv.generation.run_document; layout in docs/internals.md), then per (study, model) the cube.
+# Document ids are known from the config alone (get_document_ids in rules/documents.smk), so the DAG
+# needs no checkpoint; each job reads its record from its stratum's JSONL. Stores are written to a
+# temporary directory and renamed into place, inside a shadow directory: a killed job leaves nothing
+# that Snakemake takes as complete. Helpers: rules/common.smk (get_trajectory_*, get_cube).
+
+
+rule trajectories:
+    input:
+        documents=lambda wildcards: get_documents_file(
+            wildcards.study, get_trajectory_stratum(wildcards.study, wildcards.doc_id)
+        ),
+        model=lambda wildcards: get_model_ready(wildcards.model),
+    output:
+        directory("results/{study}/trajectories/{model}/{doc_id}.zarr"),
+    wildcard_constraints:
+        study=r"[A-Za-z0-9_.-]+",
+        doc_id=r"[A-Za-z0-9_.-]+",
+    shadow:
+        "minimal"
+    threads: lambda wildcards: get_model_spec(wildcards.model)["threads"]
+    resources:
+        gpu=lambda wildcards: get_trajectory_gpus(wildcards.model),
+    params:
+        model_spec=lambda wildcards: get_model_spec(wildcards.model),
+        actions=lambda wildcards: get_action_specs(wildcards.study),
+        settings=lambda wildcards: get_trajectory_settings(wildcards.study),
+        code=code_hash("generation", "coupling", "kernels", "actions", "probabilistic_press", "models", "store", "seeds", "io"),
+    log:
+        "logs/trajectories/{study}/{model}/{doc_id}.log",
+    benchmark:
+        "results/benchmarks/trajectories/{study}/{model}/{doc_id}.tsv"
+    conda:
+        ENV
+    script:
+        "../workflow_scripts/trajectories.py"
+
+
+rule cube:
+    input:
+        stores=lambda wildcards: get_trajectory_stores(wildcards.study, wildcards.model),
+    output:
+        directory("results/{study}/cube/{model}.zarr"),
+    wildcard_constraints:
+        study=r"[A-Za-z0-9_.-]+",
+    params:
+        code=code_hash("store", "generation", "io"),
+    log:
+        "logs/cube/{study}/{model}.log",
+    benchmark:
+        "results/benchmarks/cube/{study}/{model}.tsv"
+    conda:
+        ENV
+    script:
+        "../workflow_scripts/cube.py"
+
+
+FINAL_TARGETS.extend(get_cube(study, model) for study in get_studies() for model in get_study_models(study))
