@@ -47,19 +47,25 @@ def plot_gap_bars(ax, decomposition: pl.DataFrame, model: str) -> None:
         ax.errorbar(pos, gap, yerr=[np.maximum(gap - lo, 0), np.maximum(hi - gap, 0)], fmt="none", ecolor="black",
                     capsize=2, lw=0.8)
     ax.axhline(0, color="black", lw=0.6)
-    ax.set_xticks(x, [s.replace("_", " ") for s in strata], rotation=30, ha="right")
+    ax.set_xticks(x, [s.replace("_", " ") for s in strata], rotation=35, ha="right", rotation_mode="anchor")
     ax.set_ylabel("mismatch gap (pp)")
     ax.set_title(f"{model}: gap = exposure + branch mismatch")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=2, frameon=False, fontsize=7)
 
 
-def plot_survival(ax, survival: pl.DataFrame, model: str) -> None:
-    """First-divergence survival P(τ > t) per action with bootstrap bands."""
+def plot_survival(ax, survival: pl.DataFrame, model: str, entry: pl.DataFrame | None = None) -> None:
+    """First-divergence survival P(τ > t) per action with bootstrap bands; the legend gives each action's
+    mean entry step among diverged chains (pooled over strata)."""
     sub = survival.filter(pl.col("model") == model)
     for action in sorted(sub["action"].unique().to_list()):
         s = sub.filter(pl.col("action") == action).sort("step")
         color = ACTION_COLORS.get(action)
-        ax.step(s["step"], s["survival"], where="post", color=color, label=action)
+        label = action
+        if entry is not None and entry.height:
+            e = entry.filter((pl.col("model") == model) & (pl.col("action") == action) & (pl.col("stratum") == POOLED)
+                             & (pl.col("statistic") == "mean_tau_diverged"))
+            if e.height and np.isfinite(e["estimate"][0]):
+                label = f"{action} (mean τ {e['estimate'][0]:.1f})"
+        ax.step(s["step"], s["survival"], where="post", color=color, label=label)
         ax.fill_between(s["step"].to_numpy(), s["lower"].to_numpy(), s["upper"].to_numpy(), step="post", color=color,
                         alpha=0.2, lw=0)
     ax.set_xlabel("generation step t")
@@ -70,7 +76,7 @@ def plot_survival(ax, survival: pl.DataFrame, model: str) -> None:
 
 
 def plot_figure5(frames: dict[str, pl.DataFrame], pdf: str | Path, png: str | Path, dpi: int = 200,
-                 width: float = 7.0, row_height: float = 2.8) -> None:
+                 width: float = 8.0, row_height: float = 3.2) -> None:
     """Figure 5: one row per model, gap decomposition (left) and survival curves (right)."""
     apply_style()
     models = sorted(frames["decomposition"]["model"].unique().to_list()) or sorted(frames["survival"]["model"].unique().to_list())
@@ -80,6 +86,9 @@ def plot_figure5(frames: dict[str, pl.DataFrame], pdf: str | Path, png: str | Pa
                              gridspec_kw={"width_ratios": [1.4, 1]})
     for i, model in enumerate(models):
         plot_gap_bars(axes[i, 0], frames["decomposition"], model)
-        plot_survival(axes[i, 1], frames["survival"], model)
-    fig.tight_layout()
+        plot_survival(axes[i, 1], frames["survival"], model, frames.get("entry"))
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    top = 1 - 0.5 / (row_height * len(models))
+    fig.legend(handles, labels, loc="upper center", ncol=2, frameon=False, fontsize=7, bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout(rect=(0, 0, 1, top))
     save_figure(fig, pdf, png, dpi=dpi)

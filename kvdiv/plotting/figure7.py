@@ -23,6 +23,7 @@ def _intervals(ax, frame: pl.DataFrame, labels: list[str], key: str, color: str,
     ax.errorbar(x, est, yerr=[np.maximum(est - lo, 0), np.maximum(hi - est, 0)], fmt="o", ms=4, capsize=3, color=color,
                 label=label)
     ax.set_xticks(np.arange(len(labels)), labels)
+    ax.set_xlim(-0.5, len(labels) - 0.5)
 
 
 def plot_figure7(frames: dict[str, pl.DataFrame], pdf: str | Path, png: str | Path, dpi: int = 200,
@@ -42,6 +43,8 @@ def plot_figure7(frames: dict[str, pl.DataFrame], pdf: str | Path, png: str | Pa
         for k, contrast in enumerate(contrasts):
             _intervals(ax, d.filter(pl.col("contrast") == contrast), families, "family", f"C{k}", 0.1 * k, contrast)
         ax.axhline(50, color="grey", lw=0.6, ls="--")
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(min(0, lo), max(100, hi))
         ax.set_ylabel("exposure share of gap (%)")
         ax.set_title(f"{model}: exposure share")
         ax.legend(frameon=False, fontsize=7)
