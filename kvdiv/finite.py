@@ -46,7 +46,7 @@ import numpy as np
 
 ROW_SUM_TOL = 1e-9
 # Exact enumeration keeps dense pair tables of size (V^d)^2 per depth; refuse what would not fit.
-MAX_PAIR_STATES = 1 << 24
+MAX_PAIR_STATES = 1 << 20
 
 
 def history_key(history: tuple[int, ...] | list[int]) -> str:
@@ -66,7 +66,7 @@ def _parse_key(key: str, vocab: int, where: str) -> tuple[int, ...]:
     return tokens
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FiniteSystem:
     """A kernel pair (P, Q) over V tokens and horizon H, as dense tables for Numba kernels.
 
