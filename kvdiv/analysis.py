@@ -274,7 +274,11 @@ def gap_decomposition(metrics: Metrics, contrasts: Sequence[Sequence[str]], n_bo
     doc = document_means(metrics.replicates)
     cols = ["occurrence", "exposure", "occupation", "mismatch"]
     rows: list[dict] = []
-    for a, b in applicable_contrasts(contrasts, doc["action"].unique()):
+    pairs = applicable_contrasts(contrasts, doc["action"].unique())
+    if not pairs:
+        raise ValueError(f"analysis.contrasts {[list(c) for c in contrasts]}: no pair has both actions among this "
+                         f"study's actions {sorted(doc['action'].unique().to_list())}")
+    for a, b in pairs:
         wide = _wide(doc, a, b, cols)
         for model, cell, sub in _cells(wide, by=by):
             values = {f"{c}_{s}": sub[f"{c}_{s}"].to_numpy() for c in cols for s in "ab"}

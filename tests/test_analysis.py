@@ -259,3 +259,13 @@ def test_swrb_cubes_give_the_complete_mode_population_values():
     assert abs(surv["survival"][0] - (1 - e["a"]) ** 9) < 4 * se
     prof = an.branch_tv_profiles(m, 16, 50, 1, 0.95).filter(pl.col("stratum") == an.POOLED)
     np.testing.assert_allclose(prof["tv"], np.where(prof["action"] == "a", e["a"], e["b"]), rtol=1e-5)
+
+
+def test_misconfigured_contrasts_and_empty_cohorts(study50, tmp_path):
+    _, m = study50
+    with pytest.raises(ValueError, match="analysis.contrasts"):
+        an.gap_decomposition(m, [["recent_90", "snapkv_90"]], 10, 1, 0.95)
+    empty = an.figure6_data(m, 0, EARLY, LATE, 10, 1, 0.95)  # no τ ≤ 0: an empty cohort
+    assert all(f.height == 0 for f in empty.values())
+    plot_figure6(empty, tmp_path / "f6.pdf", tmp_path / "f6.png", early=EARLY, late=LATE, dpi=50)
+    assert (tmp_path / "f6.png").stat().st_size > 0

@@ -67,8 +67,13 @@ def plot_figure6(frames: dict[str, pl.DataFrame], pdf: str | Path, png: str | Pa
     apply_style()
     profiles, contrasts = frames["profiles"], frames["late_minus_early"]
     models = sorted(set(profiles["model"].to_list()) | set(contrasts["model"].to_list()))
-    if not models:
-        raise ValueError("Figure 6 has no data: no row diverged within the cohort (τ ≤ analysis.cohort_max_tau)")
+    if not models:  # no chain diverged within the cohort: say so instead of failing the workflow
+        fig, ax = plt.subplots(figsize=(4, 2))
+        ax.axis("off")
+        ax.text(0.5, 0.5, "No first divergence within the cohort\n(τ ≤ analysis.cohort_max_tau): nothing to plot",
+                ha="center", va="center")
+        save_figure(fig, pdf, png, dpi=dpi)
+        return
     actions = sorted(set(profiles["action"].to_list()) | set(contrasts["action"].to_list()))
     ncol = len(actions) + 1
     fig, axes = plt.subplots(len(models), ncol, figsize=(panel_width * ncol, row_height * len(models)), squeeze=False)
