@@ -117,7 +117,7 @@ def plot_figure4(comparison: pl.DataFrame, paper_table: pl.DataFrame, pdf_path: 
     }
     cells = [[labels.get(q, q), f"{p:.3g}", f"{o:.3g}"] for q, p, o in paper_table.iter_rows()]
     table = ax_tab.table(cellText=cells, colLabels=["", "paper", "ours"], cellLoc="right", colLoc="right",
-                         colWidths=[0.62, 0.19, 0.19], bbox=[0.0, 0.0, 1.0, 0.66])
+                         colWidths=[0.62, 0.19, 0.19], bbox=[0.0, 0.0, 1.0, 0.62])
     table.auto_set_font_size(False)
     table.set_fontsize(8)
     for (r, c), cell in table.get_celld().items():
