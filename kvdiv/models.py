@@ -79,6 +79,7 @@ class LoadedModel:
     device : the torch device of the model.
     weight_hash : sha256 over the safetensors files of the resolved directory.
     max_context : the longest sequence (prompt + generation) the model holds.
+    path : the resolved directory it was loaded from (None for in-memory models).
     """
 
     name: str
@@ -554,8 +555,10 @@ def load_model_dir(path: str | os.PathLike, spec: dict, *, name: str | None = No
     device = torch.device(spec.get("device", "cpu"))
     if device.type == "cpu" and spec.get("threads"):
         torch.set_num_threads(int(spec["threads"]))
+    # Accelerators: place weights straight on the device (no full copy in host memory first).
+    placement = {} if device.type == "cpu" else {"device_map": str(device)}
     with _quiet_transformers():
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(spec))
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(spec), **placement)
     model = model.to(device).eval()
     tokenizer = AutoTokenizer.from_pretrained(path)
     provenance = read_provenance(path) if (path / PROVENANCE).is_file() else {}
