@@ -41,7 +41,7 @@ def paper_values() -> dict:
 
 
 def _pct(v: float | None, digits: int = 2) -> str:
-    return "–" if v is None or v != v else f"{100 * v:.{digits}f}"
+    return "–" if v is None or v != v else f"{round(100 * v, digits) + 0.0:.{digits}f}"  # no "-0.00"
 
 
 def _ci(row: Mapping | None, digits: int = 2, key: str = "estimate") -> str:

@@ -20,7 +20,7 @@ def pp(value: float | None, digits: int = 2) -> str:
     """A proportion formatted in percentage points (``–`` when missing)."""
     if value is None or value != value:
         return "–"
-    return f"{100 * value:.{digits}f}"
+    return f"{round(100 * value, digits) + 0.0:.{digits}f}"  # + 0.0: no "-0.00"
 
 
 def interval(est: float, lo: float, hi: float, digits: int = 2) -> str:
