@@ -565,11 +565,12 @@ def figure6_data(metrics: Metrics, cohort_max_tau: int, early, late, n_boot: int
 def figure7_data(metrics: Metrics, contrasts, cohort_max_tau: int, early, late, n_boot: int, seed: int,
                  confidence: float) -> dict[str, pl.DataFrame]:
     """Figure 7 (the 90% study): exposure shares, the prespecified late-minus-early intervals (model ×
-    action, pooled over strata), EOS shares by family."""
+    action, pooled over strata; also per stratum for the §5.6 count), EOS shares by family."""
     lme = late_minus_early(metrics, cohort_max_tau, early, late, n_boot, seed, confidence, by="family")
     return {
         "decomposition": gap_decomposition(metrics, contrasts, n_boot, seed, confidence, by="family"),
         "late_minus_early": lme,
+        "late_minus_early_strata": late_minus_early(metrics, cohort_max_tau, early, late, n_boot, seed, confidence),
         "eos": eos_shares(metrics, contrasts, n_boot, seed, confidence, by="family"),
     }
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import yaml
 
@@ -30,7 +31,7 @@ PAPER_SETTING = {
 TABLES = {
     "figure5": ("decomposition", "survival", "entry"),
     "figure6": ("profiles", "late_minus_early"),
-    "figure7": ("decomposition", "late_minus_early", "eos"),
+    "figure7": ("decomposition", "late_minus_early", "late_minus_early_strata", "eos"),
 }
 
 
@@ -267,6 +268,14 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
                 t.add("prespecified late − early intervals above zero (action)", model, "–",
                       f"{int((main['lower'] > 0).sum())} of {main.height}",
                       _paper(p90, "prespecified_branch_tv_intervals_above_zero"), "")
+            strata = f7.get("late_minus_early_strata")
+            if strata is not None and strata.height:
+                cells = strata.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED)
+                                      & (pl.col("statistic") == "late_minus_early"))
+                if cells.height:
+                    t.add("late − early branch TV positive (stratum × action)", model, "–",
+                          f"{int((cells['estimate'] > 0).sum())} of {cells.height}",
+                          "24 of 24 (model × stratum × action, §5.6)", "")
     parts += [f"## Figure 7: the 90% retention study ({study_of.get('figure7', '?')})", "",
               f"![Figure 7]({_rel(figures.get('figure7'), out)})", "", t.markdown()]
 
@@ -276,6 +285,22 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
     if t2_path:
         t2 = pl.read_csv(t2_path, schema_overrides={"length": pl.Utf8})
         blocks = list(dict.fromkeys(t2["block"].to_list()))
+        for (model, contrast), sub in sorted(t2.filter(pl.col("stratum") != POOLED).group_by(["model", "contrast"]),
+                                             key=lambda kv: kv[0]):
+            for family, word in (("helmet", "fall"), ("ruler", "rise")):
+                comparisons = sub.filter(pl.col("family") == family)
+                if comparisons.is_empty():
+                    continue
+                hits = 0
+                lengths = comparisons["length"].unique().to_list()
+                for length in lengths:
+                    gaps = [comparisons.filter((pl.col("length") == length) & (pl.col("block") == b))["gap"].to_list()
+                            for b in blocks]
+                    first, later = (gaps[0] or [np.nan])[0], [g[0] for g in gaps[1:] if g]
+                    moved = [g < first for g in later] if word == "fall" else [g > first for g in later]
+                    hits += bool(later) and all(moved)
+                t.add(f"{family} lengths whose gaps {word} in every later block, {contrast}", model, "–",
+                      f"{hits} of {len(lengths)}", "all lengths", "all lengths")
         for r in t2.filter(pl.col("stratum") == POOLED).iter_rows(named=True):
             k = blocks.index(r["block"])
             t.add(f"pooled generation-clock gap (pp), positions {r['block']}, {r['contrast']}", r["model"], r["n_documents"],

@@ -226,6 +226,7 @@ def test_figures_tables_and_report(study50, tmp_path):
     assert str(paper["retention90"]["mismatch_gap_pp"]["qwen"]) in text
     assert "the models are tiny, not the paper's" in text and "uses 16 documents, not 288" in text
     assert "![Figure 5](figures/figure5.png)" in text
+    assert "lengths whose gaps fall in every later block" in text and "(stratum × action)" in text
     assert "| exposure share of gap (%), recent_half − snapkv_half | tiny | 16 |" in text
 
 
