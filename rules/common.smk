@@ -236,7 +236,7 @@ ANALYSIS_DIR = "results/analysis"
 ANALYSIS_TABLES = {
     "figure5": ["decomposition", "survival", "entry"],
     "figure6": ["profiles", "late_minus_early"],
-    "figure7": ["decomposition", "late_minus_early", "eos"],
+    "figure7": ["decomposition", "late_minus_early", "late_minus_early_strata", "eos"],
 }
 
 
