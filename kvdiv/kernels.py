@@ -202,6 +202,9 @@ class KernelSession:
         self._attn = _attention_layers(self.model)
         self.n_layers = len(self._attn)
         self._eos_set = set(self.eos_token_ids)
+        self.vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
+        # every config object whose attention implementation a decode step switches to kvdiv's
+        self._configs = {id(m.config): m.config for m in self.model.modules() if hasattr(m, "config")}
         self._kept_cache: dict[str, list[torch.Tensor | None]] = {}
         self._kept_lengths: dict[str, list[int]] = {}
 
@@ -446,7 +449,7 @@ class KernelSession:
             raise ValueError(f"{len(chains)} chains but {len(tokens)} tokens")
         if len(set(chains)) != len(chains):
             raise ValueError("a chain appears twice in one step")
-        vocab = self._vocab_size()
+        vocab = self.vocab_size
         out = torch.empty(len(chains), vocab, dtype=torch.float64)
         active: list[tuple[int, int, _Chain, int]] = []  # (slot, row in out, chain, token)
         for i, (c, t) in enumerate(zip(chains, tokens)):
@@ -480,7 +483,7 @@ class KernelSession:
             b[slot_t, :, len_t] = 0
         cache = _SlotCache(self, slot_t, len_t)
         dummy_mask = torch.zeros(len(active), 1, 1, 1, dtype=self.dtype, device=dev)
-        configs = {id(m.config): m.config for m in self.model.modules() if hasattr(m, "config")}
+        configs = self._configs
         saved = {k: cfg._attn_implementation for k, cfg in configs.items()}
         _ACTIVE["plan"] = _Plan(runs=runs, bias=self._bias)
         try:
@@ -504,13 +507,6 @@ class KernelSession:
             ch.position += 1
             out[i] = laws[r]
         return out
-
-    def _vocab_size(self) -> int:
-        return int(self._initial_vocab) if hasattr(self, "_initial_vocab") else self._set_vocab()
-
-    def _set_vocab(self) -> int:
-        self._initial_vocab = int(self.model.get_output_embeddings().weight.shape[0])
-        return self._initial_vocab
 
     def kept_indices(self, action: str) -> list[torch.Tensor | None]:
         """Per layer, LongTensor [kv_heads, kept] of the prompt positions the action's cache keeps.
