@@ -13,7 +13,8 @@ occupation Π = E·C (C the post-divergence mismatch rate) and risk R = O + Π,
 
     ΔR = ΔO + ΔΠ,   ΔΠ = E_a C_a − E_b C_b = ΔE·C̄ + Ē·ΔC   (C̄, Ē: midpoints of a and b),
 
-exactly (the midpoint split is the Shapley split of a product of two factors). The **exposure share** is
+exactly (the midpoint split is the Shapley split of a product of two factors; an action with E = 0 has
+no rate and takes the other action's, so that whole gap counts as exposure). The **exposure share** is
 (ΔO + ΔE·C̄)/ΔR — entering divergence earlier or more often, the occurrence term counted with entry —
 and the **branch-mismatch share** is Ē·ΔC/ΔR. The two shares sum to 1 and are symmetric: swapping a and b
 negates every term and leaves the shares unchanged.
@@ -248,8 +249,11 @@ def decomposition_stat(m: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The symmetric gap decomposition (module docstring) from population means of both actions."""
     o_a, e_a, p_a = m["occurrence_a"], m["exposure_a"], m["occupation_a"]
     o_b, e_b, p_b = m["occurrence_b"], m["exposure_b"], m["occupation_b"]
-    c_a = np.where(e_a > 0, p_a / np.where(e_a > 0, e_a, 1.0), 0.0)
-    c_b = np.where(e_b > 0, p_b / np.where(e_b > 0, e_b, 1.0), 0.0)
+    raw_a = np.where(e_a > 0, p_a / np.where(e_a > 0, e_a, 1.0), np.nan)
+    raw_b = np.where(e_b > 0, p_b / np.where(e_b > 0, e_b, 1.0), np.nan)
+    # an action with no exposure has no rate: it takes the other's (ΔC = 0, the gap is all exposure)
+    c_a = np.where(np.isfinite(raw_a), raw_a, np.where(np.isfinite(raw_b), raw_b, 0.0))
+    c_b = np.where(np.isfinite(raw_b), raw_b, c_a)
     gap = (o_a + p_a) - (o_b + p_b)
     exposure_part = (o_a - o_b) + (e_a - e_b) * (c_a + c_b) / 2
     branch_part = (e_a + e_b) / 2 * (c_a - c_b)
@@ -259,8 +263,8 @@ def decomposition_stat(m: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         "mismatch_gap": m["mismatch_a"] - m["mismatch_b"],
         "occurrence_gap": o_a - o_b,
         "exposure_gap": e_a - e_b,
-        "rate_a": c_a,
-        "rate_b": c_b,
+        "rate_a": raw_a,
+        "rate_b": raw_b,
         "exposure_part": exposure_part,
         "branch_part": branch_part,
         "exposure_share": exposure_part / safe,

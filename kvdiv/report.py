@@ -62,6 +62,21 @@ def _paper(values: Mapping, *path: str) -> str:
     return str(node)
 
 
+def _num(row: Mapping, digits: int = 2) -> str:
+    """``est [lo, hi]`` without scaling; ``–`` for missing values."""
+    f = lambda v: "–" if v is None or v != v else f"{round(v, digits) + 0.0:.{digits}f}"  # noqa: E731
+    return f"{f(row['estimate'])} [{f(row['lower'])}, {f(row['upper'])}]"
+
+
+def _count(values: pl.Series, threshold: float) -> str:
+    """``k of n`` cells above ``threshold`` among cells with an estimate (NaN cells are named, not counted)."""
+    v = values.cast(pl.Float64).to_numpy()
+    finite = np.isfinite(v)
+    text = f"{int((v[finite] > threshold).sum())} of {int(finite.sum())}"
+    missing = int((~finite).sum())
+    return text + (f" ({missing} without data)" if missing else "")
+
+
 def _paper_item(values: Mapping, index: int, *path: str) -> str:
     node: object = values
     for p in path:
@@ -176,7 +191,7 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
                 r = _one(entry, model=model, stratum=POOLED, action=action, statistic="mean_tau_diverged")
                 if r:
                     t.add(f"mean first-divergence step among diverged, {action}", model, r["n_documents"],
-                          f"{r['estimate']:.2f} [{r['lower']:.2f}, {r['upper']:.2f}]",
+                          _num(r),
                           _paper(p50, "mean_first_divergence_step_among_diverged", "llama", action),
                           _paper(p50, "mean_first_divergence_step_among_diverged", "qwen", action))
                 r = _one(entry, model=model, stratum=POOLED, action=action, statistic="diverged")
@@ -196,9 +211,8 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
                           _paper(p50, "exposure_share_of_gap_percent", key, "qwen"))
             cells = dec.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED) & (pl.col("statistic") == "exposure_share"))
             if cells.height:
-                majority = int((cells["estimate"] > 0.5).sum())
                 t.add("decompositions with exposure majority (stratum × contrast)", model, "–",
-                      f"{majority} of {cells.height}", _paper(p50, "decompositions_with_exposure_majority"), "")
+                      _count(cells["estimate"], 0.5), _paper(p50, "decompositions_with_exposure_majority"), "")
             rates = dec.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED)
                                & pl.col("statistic").is_in(["rate_a", "rate_b"]))["estimate"].drop_nans()
             if rates.len():
@@ -226,7 +240,7 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
             cells = lme.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED) & (pl.col("statistic") == "late_minus_early"))
             if cells.height:
                 t.add("late − early branch TV positive (stratum × action)", model, "–",
-                      f"{int((cells['estimate'] > 0).sum())} of {cells.height}", _paper(p50, "late_minus_early_positive"), "")
+                      _count(cells["estimate"], 0.0), _paper(p50, "late_minus_early_positive"), "")
     parts += [f"## Figure 6: branch TV by divergence-aligned depth ({study_of.get('figure6', '?')})", "",
               f"Early window: depths {setting.get('early')}; late window: depths {setting.get('late')}; "
               f"cohort τ ≤ {setting.get('cohort_max_tau')}.", "",
@@ -266,7 +280,7 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
                           _paper(p90, "strict_pre_eos_late_minus_early_pp", "qwen"))
             if main.height:
                 t.add("prespecified late − early intervals above zero (action)", model, "–",
-                      f"{int((main['lower'] > 0).sum())} of {main.height}",
+                      _count(main["lower"], 0.0),
                       _paper(p90, "prespecified_branch_tv_intervals_above_zero"), "")
             strata = f7.get("late_minus_early_strata")
             if strata is not None and strata.height:
@@ -274,7 +288,7 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
                                       & (pl.col("statistic") == "late_minus_early"))
                 if cells.height:
                     t.add("late − early branch TV positive (stratum × action)", model, "–",
-                          f"{int((cells['estimate'] > 0).sum())} of {cells.height}",
+                          _count(cells["estimate"], 0.0),
                           "24 of 24 (model × stratum × action, §5.6)", "")
     parts += [f"## Figure 7: the 90% retention study ({study_of.get('figure7', '?')})", "",
               f"![Figure 7]({_rel(figures.get('figure7'), out)})", "", t.markdown()]

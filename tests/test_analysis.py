@@ -270,3 +270,11 @@ def test_misconfigured_contrasts_and_empty_cohorts(study50, tmp_path):
     assert all(f.height == 0 for f in empty.values())
     plot_figure6(empty, tmp_path / "f6.pdf", tmp_path / "f6.png", early=EARLY, late=LATE, dpi=50)
     assert (tmp_path / "f6.png").stat().st_size > 0
+
+
+def test_decomposition_when_one_action_never_diverges():
+    m = {"occurrence_a": 0.02, "exposure_a": 0.4, "occupation_a": 0.3, "mismatch_a": 0.32,
+         "occurrence_b": 0.0, "exposure_b": 0.0, "occupation_b": 0.0, "mismatch_b": 0.0}
+    out = an.decomposition_stat(m)
+    assert out["exposure_share"] == pytest.approx(1.0) and out["gap"] == pytest.approx(0.32)
+    assert np.isnan(out["rate_b"]) and out["rate_a"] == pytest.approx(0.75)
