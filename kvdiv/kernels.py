@@ -70,7 +70,7 @@ def _decode_attention(module, query, key, value, attention_mask, dropout=0.0, sc
     for row0, row1, s0, s1, length in plan.runs:
         # explicit matmul/softmax: unlike CPU SDPA kernels, identical rows give bit-identical results
         logits = torch.matmul(q[row0:row1], key[s0:s1, :, :length].transpose(-1, -2)).float() * scale
-        logits = logits + bias[s0:s1, :, None, :length].float()
+        logits = logits + bias[s0:s1, :, None, :length]
         weights = torch.softmax(logits, dim=-1).to(value.dtype)
         out[row0:row1] = torch.matmul(weights, value[s0:s1, :, :length])
     return out.reshape(batch, n_heads, 1, head_dim).transpose(1, 2).contiguous(), None
@@ -271,7 +271,7 @@ class KernelSession:
         ref = _Prefix(
             keys=[layer.keys[0] for layer in cache.layers],
             values=[layer.values[0] for layer in cache.layers],
-            bias=[torch.zeros(layer.keys.shape[1], n, dtype=self.dtype, device=self.device) for layer in cache.layers],
+            bias=[torch.zeros(layer.keys.shape[1], n, dtype=torch.float32, device=self.device) for layer in cache.layers],
             length=n,
             position=n,
         )
@@ -283,7 +283,7 @@ class KernelSession:
                 if cl is None:
                     raise RuntimeError(f"action {name!r}: layer {layer} was not captured during prefill")
                 k, v = cl.keys[0], cl.values[0]
-                b = torch.zeros(k.shape[0], k.shape[1], dtype=self.dtype, device=self.device)
+                b = torch.zeros(k.shape[0], k.shape[1], dtype=torch.float32, device=self.device)
                 if layer in masked[name]:
                     batch_idx, head_idx, seq_idx = masked[name][layer]
                     sel = batch_idx == 0
@@ -291,7 +291,7 @@ class KernelSession:
                 if isinstance(press, ProbabilisticPress):
                     hb = press.attention_bias(layer)
                     if hb is not None:
-                        b = b + hb[0].to(self.dtype)
+                        b = b + hb[0].to(torch.float32)
                 keys.append(k)
                 values.append(v)
                 bias.append(b)
@@ -341,7 +341,7 @@ class KernelSession:
         for layer in range(self.n_layers):
             k = torch.zeros(shape, dtype=self.dtype, device=self.device)
             v = torch.zeros(shape, dtype=self.dtype, device=self.device)
-            b = torch.full(shape[:3], float("-inf"), dtype=self.dtype, device=self.device)
+            b = torch.full(shape[:3], float("-inf"), dtype=torch.float32, device=self.device)
             if self._n_slots:
                 k[: self._n_slots, :, : self._capacity] = self._keys[layer]
                 v[: self._n_slots, :, : self._capacity] = self._values[layer]
