@@ -262,7 +262,7 @@ class KernelSession:
         handles = [attn.register_forward_hook(hook, with_kwargs=True) for attn in self._attn]
         cache = DynamicCache(config=model.config)
         try:
-            out = model(input_ids=prefill_ids[None], past_key_values=cache, use_cache=True)
+            out = model(input_ids=prefill_ids[None], past_key_values=cache, use_cache=True, logits_to_keep=1)
         finally:
             for h in handles:
                 h.remove()
