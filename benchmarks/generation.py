@@ -8,7 +8,8 @@ run samples exactly H) once with the full cache and once per action under kvpres
 manager (``with press(model): model.generate(...)``, what kvpress's pipeline does for decoding).
 Both run side by side in one process, alternating order per round; the ratio is candidate / baseline.
 
-Run (after `snakemake --cores 2 results/models/smollm2/provenance.json results/retention50/documents/ruler_1024.jsonl`):
+Run (after `snakemake --cores 2 results/models/smollm2/provenance.json`; the prompt is the first
+ruler_1024 document of study retention50, generated in-process with kvdiv.documents):
     python benchmarks/generation.py --threads 2 --horizon 128 --rounds 2
 """
 
@@ -24,7 +25,8 @@ import torch
 import yaml
 
 from kvdiv.actions import build_press
-from kvdiv.documents import read_jsonl
+from kvdiv.documents import generate_stratum
+from kvdiv.models import apply_chat_template
 from kvdiv.generation import chains_needed, generate
 from kvdiv.kernels import KernelSession
 from kvdiv.models import load_model
@@ -71,7 +73,6 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--horizon", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--documents", default=str(REPO / "results/retention50/documents/ruler_1024.jsonl"))
     parser.add_argument("--models-dir", default=str(REPO / "results/models"))
     args = parser.parse_args()
     config = yaml.safe_load((REPO / "config/config.yaml").read_text())
@@ -79,7 +80,10 @@ def main() -> None:
     loaded = load_model("smollm2", spec, args.models_dir)
     torch.set_num_threads(args.threads)
     actions = {a: config["actions"][a] for a in config["studies"]["retention50"]["actions"]}
-    doc = read_jsonl(args.documents)[0]
+    chat = (lambda text: apply_chat_template(loaded.tokenizer, text)) if loaded.chat_template else None
+    doc = generate_stratum(study="retention50", stratum="ruler_1024", n_documents=1, master_seed=config["seed"],
+                           study_seed=config["studies"]["retention50"]["seed"], tokenizer=loaded.tokenizer,
+                           tokenizer_name="smollm2", chat=chat, max_context=loaded.max_context, reserve=args.horizon)[0]
     ids = torch.tensor([loaded.tokenizer(doc.prompt, add_special_tokens=False)["input_ids"]])
     print(f"document {doc.id}: {ids.shape[1]} prompt tokens; actions {list(actions)}; H={args.horizon}; "
           f"threads {torch.get_num_threads()}", flush=True)

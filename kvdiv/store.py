@@ -117,6 +117,7 @@ def build_cube(study: str, model: str, doc_stores: Sequence[str | Path], out: st
     coords: dict[str, list] = {name: [] for name in DOCUMENT_COORDS}
     stacked: dict[str, list[np.ndarray]] = {}
     wall: dict[str, float] = {a: 0.0 for a in actions}
+    total_wall = 0.0
     for store in doc_stores:
         attrs, data = read_document_store(store)
         if list(attrs["actions"]) != actions:
@@ -132,6 +133,7 @@ def build_cube(study: str, model: str, doc_stores: Sequence[str | Path], out: st
             coords[name].append(attrs["prompt_tokens"] if name == "prompt_tokens" else doc.get(name))
         for a in actions:
             wall[a] += float(attrs.get("wall_time_s", {}).get(a, 0.0))
+        total_wall += float(attrs.get("wall_time_total_s", 0.0))
         for name in data[actions[0]]:
             arrays = [data[a][name] for a in actions]
             shapes = {arr.shape for arr in arrays}
@@ -145,8 +147,9 @@ def build_cube(study: str, model: str, doc_stores: Sequence[str | Path], out: st
             raise ValueError(f"array {name!r} differs in shape across documents (replicates or horizon differ)")
     n_doc = len(doc_ids)
     replicates, horizon = stacked["x"][0].shape[1:]
-    attrs = {k: v for k, v in first_attrs.items() if k not in ("document", "prompt_tokens", "wall_time_s")}
-    attrs.update(study=study, wall_time_s=wall)
+    per_document = ("document", "prompt_tokens", "wall_time_s", "prefill_s", "wall_time_total_s")
+    attrs = {k: v for k, v in first_attrs.items() if k not in per_document}
+    attrs.update(study=study, wall_time_s=wall, wall_time_total_s=total_wall)
     out = Path(out)
     with atomic_path(out, directory=True) as tmp:
         root = zarr.open_group(str(tmp), mode="w", zarr_format=3)
