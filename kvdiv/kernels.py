@@ -9,7 +9,11 @@ One prefill serves all actions: forward hooks on the attention layers call, for 
 own ``forward_hook`` on a private capture cache that holds the reference layer's keys/values, so each
 action's cache is exactly what kvpress produces inside its own prefill while the reference cache is never
 mutated. Head-wise presses (AdaKV-style ``module.masked_key_indices``) become −inf logit biases;
-:class:`~kvdiv.probabilistic_press.ProbabilisticPress` contributes −log ρ biases (Horvitz–Thompson).
+:class:`~kvdiv.probabilistic_press.ProbabilisticPress` contributes −log ρ biases (Horvitz–Thompson);
+presses keeping different numbers of entries per layer (PyramidKV) are padded with −inf-bias entries.
+Not supported: presses that run extra forward passes or need the whole pipeline (KVzip, KVgrad),
+presses that need eager attention weights unless the model is loaded with eager attention
+(ObservedAttention), and Gemma3's sliding-window layers / attention softcapping at decode time.
 
 Decoding keeps, per layer, preallocated K/V buffers [slots, kv_heads, capacity, head_dim] with per-chain
 valid lengths and an additive logit bias [slots, kv_heads, capacity] (−inf on padding, −log ρ on

@@ -22,6 +22,9 @@ PRESS_SPECS = {
     "random": {"press": "RandomPress", "compression_ratio": 0.5, "seed": 3},
     "pyramid": {"press": "PyramidKVPress", "compression_ratio": 0.5, "window_size": 8},
     "adakv": {"press": "AdaKVPress", "wraps": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 8}},
+    "chunkkv": {"press": "ChunkKVPress", "chunk_length": 4, "wraps": {"press": "KnormPress", "compression_ratio": 0.5}},
+    "composed": {"press": "ComposedPress", "presses": [{"press": "KnormPress", "compression_ratio": 0.3},
+                                                       {"press": "StreamingLLMPress", "compression_ratio": 0.3}]},
     "prob": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "scorer": "SnapKVPress",
              "scorer_kwargs": {"window_size": 8}, "seed": 7},
 }
