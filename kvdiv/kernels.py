@@ -13,7 +13,8 @@ mutated. Head-wise presses (AdaKV-style ``module.masked_key_indices``) become �
 presses keeping different numbers of entries per layer (PyramidKV) are padded with −inf-bias entries.
 Not supported: presses that run extra forward passes or need the whole pipeline (KVzip, KVgrad),
 presses that need eager attention weights unless the model is loaded with eager attention
-(ObservedAttention), and Gemma3's sliding-window layers / attention softcapping at decode time.
+(ObservedAttention), attention softcapping, and sliding-window layers beyond the window (decoding raises
+once a position reaches the window; below it the window masks nothing).
 
 Decoding keeps, per layer, preallocated K/V buffers [slots, kv_heads, capacity, head_dim] with per-chain
 valid lengths and an additive logit bias [slots, kv_heads, capacity] (−inf on padding, −log ρ on
@@ -60,8 +61,8 @@ def _decode_attention(module, query, key, value, attention_mask, dropout=0.0, sc
     plan = _ACTIVE["plan"]
     if plan is None:
         raise RuntimeError(f"attention implementation {ATTN_IMPLEMENTATION!r} is only usable inside KernelSession.step")
-    if kwargs.get("softcap") is not None or kwargs.get("sliding_window") is not None:
-        raise NotImplementedError("kvdiv decoding does not support attention softcapping or sliding windows")
+    if kwargs.get("softcap") is not None:
+        raise NotImplementedError("kvdiv decoding does not support attention softcapping")
     layer = module.layer_idx
     bias = plan.bias[layer]
     batch, n_heads, _, head_dim = query.shape
@@ -205,6 +206,12 @@ class KernelSession:
         self.presses = {name: build_press(spec, name=name) for name, spec in self.actions.items()}
         self._attn = _attention_layers(self.model)
         self.n_layers = len(self._attn)
+        if getattr(self.model.config.get_text_config(), "attn_logit_softcapping", None) is not None:
+            raise NotImplementedError(f"{type(self.model).__name__}: kvdiv decoding does not support attention softcapping")
+        # sliding-window layers are supported while every position stays inside the window (then the
+        # window never masks anything); step() raises beyond it
+        windows = [a.sliding_window for a in self._attn if getattr(a, "sliding_window", None) is not None]
+        self._window = min(windows) if windows else None
         self._eos_set = set(self.eos_token_ids)
         self.vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
         # every config object whose attention implementation a decode step switches to kvdiv's
@@ -467,6 +474,11 @@ class KernelSession:
                 active.append((ch.slot, i, ch, t))
         if not active:
             return out
+        if self._window is not None and max(ch.position for _, _, ch, _ in active) >= self._window:
+            raise NotImplementedError(
+                f"position {max(ch.position for _, _, ch, _ in active)} reaches the model's sliding window "
+                f"({self._window}); kvdiv decoding supports sliding-window layers only inside the window"
+            )
         if max(ch.length for _, _, ch, _ in active) >= self._capacity:
             self._grow(self._n_slots, self._capacity + 128)
         active.sort(key=lambda a: a[0])

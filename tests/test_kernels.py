@@ -280,3 +280,21 @@ def test_smollm2_no_eviction(smollm2):
         diffs.append(float(tv(laws[0], laws[2])))
         p = laws[0]
     assert max(diffs) > 1e-6
+
+
+@pytest.mark.parametrize("arch", ["mistral", "qwen3", "phi3", "gemma3"])
+def test_other_architectures(arch, tiny_model_factory):
+    """Reference and a SnapKV action == plain HF decoding / kvpress's own prefill on other architectures."""
+    loaded = tiny_model_factory(arch, initializer_range=0.25)
+    ids = prompt(loaded, n=40, seed=5)
+    spec = PRESS_SPECS["snapkv"]
+    s = KernelSession(loaded, ids, {"snapkv": spec})
+    chains = [s.new_chain(REFERENCE), s.new_chain("snapkv")]
+    tokens = [21, 57]
+    got = torch.stack([s.step(chains, [t, t]) for t in tokens], 1)
+    ref = hf_decode(loaded.model, full_cache(loaded, ids), tokens, len(ids))
+    cache, _ = kvpress_prefill(loaded, ids, spec)
+    act = hf_decode(loaded.model, cache, tokens, len(ids))
+    torch.testing.assert_close(got[0], ref, atol=1e-5, rtol=0)
+    torch.testing.assert_close(got[1], act, atol=1e-5, rtol=0)
+    assert tv(got[0], got[1]).max() > 1e-4
