@@ -23,6 +23,11 @@ from kvpress import BasePress
 
 from kvdiv.probabilistic_press import ProbabilisticPress
 
+#: kvdiv's own presses, nameable beside kvpress's. Adding a method: write a kvpress-style ``@dataclass``
+#: subclassing ``BasePress`` (hyperparameters as typed fields, validation in ``__post_init__``, a docstring
+#: citing the paper) in ``kvdiv/<name>_press.py``, list it here, and add it to the parametrised press list
+#: of tests/test_kernels.py (which checks it against kvpress's own prefill and HF decoding).
+KVDIV_PRESSES: tuple[type[BasePress], ...] = (ProbabilisticPress,)
 #: The key of an action spec that names the press.
 PRESS_KEY = "press"
 #: The key of a wrapper action's nested spec (fills the wrapper press's own field named ``press``).
@@ -37,7 +42,8 @@ def press_classes() -> dict[str, type[BasePress]]:
         obj = getattr(kvpress, name)
         if inspect.isclass(obj) and issubclass(obj, BasePress) and obj is not BasePress:
             classes[name] = obj
-    classes[ProbabilisticPress.__name__] = ProbabilisticPress
+    for cls in KVDIV_PRESSES:
+        classes[cls.__name__] = cls
     return dict(sorted(classes.items()))
 
 

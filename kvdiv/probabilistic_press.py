@@ -50,7 +50,9 @@ def score_weights(scores: torch.Tensor, weighting: str = "linear", score_tempera
     """Non-negative weights w from scores (last dim = entries), float64.
 
     ``linear``: w_i = s_i − min(0, min_j s_j) (scores shifted to be non-negative; attention-type scores
-    are used as they are). ``softmax``: w_i = exp((s_i − max_j s_j) / score_temperature).
+    are used as they are; with negative scores the lowest-scored entry gets weight 0, hence ρ = 0, and
+    is never kept). ``softmax``: w_i = exp((s_i − max_j s_j) / score_temperature), all ρ_i > 0, which the
+    Horvitz–Thompson estimators need to be unbiased.
     """
     s = scores.to(torch.float64)
     if torch.isnan(s).any():
