@@ -483,12 +483,18 @@ class KernelSession:
             self._grow(self._n_slots, self._capacity + 128)
         active.sort(key=lambda a: a[0])
         slots = [a[0] for a in active]
+        # runs of consecutive slots whose cache lengths are alike (within ~20 %): one attention call each
+        # on buffer views, little padding (a 50 % evicted chain next to a reference chain starts a new run)
+        lengths = [a[2].length for a in active]
         runs = []
         start = 0
         for j in range(1, len(active) + 1):
-            if j == len(active) or slots[j] != slots[j - 1] + 1:
-                length = max(active[r][2].length for r in range(start, j)) + 1
-                runs.append((start, j, slots[start], slots[j - 1] + 1, length))
+            if (
+                j == len(active)
+                or slots[j] != slots[j - 1] + 1
+                or abs(lengths[j] - lengths[start]) > 0.2 * lengths[start] + 32
+            ):
+                runs.append((start, j, slots[start], slots[j - 1] + 1, max(lengths[start:j]) + 1))
                 start = j
         dev = self.device
         slot_t = torch.tensor(slots, dtype=torch.long, device=dev)

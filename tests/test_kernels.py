@@ -150,9 +150,17 @@ def test_reference_cache_never_mutated(session, llama):
     session.release([c])
 
 
-def test_batched_step_equals_single_chain_decoding(session, llama):
+@pytest.fixture(scope="module")
+def long_session(llama):
+    # long enough that evicted and full caches fall into separate attention runs
+    return KernelSession(llama, prompt(llama, n=200, seed=9), {**PRESS_SPECS, "none": NO_EVICTION})
+
+
+@pytest.mark.parametrize("which", ["session", "long_session"])
+def test_batched_step_equals_single_chain_decoding(which, llama, request):
     """One batched step over chains with different caches (incl. non-contiguous slots and forks) ==
     each chain decoded alone, and the reference rows == plain HF decoding with DynamicCache."""
+    session = request.getfixturevalue(which)
     names = [REFERENCE, "snapkv", "prob", "adakv", "pyramid", REFERENCE]
     chains = [session.new_chain(n) for n in names]
     gap = session.new_chain("streaming")  # released below: a hole in the slot range
