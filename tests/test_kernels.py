@@ -306,3 +306,17 @@ def test_other_architectures(arch, tiny_model_factory):
     torch.testing.assert_close(got[0], ref, atol=1e-5, rtol=0)
     torch.testing.assert_close(got[1], act, atol=1e-5, rtol=0)
     assert tv(got[0], got[1]).max() > 1e-4
+
+
+def test_slots_and_capacity_grow(llama):
+    """Starting with 1 slot and room for 1 new token, buffers grow on demand without changing laws."""
+    ids = prompt(llama, seed=6)
+    actions = {"snapkv": PRESS_SPECS["snapkv"]}
+    small = KernelSession(llama, ids, actions, max_chains=1, max_new_tokens=1)
+    big = KernelSession(llama, ids, actions, max_chains=8, max_new_tokens=16)
+    out = []
+    for s in (small, big):
+        chains = [s.new_chain(REFERENCE), s.new_chain("snapkv"), s.new_chain("snapkv")]
+        out.append(torch.stack([s.step(chains, [30 + t, 40 + t, 50 + t]) for t in range(6)]))
+    assert small._n_slots >= 3 and small._capacity >= small._prefixes[REFERENCE].length + 6
+    torch.testing.assert_close(out[0], out[1], atol=1e-6, rtol=0)
