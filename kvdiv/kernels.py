@@ -69,16 +69,24 @@ def _decode_attention(module, query, key, value, attention_mask, dropout=0.0, sc
     kv_heads = key.shape[1]
     groups = n_heads // kv_heads
     scale = head_dim**-0.5 if scaling is None else scaling
-    # GQA without copies: the `groups` query heads sharing a KV head form that head's query rows
-    q = query.reshape(batch, kv_heads, groups, head_dim)
+    # GQA without copies: the `groups` query heads sharing a KV head form that head's query rows;
+    # (slot, kv head) pairs of a run are one batch dimension of views into the buffers
+    q = query.reshape(batch * kv_heads, groups, head_dim)
     out = torch.empty_like(q)
+    capacity = key.shape[2]
     for row0, row1, s0, s1, length in plan.runs:
+        rows = slice(row0 * kv_heads, row1 * kv_heads)
+        k = key[s0:s1].view(-1, capacity, head_dim)[:, :length]
+        v = value[s0:s1].view(-1, capacity, head_dim)[:, :length]
+        b = bias[s0:s1].view(-1, 1, capacity)[:, :, :length]
         # explicit matmul/softmax: unlike CPU SDPA kernels, identical rows give bit-identical results
-        logits = torch.matmul(q[row0:row1], key[s0:s1, :, :length].transpose(-1, -2)).float() * scale
-        logits = logits + bias[s0:s1, :, None, :length]
+        if q.dtype == torch.float32:
+            logits = torch.baddbmm(b, q[rows], k.transpose(1, 2), alpha=scale)
+        else:
+            logits = torch.bmm(q[rows], k.transpose(1, 2)).float().mul_(scale).add_(b)
         weights = torch.softmax(logits, dim=-1).to(value.dtype)
-        out[row0:row1] = torch.matmul(weights, value[s0:s1, :, :length])
-    return out.reshape(batch, n_heads, 1, head_dim).transpose(1, 2).contiguous(), None
+        torch.bmm(weights, v, out=out[rows])
+    return out.view(batch, n_heads, 1, head_dim).transpose(1, 2).contiguous(), None
 
 
 AttentionInterface.register(ATTN_IMPLEMENTATION, _decode_attention)
