@@ -139,6 +139,23 @@ def get_documents(study):
     return [get_documents_file(study, s) for s in get_strata(study)]
 
 
+def get_document_file(study, doc_id):
+    """The one-record JSON(L) of one document: the input of its trajectory jobs."""
+    return f"results/{study}/documents/{get_trajectory_stratum(study, doc_id)}/{doc_id}.json"
+
+
+def get_stratum_document_files(study, stratum):
+    """Every document file of one stratum of a study, in index order."""
+    return [get_document_file(study, doc_id) for s, doc_id in get_document_ids(study) if s == stratum]
+
+
+def get_document_index(study, stratum, doc_id):
+    """The index i of document id `{study}-{stratum}-{i:04d}` (checked against the study's config)."""
+    if (stratum, doc_id) not in get_document_ids(study):
+        raise ValueError(f"study {study!r} stratum {stratum!r} has no document {doc_id!r}")
+    return int(doc_id.rsplit("-", 1)[1])
+
+
 def get_document_ids(study):
     """[(stratum, document id)] of a study, known from the config alone (ids `{study}-{stratum}-{i:04d}`)."""
     n = get_study(study).get("documents_per_stratum", 4)

@@ -1,18 +1,21 @@
-# stage: documents — per study and stratum, a JSONL of prompts (kvdiv.documents; format in docs/internals.md).
-# Sized with the study's reference tokenizer (its `reference_tokenizer`, else its first model).
-# Helpers (rules/common.smk): get_documents(study), get_document_ids(study), get_documents_file(study, stratum).
+# stage: documents — one job per document, then per study and stratum a JSONL gathering them
+# (kvdiv.documents; record format in docs/internals.md). Sized with the study's reference tokenizer
+# (its `reference_tokenizer`, else its first model). Document i of a stratum is a pure function of the
+# seeds, the stratum and i, so adding documents to a stratum adds jobs and reruns no existing one.
+# Helpers (rules/common.smk): get_documents(study), get_document_ids(study), get_document_file(study, doc_id).
 
 
-rule documents:
+rule document:
     input:
         model=lambda wildcards: get_model_ready(get_reference_tokenizer(wildcards.study)),
     output:
-        "results/{study}/documents/{stratum}.jsonl",
+        "results/{study}/documents/{stratum}/{doc_id}.json",
     wildcard_constraints:
         study=r"[A-Za-z0-9_.-]+",
         stratum=r"[A-Za-z0-9]+_[0-9]+",
+        doc_id=r"[A-Za-z0-9_.-]+",
     params:
-        n_documents=lambda wildcards: get_study(wildcards.study).get("documents_per_stratum", 4),
+        index=lambda wildcards: get_document_index(wildcards.study, wildcards.stratum, wildcards.doc_id),
         tasks=lambda wildcards: get_stratum_spec(wildcards.study, wildcards.stratum).get("tasks", []),
         master_seed=config["seed"],
         study_seed=lambda wildcards: get_study(wildcards.study)["seed"],
@@ -22,10 +25,31 @@ rule documents:
         reserve=lambda wildcards: get_study(wildcards.study).get("horizon", 128),
         code=code_hash("documents", "seeds", "io"),
     log:
-        "logs/documents/{study}/{stratum}.log",
+        "logs/document/{study}/{stratum}/{doc_id}.log",
     benchmark:
-        "results/benchmarks/documents/{study}/{stratum}.tsv"
+        "results/benchmarks/document/{study}/{stratum}/{doc_id}.tsv"
+    conda:
+        ENV
+    script:
+        "../workflow_scripts/document.py"
+
+
+rule documents:
+    input:
+        lambda wildcards: get_stratum_document_files(wildcards.study, wildcards.stratum),
+    output:
+        "results/{study}/documents/{stratum}.jsonl",
+    wildcard_constraints:
+        study=r"[A-Za-z0-9_.-]+",
+        stratum=r"[A-Za-z0-9]+_[0-9]+",
+    params:
+        code=code_hash("documents", "io"),
+    log:
+        "logs/documents/{study}/{stratum}.log",
     conda:
         ENV
     script:
         "../workflow_scripts/documents.py"
+
+
+FINAL_TARGETS.extend(path for study in get_studies() for path in get_documents(study))

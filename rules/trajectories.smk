@@ -1,16 +1,15 @@
 # stage: trajectories — per (study, model, document) one coupled-generation job writing a Zarr store
 # (kvdiv.generation.run_document; layout in docs/internals.md), then per (study, model) the cube.
 # Document ids are known from the config alone (get_document_ids in rules/documents.smk), so the DAG
-# needs no checkpoint; each job reads its record from its stratum's JSONL. Stores are written to a
+# needs no checkpoint; each job reads its record from its own document file
+# (results/{study}/documents/{stratum}/{doc_id}.json), so adding a document reruns no other job. Stores are written to a
 # temporary directory and renamed into place, inside a shadow directory: a killed job leaves nothing
 # that Snakemake takes as complete. Helpers: rules/common.smk (get_trajectory_*, get_cube).
 
 
 rule trajectories:
     input:
-        documents=lambda wildcards: get_documents_file(
-            wildcards.study, get_trajectory_stratum(wildcards.study, wildcards.doc_id)
-        ),
+        documents=lambda wildcards: get_document_file(wildcards.study, wildcards.doc_id),
         model=lambda wildcards: get_model_ready(wildcards.model),
     output:
         directory("results/{study}/trajectories/{model}/{doc_id}.zarr"),

@@ -312,3 +312,13 @@ def test_workflow_rejects_studies_sharing_a_seed(tmp_path):
     )
     assert proc.returncode != 0
     assert f"studies {first!r} and {second!r} share seed" in proc.stdout + proc.stderr
+
+
+def test_document_does_not_depend_on_stratum_size(byte_tok, byte_chat):
+    """Document i is the same whether the stratum has i+1 or more documents, and generated alone
+    (`first=i`): adding documents to a stratum changes no existing document (the workflow relies on it)."""
+    full = stratum(byte_tok, byte_chat, n=4, stratum="helmet_700")
+    alone = stratum(byte_tok, byte_chat, n=3, first=2, stratum="helmet_700")
+    assert [d.to_record() for d in alone] == [d.to_record() for d in full[2:3]]
+    assert [d.id for d in alone] == ["s-helmet_700-0002"]
+    assert dumps_jsonl(stratum(byte_tok, byte_chat, n=2, stratum="helmet_700")) == dumps_jsonl(full[:2])

@@ -157,26 +157,49 @@ def generate_stratum(
     max_context: int | None = None,
     reserve: int = 0,
     progress: bool = False,
+    first: int = 0,
 ) -> list[Document]:
-    """The ``n_documents`` documents of one stratum of one study (ids ``{study}-{stratum}-{i:04d}``)."""
+    """Documents ``first .. n_documents-1`` of one stratum of one study (ids ``{study}-{stratum}-{i:04d}``)."""
     family, length = parse_stratum(stratum)
-    cycle = task_cycle(family, tasks, master_seed, study_seed, stratum)
     check_context(length, max_context, tokenizer_name, reserve)
-    docs = []
-    for i in tqdm(range(n_documents), desc=f"{study} {stratum}", disable=not progress):
-        seed = document_seed(master_seed, study_seed, stratum, i)
-        task = cycle[i % len(cycle)]
-        prompt, answers, n_tokens = generate_prompt(
-            task, seed=seed, target_length=length, tokenizer=tokenizer, chat=chat,
-            max_context=max_context, model=tokenizer_name, reserve=reserve,
-        )
-        docs.append(
-            Document(
-                id=f"{study}-{stratum}-{i:04d}", family=family, task=task, stratum=stratum, target_length=length,
-                prompt=prompt, answers=answers, n_tokens=n_tokens, tokenizer=tokenizer_name, seed=seed,
-            )
-        )
-    return docs
+    common = dict(
+        study=study, stratum=stratum, master_seed=master_seed, study_seed=study_seed, tokenizer=tokenizer,
+        tokenizer_name=tokenizer_name, chat=chat, tasks=tasks, max_context=max_context, reserve=reserve,
+    )
+    return [
+        generate_document(i, **common)
+        for i in tqdm(range(first, n_documents), desc=f"{study} {stratum}", disable=not progress)
+    ]
+
+
+def generate_document(
+    index: int,
+    *,
+    study: str,
+    stratum: str,
+    master_seed: int,
+    study_seed: int,
+    tokenizer,
+    tokenizer_name: str,
+    chat: Callable[[str], str] | None = None,
+    tasks: Sequence[str] | None = None,
+    max_context: int | None = None,
+    reserve: int = 0,
+) -> Document:
+    """Document ``index`` of a stratum (id ``{study}-{stratum}-{index:04d}``): a pure function of the seeds,
+    the stratum and the index, independent of how many documents the stratum has."""
+    family, length = parse_stratum(stratum)
+    seed = document_seed(master_seed, study_seed, stratum, index)
+    task = task_cycle(family, tasks, master_seed, study_seed, stratum)
+    task = task[index % len(task)]
+    prompt, answers, n_tokens = generate_prompt(
+        task, seed=seed, target_length=length, tokenizer=tokenizer, chat=chat,
+        max_context=max_context, model=tokenizer_name, reserve=reserve,
+    )
+    return Document(
+        id=f"{study}-{stratum}-{index:04d}", family=family, task=task, stratum=stratum, target_length=length,
+        prompt=prompt, answers=answers, n_tokens=n_tokens, tokenizer=tokenizer_name, seed=seed,
+    )
 
 
 def dumps_jsonl(docs: Iterable[Document]) -> str:

@@ -53,8 +53,10 @@ def stratum_documents(
     tasks: list[str] | None = None,
     reserve: int = 0,
     progress: bool = True,
+    first: int = 0,
 ) -> list[Document]:
-    """The documents of one stratum, sized with the tokenizer of ``model`` (resolved under ``models_dir``)."""
+    """Documents ``first .. n_documents-1`` of one stratum, sized with the tokenizer of ``model``
+    (resolved under ``models_dir``)."""
     from kvdiv.models import load_tokenizer, model_dir
 
     source = dict(source or {"source": "synthetic"})
@@ -70,19 +72,33 @@ def stratum_documents(
     if kind == "synthetic":
         return generate_stratum(
             **common, master_seed=master_seed, study_seed=study_seed, chat=chat, tasks=tasks,
-            max_context=context, reserve=reserve, progress=progress,
+            max_context=context, reserve=reserve, progress=progress, first=first,
         )
     from kvdiv.documents import loaders
 
     if kind == "jsonl":
         if not source.get("path"):
             raise ValueError(f"study {study!r}: documents.source 'jsonl' needs documents.path")
-        return loaders.own_documents(source["path"], **common, max_context=context, reserve=reserve)
+        return loaders.own_documents(source["path"], **common, max_context=context, reserve=reserve)[first:]
     records = loaders.load_source(source, stratum=stratum)
     return loaders.select_documents(
         records, **common, seed=document_seed(master_seed, study_seed, stratum, 0), chat=chat,
         max_context=context, reserve=reserve,
-    )
+    )[first:]
+
+
+def document_at(index: int, **kwargs) -> Document:
+    """Document ``index`` of a stratum (the arguments of :func:`stratum_documents` but ``n_documents``):
+    it does not depend on how many documents the stratum has."""
+    kwargs.pop("n_documents", None)
+    return stratum_documents(n_documents=index + 1, first=index, **kwargs)[0]
+
+
+def write_document(path: str | os.PathLike, index: int, **kwargs) -> Document:
+    """:func:`document_at`, written atomically to ``path`` as a one-record JSONL (also valid JSON)."""
+    doc = document_at(index, **kwargs)
+    write_jsonl([doc], Path(path))
+    return doc
 
 
 def write_stratum(path: str | os.PathLike, **kwargs) -> list[Document]:

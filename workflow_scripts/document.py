@@ -1,0 +1,30 @@
+"""Snakemake script of rule document: write results/{study}/documents/{stratum}/{doc_id}.json (kvdiv.documents)."""
+
+import logging
+import sys
+from pathlib import Path
+
+from kvdiv.documents.study import write_document
+
+snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
+
+with open(snakemake.log[0], "w") as log:
+    sys.stderr = sys.stdout = log
+    logging.basicConfig(stream=log, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    p = snakemake.params
+    doc = write_document(
+        snakemake.output[0],
+        int(p.index),
+        study=snakemake.wildcards.study,
+        stratum=snakemake.wildcards.stratum,
+        master_seed=int(p.master_seed),
+        study_seed=int(p.study_seed),
+        model=p.model,
+        model_spec=dict(p.model_spec),
+        models_dir=str(Path(snakemake.input.model).parent.parent),
+        source=dict(p.source),
+        tasks=list(p.tasks) if p.tasks else None,
+        reserve=int(p.reserve),
+        progress=False,
+    )
+    logging.info("%s %s: %d tokens (target %d)", doc.id, doc.task, doc.n_tokens, doc.target_length)
