@@ -64,3 +64,61 @@ def test_paper_config_replaces_default_models(tmp_path):
     out = proc.stdout + proc.stderr
     assert "models/smollm2" not in out
     assert "llama" in out and "qwen" in out
+
+
+def planned_jobs(out: str) -> dict[str, int]:
+    """{rule: job count} from the job table snakemake prints for a dry run with ``--quiet rules``."""
+    jobs = {}
+    for line in out.splitlines():
+        m = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s+(\d+)\s*", line)
+        if m and m.group(1) not in {"total", "job", "count"}:
+            jobs[m.group(1)] = int(m.group(2))
+    return jobs
+
+
+def write_variant(work: Path, name: str, edit) -> str:
+    """A copy of config/smoke.yaml changed by ``edit(config)``, written as ``name``."""
+    config = yaml.safe_load((work / "config/smoke.yaml").read_text())
+    edit(config)
+    (work / name).write_text(yaml.safe_dump(config, sort_keys=False))
+    return name
+
+
+@pytest.mark.workflow
+def test_smoke_study_end_to_end_and_reruns(tmp_path):
+    """`snakemake` on config/smoke.yaml builds Figures 4-7, Tables 2-3 and the report; a second run does
+    nothing; a plotting option reruns only figure rules; one more document per stratum in one study reruns
+    only the new documents' jobs and what depends on them."""
+    work = copy_repo(tmp_path / "wf")
+    run_snakemake(work, "--cores", "2", "--configfile", "config/smoke.yaml")
+    results = work / "results"
+    for name in ["finite_state/figure4", "figures/figure5", "figures/figure6", "figures/figure7"]:
+        for ext in ("pdf", "png"):
+            assert (results / f"{name}.{ext}").stat().st_size > 1000, f"{name}.{ext} missing or empty"
+    for table in ("table2", "table3"):
+        for ext in ("csv", "md", "tex"):
+            assert (results / f"tables/{table}.{ext}").stat().st_size > 0
+    report = (results / "report.md").read_text()
+    assert "Figure 5" in report and "paper" in report
+    for study in ("retention50", "retention90"):
+        assert (results / study / "documents/ruler_768.jsonl").read_text().count("\n") == 2
+        assert (results / study / "cube/tiny.zarr").is_dir()
+
+    out = run_snakemake(work, "-n", "--cores", "2", "--configfile", "config/smoke.yaml").stdout
+    assert "Nothing to be done" in out
+
+    # a plotting option: only figure rules rerun
+    dpi = write_variant(work, "smoke_dpi.yaml", lambda c: c["plotting"].update(dpi=90))
+    jobs = planned_jobs(run_snakemake(work, "-n", "--cores", "2", "--configfile", dpi, "--quiet", "rules").stdout)
+    assert jobs and set(jobs) - {"all"} <= {"figure", "finite_figure4"}, jobs
+    assert jobs.get("figure", 0) == 3
+
+    # one more document per stratum in retention50: its document + trajectory jobs and what depends on them
+    def add_document(config):
+        config["studies"]["retention50"]["documents_per_stratum"] = 3
+
+    more = write_variant(work, "smoke_more.yaml", add_document)
+    jobs = planned_jobs(run_snakemake(work, "-n", "--cores", "2", "--configfile", more, "--quiet", "rules").stdout)
+    assert jobs.get("document") == 2 and jobs.get("trajectories") == 2, jobs  # one new document per stratum
+    assert jobs.get("cube") == 1 and jobs.get("estimators") == 1, jobs  # retention50 only
+    assert not {"resolve_model", "finite_systems", "finite_exact", "finite_estimates"} & set(jobs), jobs
