@@ -81,3 +81,44 @@ def test_run_document_writes_a_store(tiny_llama, tmp_path):
         run_document(tiny_llama, doc, {"snapkv_half": ACTIONS["snapkv_half"]}, tmp_path / "e.zarr",
                      master_seed=1, study_seed=2, horizon=10**6, replicates=1, progress=False)
     assert not (tmp_path / "e.zarr").exists()
+
+
+def _merged_chisquare(samples: np.ndarray, law: np.ndarray, min_expected: float = 5.0) -> float:
+    """Chi-square p-value of token samples against ``law``, cells with small expectation merged."""
+    from scipy import stats
+
+    n = len(samples)
+    counts = np.bincount(samples, minlength=len(law)).astype(float)
+    big = law * n >= min_expected
+    obs = np.append(counts[big], counts[~big].sum())
+    exp = np.append(law[big] * n, law[~big].sum() * n)
+    keep = exp > 0
+    assert obs[~keep].sum() == 0
+    return stats.chisquare(obs[keep], exp[keep] * obs.sum() / exp[keep].sum()).pvalue
+
+
+def test_coupled_chains_keep_their_marginals(tiny_llama):
+    """x_1, x_2 ~ P and y_1, y_2 ~ Q (evicting from step 1), against laws computed by the session itself."""
+    R, T = 2000, 0.5
+    actions = {"snapkv_half": ACTIONS["snapkv_half"]}
+    session = KernelSession(tiny_llama, prompt_ids(tiny_llama), actions, temperature=T, evict_first_step=True,
+                            max_chains=3 * R, max_new_tokens=4)
+    p0 = session.initial_probs("reference").numpy()
+    q0 = session.initial_probs("snapkv_half").numpy()
+    vocab = len(p0)
+    support = np.flatnonzero((p0 > 1e-4) | (q0 > 1e-4))
+    rows = [session.new_chain(c) for c in ("reference", "snapkv_half") for _ in support]
+    laws = session.step(rows, list(support) * 2).numpy()
+    session.release(rows)
+    p1 = np.zeros(vocab)
+    q1 = np.zeros(vocab)
+    for i, a in enumerate(support):  # second-token marginals: Σ_a law(a) · law(·|a)
+        p1 += p0[a] * laws[i]
+        q1 += q0[a] * laws[len(support) + i]
+    out = generate(session, ["snapkv_half"], horizon=2, replicates=R, seed_parts=(5, 6, "marg"),
+                   eos_token_ids=tiny_llama.eos_token_ids, progress=False)["snapkv_half"]
+    delta1 = 0.5 * np.abs(p0 - q0).sum()  # the kernels differ at step 1: P(x_1 ≠ y_1) = δ_1
+    assert delta1 > 0.005 and np.allclose(out.tv[:, 0], delta1, atol=1e-6)
+    assert abs(np.mean(~out.match[:, 0]) - delta1) < 4 * np.sqrt(delta1 * (1 - delta1) / R)
+    assert _merged_chisquare(out.x[:, 0], p0) > 1e-3 and _merged_chisquare(out.y[:, 0], q0) > 1e-3
+    assert _merged_chisquare(out.x[:, 1], p1 / p1.sum()) > 1e-3 and _merged_chisquare(out.y[:, 1], q1 / q1.sum()) > 1e-3
