@@ -86,6 +86,20 @@ def test_rerun_triggers(work):
     assert "documents" not in out and "resolve_model" not in out
 
 
+def test_swrb_mode_through_the_workflow(work):
+    cfg = write_config(work, "tiny_swrb.yaml", mode="swrb")
+    out = snakemake(work, CUBE, "--cores", "2", "--configfile", cfg, "--quiet", "rules")
+    assert "documents" not in out and "resolve_model" not in out
+    ds = open_cube(work / CUBE)
+    assert ds.attrs["mode"] == "swrb" and ds["branch_start"].dims == ("document", "action", "replicate")
+    J = ds["branch_start"].values
+    assert np.all((J >= 0) & (J <= 8)) and np.any(J > 0)
+    m = ds["match"].values
+    for idx in zip(*np.nonzero(J)):  # the sampled path agrees before J and splits at J
+        assert np.all(m[idx][: J[idx] - 1]) and not m[idx][J[idx] - 1]
+    assert np.all(m[J == 0])
+
+
 def test_killed_job_leaves_nothing_complete(work):
     # near-greedy sampling of the random model rarely hits EOS: thousands of decode steps
     cfg = write_config(work, "tiny_long.yaml", horizon=3000, replicates=4, temperature=0.05)
