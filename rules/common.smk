@@ -27,9 +27,19 @@ def get_models():
     return list(config["models"])
 
 
+def canonical(value):
+    """``value`` with every mapping's keys sorted (recursively): params built from config sections compare
+    equal however the YAML orders its keys, so reordering a config reruns nothing."""
+    if isinstance(value, dict):
+        return {key: canonical(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [canonical(item) for item in value]
+    return value
+
+
 def get_model_spec(model):
-    """The config spec of one model."""
-    return config["models"][model]
+    """The config spec of one model (keys sorted, see canonical)."""
+    return canonical(config["models"][model])
 
 
 def get_studies():
@@ -48,8 +58,8 @@ def get_study_models(study):
 
 
 def get_action_specs(study):
-    """{action name: press spec} for a study's actions, in the study's order."""
-    return {name: config["actions"][name] for name in get_study(study)["actions"]}
+    """{action name: press spec} for a study's actions, in the study's order (spec keys sorted)."""
+    return {name: canonical(config["actions"][name]) for name in get_study(study)["actions"]}
 
 
 def get_strata(study):
@@ -126,7 +136,7 @@ def get_stratum_spec(study, stratum):
 
 def get_documents_source(study):
     """A study's `documents` section (default: synthetic generation)."""
-    return dict(get_study(study).get("documents") or {"source": "synthetic"})
+    return canonical(dict(get_study(study).get("documents") or {"source": "synthetic"}))
 
 
 def get_documents_file(study, stratum):

@@ -107,6 +107,15 @@ def test_smoke_study_end_to_end_and_reruns(tmp_path):
     out = run_snakemake(work, "-n", "--cores", "2", "--configfile", "config/smoke.yaml").stdout
     assert "Nothing to be done" in out
 
+    # the same config with every model and action spec's keys in reverse order: nothing to do
+    def reverse_keys(config):
+        for section in ("models", "actions"):
+            config[section] = {name: dict(reversed(list(spec.items()))) for name, spec in config[section].items()}
+
+    reordered = write_variant(work, "smoke_reordered.yaml", reverse_keys)
+    out = run_snakemake(work, "-n", "--cores", "2", "--configfile", reordered).stdout
+    assert "Nothing to be done" in out
+
     # a plotting option: only figure rules rerun
     dpi = write_variant(work, "smoke_dpi.yaml", lambda c: c["plotting"].update(dpi=90))
     jobs = planned_jobs(run_snakemake(work, "-n", "--cores", "2", "--configfile", dpi, "--quiet", "rules").stdout)
