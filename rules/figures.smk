@@ -11,6 +11,7 @@ rule analysis_figure5:
     output:
         **get_analysis_outputs("figure5"),
     params:
+        item="figure5",
         settings=lambda wildcards: get_analysis_params("figure5"),
         code=code_hash("analysis", "seeds", "io"),
     log:
@@ -18,7 +19,7 @@ rule analysis_figure5:
     conda:
         ENV
     script:
-        "../workflow_scripts/analysis_figure5.py"
+        "../workflow_scripts/analysis_figure.py"
 
 
 rule analysis_figure6:
@@ -27,6 +28,7 @@ rule analysis_figure6:
     output:
         **get_analysis_outputs("figure6"),
     params:
+        item="figure6",
         settings=lambda wildcards: get_analysis_params("figure6"),
         code=code_hash("analysis", "seeds", "io"),
     log:
@@ -34,7 +36,7 @@ rule analysis_figure6:
     conda:
         ENV
     script:
-        "../workflow_scripts/analysis_figure6.py"
+        "../workflow_scripts/analysis_figure.py"
 
 
 rule analysis_figure7:
@@ -43,6 +45,7 @@ rule analysis_figure7:
     output:
         **get_analysis_outputs("figure7"),
     params:
+        item="figure7",
         settings=lambda wildcards: get_analysis_params("figure7"),
         code=code_hash("analysis", "seeds", "io"),
     log:
@@ -50,7 +53,7 @@ rule analysis_figure7:
     conda:
         ENV
     script:
-        "../workflow_scripts/analysis_figure7.py"
+        "../workflow_scripts/analysis_figure.py"
 
 
 rule figure:

@@ -17,21 +17,25 @@ from kvdiv.documents import vocabulary
 from kvdiv.documents.base import Instance, Stream
 
 
-def build_common_words(rng: np.random.Generator, target_length: int, n_common: int = 10) -> Instance:
-    """Ten words recur ``c = clip(target_length // 200, 2, 30)`` times; the rest occur once."""
-    repeats = int(np.clip(target_length // 200, 2, 30))
-    word_rng = np.random.default_rng(rng.integers(2**63))
-    common = vocabulary.distinct_pseudo_words(word_rng, n_common)
-    seen = set(common)
+def new_word_drawer(word_rng: np.random.Generator, seen: set[str]):
+    """A function drawing pseudo-words never drawn before nor in ``seen`` (which it extends)."""
 
-    def draw_rare() -> str:
+    def draw() -> str:
         while True:
             w = vocabulary.pseudo_word(word_rng, 3)
             if w not in seen:
                 seen.add(w)
                 return w
 
-    rare = Stream(draw_rare)
+    return draw
+
+
+def build_common_words(rng: np.random.Generator, target_length: int, n_common: int = 10) -> Instance:
+    """Ten words recur ``c = clip(target_length // 200, 2, 30)`` times; the rest occur once."""
+    repeats = int(np.clip(target_length // 200, 2, 30))
+    word_rng = np.random.default_rng(rng.integers(2**63))
+    common = vocabulary.distinct_pseudo_words(word_rng, n_common)
+    rare = Stream(new_word_drawer(word_rng, set(common)))
     shuffle_seed = int(rng.integers(2**63))
     instruction = "Below is a numbered list of words. Some words appear several times."
     question = f"Which {n_common} words appear most often in the list above? List them."
@@ -60,16 +64,7 @@ def frequent_word_counts(n: int, alpha: float = 2.0, top: int = 3) -> np.ndarray
 def build_frequent_words(rng: np.random.Generator, target_length: int, top: int = 3) -> Instance:
     """Coded words with Zipf counts; the ``top`` most frequent are the answer."""
     word_rng = np.random.default_rng(rng.integers(2**63))
-    seen: set[str] = set()
-
-    def draw_word() -> str:
-        while True:
-            w = vocabulary.pseudo_word(word_rng, 3)
-            if w not in seen:
-                seen.add(w)
-                return w
-
-    vocab = Stream(draw_word)  # distinct words, by rank
+    vocab = Stream(new_word_drawer(word_rng, set()))  # distinct words, by rank
     shuffle_seed = int(rng.integers(2**63))
     first = vocab.take(top)
     instruction = "Read the following coded text and keep track of how often each coded word occurs."

@@ -1,4 +1,4 @@
-"""Snakemake script of rule analysis_figure5: metrics -> Figure 5 data (kvdiv.analysis.figure5_data)."""
+"""Snakemake script of rules analysis_figure5/6/7: metrics -> one figure's data (kvdiv.analysis.{item}_data)."""
 
 import logging
 import sys
@@ -12,8 +12,9 @@ with open(snakemake.log[0], "w") as log:
     sys.stderr = sys.stdout = log
     logging.basicConfig(stream=log, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     s = dict(snakemake.params.settings)
+    builder = getattr(analysis, f"{snakemake.params.item}_data")
     metrics = analysis.load_metrics(sorted({str(Path(p).parent) for p in snakemake.input.metrics}))
-    frames = analysis.figure5_data(metrics, n_boot=s.pop("bootstrap"), **s)
+    frames = builder(metrics, n_boot=s.pop("bootstrap"), **s)
     analysis.write_frames(frames, dict(snakemake.output.items()))
     for name, frame in frames.items():
         logging.info("%s: %d rows", name, frame.height)
