@@ -1,11 +1,15 @@
 # Config validation (schema defaults filled in place) and the small get_* helpers the rules use.
 # Rules read config only through these helpers or params:.
+import os
 import sys
 from pathlib import Path
 
 from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir)))
+# Jobs import this checkout's kvdiv (the code whose hash the rules' params record), not another installed copy;
+# also what the conda env (envs/kvdiv.yaml: dependencies only) relies on.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(workflow.basedir)), os.environ.get("PYTHONPATH")]))
 
 from kvdiv.codehash import code_hash  # noqa: E402
 

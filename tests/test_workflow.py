@@ -137,3 +137,13 @@ def test_paper_dag_through_the_slurm_workflow_profile(tmp_path):
     jobs = planned_jobs(proc.stdout + proc.stderr)
     assert jobs["trajectories"] == 2 * 2 * 288 and jobs["document"] == 2 * 288, jobs
     assert jobs["cube"] == 4 and jobs["resolve_model"] == 2, jobs
+
+
+def test_conda_env_pins_match_pyproject():
+    """envs/kvdiv.yaml (for --sdm conda) installs exactly the dependencies pyproject.toml pins."""
+    import tomllib
+
+    pins = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    env = yaml.safe_load((REPO / "envs/kvdiv.yaml").read_text())
+    pip = next(item["pip"] for item in env["dependencies"] if isinstance(item, dict) and "pip" in item)
+    assert sorted(pip) == sorted(pins)
