@@ -9,7 +9,7 @@ from snakemake.utils import validate
 sys.path.insert(0, str(Path(workflow.basedir)))
 # Jobs import this checkout's kvdiv (the code whose hash the rules' params record), not another installed copy;
 # also what the conda env (envs/kvdiv.yaml: dependencies only) relies on.
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(workflow.basedir)), os.environ.get("PYTHONPATH")]))
+os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [str(Path(workflow.basedir)), os.environ.get("PYTHONPATH")])))
 
 from kvdiv.codehash import code_hash  # noqa: E402
 
