@@ -1,8 +1,9 @@
 """Tables 2 and 3 of arXiv 2609.16617 as CSV (numbers), Markdown and LaTeX (formatted, percentage points).
 
 Table 2: generation-clock mismatch gaps by position block per model × task family × length (pooled rows
-``all``). Table 3: whether positions 1–32 or the fixed-history predictors recover the full-horizon
-population-average gap within ±2 pp, with document-level MAE/RMSE. Inputs are the frames of
+per family: length ``all``; per model: family and length ``all``). Table 3: whether positions 1–32 or the
+fixed-history predictors recover the full-horizon population-average gap within ±2 pp, with document-level
+MAE/RMSE. Inputs are the frames of
 :mod:`kvdiv.analysis` (proportions); the formatted tables print percentage points.
 """
 
@@ -39,7 +40,7 @@ def table2_frame(gaps: pl.DataFrame) -> pl.DataFrame:
     wide = shown.pivot(on="block", index=["model", "contrast", "family", "length", "n_documents"], values="cell")
     order = wide.with_columns(
         (pl.col("family") == "all").alias("_pooled"), pl.col("length").cast(pl.Int64, strict=False).alias("_length")
-    ).sort("model", "contrast", "_pooled", "family", "_length")
+    ).sort("model", "contrast", "_pooled", "family", "_length", nulls_last=True)  # family-pooled (length all) last
     return order.select("model", "contrast", "family", "length", "n_documents", *blocks).rename(
         {"n_documents": "documents", **{b: f"positions {b} (pp)" for b in blocks}}
     )

@@ -151,6 +151,57 @@ def test_table2_block_gaps_match_tv_difference(study50):
     assert "positions 1–32 (pp)" in display.columns
 
 
+def test_table2_family_pooled_rows_are_the_family_document_means(study50):
+    _, m = study50
+    gaps = an.clock_block_gaps(m, CONTRASTS, [[1, 32], [33, 64], [65, 128]], 50, 2, 0.95)
+    fam = gaps.filter(pl.col("length") == an.POOLED).filter(pl.col("family") != an.POOLED)
+    docs = m.documents
+    assert set(fam["family"]) == {"ruler", "helmet"}
+    assert set(fam["stratum"]) == {"ruler_all", "helmet_all"}
+    assert fam.height == 2 * 2 * 3  # family × contrast (two present) × block
+    clock = m.clock.join(docs.select("model", "document", "family"), on=["model", "document"])
+    for r in fam.iter_rows(named=True):
+        assert r["n_documents"] == docs.filter(pl.col("family") == r["family"]).height == 8
+        lo, hi = (int(x) for x in r["block"].split("–"))
+        a, b = r["contrast"].split(" − ")
+        per_doc = (clock.filter((pl.col("family") == r["family"]) & pl.col("step").is_between(lo, hi))
+                   .group_by("document", "action").agg(pl.col("mismatch").mean())
+                   .pivot(on="action", index="document", values="mismatch"))
+        assert r["gap"] == pytest.approx(float((per_doc[a] - per_doc[b]).mean()), abs=1e-12)
+        assert r["lower"] <= r["gap"] <= r["upper"]
+    display = tables.table2_frame(gaps)
+    rows = display.filter(pl.col("contrast") == "recent_half − snapkv_half")
+    assert rows["family"].to_list() == ["helmet"] * 3 + ["ruler"] * 3 + ["all"]
+    assert rows["length"].to_list() == ["256", "512", "all", "256", "512", "all", "all"]
+
+
+def test_block_pattern_counts_on_a_hand_made_frame():
+    rows = []
+    spec = {  # (model, family, length): gaps at blocks 1–32, 33–64, 65–128
+        ("m1", "helmet", "256"): (0.10, 0.12, 0.05),  # falls (last < first) though not monotone
+        ("m1", "helmet", "512"): (0.10, 0.08, 0.10),  # equal: not a fall
+        ("m2", "helmet", "256"): (0.10, 0.07, 0.02),  # falls
+        ("m2", "helmet", "512"): (0.10, 0.07, float("nan")),  # no data
+        ("m1", "ruler", "256"): (0.01, 0.03, 0.05),  # rises
+        ("m2", "ruler", "256"): (0.05, 0.03, 0.01),  # falls: not a rise
+        ("m1", "all", "all"): (0.5, 0.0, 0.9),  # pooled rows are ignored
+        ("m1", "helmet", "all"): (0.5, 0.6, 0.9),
+    }
+    for (model, family, length), gaps in spec.items():
+        for block, gap in zip(("65–128", "1–32", "33–64"), (gaps[2], gaps[0], gaps[1])):  # row order must not matter
+            rows.append({"model": model, "family": family, "length": length, "stratum": f"{family}_{length}",
+                         "contrast": "a − b", "block": block, "gap": gap, "lower": gap, "upper": gap, "n_documents": 4})
+    counts = an.block_pattern_counts(pl.DataFrame(rows)).sort("family")
+    assert counts["family"].to_list() == ["helmet", "ruler"]
+    assert counts["direction"].to_list() == ["fall", "rise"]
+    assert counts["hits"].to_list() == [2, 1]
+    assert counts["comparisons"].to_list() == [3, 2]
+    assert counts["missing"].to_list() == [1, 0]
+    assert counts["n_documents"].to_list() == [12, 8]
+    assert counts["models"].to_list() == ["m1, m2", "m1, m2"]
+    assert set(counts["first_block"]) == {"1–32"} and set(counts["last_block"]) == {"65–128"}
+
+
 def test_cross_fit_predictions_recover_exact_models():
     rng = np.random.default_rng(4)
     n = 60
@@ -226,7 +277,9 @@ def test_figures_tables_and_report(study50, tmp_path):
     assert str(paper["retention90"]["mismatch_gap_pp"]["qwen"]) in text
     assert "the models are tiny, not the paper's" in text and "uses 16 documents, not 288" in text
     assert "![Figure 5](figures/figure5.png)" in text
-    assert "lengths whose gaps fall in every later block" in text and "(stratum × action)" in text
+    assert "HELMET model–length comparisons whose gap falls across later blocks" in text
+    assert "RULER model–length comparisons whose gap rises across later blocks" in text and "(stratum × action)" in text
+    assert paper["retention90"]["table2_pattern"] in text
     assert "| exposure share of gap (%), recent_half − snapkv_half | tiny | 16 |" in text
 
 
