@@ -192,6 +192,25 @@ def check_study_seeds():
 check_study_seeds()
 
 
+def check_study_references():
+    """Every study names configured models and actions, and no stratum twice (errors name the bad key)."""
+    for study in get_studies():
+        spec = get_study(study)
+        for key, known in (("actions", config.get("actions", {})), ("models", config["models"])):
+            unknown = [name for name in spec.get(key) or [] if name not in known]
+            if unknown:
+                raise ValueError(
+                    f"studies.{study}.{key}: {', '.join(map(repr, unknown))} not configured "
+                    f"(configured {key}: {', '.join(known) or 'none'})"
+                )
+        strata = get_strata(study)
+        if len(set(strata)) != len(strata):
+            raise ValueError(f"studies.{study}.strata: a stratum appears twice ({', '.join(strata)})")
+
+
+check_study_references()
+
+
 # --- trajectories (rules/trajectories.smk) ---
 
 

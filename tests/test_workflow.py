@@ -147,3 +147,20 @@ def test_conda_env_pins_match_pyproject():
     env = yaml.safe_load((REPO / "envs/kvdiv.yaml").read_text())
     pip = next(item["pip"] for item in env["dependencies"] if isinstance(item, dict) and "pip" in item)
     assert sorted(pip) == sorted(pins)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda c: c["studies"]["retention50"]["actions"].append("snapkv_typo"), "studies.retention50.actions: 'snapkv_typo'"),
+        (lambda c: c["studies"]["retention90"].update(models=["gpt5"]), "studies.retention90.models: 'gpt5'"),
+        (lambda c: c["models"]["tiny"].update(source="ftp"), "ftp"),
+    ],
+)
+def test_bad_config_is_a_clear_error(tmp_path, edit, message):
+    work = copy_repo(tmp_path / "wf")
+    bad = write_variant(work, "bad.yaml", edit)
+    proc = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1", "--configfile", bad], cwd=work, capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(work)))
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr
