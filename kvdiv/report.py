@@ -18,6 +18,7 @@ import yaml
 
 from kvdiv.analysis import POOLED, block_pattern_counts, contrast_name
 from kvdiv.io import atomic_path
+from kvdiv.tables import interval, pp
 
 PAPER_SETTING = {
     "models": "Meta-Llama-3.1-8B-Instruct (llama), Qwen2.5-7B-Instruct (qwen)",
@@ -41,14 +42,10 @@ def paper_values() -> dict:
     return yaml.safe_load(text)
 
 
-def _pct(v: float | None, digits: int = 2) -> str:
-    return "–" if v is None or v != v else f"{round(100 * v, digits) + 0.0:.{digits}f}"  # no "-0.00"
-
-
 def _ci(row: Mapping | None, digits: int = 2, key: str = "estimate") -> str:
     if row is None:
         return "–"
-    return f"{_pct(row[key], digits)} [{_pct(row['lower'], digits)}, {_pct(row['upper'], digits)}]"
+    return interval(row[key], row["lower"], row["upper"], digits)
 
 
 def _paper(values: Mapping, *path: str) -> str:
@@ -217,7 +214,7 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
                                & pl.col("statistic").is_in(["rate_a", "rate_b"]))["estimate"].drop_nans()
             if rates.len():
                 t.add("post-divergence mismatch rate C, range over cells (%)", model, "–",
-                      f"[{_pct(rates.min())}, {_pct(rates.max())}]", _paper(p50, "post_divergence_mismatch_percent_range"), "")
+                      f"[{pp(rates.min())}, {pp(rates.max())}]", _paper(p50, "post_divergence_mismatch_percent_range"), "")
     parts += [f"## Figure 5: entry into divergence and the gap decomposition ({study_of.get('figure5', '?')})", "",
               "Exposure share = (ΔO + ΔE·C̄)/ΔR, branch-mismatch share = Ē·ΔC/ΔR (midpoint split of Π = E·C; the two "
               "shares sum to 1 and do not depend on the order of the two actions).", "",
@@ -309,7 +306,7 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
         for r in t2.filter(pl.col("stratum") == POOLED).iter_rows(named=True):
             k = blocks.index(r["block"])
             t.add(f"pooled generation-clock gap (pp), positions {r['block']}, {r['contrast']}", r["model"], r["n_documents"],
-                  f"{_pct(r['gap'])} [{_pct(r['lower'])}, {_pct(r['upper'])}]",
+                  _ci(r, key="gap"),
                   *(_paper_item(p90, k, "table2_pooled_generation_clock_gap_pp", m) for m in ("llama", "qwen")))
     parts += [f"## Table 2: generation-clock gaps by position block ({study_of.get('table2', '?')})", "",
               f"Paper: {_paper(p90, 'table2_pattern')}.", "",
@@ -330,10 +327,10 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
             elif r["predictor"] == "fixed_history":
                 llama, qwen = (_paper(pp3, "fixed_history_mae_rmse_pp", m) for m in ("llama", "qwen"))
             t.add(f"{r['predictor']}/{r['method']}: document MAE / RMSE (pp)", r["model"], r["n_documents"],
-                  f"{_pct(r['mae'])} / {_pct(r['rmse'])}", llama, qwen)
+                  f"{pp(r['mae'])} / {pp(r['rmse'])}", llama, qwen)
             within = "yes" if r["interval_within"] else ("point only" if r["point_within"] else "no")
             t.add(f"{r['predictor']}/{r['method']}: population gap recovered within ±2 pp", r["model"], r["n_documents"],
-                  f"{within}: {_pct(r['difference'])} [{_pct(r['lower'])}, {_pct(r['upper'])}]")
+                  f"{within}: {_ci(r, key='difference')}")
     parts += [f"## Table 3: early and fixed-history prediction of the full-horizon gap ({study_of.get('table3', '?')})", "",
               "Predictors use generation positions 1–32 only; calibrated methods (cell_mean, ridge) are fitted "
               "out-of-fold over documents (see kvdiv.analysis). A predictor recovers the gap when the interval of "
