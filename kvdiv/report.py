@@ -48,12 +48,23 @@ def _ci(row: Mapping | None, digits: int = 2, key: str = "estimate") -> str:
     return interval(row[key], row["lower"], row["upper"], digits)
 
 
-def _paper(values: Mapping, *path: str) -> str:
+_MISSING = object()
+
+
+def _lookup(values: Mapping, path: tuple[str, ...]) -> object:
+    """The entry of the nested mapping ``values`` at ``path`` (``_MISSING`` when absent)."""
     node: object = values
     for p in path:
         if not isinstance(node, Mapping) or p not in node:
-            return "–"
+            return _MISSING
         node = node[p]
+    return node
+
+
+def _paper(values: Mapping, *path: str) -> str:
+    node = _lookup(values, path)
+    if node is _MISSING:
+        return "–"
     if isinstance(node, list):
         return "[" + ", ".join(str(v) for v in node) + "]"
     return str(node)
@@ -75,11 +86,7 @@ def _count(values: pl.Series, threshold: float) -> str:
 
 
 def _paper_item(values: Mapping, index: int, *path: str) -> str:
-    node: object = values
-    for p in path:
-        if not isinstance(node, Mapping) or p not in node:
-            return "–"
-        node = node[p]
+    node = _lookup(values, path)
     return str(node[index]) if isinstance(node, list) and index < len(node) else "–"
 
 
