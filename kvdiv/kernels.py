@@ -153,13 +153,12 @@ class _Chain:
     done: bool
 
 
-def _attention_layers(model) -> list[torch.nn.Module]:
-    base = model.model.language_model if hasattr(model.model, "language_model") else model.model
-    return [layer.self_attn for layer in base.layers]
-
-
 def _language_model(model):
     return model.model.language_model if hasattr(model.model, "language_model") else model.model
+
+
+def _attention_layers(model) -> list[torch.nn.Module]:
+    return [layer.self_attn for layer in _language_model(model).layers]
 
 
 class KernelSession:
@@ -222,6 +221,9 @@ class KernelSession:
         self._window = min(windows) if windows else None
         self._eos_set = set(self.eos_token_ids)
         self.vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
+        # the absorbing law of a chain that has emitted EOS: the point mass on eos_token_ids[0]
+        self._eos_law = torch.zeros(self.vocab_size, dtype=torch.float64)
+        self._eos_law[self.eos_token_ids[0]] = 1.0
         # every config object whose attention implementation a decode step switches to kvdiv's
         self._configs = {id(m.config): m.config for m in self.model.modules() if hasattr(m, "config")}
         self._kept_cache: dict[str, list[torch.Tensor | None]] = {}
@@ -451,11 +453,6 @@ class KernelSession:
     def _law(self, logits: torch.Tensor) -> torch.Tensor:
         return torch.softmax(logits.to(torch.float64) / self.temperature, dim=-1).cpu()
 
-    def _point_mass(self, vocab: int) -> torch.Tensor:
-        e = torch.zeros(vocab, dtype=torch.float64)
-        e[self.eos_token_ids[0]] = 1.0
-        return e
-
     @torch.no_grad()
     def step(self, chains: Sequence[int], tokens: Sequence[int] | torch.Tensor) -> torch.Tensor:
         """Append ``tokens[i]`` to ``chains[i]`` (one batched forward); return their next-token laws.
@@ -477,7 +474,7 @@ class KernelSession:
                 raise ValueError(f"token {t} outside the vocabulary [0, {vocab})")
             if ch.done or t in self._eos_set:
                 ch.done = True
-                out[i] = self._point_mass(vocab)
+                out[i] = self._eos_law
             else:
                 active.append((ch.slot, i, ch, t))
         if not active:
@@ -506,7 +503,7 @@ class KernelSession:
                 start = j
         dev = self.device
         slot_t = torch.tensor(slots, dtype=torch.long, device=dev)
-        len_t = torch.tensor([a[2].length for a in active], dtype=torch.long, device=dev)
+        len_t = torch.tensor(lengths, dtype=torch.long, device=dev)
         pos_t = torch.tensor([[a[2].position] for a in active], dtype=torch.long, device=dev)
         ids = torch.tensor([[a[3]] for a in active], dtype=torch.long, device=dev)
         for b in self._bias:
