@@ -165,17 +165,21 @@ class FiniteSystem:
         return out
 
 
+def _contains_token(vocab: int, horizon: int, token: int) -> np.ndarray:
+    """Boolean per node: does the history contain ``token``."""
+    out = []
+    contains = np.zeros(1, dtype=bool)  # depth 0: the empty history
+    for _ in range(horizon):
+        out.append(contains)
+        # children of depth-d nodes: contain the token if the parent does or the new token is it
+        contains = (contains[:, None] | (np.arange(vocab) == token)[None, :]).reshape(-1)
+    return np.concatenate(out)
+
+
 def absorb_eos(table: np.ndarray, vocab: int, horizon: int, eos: int) -> np.ndarray:
     """Replace the rows of histories containing ``eos`` by the point mass on ``eos`` (a copy)."""
     table = np.array(table, dtype=np.float64, copy=True)
-    contains = np.zeros(1, dtype=bool)  # depth 0: the empty history
-    start = 0
-    for d in range(horizon):
-        width = vocab**d
-        table[start : start + width][contains] = np.eye(vocab)[eos]
-        start += width
-        # children of depth-d nodes: contains-eos if the parent does or the new token is eos
-        contains = (contains[:, None] | (np.arange(vocab) == eos)[None, :]).reshape(-1)
+    table[_contains_token(vocab, horizon, eos)] = np.eye(vocab)[eos]
     return table
 
 
@@ -250,16 +254,6 @@ def system_from_dict(data: dict, source: str = "<dict>") -> FiniteSystem:
             )
         tables[label] = table
     return FiniteSystem(V, H, tables["reference"], tables["intervention"], eos=eos, name=str(data.get("name", "")))
-
-
-def _contains_token(vocab: int, horizon: int, token: int) -> np.ndarray:
-    """Boolean per node: does the history contain ``token``."""
-    out = []
-    contains = np.zeros(1, dtype=bool)
-    for _ in range(horizon):
-        out.append(contains)
-        contains = (contains[:, None] | (np.arange(vocab) == token)[None, :]).reshape(-1)
-    return np.concatenate(out)
 
 
 def load_system(path: str | Path) -> FiniteSystem:
