@@ -562,18 +562,7 @@ def load_model_dir(path: str | os.PathLike, spec: dict, *, name: str | None = No
     model = model.to(device).eval()
     tokenizer = AutoTokenizer.from_pretrained(path)
     provenance = read_provenance(path) if (path / PROVENANCE).is_file() else {}
-    return LoadedModel(
-        name=name,
-        spec=dict(spec),
-        model=model,
-        tokenizer=tokenizer,
-        eos_token_ids=eos_token_ids(model, tokenizer),
-        chat_template=bool(spec.get("chat_template", True)) and bool(getattr(tokenizer, "chat_template", None)),
-        device=device,
-        weight_hash=provenance.get("weight_hash") or weight_hash(path),
-        max_context=max_context(model.config, tokenizer, spec),
-        path=path,
-    )
+    return _loaded(name, spec, model, tokenizer, device, provenance.get("weight_hash") or weight_hash(path), path)
 
 
 def loaded_from_memory(name: str, spec: dict, model: torch.nn.Module, tokenizer) -> LoadedModel:
@@ -582,17 +571,25 @@ def loaded_from_memory(name: str, spec: dict, model: torch.nn.Module, tokenizer)
     for key, tensor in sorted(model.state_dict().items()):
         digest.update(key.encode())
         digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
-    device = next(model.parameters()).device
+    return _loaded(name, spec, model.eval(), tokenizer, next(model.parameters()).device, digest.hexdigest())
+
+
+def _loaded(
+    name: str, spec: dict, model: torch.nn.Module, tokenizer, device: torch.device, digest: str,
+    path: Path | None = None,
+) -> LoadedModel:
+    """A :class:`LoadedModel` with the fields derived from the model, tokenizer and spec filled in."""
     return LoadedModel(
         name=name,
         spec=dict(spec),
-        model=model.eval(),
+        model=model,
         tokenizer=tokenizer,
         eos_token_ids=eos_token_ids(model, tokenizer),
         chat_template=bool(spec.get("chat_template", True)) and bool(getattr(tokenizer, "chat_template", None)),
         device=device,
-        weight_hash=digest.hexdigest(),
+        weight_hash=digest,
         max_context=max_context(model.config, tokenizer, spec),
+        path=path,
     )
 
 
