@@ -439,12 +439,7 @@ def _block_label(block: Sequence[int]) -> str:
 
 def _family_cells(frame: pl.DataFrame) -> list[tuple[str, str, pl.DataFrame]]:
     """(model, ``{family}_all``, rows) for every model × task family: the family-pooled cells."""
-    out = []
-    for model in sorted(frame["model"].unique().to_list()):
-        fm = frame.filter(pl.col("model") == model).sort("document")
-        for family in sorted(str(f) for f in fm["family"].unique().to_list()):
-            out.append((model, f"{family}_{POOLED}", fm.filter(pl.col("family") == family)))
-    return out
+    return [(model, f"{family}_{POOLED}", rows) for model, family, rows in _cells(frame, by="family", pooled=False)]
 
 
 def clock_block_gaps(metrics: Metrics, contrasts: Sequence[Sequence[str]], blocks: Sequence[Sequence[int]],
