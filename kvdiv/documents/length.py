@@ -123,10 +123,7 @@ def fit_length(
     -------
     (units, pad, prompt, n_tokens)
     """
-    calls = {"n": 0}
-
     def f_units(n: int) -> int:
-        calls["n"] += 1
         return count(render(n, 0))
 
     base = f_units(0)
