@@ -107,7 +107,7 @@ rule report_md:
         analysis={item: get_analysis_outputs(item) for item in ANALYSIS_TABLES},
         figures={item: f"results/figures/{item}.png" for item in ANALYSIS_TABLES},
         setting=lambda wildcards: get_report_setting(),
-        code=code_hash("report", "analysis", "data", "io"),
+        code=code_hash("report", "analysis", "tables", "data", "io"),
     log:
         "logs/report_md/report_md.log",
     conda:
