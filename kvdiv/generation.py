@@ -384,6 +384,10 @@ def run_document(
         "prompt_tokens": n_prompt,
         "eos_token_ids": list(loaded.eos_token_ids),
         "prefill_s": prefill_s,
+        # presses that report what they kept (ProbabilisticPress: effective retention per layer/head)
+        "effective_retention": {
+            name: press.effective_retention() for name, press in session.presses.items() if hasattr(press, "effective_retention")
+        },
         "wall_time_total_s": time.perf_counter() - start,
     }
     return write_document_store(out, trajectories, attrs)

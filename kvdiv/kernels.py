@@ -9,7 +9,8 @@ One prefill serves all actions: forward hooks on the attention layers call, for 
 own ``forward_hook`` on a private capture cache that holds the reference layer's keys/values, so each
 action's cache is exactly what kvpress produces inside its own prefill while the reference cache is never
 mutated. Head-wise presses (AdaKV-style ``module.masked_key_indices``) become −inf logit biases;
-:class:`~kvdiv.probabilistic_press.ProbabilisticPress` contributes −log ρ biases (Horvitz–Thompson);
+:class:`~kvdiv.probabilistic_press.ProbabilisticPress` contributes its log importance weights (and −inf
+on padding) through ``attention_bias``;
 presses keeping different numbers of entries per layer (PyramidKV) are padded with −inf-bias entries.
 Not supported: presses that run extra forward passes or need the whole pipeline (KVzip, KVgrad),
 presses that need eager attention weights unless the model is loaded with eager attention
@@ -17,8 +18,8 @@ presses that need eager attention weights unless the model is loaded with eager 
 once a position reaches the window; below it the window masks nothing).
 
 Decoding keeps, per layer, preallocated K/V buffers [slots, kv_heads, capacity, head_dim] with per-chain
-valid lengths and an additive logit bias [slots, kv_heads, capacity] (−inf on padding, −log ρ on
-probabilistically kept entries, 0 elsewhere). :meth:`KernelSession.step` advances several chains with
+valid lengths and an additive logit bias [slots, kv_heads, capacity] (−inf on padding, the log importance
+weight on probabilistically kept entries, 0 elsewhere). :meth:`KernelSession.step` advances several chains with
 different caches in ONE batched forward through the model's own modules; attention goes through a
 function registered with transformers' ``AttentionInterface`` that reads contiguous slot ranges (views,
 no copies) of the buffers.
@@ -287,6 +288,8 @@ class KernelSession:
         finally:
             for h in handles:
                 h.remove()
+            for attn in self._attn:  # a press may mask other layers than its hook's (global budgets)
+                attn.masked_key_indices = None
         logits = out.logits[0, -1]
         n = int(prefill_ids.numel())
         ref = _Prefix(
