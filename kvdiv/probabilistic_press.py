@@ -243,10 +243,19 @@ def normalise(weights: torch.Tensor) -> torch.Tensor:
 
 
 def expected_distinct(pi: torch.Tensor, m: torch.Tensor | float) -> torch.Tensor:
-    """E|S| = Σ_i (1 − (1 − π_i)^m): expected number of distinct entries in m draws from π (last dim)."""
-    pi = pi.to(torch.float64)
-    m = torch.as_tensor(m, dtype=torch.float64, device=pi.device)
-    return (-torch.expm1(m.unsqueeze(-1) * torch.log1p(-pi))).sum(-1)
+    """E|S| = Σ_i (1 − (1 − π_i)^m): expected number of distinct entries in m draws from π (last dim);
+    ``m`` broadcasts against ``pi``'s leading dims. Returns float64 [...] (on the CPU)."""
+    log_q = np.log1p(-_numpy64(pi))
+    return torch.from_numpy(_distinct(log_q, np.asarray(_numpy64(m))))
+
+
+def _numpy64(x: Any) -> np.ndarray:
+    return (x.detach().cpu().to(torch.float64).numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=np.float64))
+
+
+def _distinct(log_q: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Σ_i −expm1(m · log(1 − π_i)) over the last dim of ``log_q``, m broadcast over the leading dims."""
+    return (-np.expm1(np.expand_dims(m, -1) * log_q)).sum(-1)
 
 
 def draws_law(pi: torch.Tensor, target: torch.Tensor | float, shared: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -256,36 +265,52 @@ def draws_law(pi: torch.Tensor, target: torch.Tensor | float, shared: bool = Fal
     and Σ_rows E|S_row| = ``target`` (a scalar). m⁻ is the largest integer in [1, MAX_DRAWS] with
     E|S|(m⁻) ≤ target (1 if none) and f ∈ [0, 1] interpolates so that
     (1 − f)·E|S|(m⁻) + f·E|S|(m⁻ + 1) = target (f = 0 where the target is out of reach).
-    Returns (m⁻ LongTensor, f float64 tensor): shape [...] per row, [] when shared.
+    Returns (m⁻ LongTensor, f float64 tensor) on the CPU: shape [...] per row, [] when shared.
     """
-    pi = pi.to(torch.float64)
-    rows = pi.reshape(-1, pi.shape[-1])
+    log_q = np.log1p(-_numpy64(pi))
     if shared:
-        def distinct(m):
-            return expected_distinct(rows, m.expand(rows.shape[0])).sum()
+        rows = log_q.reshape(-1, log_q.shape[-1])
+
+        def distinct(m: np.ndarray) -> np.ndarray:
+            return _distinct(rows, np.broadcast_to(m, rows.shape[:1])).sum(keepdims=True)
+
+        goal = np.asarray(_numpy64(target)).reshape(1)
         shape: tuple[int, ...] = ()
-        target_t = torch.as_tensor(target, dtype=torch.float64, device=pi.device).reshape(())
     else:
-        def distinct(m):
-            return expected_distinct(rows, m)
-        shape = tuple(pi.shape[:-1])
-        target_t = torch.as_tensor(target, dtype=torch.float64, device=pi.device).expand(shape).reshape(-1)
-    n_out = 1 if shared else rows.shape[0]
-    lo = torch.ones(n_out, dtype=torch.float64, device=pi.device).reshape(target_t.shape)
-    hi = torch.full_like(lo, float(MAX_DRAWS))
-    # integer bisection: D(lo) <= target < D(hi) (or hi = MAX_DRAWS), ≤ 51 halvings
-    for _ in range(64):
-        if bool((hi - lo <= 1).all()):
-            break
-        mid = torch.floor((lo + hi) / 2)
-        below = distinct(mid) <= target_t
-        lo = torch.where(below, mid, lo)
-        hi = torch.where(below, hi, mid)
+        def distinct(m: np.ndarray) -> np.ndarray:
+            return _distinct(log_q, m)
+
+        shape = log_q.shape[:-1]
+        goal = np.broadcast_to(_numpy64(target), shape).astype(np.float64)
+    lo = np.ones(goal.shape)
+    hi = np.full(goal.shape, float(MAX_DRAWS))
+    # integer bisection keeping E|S|(lo) <= target < E|S|(hi) (or hi = MAX_DRAWS): at most 50 halvings
+    while bool((hi - lo > 1).any()):
+        mid = np.floor((lo + hi) / 2)
+        below = distinct(mid) <= goal
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
     d_lo, d_next = distinct(lo), distinct(lo + 1)
     gap = d_next - d_lo
-    f = torch.where(gap > 0, (target_t - d_lo) / torch.where(gap > 0, gap, torch.ones_like(gap)), torch.zeros_like(gap))
-    f = torch.where(lo >= MAX_DRAWS, torch.zeros_like(f), f.clamp(0.0, 1.0))
-    return lo.to(torch.long).reshape(shape), f.reshape(shape)
+    f = np.where(gap > 0, (goal - d_lo) / np.where(gap > 0, gap, 1.0), 0.0).clip(0.0, 1.0)
+    f = np.where(lo >= MAX_DRAWS, 0.0, f)
+    return torch.from_numpy(lo.astype(np.int64).reshape(shape)), torch.from_numpy(f.reshape(shape))
+
+
+def allocate_draws(
+    pi: torch.Tensor, target: torch.Tensor | float, u: torch.Tensor | float, shared: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Numbers of draws m = m⁻ + 1{u < f} (:func:`draws_law`; ``u`` uniform on [0, 1)) and the expected
+    kept entries E|S| of every row of ``pi`` [..., n] over the law of m and the draws.
+
+    Per row: ``u`` [...], each row's E|S| equals its target. ``shared=True``: ``u`` a scalar, one m for every
+    row (returned broadcast to [...]), the rows' E|S| sum to the target. Returns (m LongTensor [...],
+    E|S| float64 [...]) on the CPU.
+    """
+    m_lo, f = draws_law(pi, target, shared)
+    coin = torch.as_tensor(u, dtype=torch.float64)
+    m = m_lo + (coin < f).to(torch.long)
+    expected = (1 - f) * expected_distinct(pi, m_lo) + f * expected_distinct(pi, m_lo + 1)
+    return m.expand(expected.shape).clone(), expected
 
 
 def multinomial_counts(pi: torch.Tensor, m: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
@@ -584,10 +609,7 @@ class ProbabilisticPress(BasePress):
         pi = self.proposal_probabilities(module, hidden_states, keys, values, attentions, kwargs)
         k = compute_n_kept(n, self.compression_ratio)
         rng = derive_rng(self.seed, layer)
-        m_lo, f = draws_law(pi, float(k))
-        coin = torch.as_tensor(rng.random(f.shape), dtype=torch.float64, device=f.device)
-        m = m_lo + (coin < f).to(torch.long)
-        self.expected_kept[layer] = ((1 - f) * expected_distinct(pi, m_lo) + f * expected_distinct(pi, m_lo + 1)).cpu()
+        m, self.expected_kept[layer] = allocate_draws(pi, float(k), rng.random(tuple(pi.shape[:-1])))
         keys, values, masked = self._keep(layer, pi, m, rng, keys, values)
         module.masked_key_indices = masked
         return keys, values
@@ -624,20 +646,15 @@ class ProbabilisticPress(BasePress):
         pis = torch.stack([pending[layer][2] for layer in layers], dim=1)  # [b, L, h, n]
         b, n_layers, heads, n = pis.shape
         k = compute_n_kept(n, self.compression_ratio)
-        coin_rng = derive_rng(self.seed, "budget")
-        m = torch.empty(b, dtype=torch.long)
-        for s in range(b):
-            m_lo, f = draws_law(pis[s], float(k * n_layers * heads), shared=True)
-            m[s] = int(m_lo) + int(coin_rng.random() < float(f))
-            for layer in layers:
-                pi = pending[layer][2][s]
-                e = (1 - f) * expected_distinct(pi, m_lo.expand(heads)) + f * expected_distinct(pi, (m_lo + 1).expand(heads))
-                self.expected_kept.setdefault(layer, torch.empty(b, heads, dtype=torch.float64))[s] = e.cpu()
-        for layer in layers:
+        coin = derive_rng(self.seed, "budget").random(b)
+        draws = [allocate_draws(pis[s], float(k * n_layers * heads), coin[s], shared=True) for s in range(b)]
+        m = torch.stack([d[0] for d in draws])  # [b, L, h], one value per sequence
+        expected = torch.stack([d[1] for d in draws])
+        for i, layer in enumerate(layers):
             module, cache, pi = pending[layer]
+            self.expected_kept[layer] = expected[:, i]
             keys, values = extract_keys_and_values(cache, layer)
-            m_layer = m.to(pi.device)[:, None].expand(b, heads)
-            keys, values, masked = self._keep(layer, pi, m_layer, derive_rng(self.seed, layer), keys, values)
+            keys, values, masked = self._keep(layer, pi, m[:, i], derive_rng(self.seed, layer), keys, values)
             _write_cache_layer(cache, layer, keys, values)
             module.masked_key_indices = masked
 
@@ -692,6 +709,7 @@ class ProbabilisticPress(BasePress):
 
 __all__ = [
     "ProbabilisticPress",
+    "allocate_draws",
     "draws_law",
     "expected_distinct",
     "history_prior",

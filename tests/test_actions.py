@@ -31,8 +31,11 @@ def test_every_kvpress_press_is_nameable():
          {"compression_ratio": 0.5, "window_size": 64, "kernel_size": 5}),
         ({"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 0}, kvpress.StreamingLLMPress,
          {"n_sink": 0}),
-        ({"press": "ProbabilisticPress", "compression_ratio": 0.5, "scorer": "KnormPress", "correction": False},
-         ProbabilisticPress, {"scorer": "KnormPress", "correction": False}),
+        ({"press": "ProbabilisticPress", "compression_ratio": 0.5, "design": "pips", "proposal": "scorer",
+          "scorer": "KnormPress", "correction": False},
+         ProbabilisticPress, {"design": "pips", "scorer": "KnormPress", "correction": False}),
+        ({"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "min_h", "budget": "global"},
+         ProbabilisticPress, {"design": "multinomial", "proposal": "min_h", "budget": "global", "seed": 0}),
     ],
 )
 def test_build_press(spec, cls, attrs):
@@ -85,9 +88,10 @@ def test_unknown_argument_lists_valid_arguments():
         ({"compression_ratio": 0.5}, "missing key 'press'"),
         ({"press": "SnapKVPress", "compression_ratio": 1.5}, "rejected its arguments"),
         ({"press": "KnormPress", "wraps": {"press": "KnormPress"}}, "unknown argument 'wraps'"),
-        ({"press": "ProbabilisticPress", "scorer": "NoScorer"}, "valid scorers: .*SnapKVPress"),
-        ({"press": "ProbabilisticPress", "scorer_kwargs": {"windows": 3}}, "scorer_kwargs"),
-        ({"press": "ProbabilisticPress", "weighting": "cubic"}, "valid: linear, softmax"),
+        ({"press": "ProbabilisticPress", "proposal": "scorer", "scorer": "NoScorer"}, "valid scorers: .*SnapKVPress"),
+        ({"press": "ProbabilisticPress", "proposal": "scorer", "scorer": "SnapKVPress", "scorer_kwargs": {"windows": 3}},
+         "scorer_kwargs"),
+        ({"press": "ProbabilisticPress", "weighting": "cubic"}, "weighting must be one of linear, softmax"),
         ("SnapKVPress", "expected a mapping"),
     ],
 )
@@ -170,10 +174,10 @@ def test_zero_one_probabilities_equal_deterministic_eviction(llama):
     ids = torch.randint(10, 200, (40,), generator=torch.Generator().manual_seed(0))
     actions = {
         "streaming": {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 3},
-        "prob": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "scorer": "StreamingLLMPress",
-                 "scorer_kwargs": {"n_sink": 3}, "seed": 11},
-        "prob_nc": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "scorer": "StreamingLLMPress",
-                    "scorer_kwargs": {"n_sink": 3}, "correction": False},
+        "prob": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "design": "pips", "proposal": "scorer",
+                 "scorer": "StreamingLLMPress", "scorer_kwargs": {"n_sink": 3}, "seed": 11},
+        "prob_nc": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "design": "pips", "proposal": "scorer",
+                    "scorer": "StreamingLLMPress", "scorer_kwargs": {"n_sink": 3}, "correction": False},
     }
     s = KernelSession(llama, ids, actions)
     for layer, (a, b) in enumerate(zip(s.kept_indices("streaming"), s.kept_indices("prob"))):
@@ -188,13 +192,15 @@ def test_zero_one_probabilities_equal_deterministic_eviction(llama):
 def test_probabilistic_press_bias_and_seed(llama):
     """The session's logit bias on kept entries is −log ρ (off with correction=False); seeds reproduce."""
     ids = torch.randint(10, 200, (40,), generator=torch.Generator().manual_seed(1))
-    base = {"press": "ProbabilisticPress", "compression_ratio": 0.5, "scorer": "KnormPress"}
+    base = {"press": "ProbabilisticPress", "compression_ratio": 0.5, "design": "pips", "proposal": "scorer",
+            "scorer": "KnormPress"}
     s = KernelSession(llama, ids, {"a": {**base, "seed": 1}, "b": {**base, "seed": 1},
                                    "c": {**base, "seed": 2}, "nc": {**base, "seed": 1, "correction": False}})
     press = s.presses["a"]
     for layer in range(s.n_layers):
         bias = s._prefixes["a"].bias[layer]
-        torch.testing.assert_close(bias, (-press.log_rho[layer][0]).to(bias.dtype))
+        rho = press.probabilities[layer][0].gather(-1, press.kept_indices[layer][0])
+        torch.testing.assert_close(bias, (-torch.log(rho)).to(bias.dtype))
         assert (bias >= 0).all() and (bias > 0).any()
         assert (s._prefixes["nc"].bias[layer] == 0).all()
     assert all(torch.equal(x, y) for x, y in zip(s.kept_indices("a"), s.kept_indices("b")))

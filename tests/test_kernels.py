@@ -25,8 +25,11 @@ PRESS_SPECS = {
     "chunkkv": {"press": "ChunkKVPress", "chunk_length": 4, "wraps": {"press": "KnormPress", "compression_ratio": 0.5}},
     "composed": {"press": "ComposedPress", "presses": [{"press": "KnormPress", "compression_ratio": 0.3},
                                                        {"press": "StreamingLLMPress", "compression_ratio": 0.3}]},
-    "prob": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "scorer": "SnapKVPress",
-             "scorer_kwargs": {"window_size": 8}, "seed": 7},
+    "prob": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "design": "pips", "proposal": "scorer",
+             "scorer": "SnapKVPress", "scorer_kwargs": {"window_size": 8}, "seed": 7},
+    "prob_mn": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "min_h", "seed": 7},
+    "prob_global": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "min", "budget": "global",
+                    "seed": 7},
 }
 NO_EVICTION = {"press": "SnapKVPress", "compression_ratio": 0.0, "window_size": 8}
 
@@ -96,7 +99,16 @@ def test_one_prefill_equals_kvpress_prefill(session, llama, name):
         assert idx is not None
         # kept positions per head: the reference keys at those positions are the press's keys
         own_masked = getattr(attn[layer], "masked_key_indices", None)
-        if own_masked is None:
+        if name.startswith("prob"):  # kept positions = the press's own record, heads padded with −1 and masked
+            own = press.kept_indices[layer][0]
+            assert torch.equal(idx, own)
+            for h in range(session.kv_heads):
+                keep = own[h] >= 0
+                assert torch.equal(ref.keys[layer][h, own[h][keep]], k_own[h, : int(keep.sum())])
+                masked = set() if own_masked is None else set(own_masked[2][own_masked[1] == h].tolist())
+                assert masked == set(range(int(keep.sum()), n_kept))
+            attn[layer].masked_key_indices = None
+        elif own_masked is None:
             assert idx.shape == (session.kv_heads, n_kept)
             gathered = ref.keys[layer].gather(1, idx.unsqueeze(-1).expand(-1, -1, session.head_dim))
             assert torch.equal(gathered, k_own)
@@ -107,8 +119,6 @@ def test_one_prefill_equals_kvpress_prefill(session, llama, name):
                 kept_h = {i for i in idx[h].tolist() if i >= 0}
                 assert kept_h == set(range(n_kept)) - masked
             attn[layer].masked_key_indices = None
-    if name == "prob":
-        assert all(torch.equal(kept[layer], press.kept_indices[layer][0]) for layer in range(session.n_layers))
 
 
 @pytest.mark.parametrize("name", ["snapkv", "streaming", "adakv", "pyramid"])
