@@ -246,7 +246,7 @@ def expected_distinct(pi: torch.Tensor, m: torch.Tensor | float) -> torch.Tensor
     """E|S| = Σ_i (1 − (1 − π_i)^m): expected number of distinct entries in m draws from π (last dim);
     ``m`` broadcasts against ``pi``'s leading dims. Returns float64 [...] (on the CPU)."""
     log_q = np.log1p(-_numpy64(pi))
-    return torch.from_numpy(_distinct(log_q, np.asarray(_numpy64(m))))
+    return torch.from_numpy(np.asarray(_distinct(log_q, np.asarray(_numpy64(m)))))
 
 
 def _numpy64(x: Any) -> np.ndarray:
@@ -256,6 +256,26 @@ def _numpy64(x: Any) -> np.ndarray:
 def _distinct(log_q: np.ndarray, m: np.ndarray) -> np.ndarray:
     """Σ_i −expm1(m · log(1 − π_i)) over the last dim of ``log_q``, m broadcast over the leading dims."""
     return (-np.expm1(np.expand_dims(m, -1) * log_q)).sum(-1)
+
+
+def distinct_variance(pi: torch.Tensor, m: torch.Tensor | float) -> torch.Tensor:
+    """Var|S| of the number of distinct entries in m draws from π (last dim), exactly:
+    Σ_i a_i(1 − a_i) + Σ_{i≠j} [(1 − π_i − π_j)^m − a_i a_j] with a_i = (1 − π_i)^m (the indicators of
+    undrawn entries). O(n²) per row. Returns float64 [...] (CPU)."""
+    p = _numpy64(pi)
+    rows = p.reshape(-1, p.shape[-1])
+    ms = np.broadcast_to(np.asarray(_numpy64(m)), p.shape[:-1]).reshape(-1)
+    out = np.empty(len(rows))
+    for r, (row, mr) in enumerate(zip(rows, ms)):
+        log_a = mr * np.log1p(-row)
+        a = np.exp(log_a)
+        # (1−π_i−π_j)^m = a_i a_j (1 − π_iπ_j/((1−π_i)(1−π_j)))^m, computed without cancellation
+        with np.errstate(divide="ignore"):
+            ratio = np.outer(row, row) / np.outer(1 - row, 1 - row)
+            cov = np.outer(a, a) * np.expm1(mr * np.log1p(-np.minimum(ratio, 1.0)))
+        np.fill_diagonal(cov, 0.0)
+        out[r] = (a * (1 - a)).sum() + cov.sum()
+    return torch.from_numpy(out.reshape(p.shape[:-1]))
 
 
 def draws_law(pi: torch.Tensor, target: torch.Tensor | float, shared: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -283,8 +303,8 @@ def draws_law(pi: torch.Tensor, target: torch.Tensor | float, shared: bool = Fal
         shape = log_q.shape[:-1]
         goal = np.broadcast_to(_numpy64(target), shape).astype(np.float64)
     lo = np.ones(goal.shape)
-    hi = np.full(goal.shape, float(MAX_DRAWS))
-    # integer bisection keeping E|S|(lo) <= target < E|S|(hi) (or hi = MAX_DRAWS): at most 50 halvings
+    hi = np.full(goal.shape, float(MAX_DRAWS + 1))
+    # integer bisection keeping E|S|(lo) <= target < E|S|(hi) (or hi = MAX_DRAWS + 1): about 50 halvings
     while bool((hi - lo > 1).any()):
         mid = np.floor((lo + hi) / 2)
         below = distinct(mid) <= goal
@@ -710,6 +730,7 @@ class ProbabilisticPress(BasePress):
 __all__ = [
     "ProbabilisticPress",
     "allocate_draws",
+    "distinct_variance",
     "draws_law",
     "expected_distinct",
     "history_prior",
