@@ -32,8 +32,8 @@ ACTIONS = {
     "snapkv_half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 64},
     "snapkv_512": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 512},
     "recent_half": {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 0},
-    "prob_half": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "scorer": "SnapKVPress",
-                  "scorer_kwargs": {"window_size": 64}},
+    "prob_half": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "design": "pips", "proposal": "scorer",
+                  "scorer": "SnapKVPress", "scorer_kwargs": {"window_size": 64}},
 }
 WORDS = ("river stone window garden letter silver morning number travel quiet yellow market "
          "history paper music forest answer simple mountain bridge summer question orange").split()

@@ -336,11 +336,17 @@ def allocate_draws(
 def multinomial_counts(pi: torch.Tensor, m: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
     """Draw counts c ~ Multinomial(m_row, π_row) for every row of ``pi`` [..., n]; ``m`` [...] integers.
 
-    Returns int64 counts [..., n] on ``pi``'s device (numpy's multinomial sampler, exact for any m).
+    Returns int64 counts [..., n] on ``pi``'s device. numpy's multinomial sampler (exact for any m) draws
+    entry by entry from binomials with π_i / (the mass not yet drawn), that mass kept by subtraction; the
+    entries are fed in ascending π so that the subtracted mass stays large (no cancellation for the tiny
+    π_i that huge m reach).
     """
     p = pi.to(torch.float64).reshape(-1, pi.shape[-1]).cpu().numpy()
     draws = torch.as_tensor(m).expand(pi.shape[:-1]).reshape(-1).cpu().numpy().astype(np.int64)
-    counts = np.stack([rng.multinomial(int(d), row) for d, row in zip(draws, p)])
+    counts = np.zeros(p.shape, dtype=np.int64)
+    for r, (d, row) in enumerate(zip(draws, p)):
+        order = np.argsort(row, kind="stable")
+        counts[r, order] = rng.multinomial(int(d), row[order])
     return torch.from_numpy(counts).reshape(pi.shape).to(pi.device)
 
 
