@@ -20,9 +20,10 @@ without needing eager attention weights), averaged over the G query heads that s
 Queries j range over the last W = ``history_size`` prompt positions (all prompt queries by default),
 t is the last one, and the age of query j is a_j = t − j.
 
-- ``min``:   π_i ∝ A_t(i)·‖v_i‖ — the last prompt query's attention times the value norm. For estimating
-  the attention output o = Σ_i A(i) v_i of a query resembling the last one by importance sampling,
-  π ∝ A‖v‖ minimises the estimator's mean squared error E‖ô − o‖² (Kahn & Marshall 1953).
+- ``min``:   π_i ∝ A_t(i)·‖v_i‖ — the last prompt query's attention times the value norm. Of all
+  importance-sampling estimates ô = (1/m) Σ_draws A(I) v_I / π_I of an attention output o = Σ_i A(i) v_i,
+  π ∝ A‖v‖ minimises E‖ô − o‖² = (Σ_i A(i)²‖v_i‖²/π_i − ‖o‖²)/m (Cauchy–Schwarz; Kahn & Marshall 1953):
+  the variance-minimising proposal for a decode query that attends like the last prompt query.
 - ``h2o``:   π_i ∝ Σ_j A_j(i) — H2O's accumulated attention, normalised.
 - ``min_h``: π_i ∝ ‖v_i‖·Σ_j h_j A_j(i);  ``h2o_h``: π_i ∝ Σ_j h_j A_j(i), with the harmonic prior
   h_j = (1/(a_j + 1)) / H_W over the W history queries (H_W = Σ_{a=1}^{W} 1/a, the W-th harmonic number):
@@ -30,9 +31,10 @@ t is the last one, and the age of query j is a_j = t − j.
   unknown, and the history variants average over which prompt query it will resemble. A harmonic (Zipf)
   prior over the lag favours recent queries but is scale-free — each octave of ages [a, 2a) carries about
   the same mass ln 2 / H_W — so no window length or half-life is privileged (an exponential prior would
-  impose one) and old queries keep a say; its mass grows like ln W, so all prompt queries can be used.
+  impose one) and old queries keep a say; the normaliser H_W grows only like ln W, so all prompt queries
+  can be used (W = 1000: the last query weighs 13 %, the last 10 together 39 %).
 - ``scorer``: any kvpress scorer press's ``score()`` turned into weights (:func:`score_weights`) and
-  normalised (kvdiv's earlier behaviour).
+  normalised (the scores of kvdiv's earlier, πps-only press).
 
 π is computed in float64 from float32 logits, so it underflows to 0 only for entries below e^{-700} of
 the top one; entries with π_i = 0 are never drawn and the estimates miss them.
@@ -83,7 +85,6 @@ and through −inf logit biases in :class:`kvdiv.kernels.KernelSession`, which a
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
