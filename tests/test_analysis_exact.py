@@ -353,7 +353,7 @@ def table3_cube():
                 level_early, level_late = rng.uniform(0.02, 0.3), rng.uniform(0.3, 0.6)
                 fixed[i, a, k] = np.where(steps <= 32, level_early, level_late)
                 fixed[i, a, k, 0] = 0.5 + 0.1 * a  # step 1 stands out
-                tv[i, a, k] = np.clip(fixed[i, a, k] + 0.2 + 0.01 * steps, 0, 1)  # a different column
+                tv[i, a, k] = 0.1 + 0.5 * fixed[i, a, k] ** 2 + 0.15 * a  # another column, another gap a − b
                 early_every, late_every = (3 + a + k + i % 2), (2 + a)
                 match[i, a, k] = np.where(steps <= 32, steps % early_every != 0, steps % late_every != 0)
                 match[i, a, k, 0] = a == 1  # step 1 mismatches for action 0 only
@@ -379,6 +379,8 @@ def test_table3_pins_positions_1_to_32_and_the_fixed_history_column(table3_cube)
         for method in ("cell_mean", "ridge"):  # calibrated methods predict the same population gap
             assert one(t3, "population_gap", predictor=name, method=method) == pytest.approx(y.mean(), abs=1e-7)
     # the planted jumps make neighbouring windows and the other TV column give other numbers
+    tv = ds["tv"].values
+    assert abs(feats["fixed_history"].mean() - (tv[:, 0, :, :32].mean(axis=(-1, -2)) - tv[:, 1, :, :32].mean(axis=(-1, -2))).mean()) > 0.05
     assert abs(feats["fixed_history"].mean() - (fixed[:, 0, :, :33].mean(axis=(-1, -2))
                                                   - fixed[:, 1, :, :33].mean(axis=(-1, -2))).mean()) > 1e-3
     t3_31 = an.prediction_table(m, ["a", "b"], [2, 32], 20, 1, 0.95)
