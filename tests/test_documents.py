@@ -380,6 +380,27 @@ def test_workflow_rejects_studies_sharing_a_seed(tmp_path):
     assert f"studies {first!r} and {second!r} share seed" in proc.stdout + proc.stderr
 
 
+def test_workflow_requires_rendered_for_own_jsonl(tmp_path):
+    """A study reading the user's JSONL must say whether its prompts are rendered: the dry run stops naming the key."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    repo = Path(__file__).resolve().parents[1]
+    config = yaml.safe_load((repo / "config" / "smoke.yaml").read_text())
+    config["studies"]["retention50"]["documents"] = {"source": "jsonl", "path": "mine.jsonl"}
+    path = tmp_path / "jsonl.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--nolock", "--cores", "1", "--configfile", str(path)],
+        cwd=repo, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode != 0
+    assert "studies.retention50.documents.rendered is required with source jsonl" in proc.stdout + proc.stderr
+
+
 def test_document_does_not_depend_on_stratum_size(byte_tok, byte_chat):
     """Document i is the same whether the stratum has i+1 or more documents, and generated alone
     (`first=i`): adding documents to a stratum changes no existing document (the workflow relies on it)."""
