@@ -169,7 +169,8 @@ def build_cube(study: str, model: str, doc_stores: Sequence[str | Path], out: st
             raise ValueError(f"array {name!r} differs in shape across documents (replicates or horizon differ)")
     n_doc = len(doc_ids)
     replicates, horizon = stacked["x"][0].shape[1:]
-    per_document = ("document", "prompt_tokens", "wall_time_s", "prefill_s", "wall_time_total_s")
+    per_document = ("document", "prompt_tokens", "prompt_rendering", "press_seeds", "wall_time_s", "prefill_s",
+                    "wall_time_total_s")
     attrs = {k: v for k, v in first_attrs.items() if k not in per_document}
     attrs.update(study=study, wall_time_s=wall, wall_time_total_s=total_wall)
     out = Path(out)
