@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+
 from kvdiv.documents.generate import Document, document_seed, generate_stratum, write_jsonl
 from kvdiv.documents.render import chat_function
 
