@@ -378,7 +378,7 @@ def run_document(
         raise ValueError(
             f"model {loaded.name!r}, document {document['id']!r}: its rendering has {n_prompt} prompt tokens; "
             f"+ horizon {horizon} = {n_prompt + horizon} exceeds the model's context of {loaded.max_context} "
-            f"(the document was sized to {document.get('n_tokens')} tokens with {document.get('tokenizer')!r}'s rendering)"
+            f"(the document was sized to {document.get('n_tokens')} tokens with the reference model {document.get('tokenizer')!r})"
         )
     seed_parts = (master_seed, study_seed, str(document["id"]))
     start = time.perf_counter()

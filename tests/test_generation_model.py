@@ -93,7 +93,7 @@ def test_run_document_renders_for_its_model_and_records_the_ids(tiny_llama, tmp_
     assert read_prompt_ids(path).tolist() == prompt_ids(tiny_llama).tolist()
     assert read_document_store(path)[0]["prompt_rendering"].startswith("document")
     n = ids.size
-    with pytest.raises(ValueError, match=rf"model 'tiny_llama_0', document 'st-ruler_64-0000': its rendering has {n} "
+    with pytest.raises(ValueError, match=rf"model '{tiny_llama.name}', document 'st-ruler_64-0000': its rendering has {n} "
                                          rf"prompt tokens; \+ horizon 4000 = {n + 4000} exceeds the model's context of 4096"):
         run_document(tiny_llama, doc, {"snapkv_half": ACTIONS["snapkv_half"]}, tmp_path / "e.zarr",
                      master_seed=1, study_seed=2, horizon=4000, replicates=1, progress=False)
