@@ -81,6 +81,14 @@ Heads keeping fewer entries than the layer's longest head (multinomial design) a
 masked out: through kvpress's ``module.masked_key_indices`` (AdaKV's mechanism) in a kvpress pipeline,
 and through −inf logit biases in :class:`kvdiv.kernels.KernelSession`, which also applies the correction
 (:meth:`ProbabilisticPress.attention_bias`); inside a plain kvpress pipeline only the eviction happens.
+
+Randomness: layer ℓ draws from ``layer_seed(ℓ) = derive_seed(draw seed, ℓ)`` (multinomial: a numpy
+Generator for the rounding coins of m and the counts; pips: a torch Generator for the permutation and the
+offset u); the global budget's one rounding coin from ``derive_seed(draw seed, "budget")``. Inside a
+trajectory job the session sets the draw seed per document,
+``derive_seed(master seed, study seed, document id, action name, "ProbabilisticPress", seed)``, so
+documents get independent evictions (the cluster bootstrap treats them as independent) and the store
+records it; outside a session the draw seed is ``seed``.
 """
 
 from __future__ import annotations
@@ -98,7 +106,7 @@ from torch import nn
 from transformers import Gemma3ForConditionalGeneration, QuantizedCache
 from transformers.models.llama.modeling_llama import rotate_half
 
-from kvdiv.seeds import derive_rng, derive_seed
+from kvdiv.seeds import derive_seed
 
 DESIGNS = ("multinomial", "pips")
 PROPOSALS = ("min", "h2o", "min_h", "h2o_h", "scorer")
@@ -487,8 +495,10 @@ class ProbabilisticPress(BasePress):
     score_temperature : float, default=1.0
         Temperature of the ``softmax`` weighting.
     seed : int, default=0
-        The press's master seed: layer ℓ draws from a stream seeded with ``derive_seed(seed, ℓ)``; the
-        global budget's rounding coin from ``derive_seed(seed, "budget")``.
+        Extra seed part: layer ℓ draws from ``derive_seed(draw seed, ℓ)`` and the global budget's rounding
+        coin from ``derive_seed(draw seed, "budget")``, the draw seed being
+        ``derive_seed(master, study, document, action, "ProbabilisticPress", seed)`` inside a trajectory job
+        (:meth:`set_document`) and ``seed`` elsewhere.
     """
 
     compression_ratio: float = 0.0
@@ -502,6 +512,7 @@ class ProbabilisticPress(BasePress):
     weighting: str = "linear"
     score_temperature: float = 1.0
     seed: int = 0
+    draw_seed: int | None = field(default=None, init=False, repr=False)
     #: per layer: kept prompt positions [b, kv_heads, kept] (ascending, −1 = padding)
     kept_indices: dict[int, torch.Tensor] = field(default_factory=dict, init=False, repr=False)
     #: per layer: the decode-time log weight of each kept entry [b, kv_heads, kept] (−inf on padding):
@@ -551,6 +562,17 @@ class ProbabilisticPress(BasePress):
             self._scorer = scorers[self.scorer](compression_ratio=self.compression_ratio, **kwargs)
         except (TypeError, ValueError, AssertionError) as err:
             raise ValueError(f"scorer_kwargs {kwargs} not accepted by {self.scorer}: {err}") from None
+
+    def set_document(self, *seed_parts: int | str, action: str) -> int:
+        """Draw per document: ``draw_seed = derive_seed(*seed_parts, action, "ProbabilisticPress", seed)``
+        with ``seed_parts`` = (master seed, study seed, document id). Returns the draw seed."""
+        self.draw_seed = derive_seed(*seed_parts, action, type(self).__name__, self.seed)
+        return self.draw_seed
+
+    def layer_seed(self, layer: int | str) -> int:
+        """Seed of layer ``layer``'s sample: ``derive_seed(draw seed, layer)`` (draw seed: ``seed`` when
+        no document was set); ``layer_seed("budget")`` seeds the global budget's rounding coin."""
+        return derive_seed(self.seed if self.draw_seed is None else self.draw_seed, layer)
 
     # ------------------------------------------------------------------ hooks
     def post_init_from_model(self, model):
@@ -623,7 +645,7 @@ class ProbabilisticPress(BasePress):
             return keys, values
         if self.design == "pips":
             rho = self.inclusion_probabilities(module, hidden_states, keys, values, attentions, kwargs)
-            gen = torch.Generator().manual_seed(derive_seed(self.seed, layer))
+            gen = torch.Generator().manual_seed(self.layer_seed(layer))
             idx = systematic_sample(rho, gen).to(keys.device)
             self.kept_indices[layer] = idx
             self.probabilities[layer] = rho
@@ -635,7 +657,7 @@ class ProbabilisticPress(BasePress):
             raise RuntimeError("budget 'global' compresses the whole cache at once: run the press as a forward hook")
         pi = self.proposal_probabilities(module, hidden_states, keys, values, attentions, kwargs)
         k = compute_n_kept(n, self.compression_ratio)
-        rng = derive_rng(self.seed, layer)
+        rng = np.random.default_rng(self.layer_seed(layer))
         m, self.expected_kept[layer] = allocate_draws(pi, float(k), rng.random(tuple(pi.shape[:-1])))
         keys, values, masked = self._keep(layer, pi, m, rng, keys, values)
         module.masked_key_indices = masked
@@ -673,7 +695,7 @@ class ProbabilisticPress(BasePress):
         pis = torch.stack([pending[layer][2] for layer in layers], dim=1)  # [b, L, h, n]
         b, n_layers, heads, n = pis.shape
         k = compute_n_kept(n, self.compression_ratio)
-        coin = derive_rng(self.seed, "budget").random(b)
+        coin = np.random.default_rng(self.layer_seed("budget")).random(b)
         draws = [allocate_draws(pis[s], float(k * n_layers * heads), coin[s], shared=True) for s in range(b)]
         m = torch.stack([d[0] for d in draws])  # [b, L, h], one value per sequence
         expected = torch.stack([d[1] for d in draws])
@@ -681,7 +703,8 @@ class ProbabilisticPress(BasePress):
             module, cache, pi = pending[layer]
             self.expected_kept[layer] = expected[:, i]
             keys, values = extract_keys_and_values(cache, layer)
-            keys, values, masked = self._keep(layer, pi, m[:, i], derive_rng(self.seed, layer), keys, values)
+            rng = np.random.default_rng(self.layer_seed(layer))
+            keys, values, masked = self._keep(layer, pi, m[:, i], rng, keys, values)
             _write_cache_layer(cache, layer, keys, values)
             module.masked_key_indices = masked
 

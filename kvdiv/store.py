@@ -31,6 +31,8 @@ STEP_ARRAYS = {
 }
 #: Extra (replicate, step) array in swrb mode.
 SWRB_STEP_ARRAYS = {"overlap_tv": np.float32}
+#: The prompt token ids a trajectory job fed (root array of a per-document store) and their dimension.
+PROMPT_IDS, PROMPT_DIM = "prompt_ids", "prompt_token"
 #: Document metadata carried as cube coordinates on dim ``document``.
 DOCUMENT_COORDS = ("family", "task", "target_length", "stratum", "prompt_tokens")
 
@@ -51,20 +53,32 @@ def write_document_store(
     path: str | Path,
     trajectories: Mapping[str, ActionTrajectories],
     attrs: Mapping[str, Any],
+    prompt_ids: Sequence[int] | None = None,
 ) -> Path:
     """Write one document's trajectories: a group per action, arrays (replicate, step).
 
     ``attrs`` are the root attributes of docs/internals.md (``kvdiv_version``, ``model``,
     ``model_spec``, ``weight_hash``, ``document``, ``actions``, ``horizon``, ``temperature``,
     ``seed``, ``mode``, ``evict_first_step``, ``prompt_tokens``); ``wall_time_s`` is added from
-    the trajectories. Written atomically; returns the final path.
+    the trajectories. ``prompt_ids`` (the ids the job fed) become the root array ``prompt_ids``
+    (int32, dimension ``prompt_token``) and ``prompt_tokens`` their count. Written atomically;
+    returns the final path.
     """
     path = Path(path)
     root_attrs = dict(attrs)
     root_attrs["wall_time_s"] = {a: float(t.wall_time_s) for a, t in trajectories.items()}
+    if prompt_ids is not None:
+        if root_attrs.setdefault("prompt_tokens", len(prompt_ids)) != len(prompt_ids):
+            raise ValueError(f"{path}: prompt_tokens={root_attrs['prompt_tokens']} but {len(prompt_ids)} prompt ids")
     with atomic_path(path, directory=True) as tmp:
         root = zarr.open_group(str(tmp), mode="w", zarr_format=3)
         root.attrs.update(_jsonable(root_attrs))
+        if prompt_ids is not None:
+            ids = np.asarray(prompt_ids, dtype=np.int64)
+            if ids.size and (ids.min() < 0 or ids.max() > np.iinfo(np.int32).max):
+                raise ValueError(f"{path}: prompt ids outside int32")
+            ids = ids.astype(np.int32)
+            root.create_array(PROMPT_IDS, data=ids, chunks=(max(ids.size, 1),), dimension_names=[PROMPT_DIM])
         for action, traj in trajectories.items():
             group = root.create_group(action)
             arrays = {name: getattr(traj, name).astype(dtype) for name, dtype in STEP_ARRAYS.items()}
@@ -94,6 +108,14 @@ def read_document_store(path: str | Path) -> tuple[dict[str, Any], dict[str, dic
         raise ValueError(f"{path} has no 'actions' attribute: not a kvdiv per-document store")
     data = {a: {name: root[a][name][...] for name in root[a].array_keys()} for a in actions}
     return attrs, data
+
+
+def read_prompt_ids(path: str | Path) -> np.ndarray:
+    """The prompt token ids (int32) a per-document store's job fed its model."""
+    root = _open_ro(path)
+    if PROMPT_IDS not in set(root.array_keys()):
+        raise KeyError(f"{path} has no {PROMPT_IDS!r} array (written before stores recorded the prompt)")
+    return root[PROMPT_IDS][...]
 
 
 def is_cube(path: str | Path) -> bool:
@@ -147,7 +169,8 @@ def build_cube(study: str, model: str, doc_stores: Sequence[str | Path], out: st
             raise ValueError(f"array {name!r} differs in shape across documents (replicates or horizon differ)")
     n_doc = len(doc_ids)
     replicates, horizon = stacked["x"][0].shape[1:]
-    per_document = ("document", "prompt_tokens", "wall_time_s", "prefill_s", "wall_time_total_s", "effective_retention")
+    per_document = ("document", "prompt_tokens", "prompt_rendering", "press_seeds", "effective_retention",
+                    "wall_time_s", "prefill_s", "wall_time_total_s")
     attrs = {k: v for k, v in first_attrs.items() if k not in per_document}
     attrs.update(study=study, wall_time_s=wall, wall_time_total_s=total_wall)
     out = Path(out)

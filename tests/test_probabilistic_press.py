@@ -29,7 +29,7 @@ from kvdiv.probabilistic_press import (
     kept_from_counts,
     multinomial_counts,
 )
-from kvdiv.seeds import derive_rng
+from kvdiv.seeds import derive_rng, derive_seed
 
 PI = np.array([0.4, 0.3, 0.2, 0.1])  # a tiny head's proposal
 LOGITS = np.array([1.2, -0.4, 0.3, 2.0])  # decode-time attention logits s_i of its entries
@@ -352,6 +352,27 @@ def test_seed_reproduces_draws(session, llama):
     for name in ("mn", "global"):
         assert all(torch.equal(a, b) for a, b in zip(again.kept_indices(name), session.kept_indices(name)))
     assert not all(torch.equal(a, b) for a, b in zip(session.kept_indices("mn"), session.kept_indices("mn_other_seed")))
+
+
+def test_multinomial_draws_per_document(llama):
+    """In a trajectory job the draw seed is per document (issue 9): the multinomial design's counts and the
+    global budget's rounding coin follow it — the same document draws the same cache, another one not."""
+    ids = ids_of(40, 2)
+    actions = {"g": SESSION_ACTIONS["global"], "h": SESSION_ACTIONS["mn"]}
+
+    def kept(doc):
+        s = KernelSession(llama, ids, actions, seed_parts=(1, 2, doc))
+        return s, {name: [k.clone() for k in s.kept_indices(name)] for name in actions}
+
+    s0, a = kept("doc-0")
+    _, same = kept("doc-0")
+    _, other = kept("doc-1")
+    for name in actions:
+        assert all(torch.equal(x, y) for x, y in zip(a[name], same[name]))
+        assert not all(torch.equal(x, y) for x, y in zip(a[name], other[name]))
+    press = s0.presses["g"]
+    assert press.draw_seed is not None and s0.press_seeds()["g"]["draw_seed"] == press.draw_seed
+    assert press.layer_seed(0) == derive_seed(press.draw_seed, 0)
 
 
 def test_run_document_records_effective_retention(tiny_llama, tmp_path):

@@ -5,9 +5,10 @@ config is ``jsonl``, ``ruler`` or ``helmet``). RULER's and HELMET's data need ne
 files; an unavailable source is a clear error, never a silent fallback to synthetic data.
 
 Each loader yields plain records ``{"task", "text", "answers"}`` (the user message before any chat
-template); :func:`select_documents` turns them into documents for one stratum: it templates them,
-counts tokens with the reference tokenizer, keeps those within the target length, and picks the
-longest ones (ties broken by a seeded shuffle).
+template, unless the config says ``rendered: true``); :func:`select_documents` turns them into documents
+for one stratum: it renders them as the reference model would, counts tokens with the reference
+tokenizer, keeps those within the target length, and picks the longest ones (ties broken by a seeded
+shuffle). Documents keep the message; every model renders it itself (:mod:`kvdiv.documents.render`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from kvdiv.documents.generate import Document, build_prompt, parse_stratum, read_jsonl
+from kvdiv.documents.generate import Document, parse_stratum, read_jsonl
 from kvdiv.documents.length import check_context, count_tokens
+from kvdiv.documents.render import render_with
 
 TEXT_FIELDS = ("input", "prompt", "context", "text")
 ANSWER_FIELDS = ("outputs", "answers", "answer", "output")
@@ -90,19 +92,20 @@ def select_documents(
     tokenizer,
     tokenizer_name: str,
     chat: Callable[[str], str] | None,
+    rendered: bool = False,
     max_context: int | None = None,
     reserve: int = 0,
 ) -> list[Document]:
-    """The ``n_documents`` longest records that fit the stratum's target length (after templating)."""
+    """The ``n_documents`` longest records that fit the stratum's target length (after the reference
+    model's rendering with ``chat``, or as they are when ``rendered``)."""
     family, length = parse_stratum(stratum)
     check_context(length, max_context, tokenizer_name, reserve)
     rng = np.random.default_rng(seed)
     scored = []
     for rec, tie in zip(records, rng.permutation(len(records))):
-        prompt = build_prompt(rec["text"], "", chat)
-        n = count_tokens(tokenizer, prompt)
+        n = count_tokens(tokenizer, render_with({"prompt": rec["text"], "rendered": rendered}, chat))
         if n <= length:
-            scored.append((length - n, int(tie), rec, prompt, n))
+            scored.append((length - n, int(tie), rec, rec["text"], n))
     if len(scored) < n_documents:
         raise ValueError(
             f"stratum {stratum!r}: only {len(scored)} of {len(records)} loaded records fit in {length} tokens of "
@@ -112,7 +115,7 @@ def select_documents(
     return [
         Document(
             id=f"{study}-{stratum}-{i:04d}", family=family, task=rec["task"], stratum=stratum, target_length=length,
-            prompt=prompt, answers=rec["answers"], n_tokens=n, tokenizer=tokenizer_name, seed=seed,
+            prompt=prompt, rendered=rendered, answers=rec["answers"], n_tokens=n, tokenizer=tokenizer_name, seed=seed,
         )
         for i, (_, _, rec, prompt, n) in enumerate(scored[:n_documents])
     ]
@@ -120,24 +123,28 @@ def select_documents(
 
 def own_documents(
     path: str | os.PathLike, *, study: str, stratum: str, n_documents: int, tokenizer, tokenizer_name: str,
-    max_context: int | None = None, reserve: int = 0,
+    rendered: bool, chat: Callable[[str], str] | None = None, max_context: int | None = None, reserve: int = 0,
 ) -> list[Document]:
     """The first ``n_documents`` of a user's JSONL in kvdiv's own format whose ``stratum`` matches,
-    re-counted with the reference tokenizer and renamed ``{study}-{stratum}-{i:04d}``."""
+    re-counted with the reference model's rendering and renamed ``{study}-{stratum}-{i:04d}``.
+
+    ``rendered`` is the config's declaration (``documents.rendered``): whether each record's ``prompt`` is
+    final text or a user message (see :meth:`Document.from_record`)."""
     _, length = parse_stratum(stratum)
     check_context(length, max_context, tokenizer_name, reserve)
-    docs = [d for d in read_jsonl(path) if d.stratum == stratum]
+    docs = [d for d in read_jsonl(path, rendered=rendered) if d.stratum == stratum]
     if len(docs) < n_documents:
         raise ValueError(f"{path}: stratum {stratum!r} has {len(docs)} documents; {n_documents} are needed")
     out = []
     for i, d in enumerate(docs[:n_documents]):
-        n = count_tokens(tokenizer, d.prompt)
+        n = count_tokens(tokenizer, render_with(d.to_record(), chat))
         if max_context is not None and n + reserve > max_context:
             raise ValueError(f"{path}: document {d.id!r} has {n} tokens; model {tokenizer_name!r} holds {max_context}")
         out.append(
             Document(
                 id=f"{study}-{stratum}-{i:04d}", family=d.family, task=d.task, stratum=stratum, target_length=length,
-                prompt=d.prompt, answers=d.answers, n_tokens=n, tokenizer=tokenizer_name, seed=d.seed,
+                prompt=d.prompt, answer_prefix=d.answer_prefix, rendered=d.rendered, answers=d.answers, n_tokens=n,
+                tokenizer=tokenizer_name, seed=d.seed,
             )
         )
     return out
