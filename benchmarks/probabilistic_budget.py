@@ -2,9 +2,10 @@
 
 For every proposal (min, h2o, min_h, h2o_h, scorer = SnapKV scores) and budget (per_head, global) at
 compression ratios r = 0.1 … 0.9, one ``ProbabilisticPress(design="multinomial")`` compresses the cache
-of a real prompt (a RULER-style needle-in-a-haystack document from ``kvdiv.documents``, chat template
-applied) on SmolLM2-135M-Instruct (30 layers × 3 KV heads). One :class:`~kvdiv.kernels.KernelSession`
-prefill per proposal serves all its presses. Reported per press, from its ``effective_retention()``:
+of a real prompt (a RULER-style needle-in-a-haystack document from ``kvdiv.documents``, rendered with the
+chat template as a trajectory job renders it) on SmolLM2-135M-Instruct (30 layers × 3 KV heads). One
+:class:`~kvdiv.kernels.KernelSession` prefill per proposal serves all its presses. Reported per press,
+from its ``effective_retention()``:
 
 - target = k/n with k = kvpress's ``compute_n_kept(n, r)``; expected = the controller's E|S| / n over the
   law of m and the draws; effective = the kept entries / entries of the whole cache for this draw;
@@ -30,7 +31,8 @@ import yaml
 
 from kvdiv.documents import generate_prompt
 from kvdiv.kernels import KernelSession
-from kvdiv.models import apply_chat_template, load_model
+from kvdiv.documents.render import chat_function, prompt_token_ids
+from kvdiv.models import load_model
 from kvdiv.probabilistic_press import allocate_draws, distinct_variance, draws_law, expected_distinct, multinomial_counts
 from kvdiv.seeds import derive_rng, derive_seed
 
@@ -101,10 +103,11 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     spec = yaml.safe_load(Path("config/config.yaml").read_text())["models"]["smollm2"]
     loaded = load_model("smollm2", spec, args.models_dir)
-    text, _, _ = generate_prompt("niah_single_noise_number", seed=1, target_length=args.prompt_tokens,
-                                 tokenizer=loaded.tokenizer)
-    prompt = apply_chat_template(loaded.tokenizer, text, loaded.chat_template)
-    ids = torch.tensor(loaded.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    chat = chat_function(loaded.tokenizer, loaded.chat_template)
+    message, prefix, _, _ = generate_prompt("niah_single_noise_number", seed=1, target_length=args.prompt_tokens,
+                                            tokenizer=loaded.tokenizer, chat=chat)
+    document = {"prompt": message, "answer_prefix": prefix}
+    ids = torch.tensor(prompt_token_ids(document, loaded.tokenizer, loaded.chat_template))
     print(f"SmolLM2-135M-Instruct, prompt {len(ids)} tokens, seed {args.seed}, {args.threads} threads\n")
     print("| proposal | budget | r | target | expected | effective | effective − target | sd (one draw) "
           f"| mean of {args.redraws} redraws − target | per-head min / median / max | draws m (min / median / max) |")

@@ -419,11 +419,13 @@ def test_bad_arguments_name_the_argument(spec, match):
 @pytest.fixture(scope="module")
 def smollm2_prompt(smollm2):
     from kvdiv.documents import generate_prompt
-    from kvdiv.models import apply_chat_template
+    from kvdiv.documents.render import chat_function, prompt_token_ids
 
-    text, _, _ = generate_prompt("niah_single_noise_number", seed=1, target_length=1000, tokenizer=smollm2.tokenizer)
-    prompt = apply_chat_template(smollm2.tokenizer, text, smollm2.chat_template)
-    return torch.tensor(smollm2.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    chat = chat_function(smollm2.tokenizer, smollm2.chat_template)
+    message, prefix, _, _ = generate_prompt("niah_single_noise_number", seed=1, target_length=1000,
+                                            tokenizer=smollm2.tokenizer, chat=chat)
+    return torch.tensor(prompt_token_ids({"prompt": message, "answer_prefix": prefix}, smollm2.tokenizer,
+                                         smollm2.chat_template))
 
 
 RATIOS = (0.1, 0.5, 0.9)
