@@ -12,8 +12,11 @@ sys.path.insert(0, str(Path(workflow.basedir)))
 os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [str(Path(workflow.basedir)), os.environ.get("PYTHONPATH")])))
 
 from kvdiv.codehash import code_hash  # noqa: E402
+from kvdiv.names import NAME_REGEX, check_config_names  # noqa: E402
 
 validate(config, "../config/schema.yaml")
+# Names become path components (results/models/{model}/, results/{study}/...): kvdiv.names says which are safe.
+check_config_names(config)
 
 ENV = "../envs/kvdiv.yaml"
 
