@@ -303,10 +303,14 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
 
 
 def open_cube(path: str | Path) -> xr.Dataset:
-    """Open a cube store with xarray (document metadata as coordinates); a clear error when it is missing."""
+    """Open a cube store with xarray (document metadata as coordinates), verified; a clear error when it is
+    missing, incomplete or corrupt."""
+    from kvdiv.store import verify_store
+
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"cube store {path} does not exist")
+    verify_store(path)  # every chunk present and every array matching its checksum, else an error naming it
     ds = xr.open_zarr(path, consolidated=None, chunks=None)
     return ds.set_coords([c for c in DOCUMENT_COORDS if c in ds.data_vars])
 
