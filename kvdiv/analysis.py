@@ -48,6 +48,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from kvdiv.io import read_parquet, write_parquet
 from kvdiv.seeds import derive_seed
 
 POOLED = "all"
@@ -149,7 +150,7 @@ def load_metrics(metric_dirs: Iterable[str | Path]) -> Metrics:
             path = Path(d) / f"{name}.parquet"
             if not path.exists():
                 raise FileNotFoundError(f"metrics file {path} does not exist")
-            parts[name].append(pl.read_parquet(path))
+            parts[name].append(read_parquet(path))  # checksum verified: a truncated file is an error naming it
     if not parts["replicates"]:
         raise ValueError("no metric directories given")
     cat = {k: pl.concat(v, how="diagonal_relaxed") for k, v in parts.items()}
@@ -630,11 +631,8 @@ def figure7_data(metrics: Metrics, contrasts, cohort_max_tau: int, early, late, 
 
 
 def write_frames(frames: Mapping[str, pl.DataFrame], paths: Mapping[str, str | Path]) -> None:
-    """Write each frame to its Parquet path atomically."""
-    from kvdiv.io import atomic_path
-
+    """Write each frame to its Parquet path atomically, with its checksum file (:func:`kvdiv.io.write_parquet`)."""
     for name, frame in frames.items():
         if name not in paths:
             raise KeyError(f"no output path for analysis table {name!r}")
-        with atomic_path(paths[name]) as tmp:
-            frame.write_parquet(tmp)
+        write_parquet(frame, paths[name])

@@ -45,7 +45,7 @@ import numpy as np
 import polars as pl
 import xarray as xr
 
-from kvdiv.io import atomic_path
+from kvdiv.io import write_parquet
 
 log = logging.getLogger(__name__)
 
@@ -324,8 +324,7 @@ def write_metrics(cube: str | Path, out_dir: str | Path, window: int, model: str
     paths = {}
     for name, frame in tables.items():
         path = out_dir / f"{name}.parquet"
-        with atomic_path(path) as tmp:
-            frame.write_parquet(tmp)
+        write_parquet(frame, path)  # + its checksum file, which the next rule verifies
         log.info("wrote %s (%d rows)", path, frame.height)
         paths[name] = path
     return paths

@@ -17,7 +17,7 @@ import polars as pl
 import yaml
 
 from kvdiv.analysis import POOLED, block_pattern_counts, contrast_name
-from kvdiv.io import atomic_path
+from kvdiv.io import atomic_path, read_parquet
 from kvdiv.tables import interval, pp
 
 PAPER_SETTING = {
@@ -169,7 +169,7 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
     """
     paper = paper_values()
     out = Path(out)
-    frames = {fig: {name: pl.read_parquet(p) for name, p in parts.items()} for fig, parts in analysis.items()
+    frames = {fig: {name: read_parquet(p) for name, p in parts.items()} for fig, parts in analysis.items()
               if fig in TABLES}
     study_of = setting.get("figure_studies", {})
     parts: list[str] = [

@@ -29,6 +29,16 @@ def get_final_targets():
     return FINAL_TARGETS
 
 
+def with_checksums(outputs):
+    """Parquet outputs plus the checksum file kvdiv.io.write_parquet writes beside each ({path}.sha256; named
+    {name}_sha256 in a dict). Readers downstream verify it; declared as outputs, a missing one reruns the producer."""
+    from kvdiv.io import checksum_path
+
+    if isinstance(outputs, dict):
+        return {**outputs, **{f"{name}_sha256": str(checksum_path(path)) for name, path in outputs.items()}}
+    return [*outputs, *(str(checksum_path(path)) for path in outputs)]
+
+
 def get_models():
     """Names of all configured models."""
     return list(config["models"])

@@ -12,15 +12,15 @@ longest ones (ties broken by a seeded shuffle).
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
 
-from kvdiv.documents.generate import Document, build_prompt, parse_stratum, read_jsonl
+from kvdiv.documents.generate import Document, build_prompt, parse_stratum, read_jsonl_lines
 from kvdiv.documents.length import check_context, count_tokens
+from kvdiv.io import jsonl_records
 
 TEXT_FIELDS = ("input", "prompt", "context", "text")
 ANSWER_FIELDS = ("outputs", "answers", "answer", "output")
@@ -56,10 +56,8 @@ def read_records(path: str | os.PathLike, task: str) -> Iterator[dict]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"document source file {path} does not exist")
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if line.strip():
-                yield normalise_record(json.loads(line), task, f"{path}:{lineno}")
+    for lineno, record in jsonl_records(path):  # bad bytes or JSON: an error naming the file and line
+        yield normalise_record(record, task, f"{path}:{lineno}")
 
 
 def dataset_records(dataset: str, task: str, *, name: str | None = None, split: str = "test") -> Iterator[dict]:
@@ -123,17 +121,29 @@ def own_documents(
     max_context: int | None = None, reserve: int = 0,
 ) -> list[Document]:
     """The first ``n_documents`` of a user's JSONL in kvdiv's own format whose ``stratum`` matches,
-    re-counted with the reference tokenizer and renamed ``{study}-{stratum}-{i:04d}``."""
-    _, length = parse_stratum(stratum)
+    re-counted with the reference tokenizer and renamed ``{study}-{stratum}-{i:04d}``.
+
+    Each must agree with its stratum (``family`` and ``target_length``) and fit it (at most ``target_length``
+    tokens of the reference tokenizer); an error names the file, the line and the field."""
+    family, length = parse_stratum(stratum)
     check_context(length, max_context, tokenizer_name, reserve)
-    docs = [d for d in read_jsonl(path) if d.stratum == stratum]
+    docs = [(lineno, d) for lineno, d in read_jsonl_lines(path) if d.stratum == stratum]
     if len(docs) < n_documents:
         raise ValueError(f"{path}: stratum {stratum!r} has {len(docs)} documents; {n_documents} are needed")
     out = []
-    for i, d in enumerate(docs[:n_documents]):
+    for i, (lineno, d) in enumerate(docs[:n_documents]):
+        where = f"{path}:{lineno}"
+        if d.family != family:
+            raise ValueError(f"{where}: field 'family' is {d.family!r}, but stratum {stratum!r} is of family {family!r}")
+        if d.target_length != length:
+            raise ValueError(f"{where}: field 'target_length' is {d.target_length}, but stratum {stratum!r} has length {length}")
         n = count_tokens(tokenizer, d.prompt)
+        if n > length:
+            raise ValueError(
+                f"{where}: field 'prompt' has {n} tokens of {tokenizer_name!r}, more than the stratum's target_length {length}"
+            )
         if max_context is not None and n + reserve > max_context:
-            raise ValueError(f"{path}: document {d.id!r} has {n} tokens; model {tokenizer_name!r} holds {max_context}")
+            raise ValueError(f"{where}: document {d.id!r} has {n} tokens; model {tokenizer_name!r} holds {max_context}")
         out.append(
             Document(
                 id=f"{study}-{stratum}-{i:04d}", family=d.family, task=d.task, stratum=stratum, target_length=length,
