@@ -507,15 +507,32 @@ def _resolve_random(name: str, spec: dict, out: Path, models_dir: Path, seed: in
     return {"seed": seed, "tokenizer": tokenizer_name, "architecture": spec["architecture"]}
 
 
+def source_files(spec: dict) -> list[Path]:
+    """The files on disk a ``local`` or ``gguf`` spec is resolved from (none for other sources).
+
+    Rule ``resolve_model`` takes them as inputs, so editing one of them reruns the resolution (and what
+    depends on the model).
+    """
+    source = spec.get("source")
+    if source == "local" and spec.get("path"):
+        src = Path(spec["path"])
+        if not src.is_dir():
+            return [src]
+        return sorted(p for p in src.iterdir() if p.is_file() and p.name != PROVENANCE)
+    if source == "gguf" and spec.get("path"):
+        path = Path(spec["path"])
+        return [path / spec["gguf_file"] if path.is_dir() and spec.get("gguf_file") else path]
+    return []
+
+
 def _resolve_local(name: str, spec: dict, out: Path) -> dict:
     src = Path(spec["path"])
     if not src.is_dir():
         raise FileNotFoundError(f"model {name!r}: local path {src} is not a directory")
     if not (src / "config.json").is_file() or not list(src.glob("*.safetensors")):
         raise FileNotFoundError(f"model {name!r}: {src} needs config.json and *.safetensors weights")
-    for path in sorted(src.iterdir()):
-        if path.is_file() and path.name != PROVENANCE:
-            _link_or_copy(path, out / path.name)
+    for path in source_files(spec):
+        _link_or_copy(path, out / path.name)
     return {"path": str(src.resolve())}
 
 

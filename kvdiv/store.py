@@ -74,7 +74,9 @@ def writing_every_chunk() -> Iterator[None]:
 
 def _store_arrays(root: zarr.Group) -> dict[str, zarr.Array]:
     """Every array of a store, at any depth, by path (``"snapkv_half/tv"``, ``"document"``)."""
-    return {name: obj for name, obj in root.members(max_depth=None) if isinstance(obj, zarr.Array)}
+    with warnings.catch_warnings():  # Snakemake's .snakemake_timestamp inside a directory() output
+        warnings.filterwarnings("ignore", message=".*is not recognized as a component of a Zarr hierarchy")
+        return {name: obj for name, obj in root.members(max_depth=None) if isinstance(obj, zarr.Array)}
 
 
 def _check_chunks(path: Path, name: str, array: zarr.Array) -> None:

@@ -107,13 +107,18 @@ def get_model_seed(model):
 
 
 def get_model_resolve_inputs(wildcards):
-    """A random model with another model's tokenizer needs that model resolved first."""
+    """A random model with another model's tokenizer needs that model resolved first; a local or gguf model's
+    files on disk are inputs (editing one reruns the resolution)."""
     spec = get_model_spec(wildcards.model)
     tokenizer = spec.get("tokenizer")
     if spec["source"] == "random" and tokenizer and tokenizer != "bytes":
         if tokenizer not in config["models"]:
             raise ValueError(f"model {wildcards.model!r}: tokenizer {tokenizer!r} is neither 'bytes' nor a configured model")
         return [get_model_ready(tokenizer)]
+    if spec["source"] in ("local", "gguf"):
+        from kvdiv.models import source_files
+
+        return [str(path) for path in source_files(spec)]
     return []
 
 
@@ -154,6 +159,15 @@ def get_stratum_spec(study, stratum):
 def get_documents_source(study):
     """A study's `documents` section (default: synthetic generation)."""
     return canonical(dict(get_study(study).get("documents") or {"source": "synthetic"}))
+
+
+def get_documents_source_files(study, stratum):
+    """The local file a study's documents are read from for one stratum (jsonl, ruler or helmet `path`), if any:
+    an input of rule document, so editing it reruns the documents built from it."""
+    from kvdiv.documents.loaders import source_file
+
+    path = source_file(get_documents_source(study), stratum=stratum)
+    return [] if path is None else [str(path)]
 
 
 def get_documents_file(study, stratum):

@@ -8,6 +8,7 @@
 rule document:
     input:
         model=lambda wildcards: get_model_ready(get_reference_tokenizer(wildcards.study)),
+        source=lambda wildcards: get_documents_source_files(wildcards.study, wildcards.stratum),
     output:
         "results/{study}/documents/{stratum}/{doc_id}.json",
     wildcard_constraints:

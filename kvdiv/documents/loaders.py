@@ -153,6 +153,21 @@ def own_documents(
     return out
 
 
+def source_file(source: dict, *, stratum: str) -> Path | None:
+    """The local file a ``documents`` config section reads for ``stratum`` (``path``, with ``{stratum}``,
+    ``{family}`` and ``{length}`` filled for sources ``ruler``/``helmet``), or None (synthetic, a dataset id).
+
+    The ``document`` rule takes it as an input, so editing the file reruns the documents built from it.
+    """
+    kind = source.get("source", "synthetic")
+    if kind not in ("jsonl", "ruler", "helmet") or not source.get("path"):
+        return None
+    if kind == "jsonl":
+        return Path(source["path"])
+    family, length = parse_stratum(stratum)
+    return Path(str(source["path"]).format(stratum=stratum, family=family, length=length))
+
+
 def load_source(source: dict, *, stratum: str) -> list[dict]:
     """Records for ``stratum`` from a ``documents`` config section (source ``ruler`` or ``helmet``).
 
@@ -166,7 +181,7 @@ def load_source(source: dict, *, stratum: str) -> list[dict]:
     fill = dict(stratum=stratum, family=family, length=length)
     task = source.get("task", kind)
     if source.get("path"):
-        return list(read_records(str(source["path"]).format(**fill), task))
+        return list(read_records(source_file(source, stratum=stratum), task))
     if source.get("dataset"):
         name = source.get("dataset_config")
         return list(
