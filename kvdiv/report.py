@@ -138,7 +138,7 @@ def _setting_section(setting: Mapping) -> str:
             diffs.append(f"{study} uses {spec.get('documents')} documents, not {PAPER_SETTING['documents']}: intervals are wider "
                          "and per-stratum cells hold few documents")
         if spec.get("horizon") != PAPER_SETTING["horizon"]:
-            diffs.append(f"{study} uses H = {spec.get('horizon')}, not 128: position blocks and depth windows beyond H are empty")
+            diffs.append(f"{study} uses H = {spec.get('horizon')}, not 128: position blocks and depth windows are set within it")
         diffs.append(f"{study}'s prompt lengths are {', '.join(str(n) for n in sorted({int(s.rsplit('_', 1)[-1]) for s in spec.get('strata', [])}))} "
                      "tokens (synthetic RULER/HELMET-style documents generated offline), not the paper's benchmark documents")
     if diffs:

@@ -238,6 +238,37 @@ def check_study_references():
 check_study_references()
 
 
+def check_actions():
+    """Every configured action builds its press (the press exists, accepts the arguments, and their values are in
+    range: kvdiv.actions.check_argument) when the workflow starts, not inside a trajectory job after models and
+    documents. Only in the main process (a cluster job re-reading the workflow skips the kvpress import)."""
+    if not workflow.is_main_process:
+        return
+    from kvdiv.actions import validate_action
+
+    for name, spec in (config.get("actions") or {}).items():
+        try:
+            validate_action(spec, name)
+        except ValueError as err:
+            raise ValueError(f"actions.{name}: {err}") from None
+
+
+check_actions()
+
+
+def check_analysis():
+    """The analysis windows (blocks, short_window, early, late) lie within the horizon of the study feeding each
+    figure/table, first <= last (kvdiv.analysis.check_analysis_windows), checked when the workflow starts."""
+    from kvdiv.analysis import check_analysis_windows
+
+    analysis = config["analysis"]
+    horizons = {item: get_study(study)["horizon"] for item, study in analysis["studies"].items() if study in get_studies()}
+    check_analysis_windows(analysis, horizons)
+
+
+check_analysis()
+
+
 # --- trajectories (rules/trajectories.smk) ---
 
 
