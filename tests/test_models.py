@@ -366,3 +366,15 @@ def test_gguf_sources_require_sha256_in_library_and_schema(tmp_path, spec):
         M.resolve_model("m", spec, tmp_path / "m")
     with pytest.raises(Exception, match="'sha256' is a required property"):
         validate({"models": {"m": dict(spec)}}, str(Path(__file__).resolve().parents[1] / "config/schema.yaml"))
+
+
+def test_source_files_of_local_and_gguf_specs_are_what_resolution_reads(tmp_path):
+    """rule resolve_model takes these files as inputs (so editing one reruns the resolution)."""
+    (tmp_path / "dir").mkdir()
+    for name in ("config.json", "model.safetensors", "provenance.json"):
+        (tmp_path / "dir" / name).write_text("x")
+    assert M.source_files({"source": "local", "path": str(tmp_path / "dir")}) == [
+        tmp_path / "dir/config.json", tmp_path / "dir/model.safetensors"]
+    assert M.source_files({"source": "gguf", "path": str(tmp_path / "dir"), "gguf_file": "m.gguf"}) == [tmp_path / "dir/m.gguf"]
+    assert M.source_files({"source": "gguf", "path": "/data/m.gguf"}) == [Path("/data/m.gguf")]
+    assert M.source_files({"source": "random", "architecture": "llama"}) == []

@@ -64,7 +64,7 @@ class Document:
             raise ValueError(f"{where}: 'answers' must be a list of strings, got {record['answers']!r}")
         for key, kind in FIELD_TYPES.items():
             value = record[key]
-            if not isinstance(value, kind) or isinstance(value, bool):
+            if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
                 raise ValueError(f"{where}: field {key!r} must be {kind.__name__ if kind is not str else 'a string'}, got {value!r}")
         try:
             check_name(record["id"], "document id")  # the id names the document's files
