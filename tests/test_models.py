@@ -327,6 +327,7 @@ def test_pypi_package_is_fetched_as_a_wheel_only_no_setup_py_runs(tmp_path, monk
         ("/data/wheels/pkg-0.1-py3-none-any.whl", "local path or URL"),
         ("https://example.org/pkg-0.1-py3-none-any.whl", "local path or URL"),
         ("pkg @ file:///tmp/pkg-0.1-py3-none-any.whl", "local path or URL"),
+        ("pkg-0.1-py3-none-any.whl", "local path or URL"),  # a bare file name pip would look up in the working dir
         ("--index-url=http://evil.example/simple", "pip option"),
         ("-e.", "pip option"),
     ],
