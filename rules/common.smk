@@ -241,16 +241,27 @@ check_study_references()
 def check_actions():
     """Every configured action builds its press (the press exists, accepts the arguments, and their values are in
     range: kvdiv.actions.check_argument) when the workflow starts, not inside a trajectory job after models and
-    documents. Only in the main process (a cluster job re-reading the workflow skips the kvpress import)."""
+    documents. Only in the main process (a cluster job re-reading the workflow skips it), and once per actions
+    section, checking code and kvpress version (a marker under .snakemake/kvdiv/ spares the kvpress import later)."""
+    from importlib.metadata import version
+
+    from kvdiv.codehash import fingerprint
+
     if not workflow.is_main_process:
+        return
+    actions = canonical(config.get("actions") or {})
+    marker = Path(".snakemake/kvdiv") / f"actions-valid-{fingerprint(actions, code_hash('actions', 'probabilistic_press'), version('kvpress'))}"
+    if marker.is_file():
         return
     from kvdiv.actions import validate_action
 
-    for name, spec in (config.get("actions") or {}).items():
+    for name, spec in actions.items():
         try:
             validate_action(spec, name)
         except ValueError as err:
             raise ValueError(f"actions.{name}: {err}") from None
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
 
 
 check_actions()

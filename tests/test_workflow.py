@@ -174,3 +174,15 @@ def test_bad_config_is_a_clear_error(tmp_path, edit, message):
                           text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(work)))
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr
+
+
+def test_a_changed_action_is_validated_again(tmp_path):
+    """Validation is skipped for an actions section already validated (a marker under .snakemake/kvdiv/), never
+    for a changed one."""
+    work = copy_repo(tmp_path / "wf")
+    run_snakemake(work, "-n", "--cores", "1", "--configfile", "config/smoke.yaml")
+    assert len(list((work / ".snakemake/kvdiv").glob("actions-valid-*"))) == 1
+    bad = write_variant(work, "bad.yaml", lambda c: c["actions"]["snapkv_half"].update(window_size=-1))
+    proc = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1", "--configfile", bad], cwd=work, capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(work)))
+    assert proc.returncode != 0 and "'window_size' = -1 is out of range" in proc.stdout + proc.stderr
