@@ -23,8 +23,11 @@ from typing import Iterable, Mapping
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 #: The pattern without anchors, for Snakemake ``wildcard_constraints``.
 NAME_REGEX = NAME_PATTERN[1:-1]
-#: Longest name: document ids ``{study}-{stratum}-{i:04d}.zarr`` must stay below the usual 255-byte file-name limit.
+#: Longest config name: document ids ``{study}-{stratum}-{i:04d}.zarr`` must stay below the usual 255-byte
+#: file-name limit.
 MAX_LENGTH = 64
+#: Longest name built from config names (a document id).
+MAX_COMPOSED_LENGTH = 200
 #: Names a kind may not take (lower case): top-level entries of ``results/`` that are not studies (a study of
 #: that name would write into them), and the metadata file of a Zarr store (actions are its groups).
 RESERVED = {
@@ -39,7 +42,7 @@ KINDS = {"model": "models", "action": "actions", "study": "studies"}
 _NAME = re.compile(NAME_PATTERN)
 
 
-def check_name(name: object, kind: str = "name") -> str:
+def check_name(name: object, kind: str = "name", max_length: int = MAX_LENGTH) -> str:
     """Return ``name`` if it is a safe path component for a ``kind`` (model, action, study, stratum, ...).
 
     Raises
@@ -49,8 +52,8 @@ def check_name(name: object, kind: str = "name") -> str:
     """
     if not isinstance(name, str):
         raise ValueError(f"{kind} name {name!r} is not a string")
-    if len(name) > MAX_LENGTH:
-        raise ValueError(f"{kind} name {name[:20]!r}... has {len(name)} characters; at most {MAX_LENGTH} are allowed")
+    if len(name) > max_length:
+        raise ValueError(f"{kind} name {name[:20]!r}... has {len(name)} characters; at most {max_length} are allowed")
     if not _NAME.match(name):
         raise ValueError(
             f"{kind} name {name!r} is not allowed: names become file and directory names, so they use only "

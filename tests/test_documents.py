@@ -332,6 +332,8 @@ def test_scorers_on_known_cases():
 def test_document_record_round_trip():
     d = Document("a-b_1-0000", "ruler", "json_kv", "ruler_1", 1, "p", ["x"], 1, "t", 3)
     assert Document.from_record(json.loads(json.dumps(d.to_record()))) == d
+    long_id = f"{'s' * 64}-helmet_131072-0047"  # the longest study name allowed
+    assert Document.from_record({**d.to_record(), "id": long_id}).id == long_id
 
 
 # --- the workflow refuses studies that would share documents ------------------------------------------------

@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 from kvdiv.documents.length import check_context, count_tokens, fit_length
 from kvdiv.documents.registry import family_tasks, get_task
 from kvdiv.io import atomic_path, jsonl_records
-from kvdiv.names import check_name
+from kvdiv.names import MAX_COMPOSED_LENGTH, check_name
 from kvdiv.seeds import derive_seed
 
 _STRATUM = re.compile(r"^([A-Za-z0-9]+)_([0-9]+)$")
@@ -67,7 +67,7 @@ class Document:
             if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
                 raise ValueError(f"{where}: field {key!r} must be {kind.__name__ if kind is not str else 'a string'}, got {value!r}")
         try:
-            check_name(record["id"], "document id")  # the id names the document's files
+            check_name(record["id"], "document id", MAX_COMPOSED_LENGTH)  # the id names the document's files
         except ValueError as err:
             raise ValueError(f"{where}: field 'id': {err}") from None
         return cls(**{k: record[k] for k in RECORD_KEYS})
