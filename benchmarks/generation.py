@@ -26,6 +26,7 @@ import yaml
 
 from kvdiv.actions import build_press
 from kvdiv.documents import generate_stratum
+from kvdiv.documents.render import prompt_token_ids
 from kvdiv.models import apply_chat_template
 from kvdiv.generation import chains_needed, generate
 from kvdiv.kernels import KernelSession
@@ -84,7 +85,7 @@ def main() -> None:
     doc = generate_stratum(study="retention50", stratum="ruler_1024", n_documents=1, master_seed=config["seed"],
                            study_seed=config["studies"]["retention50"]["seed"], tokenizer=loaded.tokenizer,
                            tokenizer_name="smollm2", chat=chat, max_context=loaded.max_context, reserve=args.horizon)[0]
-    ids = torch.tensor([loaded.tokenizer(doc.prompt, add_special_tokens=False)["input_ids"]])
+    ids = torch.tensor([prompt_token_ids(doc.to_record(), loaded.tokenizer, loaded.chat_template)])
     print(f"document {doc.id}: {ids.shape[1]} prompt tokens; actions {list(actions)}; H={args.horizon}; "
           f"threads {torch.get_num_threads()}", flush=True)
     rounds = []

@@ -600,8 +600,21 @@ def cross_fit_predictions(y: np.ndarray, feature: np.ndarray, cells: np.ndarray,
 
 def prediction_table(metrics: Metrics, contrast: Sequence[str], short_window: Sequence[int], n_boot: int, seed: int,
                      confidence: float, folds: int = 5, ridge_alpha: float = 1.0, criterion: float = 0.02) -> pl.DataFrame:
-    """Table 3: does the positions-1–32 window or the fixed-history TV recover the full-horizon gap?"""
+    """Table 3: does the positions-1–32 window or the fixed-history TV recover the full-horizon gap?
+
+    Needs complete-mode metrics: in swrb mode the stores hold no fixed-history TV along the reference
+    continuation x (only the branch path), so the fixed-history predictor is undefined and a
+    ``ValueError`` naming the study and the mode is raised instead of a table of NaN.
+    """
     a, b = contrast
+    rep = metrics.replicates
+    if "z_r" in rep.columns or "branch_start" in rep.columns:
+        studies = sorted(str(s) for s in rep["study"].unique().to_list()) if "study" in rep.columns else ["?"]
+        raise ValueError(
+            f"Table 3: study {', '.join(map(repr, studies))} ran in mode 'swrb', where the fixed-history predictor "
+            f"is undefined (swrb stores carry no fixed-history TV along the reference continuation x); feed Table 3 "
+            f"a study in mode 'complete' (config analysis.studies.table3)"
+        )
     doc = document_means(metrics.replicates)
     if not applicable_contrasts([contrast], doc["action"].unique()):
         raise ValueError(f"analysis.table3_contrast {list(contrast)!r}: actions not in the study's metrics")

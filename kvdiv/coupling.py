@@ -63,6 +63,22 @@ def categorical(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
     return np.minimum(idx, last)
 
 
+def fold_eos(laws: np.ndarray, eos_token_ids) -> np.ndarray:
+    """Several end ids are one EOS event: the mass of every id in ``eos_token_ids[1:]`` moved onto the
+    absorbing id ``eos_token_ids[0]``, row by row (a copy; ``laws`` itself when there is one id).
+
+    Applied to every law before coupling and before the fixed-history TV, so "P ended with id A, Q with
+    id B" is a match and contributes nothing to δ_t.
+    """
+    ids = list(dict.fromkeys(int(i) for i in eos_token_ids))
+    if len(ids) < 2:
+        return laws
+    out = np.array(laws, dtype=np.float64, copy=True)
+    out[..., ids[0]] += out[..., ids[1:]].sum(axis=-1)
+    out[..., ids[1:]] = 0.0
+    return out
+
+
 def tv_distance(p: np.ndarray, q: np.ndarray, tv_atol: float = 0.0) -> np.ndarray:
     """δ = ½‖p − q‖₁ per row, clipped to [0, 1] (0 below ``tv_atol``); float64 [n]."""
     p, q = _as_laws(p, q)

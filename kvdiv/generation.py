@@ -25,6 +25,10 @@ swrb mode — residual-branch conditional Monte Carlo:
 
 Step 1 uses ``session.initial_probs``: δ_1 = 0 unless the session evicts at the first step.
 
+EOS: a model with several end ids has one EOS event. Every law (P at x, Q at y, Q at x) has the mass of
+all ``eos_token_ids`` folded onto the absorbing id ``eos_token_ids[0]`` (:func:`kvdiv.coupling.fold_eos`)
+before coupling and before the fixed-history TV, so chains ending with different end ids match.
+
 Randomness: replicate r of action a draws all its uniforms from ``derive_rng(*seed_parts, a, r)``
 (seed_parts = master seed, study seed, document id), a fixed number per step, so its trajectory
 does not depend on job order, thread count, or which other actions or replicates ran.
@@ -41,10 +45,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from kvdiv.coupling import COUPLE_UNIFORMS, couple, overlap_draw, residual_draw, tv_distance
+from kvdiv.coupling import COUPLE_UNIFORMS, couple, fold_eos, overlap_draw, residual_draw, tv_distance
 from kvdiv.seeds import derive_rng
 
 MODES = ("complete", "swrb")
+#: The ``eos_folding`` store attribute of models with several end ids.
+EOS_FOLDING = "mass of every id in eos_token_ids folded onto eos_token_ids[0] before coupling and TV"
 
 
 class Session(Protocol):
@@ -88,6 +94,29 @@ def _to_numpy(probs: Any) -> np.ndarray:
 def _eos_flags(tokens: np.ndarray, eos_token_ids: Sequence[int]) -> np.ndarray:
     is_eos = np.isin(tokens, np.asarray(list(eos_token_ids), dtype=np.int64))
     return np.logical_or.accumulate(is_eos, axis=1) if tokens.shape[1] else is_eos
+
+
+class _FoldedSession:
+    """A session whose laws have every EOS id's mass folded onto the absorbing id (module docstring)."""
+
+    def __init__(self, session: Session, eos_token_ids: Sequence[int]):
+        self.session = session
+        self.eos_token_ids = list(eos_token_ids)
+
+    def initial_probs(self, cache: str) -> np.ndarray:
+        return fold_eos(_to_numpy(self.session.initial_probs(cache)), self.eos_token_ids)
+
+    def step(self, chains: Sequence[int], tokens: Sequence[int]) -> np.ndarray:
+        return fold_eos(_to_numpy(self.session.step(chains, tokens)), self.eos_token_ids)
+
+    def new_chain(self, cache: str) -> int:
+        return self.session.new_chain(cache)
+
+    def fork(self, chain: int) -> int:
+        return self.session.fork(chain)
+
+    def release(self, chains: Sequence[int]) -> None:
+        self.session.release(chains)
 
 
 class _Pairs:
@@ -138,7 +167,8 @@ def generate(
     horizon : H, generated tokens per chain.
     replicates : R, coupled replicates per action.
     seed_parts : (master seed, study seed, document id); replicate streams append (action, r).
-    eos_token_ids : tokens flagged as EOS in ``eos_x``/``eos_y``.
+    eos_token_ids : the model's end ids, ``[0]`` the session's absorbing one: every law has their mass
+        folded onto ``[0]`` before coupling and TV; flagged as EOS in ``eos_x``/``eos_y``.
     mode : "complete" or "swrb".
     tv_atol : δ below it counts as 0 (float round-off; see :mod:`kvdiv.coupling`).
 
@@ -153,6 +183,8 @@ def generate(
     if len(set(actions)) != len(actions) or not actions:
         raise ValueError(f"actions must be distinct and non-empty, got {list(actions)}")
     start = time.perf_counter()
+    if len(set(eos_token_ids)) > 1:
+        session = _FoldedSession(session, eos_token_ids)
     pairs = _Pairs(actions, replicates, horizon)
     rngs = [derive_rng(*seed_parts, a, r) for a, r in pairs.keys]
     if mode == "complete":
@@ -323,26 +355,32 @@ def run_document(
     tv_atol: float = 1e-6,
     progress: bool = True,
 ) -> Path:
-    """One trajectory job: prefill ``document``'s prompt once, generate every action, write the store.
+    """One trajectory job: render ``document`` for this model, prefill it once, generate every action,
+    write the store.
 
     ``loaded`` is a :class:`kvdiv.models.LoadedModel`; ``document`` a documents-JSONL record
-    (docs/internals.md); the store goes to ``out`` atomically. Sampling streams derive from
-    (master_seed, study_seed, document id, action, replicate).
+    (docs/internals.md) whose message is rendered with the model's own chat template (or none:
+    :func:`kvdiv.documents.render.render_prompt`); the prompt ids fed are recorded in the store, which
+    goes to ``out`` atomically. Sampling streams derive from (master_seed, study_seed, document id,
+    action, replicate); a ProbabilisticPress's draw from (master_seed, study_seed, document id, action).
     """
     from kvdiv import __version__
+    from kvdiv.documents.render import prompt_token_ids
     from kvdiv.kernels import KernelSession
     from kvdiv.store import write_document_store
 
     for key in ("id", "prompt"):
         if key not in document:
             raise ValueError(f"document record lacks {key!r} (keys: {sorted(document)})")
-    prompt_ids = loaded.tokenizer(document["prompt"], add_special_tokens=False)["input_ids"]
+    prompt_ids = prompt_token_ids(document, loaded.tokenizer, loaded.chat_template)
     n_prompt = len(prompt_ids)
     if n_prompt + horizon > loaded.max_context:
         raise ValueError(
-            f"document {document['id']!r}: {n_prompt} prompt tokens + horizon {horizon} exceed "
-            f"model {loaded.name!r}'s context of {loaded.max_context}"
+            f"model {loaded.name!r}, document {document['id']!r}: its rendering has {n_prompt} prompt tokens; "
+            f"+ horizon {horizon} = {n_prompt + horizon} exceeds the model's context of {loaded.max_context} "
+            f"(the document was sized to {document.get('n_tokens')} tokens with the reference model {document.get('tokenizer')!r})"
         )
+    seed_parts = (master_seed, study_seed, str(document["id"]))
     start = time.perf_counter()
     session = KernelSession(
         loaded,
@@ -352,6 +390,7 @@ def run_document(
         evict_first_step=evict_first_step,
         max_chains=chains_needed(len(actions), replicates, mode),
         max_new_tokens=horizon + 1,
+        seed_parts=seed_parts,
     )
     prefill_s = time.perf_counter() - start
     trajectories = generate(
@@ -359,7 +398,7 @@ def run_document(
         list(actions),
         horizon=horizon,
         replicates=replicates,
-        seed_parts=(master_seed, study_seed, str(document["id"])),
+        seed_parts=seed_parts,
         eos_token_ids=loaded.eos_token_ids,
         mode=mode,
         tv_atol=tv_atol,
@@ -382,8 +421,20 @@ def run_document(
         "first_step": "Q evaluated through the evicted cache" if evict_first_step else "delta_1 = 0: step 1 drawn from the prefill's law under both kernels",
         "swrb_restore": "retention (reservoir-chosen snapshot of the scan chains)" if mode == "swrb" else None,
         "prompt_tokens": n_prompt,
+        "prompt_rendering": _rendering(document, loaded),
         "eos_token_ids": list(loaded.eos_token_ids),
+        "eos_folding": EOS_FOLDING if len(loaded.eos_token_ids) > 1 else None,
+        "press_seeds": session.press_seeds(),
         "prefill_s": prefill_s,
         "wall_time_total_s": time.perf_counter() - start,
     }
-    return write_document_store(out, trajectories, attrs)
+    return write_document_store(out, trajectories, attrs, prompt_ids=prompt_ids)
+
+
+def _rendering(document: Mapping[str, Any], loaded: Any) -> str:
+    """How the stored prompt ids were made from the document (a store attribute)."""
+    if document.get("rendered", False):
+        return "document: the record's prompt, already rendered, tokenized unchanged"
+    if loaded.chat_template:
+        return "chat_template: the model's chat template applied to the message, then the answer prefix"
+    return "plain: the message, then the answer prefix after a blank line (no chat template)"

@@ -180,6 +180,9 @@ class KernelSession:
         Initial number of chain slots (default 2 × (number of caches) + 1); grows on demand.
     max_new_tokens : int
         Initial room for generated tokens per chain; grows on demand.
+    seed_parts : sequence, optional
+        (master seed, study seed, document id): random presses (ProbabilisticPress) draw from these and
+        the action's name (:meth:`press_seeds` reports the seeds); None keeps each press's own ``seed``.
     """
 
     def __init__(
@@ -191,6 +194,7 @@ class KernelSession:
         evict_first_step: bool = False,
         max_chains: int | None = None,
         max_new_tokens: int = 128,
+        seed_parts: Sequence[int | str] | None = None,
     ):
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
@@ -211,6 +215,10 @@ class KernelSession:
         self.prompt_length = int(ids.numel())
         self.actions = {name: dict(spec) for name, spec in actions.items()}
         self.presses = {name: build_press(spec, name=name) for name, spec in self.actions.items()}
+        if seed_parts is not None:
+            for name, press in self.presses.items():
+                if isinstance(press, ProbabilisticPress):
+                    press.set_document(*seed_parts, action=name)
         self._attn = _attention_layers(self.model)
         self.n_layers = len(self._attn)
         if getattr(self.model.config.get_text_config(), "attn_logit_softcapping", None) is not None:
@@ -396,6 +404,16 @@ class KernelSession:
     def caches(self) -> list[str]:
         """Cache names: "reference" then the actions."""
         return list(self._prefixes)
+
+    def press_seeds(self) -> dict[str, dict[str, Any]]:
+        """Per random (ProbabilisticPress) action: its ``seed``, the document's ``draw_seed`` and the
+        ``layer_seeds`` of its samples (the store's ``press_seeds`` attribute)."""
+        return {
+            name: {"seed": press.seed, "draw_seed": press.draw_seed,
+                   "layer_seeds": [press.layer_seed(layer) for layer in range(self.n_layers)]}
+            for name, press in self.presses.items()
+            if isinstance(press, ProbabilisticPress)
+        }
 
     def initial_probs(self, cache: str = REFERENCE) -> torch.Tensor:
         """[V] float64: the next-token law right after the prompt under ``cache``."""

@@ -83,7 +83,8 @@ class LoadedModel:
     model : the ``transformers`` causal LM, in eval mode, on ``device`` with the spec's dtype.
     tokenizer : its tokenizer (chat template included when the model has one).
     eos_token_ids : every token that ends generation; ``eos_token_ids[0]`` is the absorbing EOS.
-    chat_template : whether prompts are wrapped in the chat template (spec flag and template present).
+    chat_template : whether prompts are wrapped in the model's chat template (the spec's ``chat_template``
+        is not false and the tokenizer has a template; a string in the spec replaces the tokenizer's).
     device : the torch device of the model.
     weight_hash : sha256 over the safetensors files of the resolved directory.
     max_context : the longest sequence (prompt + generation) the model holds.
@@ -583,10 +584,35 @@ def read_provenance(path: str | os.PathLike) -> dict:
 
 
 def load_tokenizer(name: str, spec: dict, models_dir: str | os.PathLike = "results/models"):
-    """The tokenizer of resolved model ``name`` (with its chat template)."""
+    """The tokenizer of resolved model ``name`` with the chat template its spec asks for
+    (:func:`configure_chat_template`)."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(model_dir(name, models_dir))
+    return configure_chat_template(name, AutoTokenizer.from_pretrained(model_dir(name, models_dir)), spec)
+
+
+def configure_chat_template(name: str, tokenizer, spec: dict):
+    """Give ``tokenizer`` the chat template of model ``name``'s spec and return it.
+
+    ``chat_template`` in the spec: ``true`` (default) keeps the tokenizer's own template, ``false`` keeps
+    it too (prompts are then not templated: see :func:`uses_chat_template`), a string is a Jinja chat
+    template that replaces the tokenizer's. A string that does not render a user message is an error
+    naming the model.
+    """
+    template = spec.get("chat_template", True)
+    if isinstance(template, str):
+        tokenizer.chat_template = template
+        try:
+            apply_chat_template(tokenizer, "x", True)
+        except Exception as err:  # jinja2 syntax or runtime errors
+            raise ValueError(f"model {name!r}: chat_template in its spec does not render a user message: {err}") from err
+    return tokenizer
+
+
+def uses_chat_template(tokenizer, spec: dict) -> bool:
+    """Whether prompts for this model are wrapped in a chat template: the spec does not say
+    ``chat_template: false`` and the tokenizer (after :func:`configure_chat_template`) has one."""
+    return spec.get("chat_template", True) is not False and bool(getattr(tokenizer, "chat_template", None))
 
 
 def load_model(name: str, spec: dict, models_dir: str | os.PathLike = "results/models") -> LoadedModel:
@@ -612,7 +638,7 @@ def load_model_dir(path: str | os.PathLike, spec: dict, *, name: str | None = No
     with _quiet_transformers():
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(spec), **placement)
     model = model.to(device).eval()
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer = configure_chat_template(name, AutoTokenizer.from_pretrained(path), spec)
     provenance = read_provenance(path) if (path / PROVENANCE).is_file() else {}
     return _loaded(name, spec, model, tokenizer, device, provenance.get("weight_hash") or weight_hash(path), path)
 
@@ -623,6 +649,7 @@ def loaded_from_memory(name: str, spec: dict, model: torch.nn.Module, tokenizer)
     for key, tensor in sorted(model.state_dict().items()):
         digest.update(key.encode())
         digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    tokenizer = configure_chat_template(name, tokenizer, spec)
     return _loaded(name, spec, model.eval(), tokenizer, next(model.parameters()).device, digest.hexdigest())
 
 
@@ -637,7 +664,7 @@ def _loaded(
         model=model,
         tokenizer=tokenizer,
         eos_token_ids=eos_token_ids(model, tokenizer),
-        chat_template=bool(spec.get("chat_template", True)) and bool(getattr(tokenizer, "chat_template", None)),
+        chat_template=uses_chat_template(tokenizer, spec),
         device=device,
         weight_hash=digest,
         max_context=max_context(model.config, tokenizer, spec),

@@ -17,6 +17,12 @@ the attention numerator Σ_kept e^{s_i}/ρ_i v_i and denominator Σ_kept e^{s_i}
 estimators, unbiased for the full-cache sums Σ_i e^{s_i} v_i and Σ_i e^{s_i}. The correction is applied
 by :class:`kvdiv.kernels.KernelSession` (it reads :meth:`ProbabilisticPress.attention_bias`); inside a
 plain kvpress pipeline only the eviction happens. ``correction=False`` is plain sampled eviction.
+
+Randomness: layer ℓ's sample (permutation and offset u) uses a torch Generator seeded with
+``derive_seed(draw seed, ℓ)``. Inside a trajectory job the session sets the draw seed per document,
+``derive_seed(master seed, study seed, document id, action name, "ProbabilisticPress", seed)``, so
+documents get independent evictions (the cluster bootstrap treats them as independent) and the store
+records it; outside a session the draw seed is ``seed``.
 """
 
 from __future__ import annotations
@@ -154,7 +160,9 @@ class ProbabilisticPress(BasePress):
     correction : bool, default=True
         Add −log ρ_i to kept entries' attention logits at decode time (applied by KernelSession).
     seed : int, default=0
-        Layer ℓ's sample uses a torch Generator seeded with ``derive_seed(seed, ℓ)``.
+        Extra seed part: layer ℓ's sample uses a torch Generator seeded with ``derive_seed(draw seed, ℓ)``,
+        the draw seed being ``derive_seed(master, study, document, action, "ProbabilisticPress", seed)``
+        inside a trajectory job (:meth:`set_document`) and ``seed`` elsewhere.
     """
 
     compression_ratio: float = 0.0
@@ -164,6 +172,7 @@ class ProbabilisticPress(BasePress):
     score_temperature: float = 1.0
     correction: bool = True
     seed: int = 0
+    draw_seed: int | None = field(default=None, init=False, repr=False)
     kept_indices: dict[int, torch.Tensor] = field(default_factory=dict, init=False, repr=False)
     log_rho: dict[int, torch.Tensor] = field(default_factory=dict, init=False, repr=False)
 
@@ -184,6 +193,17 @@ class ProbabilisticPress(BasePress):
             self._scorer = scorers[self.scorer](compression_ratio=self.compression_ratio, **kwargs)
         except TypeError as err:
             raise ValueError(f"scorer_kwargs {kwargs} not accepted by {self.scorer}: {err}") from None
+
+    def set_document(self, *seed_parts: int | str, action: str) -> int:
+        """Draw per document: ``draw_seed = derive_seed(*seed_parts, action, "ProbabilisticPress", seed)``
+        with ``seed_parts`` = (master seed, study seed, document id). Returns the draw seed."""
+        self.draw_seed = derive_seed(*seed_parts, action, type(self).__name__, self.seed)
+        return self.draw_seed
+
+    def layer_seed(self, layer: int) -> int:
+        """Seed of layer ``layer``'s sample: ``derive_seed(draw seed, layer)`` (draw seed: ``seed`` when
+        no document was set)."""
+        return derive_seed(self.seed if self.draw_seed is None else self.draw_seed, layer)
 
     def post_init_from_model(self, model):
         self._scorer.post_init_from_model(model)
@@ -212,7 +232,7 @@ class ProbabilisticPress(BasePress):
             self.log_rho[layer] = torch.zeros(idx.shape, dtype=torch.float64, device=keys.device)
             return keys, values
         rho = self.inclusion_probabilities(module, hidden_states, keys, values, attentions, kwargs)
-        gen = torch.Generator().manual_seed(derive_seed(self.seed, layer))
+        gen = torch.Generator().manual_seed(self.layer_seed(layer))
         idx = systematic_sample(rho, gen).to(keys.device)
         self.kept_indices[layer] = idx
         self.log_rho[layer] = torch.log(rho.gather(-1, idx.to(rho.device))).to(keys.device)

@@ -42,6 +42,8 @@ STEP_ARRAYS = {
 }
 #: Extra (replicate, step) array in swrb mode.
 SWRB_STEP_ARRAYS = {"overlap_tv": np.float32}
+#: The prompt token ids a trajectory job fed (root array of a per-document store) and their dimension.
+PROMPT_IDS, PROMPT_DIM = "prompt_ids", "prompt_token"
 #: Document metadata carried as cube coordinates on dim ``document``.
 DOCUMENT_COORDS = ("family", "task", "target_length", "stratum", "prompt_tokens")
 #: Root attribute of every store: {array path: sha256 of its values} (see :func:`seal_store`).
@@ -157,20 +159,32 @@ def write_document_store(
     path: str | Path,
     trajectories: Mapping[str, ActionTrajectories],
     attrs: Mapping[str, Any],
+    prompt_ids: Sequence[int] | None = None,
 ) -> Path:
     """Write one document's trajectories: a group per action, arrays (replicate, step).
 
     ``attrs`` are the root attributes of docs/internals.md (``kvdiv_version``, ``model``,
     ``model_spec``, ``weight_hash``, ``document``, ``actions``, ``horizon``, ``temperature``,
     ``seed``, ``mode``, ``evict_first_step``, ``prompt_tokens``); ``wall_time_s`` is added from
-    the trajectories. Written atomically; returns the final path.
+    the trajectories. ``prompt_ids`` (the ids the job fed) become the root array ``prompt_ids``
+    (int32, dimension ``prompt_token``) and ``prompt_tokens`` their count. Written atomically;
+    returns the final path.
     """
     path = Path(path)
     root_attrs = dict(attrs)
     root_attrs["wall_time_s"] = {a: float(t.wall_time_s) for a, t in trajectories.items()}
+    if prompt_ids is not None:
+        if root_attrs.setdefault("prompt_tokens", len(prompt_ids)) != len(prompt_ids):
+            raise ValueError(f"{path}: prompt_tokens={root_attrs['prompt_tokens']} but {len(prompt_ids)} prompt ids")
     with atomic_path(path, directory=True) as tmp, writing_every_chunk():
         root = zarr.open_group(str(tmp), mode="w", zarr_format=3)
         root.attrs.update(_jsonable(root_attrs))
+        if prompt_ids is not None:
+            ids = np.asarray(prompt_ids, dtype=np.int64)
+            if ids.size and (ids.min() < 0 or ids.max() > np.iinfo(np.int32).max):
+                raise ValueError(f"{path}: prompt ids outside int32")
+            ids = ids.astype(np.int32)
+            root.create_array(PROMPT_IDS, data=ids, chunks=(max(ids.size, 1),), dimension_names=[PROMPT_DIM])
         for action, traj in trajectories.items():
             group = root.create_group(action)
             arrays = {name: getattr(traj, name).astype(dtype) for name, dtype in STEP_ARRAYS.items()}
@@ -207,6 +221,14 @@ def read_document_store(path: str | Path) -> tuple[dict[str, Any], dict[str, dic
     if missing:
         raise CorruptStoreError(f"{path}: action {missing[0]!r} has no arrays")
     return attrs, data
+
+
+def read_prompt_ids(path: str | Path) -> np.ndarray:
+    """The prompt token ids (int32) a per-document store's job fed its model (the store verified first)."""
+    _, arrays = read_store_arrays(path)
+    if PROMPT_IDS not in arrays:
+        raise KeyError(f"{path} has no {PROMPT_IDS!r} array (written before stores recorded the prompt)")
+    return arrays[PROMPT_IDS]
 
 
 def is_cube(path: str | Path) -> bool:
@@ -260,7 +282,8 @@ def build_cube(study: str, model: str, doc_stores: Sequence[str | Path], out: st
             raise ValueError(f"array {name!r} differs in shape across documents (replicates or horizon differ)")
     n_doc = len(doc_ids)
     replicates, horizon = stacked["x"][0].shape[1:]
-    per_document = ("document", "prompt_tokens", "wall_time_s", "prefill_s", "wall_time_total_s", CHECKSUMS_ATTR)
+    per_document = ("document", "prompt_tokens", "prompt_rendering", "press_seeds", "wall_time_s", "prefill_s",
+                    "wall_time_total_s", CHECKSUMS_ATTR)
     attrs = {k: v for k, v in first_attrs.items() if k not in per_document}
     attrs.update(study=study, wall_time_s=wall, wall_time_total_s=total_wall)
     out = Path(out)

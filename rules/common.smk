@@ -238,6 +238,23 @@ def check_study_references():
 check_study_references()
 
 
+def check_documents_rendered():
+    """A study reading the user's own JSONL must declare whether its prompts are rendered (the schema
+    documents `documents.rendered`); synthetic documents are always messages."""
+    for study in get_studies():
+        source = get_documents_source(study)
+        if source["source"] == "jsonl" and "rendered" not in source:
+            raise ValueError(
+                f"studies.{study}.documents.rendered is required with source jsonl: true if each record's prompt is "
+                f"already the final chat-templated text, false if it is the user message each model renders itself"
+            )
+        if source["source"] == "synthetic" and source.get("rendered"):
+            raise ValueError(f"studies.{study}.documents.rendered: true does not apply to source synthetic")
+
+
+check_documents_rendered()
+
+
 def check_actions():
     """Every configured action builds its press (the press exists, accepts the arguments, and their values are in
     range: kvdiv.actions.check_argument) when the workflow starts, not inside a trajectory job after models and

@@ -1,5 +1,7 @@
 # stage: trajectories — per (study, model, document) one coupled-generation job writing a Zarr store
 # (kvdiv.generation.run_document; layout in docs/internals.md), then per (study, model) the cube.
+# Each job renders the document's user message with its own model's chat template (kvdiv.documents.render),
+# checks prompt + horizon against that model's context, and records the prompt ids it fed in the store.
 # Document ids are known from the config alone (get_document_ids in rules/documents.smk), so the DAG
 # needs no checkpoint; each job reads its record from its own document file
 # (results/{study}/documents/{stratum}/{doc_id}.json), so adding a document reruns no other job. Stores are written to a
@@ -25,7 +27,10 @@ rule trajectories:
         model_spec=lambda wildcards: get_model_spec(wildcards.model),
         actions=lambda wildcards: get_action_specs(wildcards.study),
         settings=lambda wildcards: get_trajectory_settings(wildcards.study),
-        code=code_hash("generation", "coupling", "kernels", "actions", "probabilistic_press", "models", "store", "seeds", "io"),
+        code=code_hash(
+            "generation", "coupling", "kernels", "actions", "probabilistic_press", "models", "store", "seeds", "io",
+            "documents.render",
+        ),
     log:
         "logs/trajectories/{study}/{model}/{doc_id}.log",
     benchmark:

@@ -211,3 +211,134 @@ def test_probabilistic_press_bias_and_seed(llama):
     chains = [s.new_chain(n) for n in ("a", "nc", REFERENCE)]
     laws = s.step(chains, [40, 40, 40])
     assert (laws[0] - laws[1]).abs().max() > 1e-6  # the correction changes Q
+
+
+# ---------------------------------------------------------------- the correction against an independent recomputation
+
+PLAIN_ATTENTION = "kvdiv_test_plain"
+_PLAIN_BIAS: dict[int, torch.Tensor] = {}
+
+
+def _plain_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """Textbook attention of one new query over the full cache with an additive per-layer bias [kv_heads, len]."""
+    groups = query.shape[1] // key.shape[1]
+    k = key.repeat_interleave(groups, dim=1).to(torch.float64)
+    v = value.repeat_interleave(groups, dim=1).to(torch.float64)
+    bias = _PLAIN_BIAS[module.layer_idx].repeat_interleave(groups, dim=0)[None, :, None, :]
+    weights = torch.softmax(query.to(torch.float64) @ k.transpose(-1, -2) * scaling + bias, dim=-1)
+    return (weights @ v).to(query.dtype).transpose(1, 2).contiguous(), None
+
+
+def _rho_by_bisection(w: torch.Tensor, k: int) -> torch.Tensor:
+    """ρ_i = min(1, c·w_i) with Σρ = k, c found by bisection (independent of kvdiv's iterative capping)."""
+    lo, hi = 0.0, 1.0
+    while torch.clamp(hi * w, max=1).sum() < k:
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if torch.clamp(mid * w, max=1).sum() < k else (lo, mid)
+    return torch.clamp(hi * w, max=1)
+
+
+def _independent_law(loaded, ids, kept, token, sign, temperature=1.0):
+    """P(next | prompt, token) with every layer's attention a plain softmax over the kept prompt keys (per KV
+    head) + the new token, kept entry i's logit shifted by sign · (−log ρ_i); evicted entries get −inf."""
+    from transformers import AttentionInterface, DynamicCache
+
+    AttentionInterface.register(PLAIN_ATTENTION, _plain_attention)
+    model, n = loaded.model, ids.numel()
+    cache = DynamicCache(config=model.config)
+    with torch.no_grad():
+        model(input_ids=ids[None], past_key_values=cache, use_cache=True)
+    for layer, (idx, log_rho) in kept.items():
+        bias = torch.full((idx.shape[0], n + 1), float("-inf"), dtype=torch.float64)
+        bias[:, n] = 0.0
+        bias.scatter_(1, idx, -sign * log_rho)
+        _PLAIN_BIAS[layer] = bias
+    configs = [m.config for m in model.modules() if hasattr(m, "config")]
+    saved = [c._attn_implementation for c in configs]
+    try:
+        for c in configs:
+            c._attn_implementation = PLAIN_ATTENTION
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([[token]]), past_key_values=cache, position_ids=torch.tensor([[n]]),
+                           use_cache=True).logits[0, -1]
+    finally:
+        for c, s in zip(configs, saved):
+            c._attn_implementation = s
+    return torch.softmax(logits.to(torch.float64) / temperature, dim=-1)
+
+
+def test_correction_equals_independently_recomputed_attention(llama):
+    """Q after ProbabilisticPress (KnormPress scores) == a plain re-implementation: full-cache keys from a
+    separate prefill, the kept set read off the evicted cache's keys, ρ recomputed from the key norms by
+    bisection, and softmax(q·k/√d − log ρ) over the kept keys — never the press's stored numbers."""
+    from kvpress.utils import compute_n_kept
+    from transformers import DynamicCache
+
+    ids = torch.randint(10, 200, (48,), generator=torch.Generator().manual_seed(5))
+    spec = {"press": "ProbabilisticPress", "compression_ratio": 0.5, "scorer": "KnormPress", "weighting": "linear"}
+    s = KernelSession(llama, ids, {"ht": spec, "plain": {**spec, "correction": False}}, seed_parts=(3, 4, "doc"))
+    cache = DynamicCache(config=llama.model.config)
+    with torch.no_grad():
+        llama.model(input_ids=ids[None], past_key_values=cache, use_cache=True)
+    k = compute_n_kept(ids.numel(), 0.5)
+
+    def kept_and_log_rho(action):
+        out = {}
+        for layer in range(s.n_layers):
+            ref = cache.layers[layer].keys[0].to(torch.float64)  # [kv, n, d]
+            own = s._prefixes[action].keys[layer].to(torch.float64)  # [kv, k, d]: what the evicted cache holds
+            dist = (own[:, :, None, :] - ref[:, None, :, :]).abs().amax(-1)  # [kv, k, n]
+            idx = dist.argmin(-1)
+            assert dist.amin(-1).max() < 1e-5 and idx.shape == (s.kv_heads, k)
+            assert all(len(set(row.tolist())) == k for row in idx)
+            norms = torch.linalg.vector_norm(ref, dim=-1)
+            w = norms.max(-1, keepdim=True).values - norms  # linear weighting of the scores −‖k_i‖
+            rho = torch.stack([_rho_by_bisection(w[h], k) for h in range(s.kv_heads)])
+            assert abs(float(rho.sum(-1).mean()) - k) < 1e-9 and (rho.gather(1, idx) > 0).all()
+            out[layer] = (idx, torch.log(rho.gather(1, idx)))
+        return out
+
+    kept = kept_and_log_rho("ht")
+    assert any(float(log_rho.min()) < -0.05 for _, log_rho in kept.values())  # the correction is not void
+    laws = s.step([s.new_chain("ht"), s.new_chain("plain")], [77, 77])
+    torch.testing.assert_close(laws[0], _independent_law(llama, ids, kept, 77, sign=1), atol=2e-6, rtol=0)
+    # correction=False: plain sampled eviction (no bias on kept entries)
+    plain = {layer: (idx, torch.zeros_like(lr)) for layer, (idx, lr) in kept_and_log_rho("plain").items()}
+    torch.testing.assert_close(laws[1], _independent_law(llama, ids, plain, 77, sign=1), atol=2e-6, rtol=0)
+    # the comparison tells the sign of the correction apart, and the correction from none
+    assert (laws[0] - _independent_law(llama, ids, kept, 77, sign=-1)).abs().max() > 1e-3
+    no_bias = {layer: (idx, torch.zeros_like(lr)) for layer, (idx, lr) in kept.items()}
+    assert (laws[0] - _independent_law(llama, ids, no_bias, 77, sign=1)).abs().max() > 1e-3
+
+
+def test_probabilistic_press_draws_per_document_and_records_the_seed(llama, tmp_path):
+    """The draw seed is derive_seed(master, study, document, action, "ProbabilisticPress", seed): other documents
+    or actions draw other evictions, the same document the same one, and the store records the seeds."""
+    from kvdiv.generation import run_document
+    from kvdiv.seeds import derive_seed
+    from kvdiv.store import read_document_store
+
+    ids = torch.randint(10, 200, (40,), generator=torch.Generator().manual_seed(1))
+    spec = {"press": "ProbabilisticPress", "compression_ratio": 0.5, "scorer": "KnormPress", "seed": 9}
+
+    def kept(doc, action="p", master=1, study=2):
+        s = KernelSession(llama, ids, {action: spec}, seed_parts=(master, study, doc))
+        return s, [k.clone() for k in s.kept_indices(action)]
+
+    s, a = kept("doc-0")
+    assert s.presses["p"].draw_seed == derive_seed(1, 2, "doc-0", "p", "ProbabilisticPress", 9)
+    assert s.press_seeds() == {"p": {"seed": 9, "draw_seed": s.presses["p"].draw_seed,
+                                     "layer_seeds": [derive_seed(s.presses["p"].draw_seed, layer) for layer in range(2)]}}
+    same = kept("doc-0")[1]
+    assert all(torch.equal(x, y) for x, y in zip(a, same))
+    for other in (kept("doc-1")[1], kept("doc-0", action="q")[1], kept("doc-0", master=5)[1], kept("doc-0", study=3)[1]):
+        assert not all(torch.equal(x, y) for x, y in zip(a, other))
+    # the same prompt in two documents: the permutations and offsets differ, not only the kept sets
+    seeds = {kept(f"doc-{i}")[0].presses["p"].layer_seed(0) for i in range(5)}
+    assert len(seeds) == 5
+    doc = {"id": "doc-0", "prompt": llama.tokenizer.decode(ids), "rendered": True, "answer_prefix": ""}
+    path = run_document(llama, doc, {"p": spec}, tmp_path / "d.zarr", master_seed=1, study_seed=2, horizon=2,
+                        replicates=1, progress=False)
+    assert read_document_store(path)[0]["press_seeds"] == s.press_seeds()

@@ -99,3 +99,13 @@ def test_tv_below_tolerance_counts_as_zero():
     assert tv_distance(P, noisy)[0] > 0 and tv_distance(P, noisy, 1e-6)[0] == 0
     x, y, tv = couple(np.tile(P, (N, 1)), np.tile(Q, (N, 1)), rng, tv_atol=1e-6)  # real gaps untouched
     assert np.all(tv > 0.3) and abs(np.mean(x != y) - tv[0]) < 4 * np.sqrt(tv[0] * (1 - tv[0]) / N)
+
+
+def test_fold_eos_moves_end_mass_onto_the_absorbing_id():
+    from kvdiv.coupling import fold_eos
+
+    laws = np.array([[0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.25, 0.25]])
+    folded = fold_eos(laws, [2, 0, 2])
+    np.testing.assert_allclose(folded, [[0.0, 0.2, 0.4, 0.4], [0.0, 0.25, 0.5, 0.25]])
+    np.testing.assert_allclose(laws[0], [0.1, 0.2, 0.3, 0.4])  # a copy
+    assert fold_eos(laws, [2]) is laws and fold_eos(laws, [1, 1]) is laws  # one id: nothing to fold

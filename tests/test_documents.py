@@ -32,6 +32,7 @@ from kvdiv.documents.generate import dumps_jsonl, task_cycle
 from kvdiv.documents.length import fit_length, largest_fitting
 from kvdiv.documents.loaders import own_documents, read_records, select_documents
 from kvdiv.documents.scoring import normalize_answer
+from kvdiv.documents.render import build_prompt, prompt_token_ids, render_prompt
 from kvdiv.documents.study import chat_function, stratum_documents
 from kvdiv.models import bytes_tokenizer, resolve_model
 
@@ -101,11 +102,13 @@ def check_answers(task: str, prompt: str, answers: list[str]) -> None:
 @pytest.mark.parametrize("target", [700, 2000])
 @pytest.mark.parametrize("task", sorted(TASKS))
 def test_bytes_tokenizer_lengths_and_answers(task, target, byte_tok, byte_chat):
-    prompt, answers, n = generate_prompt(task, seed=11, target_length=target, tokenizer=byte_tok, chat=byte_chat)
+    message, prefix, answers, n = generate_prompt(task, seed=11, target_length=target, tokenizer=byte_tok, chat=byte_chat)
+    prompt = build_prompt(message, prefix, byte_chat)  # the reference rendering the document was sized with
     assert n == count_tokens(byte_tok, prompt)
     assert target - tolerance(target) <= n <= target
     assert prompt.startswith("<|im_start|>user\n") and "<|im_start|>assistant\n" in prompt
-    check_answers(task, prompt, answers)
+    assert "<|im_start|>" not in message + prefix and prompt.endswith(prefix)  # the document keeps the message
+    check_answers(task, message, answers)
 
 
 @pytest.mark.parametrize("target", [256, 1000, 3000])
@@ -113,17 +116,20 @@ def test_smollm2_tokenizer_lengths_and_answers(target, smollm2):
     tok = smollm2.tokenizer
     chat = chat_function(tok, True)
     for i, task in enumerate(sorted(TASKS)):
-        prompt, answers, n = generate_prompt(
+        message, prefix, answers, n = generate_prompt(
             task, seed=100 + i, target_length=target, tokenizer=tok, chat=chat, max_context=smollm2.max_context,
             model="smollm2", reserve=128,
         )
+        prompt = build_prompt(message, prefix, chat)
         assert n == len(tok(prompt, add_special_tokens=False)["input_ids"])
         assert target - tolerance(target) <= n <= target, (task, n)
         check_answers(task, prompt, answers)
 
 
 def test_without_chat_template_prompt_is_plain_text(byte_tok):
-    prompt, answers, n = generate_prompt("niah_multivalue", seed=3, target_length=900, tokenizer=byte_tok, chat=None)
+    message, prefix, answers, n = generate_prompt("niah_multivalue", seed=3, target_length=900, tokenizer=byte_tok, chat=None)
+    prompt = build_prompt(message, prefix, None)
+    assert prompt == f"{message}\n\n{prefix}" and prefix and n == count_tokens(byte_tok, prompt)
     assert "<|im_start|>" not in prompt and prompt.endswith("are:")
     assert 900 - tolerance(900) <= n <= 900
     check_answers("niah_multivalue", prompt, answers)
@@ -140,8 +146,9 @@ def test_same_seed_gives_identical_bytes(tmp_path, byte_tok, byte_chat):
     docs = read_jsonl(a)
     assert dumps_jsonl(docs).encode() == a.read_bytes()
     rec = json.loads(a.read_text().splitlines()[0])
-    assert list(rec) == ["id", "family", "task", "stratum", "target_length", "prompt", "answers", "n_tokens",
-                         "tokenizer", "seed"]
+    assert list(rec) == ["id", "family", "task", "stratum", "target_length", "prompt", "answer_prefix", "rendered",
+                         "answers", "n_tokens", "tokenizer", "seed"]
+    assert rec["rendered"] is False and "<|im_start|>" not in rec["prompt"]
     assert [d.id for d in docs] == [f"s-ruler_1024-{i:04d}" for i in range(4)]
 
 
@@ -172,8 +179,10 @@ def test_stratum_documents_from_a_resolved_model(tmp_path):
         model_spec=spec, models_dir=tmp_path, reserve=128, progress=False,
     )
     assert sorted(d.task for d in docs) == sorted(FAMILY_TASKS["helmet"])
-    for d in docs:
-        assert 1200 - tolerance(1200) <= d.n_tokens <= 1200 and d.prompt.startswith("<|im_start|>user")
+    tok = bytes_tokenizer()
+    for d in docs:  # documents keep the message; n_tokens counts the reference model's rendering
+        assert 1200 - tolerance(1200) <= d.n_tokens <= 1200 and not d.rendered and "<|im_start|>" not in d.prompt
+        assert d.n_tokens == count_tokens(tok, render_prompt(d.to_record(), tok, True))
     with pytest.raises(LengthError, match=r"target length 1400 plus 128 generated tokens exceeds .*'tiny'.*1500"):
         stratum_documents(study="st", stratum="helmet_1400", n_documents=1, master_seed=1, study_seed=2,
                           model="tiny", model_spec=spec, models_dir=tmp_path, reserve=128, progress=False)
@@ -250,11 +259,67 @@ def test_own_documents_are_recounted_and_renamed(tmp_path, byte_tok, byte_chat):
     path = tmp_path / "mine.jsonl"
     write_jsonl(docs, path)
     got = own_documents(path, study="s", stratum="ruler_800", n_documents=2, tokenizer=byte_tok,
-                        tokenizer_name="bytes")
+                        tokenizer_name="bytes", rendered=False, chat=byte_chat)
     assert [d.id for d in got] == ["s-ruler_800-0000", "s-ruler_800-0001"]
-    assert [(d.prompt, d.answers, d.n_tokens) for d in got] == [(d.prompt, d.answers, d.n_tokens) for d in docs[:2]]
+    fields = lambda d: (d.prompt, d.answer_prefix, d.rendered, d.answers, d.n_tokens)  # noqa: E731
+    assert [fields(d) for d in got] == [fields(d) for d in docs[:2]]
     with pytest.raises(ValueError, match="stratum 'ruler_800' has 3 documents; 4 are needed"):
-        own_documents(path, study="s", stratum="ruler_800", n_documents=4, tokenizer=byte_tok, tokenizer_name="bytes")
+        own_documents(path, study="s", stratum="ruler_800", n_documents=4, tokenizer=byte_tok, tokenizer_name="bytes",
+                      rendered=False)
+    with pytest.raises(ValueError, match=r"mine.jsonl:1: record says rendered=False but the config declares "
+                                         r"documents.rendered=True"):
+        own_documents(path, study="s", stratum="ruler_800", n_documents=2, tokenizer=byte_tok, tokenizer_name="bytes",
+                      rendered=True)
+
+
+def test_own_rendered_documents_are_fed_unchanged(tmp_path, byte_tok, byte_chat):
+    """A user's file of final prompts (records without `rendered`, as kvdiv wrote them before) declared
+    `rendered: true` in the config: counted and fed as they are, never templated again."""
+    docs = stratum(byte_tok, byte_chat, study="mine", stratum="ruler_800", n=2)
+    path = tmp_path / "old.jsonl"
+    old = []
+    for d in docs:
+        rec = d.to_record()
+        rec["prompt"] = build_prompt(rec.pop("prompt"), rec.pop("answer_prefix"), byte_chat)
+        del rec["rendered"]
+        old.append(json.dumps(rec))
+    path.write_text("\n".join(old) + "\n")
+    with pytest.raises(ValueError, match=r"old.jsonl:1: document record lacks key\(s\) rendered"):
+        read_jsonl(path)
+    got = own_documents(path, study="s", stratum="ruler_800", n_documents=2, tokenizer=byte_tok,
+                        tokenizer_name="bytes", rendered=True, chat=byte_chat)
+    for d, g in zip(docs, got):
+        assert g.rendered and g.answer_prefix == "" and g.prompt == render_prompt(d.to_record(), byte_tok, True)
+        assert render_prompt(g.to_record(), byte_tok, True) == g.prompt  # no second template
+        assert render_prompt(g.to_record(), byte_tok, False) == g.prompt
+        assert g.n_tokens == d.n_tokens
+
+
+def test_render_prompt_per_model(byte_tok):
+    rec = {"id": "d", "prompt": "What is 2 + 2?", "answer_prefix": "Answer:", "rendered": False}
+    assert render_prompt(rec, byte_tok, True) == "<|im_start|>user\nWhat is 2 + 2?<|im_end|>\n<|im_start|>assistant\nAnswer:"
+    assert render_prompt(rec, byte_tok, False) == "What is 2 + 2?\n\nAnswer:"
+    assert render_prompt({**rec, "answer_prefix": ""}, byte_tok, False) == "What is 2 + 2?"
+    assert prompt_token_ids(rec, byte_tok, False) == byte_tok("What is 2 + 2?\n\nAnswer:", add_special_tokens=False)["input_ids"]
+    with pytest.raises(ValueError, match="rendered prompt cannot carry an answer_prefix"):
+        render_prompt({**rec, "rendered": True}, byte_tok, True)
+    bad = {"id": "a", "family": "ruler", "task": "t", "stratum": "ruler_9", "target_length": 9, "prompt": "p",
+           "answer_prefix": "A:", "rendered": True, "answers": ["x"], "n_tokens": 1, "tokenizer": "t", "seed": 0}
+    with pytest.raises(ValueError, match="r:1: a rendered prompt cannot carry an answer_prefix"):
+        Document.from_record(bad, where="r:1")
+    with pytest.raises(ValueError, match=r"r:1: 'rendered' must be a bool, got 'yes'"):
+        Document.from_record({**bad, "answer_prefix": "", "rendered": "yes"}, where="r:1")
+
+
+def test_jsonl_source_must_declare_rendered(tmp_path):
+    spec = {"source": "random", "architecture": "llama", "tokenizer": "bytes", "chat_template": True}
+    resolve_model("tiny", spec, tmp_path / "tiny", seed=0)
+    common = dict(study="st", stratum="ruler_800", n_documents=1, master_seed=1, study_seed=2, model="tiny",
+                  model_spec=spec, models_dir=tmp_path, progress=False)
+    with pytest.raises(ValueError, match=r"study 'st': documents.source 'jsonl' needs documents.rendered"):
+        stratum_documents(**common, source={"source": "jsonl", "path": str(tmp_path / "x.jsonl")})
+    with pytest.raises(ValueError, match=r"documents.rendered: true does not apply to synthetic"):
+        stratum_documents(**common, source={"source": "synthetic", "rendered": True})
 
 
 def own_file(tmp_path, docs, edit=None, line=2) -> Path:
@@ -282,7 +347,8 @@ def test_own_documents_must_fit_and_agree_with_their_stratum(tmp_path, byte_tok,
     docs = stratum(byte_tok, byte_chat, study="mine", stratum="ruler_800", n=3)
     path = own_file(tmp_path, docs, edit, line=2)
     with pytest.raises(ValueError) as err:
-        own_documents(path, study="s", stratum="ruler_800", n_documents=3, tokenizer=byte_tok, tokenizer_name="bytes")
+        own_documents(path, study="s", stratum="ruler_800", n_documents=3, tokenizer=byte_tok, tokenizer_name="bytes",
+                      rendered=False, chat=byte_chat)
     assert f"{path}:2: field '{field}'" in str(err.value) and message in str(err.value)
 
 
@@ -330,7 +396,8 @@ def test_scorers_on_known_cases():
 
 
 def test_document_record_round_trip():
-    d = Document("a-b_1-0000", "ruler", "json_kv", "ruler_1", 1, "p", ["x"], 1, "t", 3)
+    d = Document(id="a-b_1-0000", family="ruler", task="json_kv", stratum="ruler_1", target_length=1, prompt="p",
+                 answer_prefix="A:", answers=["x"], n_tokens=1, tokenizer="t", seed=3)
     assert Document.from_record(json.loads(json.dumps(d.to_record()))) == d
     long_id = f"{'s' * 64}-helmet_131072-0047"  # the longest study name allowed
     assert Document.from_record({**d.to_record(), "id": long_id}).id == long_id
@@ -358,6 +425,27 @@ def test_workflow_rejects_studies_sharing_a_seed(tmp_path):
     )
     assert proc.returncode != 0
     assert f"studies {first!r} and {second!r} share seed" in proc.stdout + proc.stderr
+
+
+def test_workflow_requires_rendered_for_own_jsonl(tmp_path):
+    """A study reading the user's JSONL must say whether its prompts are rendered: the dry run stops naming the key."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    repo = Path(__file__).resolve().parents[1]
+    config = yaml.safe_load((repo / "config" / "smoke.yaml").read_text())
+    config["studies"]["retention50"]["documents"] = {"source": "jsonl", "path": "mine.jsonl"}
+    path = tmp_path / "jsonl.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--nolock", "--cores", "1", "--configfile", str(path)],
+        cwd=repo, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode != 0
+    assert "studies.retention50.documents.rendered is required with source jsonl" in proc.stdout + proc.stderr
 
 
 def test_document_does_not_depend_on_stratum_size(byte_tok, byte_chat):

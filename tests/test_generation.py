@@ -191,3 +191,61 @@ def test_bad_arguments():
         generate(session(), ["weak"], horizon=2, replicates=1, seed_parts=(1,), eos_token_ids=[], mode="naive")
     with pytest.raises(KeyError):
         generate(session(), ["nope"], horizon=2, replicates=1, seed_parts=(1,), eos_token_ids=[], progress=False)
+
+
+# --- several EOS ids are one event ----------------------------------------------------------------------------
+
+
+def _point(v: int, **mass: float) -> np.ndarray:
+    law = np.zeros(v)
+    for token, p in mass.items():
+        law[int(token[1:])] = p
+    return law
+
+
+@pytest.mark.parametrize("mode", ["complete", "swrb"])
+def test_eos_ids_fold_onto_the_absorbing_id(mode):
+    """EOS ids {3, 4} (3 absorbing): P ends with 3 and Q with 4 at step 2 ⇒ the pair matches at step 2 and δ_2,
+    the fixed-history TV and the overlap hazard count no EOS-id difference."""
+    v = 6
+    start = _point(v, t0=1.0)  # step 1 (δ_1 = 0): both chains emit token 0
+
+    def p(h):
+        return start if not h else _point(v, t3=1.0)
+
+    def q(h):
+        return start if not h else _point(v, t4=1.0)
+
+    toy = ToyKernelSession(p, {"a": q}, eos_token_ids=[3, 4])
+    out = generate(toy, ["a"], horizon=4, replicates=50, seed_parts=(1, 2, "d"), eos_token_ids=[3, 4], mode=mode,
+                   progress=False)["a"]
+    assert np.all(out.match) and np.all(out.x[:, 1:] == 3) and np.all(out.y == out.x)
+    assert np.all(out.tv == 0) and np.all(out.fixed_tv == 0)
+    assert np.all(out.eos_x[:, 1:]) and np.all(out.eos_y[:, 1:]) and not np.any(out.eos_x[:, 0])
+    if mode == "swrb":
+        assert np.all(out.overlap_tv == 0) and np.all(out.branch_start == 0)
+
+
+def test_eos_folding_keeps_real_differences():
+    """Folding moves mass between end ids only: P = {1: .5, 3: .2, 4: .3} and Q = {1: .5, 4: .5} are the same law
+    (δ_2 = 0), Q' = {1: .7, 4: .3} differs from P by its EOS mass, δ_2 = 0.2, and no chain ever emits id 4."""
+    v = 6
+    start = _point(v, t0=1.0)
+    kernels = {
+        "same": lambda h: start if not h else _point(v, t1=0.5, t4=0.5),
+        "less_eos": lambda h: start if not h else _point(v, t1=0.7, t4=0.3),
+    }
+    toy = ToyKernelSession(lambda h: start if not h else _point(v, t1=0.5, t3=0.2, t4=0.3), kernels,
+                           eos_token_ids=[3, 4])
+    out = generate(toy, list(kernels), horizon=3, replicates=400, seed_parts=(1, 2, "d"), eos_token_ids=[3, 4],
+                   progress=False)
+    assert np.all(out["same"].match) and np.all(out["same"].tv == 0)
+    t = out["less_eos"]
+    np.testing.assert_allclose(t.tv[:, 1], 0.2, atol=1e-7)
+    np.testing.assert_allclose(t.fixed_tv[:, 1], 0.2, atol=1e-7)
+    for traj in out.values():
+        assert not np.any(traj.x == 4) and not np.any(traj.y == 4)
+    # δ_2 = 0.2 is P(x_2 ≠ y_2): every mismatch is EOS (3) against a continuation (1)
+    mism = ~t.match[:, 1]
+    assert abs(mism.mean() - 0.2) < 4 * np.sqrt(0.2 * 0.8 / mism.size)
+    assert np.all(t.x[mism, 1] == 3) and np.all(t.y[mism, 1] == 1)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import xarray as xr
 
 from kvdiv.generation import generate, run_document
 from kvdiv.kernels import KernelSession
-from kvdiv.store import read_document_store
+from kvdiv.store import read_document_store, read_prompt_ids
 
 ACTIONS = {
     "snapkv_half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 8},
@@ -24,8 +25,9 @@ def prompt_ids(loaded) -> torch.Tensor:
     return torch.tensor(loaded.tokenizer(PROMPT, add_special_tokens=False)["input_ids"])
 
 
-def run(loaded, actions, mode="complete", seed=("doc", 0), temperature=1.0):
-    session = KernelSession(loaded, prompt_ids(loaded), {a: ACTIONS[a] for a in actions}, temperature=temperature)
+def run(loaded, actions, mode="complete", seed=("doc", 0), temperature=1.0, ids=None):
+    ids = prompt_ids(loaded) if ids is None else ids
+    session = KernelSession(loaded, ids, {a: ACTIONS[a] for a in actions}, temperature=temperature)
     out = generate(session, list(actions), horizon=H, replicates=R, seed_parts=(1, 2, *seed),
                    eos_token_ids=loaded.eos_token_ids, mode=mode, tv_atol=TV_ATOL, progress=False)
     return session, out
@@ -66,20 +68,35 @@ def test_rerun_and_other_actions_do_not_change_a_trajectory(tiny_qwen2):
     np.testing.assert_allclose(a.tv, b.tv, atol=1e-5)  # batch composition may move float round-off only
 
 
-def test_run_document_writes_a_store(tiny_llama, tmp_path):
+def test_run_document_renders_for_its_model_and_records_the_ids(tiny_llama, tmp_path):
+    """The job renders the message with its own model's template, records exactly the ids it fed, and the
+    store can be recomputed from those ids alone."""
     doc = {"id": "st-ruler_64-0000", "family": "ruler", "task": "niah", "stratum": "ruler_64", "target_length": 64,
-           "prompt": PROMPT, "answers": ["4812"], "n_tokens": 0, "tokenizer": "tiny", "seed": 1}
+           "prompt": PROMPT, "answer_prefix": "Answer:", "rendered": False, "answers": ["4812"], "n_tokens": 0,
+           "tokenizer": "tiny", "seed": 1}
     path = run_document(tiny_llama, doc, {"snapkv_half": ACTIONS["snapkv_half"]}, tmp_path / "d.zarr",
                         master_seed=1, study_seed=2, horizon=H, replicates=R, progress=False)
     attrs, data = read_document_store(path)
-    assert attrs["prompt_tokens"] == len(prompt_ids(tiny_llama)) and "prompt" not in attrs["document"]
+    ids = read_prompt_ids(path)
+    rendering = "<|im_start|>user\n" + PROMPT + "<|im_end|>\n<|im_start|>assistant\nAnswer:"  # ChatML, by hand
+    assert ids.dtype == np.int32 and ids.tolist() == tiny_llama.tokenizer(rendering, add_special_tokens=False)["input_ids"]
+    assert attrs["prompt_tokens"] == ids.size and "prompt" not in attrs["document"]
+    assert attrs["prompt_rendering"].startswith("chat_template") and attrs["press_seeds"] == {}
+    assert xr.open_zarr(path, consolidated=False)["prompt_ids"].dims == ("prompt_token",)
     assert attrs["weight_hash"] == tiny_llama.weight_hash and attrs["mode"] == "complete"
     assert data["snapkv_half"]["x"].shape == (R, H)
-    _, direct = run(tiny_llama, ["snapkv_half"], seed=("st-ruler_64-0000",))
+    _, direct = run(tiny_llama, ["snapkv_half"], seed=("st-ruler_64-0000",), ids=torch.as_tensor(ids, dtype=torch.long))
     assert np.array_equal(direct["snapkv_half"].y, data["snapkv_half"]["y"])
-    with pytest.raises(ValueError, match="context"):
+    # an already rendered document is fed unchanged
+    path = run_document(tiny_llama, {**doc, "answer_prefix": "", "rendered": True}, {"snapkv_half": ACTIONS["snapkv_half"]},
+                        tmp_path / "r.zarr", master_seed=1, study_seed=2, horizon=2, replicates=1, progress=False)
+    assert read_prompt_ids(path).tolist() == prompt_ids(tiny_llama).tolist()
+    assert read_document_store(path)[0]["prompt_rendering"].startswith("document")
+    n = ids.size
+    with pytest.raises(ValueError, match=rf"model '{tiny_llama.name}', document 'st-ruler_64-0000': its rendering has {n} "
+                                         rf"prompt tokens; \+ horizon 4000 = {n + 4000} exceeds the model's context of 4096"):
         run_document(tiny_llama, doc, {"snapkv_half": ACTIONS["snapkv_half"]}, tmp_path / "e.zarr",
-                     master_seed=1, study_seed=2, horizon=10**6, replicates=1, progress=False)
+                     master_seed=1, study_seed=2, horizon=4000, replicates=1, progress=False)
     assert not (tmp_path / "e.zarr").exists()
 
 

@@ -242,6 +242,21 @@ def test_apply_chat_template():
     assert M.apply_chat_template(tok, text, True) == text
 
 
+def test_chat_template_spec_true_false_or_a_template_string(tmp_path):
+    """A template string in the spec replaces the tokenizer's when loading; false disables templating; a string
+    that does not render is an error naming the model."""
+    template = "{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}[assistant] "
+    spec = {"source": "random", "architecture": "llama", "tokenizer": "bytes", "chat_template": template}
+    M.resolve_model("t", spec, tmp_path / "t", seed=0)
+    loaded = M.load_model("t", spec, tmp_path)
+    assert loaded.chat_template and M.apply_chat_template(loaded.tokenizer, "hi") == "[user] hi\n[assistant] "
+    assert M.load_tokenizer("t", spec, tmp_path).chat_template == template
+    assert M.load_tokenizer("t", {}, tmp_path).chat_template == M.BYTES_CHAT_TEMPLATE  # the resolved tokenizer's own
+    assert not M.load_model("t", {**spec, "chat_template": False}, tmp_path).chat_template
+    with pytest.raises(ValueError, match=r"model 't': chat_template in its spec does not render a user message"):
+        M.load_tokenizer("t", {**spec, "chat_template": "{% for %}"}, tmp_path)
+
+
 def test_bytes_tokenizer_round_trips_any_text(tmp_path):
     tok = M.bytes_tokenizer()
     assert len(tok) == 259

@@ -193,7 +193,7 @@ def test_edited_source_files_rerun_their_rules(work):
     (work / "mylocal/provenance.json").unlink()
     config = yaml.safe_load((work / "tiny.yaml").read_text())
     config["models"]["mylocal"] = {"source": "local", "path": "mylocal"}
-    for study, seed, source in (("mine", 11, {"source": "jsonl", "path": "mine.jsonl"}),
+    for study, seed, source in (("mine", 11, {"source": "jsonl", "path": "mine.jsonl", "rendered": False}),
                                 ("rul", 12, {"source": "ruler", "path": "ruler_{length}.jsonl"})):
         config["studies"][study] = {**config["studies"]["tiny"], "seed": seed, "documents": source, "models": ["tiny"]}
     (work / "inputs.yaml").write_text(yaml.safe_dump(config))

@@ -4,8 +4,9 @@ Modules: :mod:`~kvdiv.documents.vocabulary` (word material), :mod:`~kvdiv.docume
 :mod:`~kvdiv.documents.variable_tracking`, :mod:`~kvdiv.documents.word_frequency`,
 :mod:`~kvdiv.documents.json_kv` (the task generators), :mod:`~kvdiv.documents.registry` (tasks by
 name and family), :mod:`~kvdiv.documents.length` (token-budget search), :mod:`~kvdiv.documents.generate`
-(documents and JSONL files), :mod:`~kvdiv.documents.scoring` (RULER / HELMET metrics) and
-:mod:`~kvdiv.documents.loaders` (the real RULER / HELMET data, when a user has it).
+(documents and JSONL files), :mod:`~kvdiv.documents.render` (a document's message → the prompt one model
+is fed), :mod:`~kvdiv.documents.scoring` (RULER / HELMET metrics) and :mod:`~kvdiv.documents.loaders`
+(the real RULER / HELMET data, when a user has it).
 """
 
 from kvdiv.documents.generate import (
@@ -20,6 +21,7 @@ from kvdiv.documents.generate import (
 )
 from kvdiv.documents.length import LengthError, count_tokens, tolerance
 from kvdiv.documents.registry import FAMILY_TASKS, TASKS, family_tasks, get_task
+from kvdiv.documents.render import prompt_token_ids, render_prompt
 from kvdiv.documents.scoring import score, string_match_all, string_match_part, substring_exact_match
 
 __all__ = [
@@ -34,7 +36,9 @@ __all__ = [
     "generate_stratum",
     "get_task",
     "parse_stratum",
+    "prompt_token_ids",
     "read_jsonl",
+    "render_prompt",
     "score",
     "stratum_name",
     "string_match_all",

@@ -1,5 +1,8 @@
 """Documents: seeded task instances sized to a stratum's target length, and their JSONL files.
 
+A document stores the **untemplated** user message (``prompt``) and the start of the answer
+(``answer_prefix``); every model renders them with its own chat template (:mod:`kvdiv.documents.render`).
+Sizing uses the reference model's rendering, so ``n_tokens`` counts that rendering.
 A stratum is (family, target length), named ``{family}_{length}``. Document ``i`` of a stratum cycles
 through the stratum's tasks in a seeded order (:func:`task_cycle`) and draws everything from
 ``derive_seed(master seed, study seed, "documents", stratum, i)``, so the same seeds give identical
@@ -20,24 +23,33 @@ from tqdm.auto import tqdm
 
 from kvdiv.documents.length import check_context, count_tokens, fit_length
 from kvdiv.documents.registry import family_tasks, get_task
+from kvdiv.documents.render import build_prompt
 from kvdiv.io import atomic_path, jsonl_records
 from kvdiv.names import MAX_COMPOSED_LENGTH, check_name
 from kvdiv.seeds import derive_seed
 
 _STRATUM = re.compile(r"^([A-Za-z0-9]+)_([0-9]+)$")
 RECORD_KEYS = (
-    "id", "family", "task", "stratum", "target_length", "prompt", "answers", "n_tokens", "tokenizer", "seed",
+    "id", "family", "task", "stratum", "target_length", "prompt", "answer_prefix", "rendered", "answers",
+    "n_tokens", "tokenizer", "seed",
 )
-#: The type of each scalar field of a record (checked when a record is read).
+#: Keys a record may omit, with their defaults (``rendered`` may come from the config: see from_record).
+RECORD_DEFAULTS = {"answer_prefix": ""}
+#: The type of the other scalar fields of a record (checked when a record is read).
 FIELD_TYPES = {
-    "id": str, "family": str, "task": str, "stratum": str, "target_length": int, "prompt": str, "n_tokens": int,
-    "tokenizer": str, "seed": int,
+    "id": str, "family": str, "task": str, "stratum": str, "target_length": int, "n_tokens": int, "tokenizer": str,
+    "seed": int,
 }
 
 
 @dataclass(frozen=True)
 class Document:
-    """One prompt of a study (the JSONL record of docs/internals.md)."""
+    """One prompt of a study (the JSONL record of docs/internals.md).
+
+    ``prompt`` is the untemplated user message, or with ``rendered`` the final text every model is fed
+    unchanged; ``answer_prefix`` follows the model's generation prompt (empty when ``rendered``);
+    ``n_tokens`` is the length of the reference model's rendering (``tokenizer`` names that model).
+    """
 
     id: str
     family: str
@@ -45,6 +57,8 @@ class Document:
     stratum: str
     target_length: int
     prompt: str
+    answer_prefix: str = ""
+    rendered: bool = False
     answers: list[str] = field(default_factory=list)
     n_tokens: int = 0
     tokenizer: str = ""
@@ -55,11 +69,28 @@ class Document:
         return asdict(self)
 
     @classmethod
-    def from_record(cls, record: dict, where: str = "record") -> "Document":
-        """Validate and build a document from a JSONL record (a missing or mistyped key is an error)."""
+    def from_record(cls, record: dict, where: str = "record", rendered: bool | None = None) -> "Document":
+        """Validate and build a document from a JSONL record (a missing or mistyped key is an error).
+
+        ``rendered``: what the config declares for a user's file (``documents.rendered``); it fills a
+        record without the field and must agree with a record that has one.
+        """
+        record = {**RECORD_DEFAULTS, **record}
+        if rendered is not None:
+            if "rendered" in record and record["rendered"] is not rendered:
+                raise ValueError(
+                    f"{where}: record says rendered={record['rendered']!r} but the config declares "
+                    f"documents.rendered={rendered!r}"
+                )
+            record["rendered"] = rendered
         missing = [k for k in RECORD_KEYS if k not in record]
         if missing:
             raise ValueError(f"{where}: document record lacks key(s) {', '.join(missing)}")
+        for key, kind in (("prompt", str), ("answer_prefix", str), ("rendered", bool)):
+            if not isinstance(record[key], kind):
+                raise ValueError(f"{where}: {key!r} must be a {kind.__name__}, got {record[key]!r}")
+        if record["rendered"] and record["answer_prefix"]:
+            raise ValueError(f"{where}: a rendered prompt cannot carry an answer_prefix (put it in the prompt)")
         if not isinstance(record["answers"], list) or not all(isinstance(a, str) for a in record["answers"]):
             raise ValueError(f"{where}: 'answers' must be a list of strings, got {record['answers']!r}")
         for key, kind in FIELD_TYPES.items():
@@ -102,14 +133,6 @@ def task_cycle(
     return tuple(names[i] for i in order)
 
 
-def build_prompt(user: str, answer_prefix: str, chat: Callable[[str], str] | None) -> str:
-    """The final prompt text: ``chat(user) + answer_prefix`` with a chat template, else the plain
-    message and the answer prefix separated by a blank line."""
-    if chat is not None:
-        return chat(user) + answer_prefix
-    return f"{user}\n\n{answer_prefix}" if answer_prefix else user
-
-
 def generate_prompt(
     task: str,
     *,
@@ -120,8 +143,8 @@ def generate_prompt(
     max_context: int | None = None,
     model: str = "model",
     reserve: int = 0,
-) -> tuple[str, list[str], int]:
-    """One task instance sized to ``target_length`` tokens of ``tokenizer``.
+) -> tuple[str, str, list[str], int]:
+    """One task instance sized so that its rendering with ``chat`` has ``target_length`` tokens of ``tokenizer``.
 
     Parameters
     ----------
@@ -135,7 +158,8 @@ def generate_prompt(
 
     Returns
     -------
-    (prompt, answers, n_tokens)
+    (message, answer_prefix, answers, n_tokens): the untemplated user message, the answer prefix, the
+    answers, and the token count of ``build_prompt(message, answer_prefix, chat)``.
     """
     spec = get_task(task)
     check_context(target_length, max_context, model, reserve)
@@ -144,7 +168,7 @@ def generate_prompt(
     def render(units: int, pad: int) -> str:
         return build_prompt(inst.render(units, pad), inst.answer_prefix, chat)
 
-    _, _, prompt, n_tokens = fit_length(
+    units, pad, _, n_tokens = fit_length(
         render,
         lambda text: count_tokens(tokenizer, text),
         target_length,
@@ -152,7 +176,7 @@ def generate_prompt(
         max_units=inst.max_units,
         what=f"task {task!r} with the tokenizer of {model!r}",
     )
-    return prompt, list(inst.answers), n_tokens
+    return inst.render(units, pad), inst.answer_prefix, list(inst.answers), n_tokens
 
 
 def generate_stratum(
@@ -204,13 +228,14 @@ def generate_document(
     seed = document_seed(master_seed, study_seed, stratum, index)
     task = task_cycle(family, tasks, master_seed, study_seed, stratum)
     task = task[index % len(task)]
-    prompt, answers, n_tokens = generate_prompt(
+    message, answer_prefix, answers, n_tokens = generate_prompt(
         task, seed=seed, target_length=length, tokenizer=tokenizer, chat=chat,
         max_context=max_context, model=tokenizer_name, reserve=reserve,
     )
     return Document(
         id=f"{study}-{stratum}-{index:04d}", family=family, task=task, stratum=stratum, target_length=length,
-        prompt=prompt, answers=answers, n_tokens=n_tokens, tokenizer=tokenizer_name, seed=seed,
+        prompt=message, answer_prefix=answer_prefix, rendered=False, answers=answers, n_tokens=n_tokens,
+        tokenizer=tokenizer_name, seed=seed,
     )
 
 
@@ -225,15 +250,20 @@ def write_jsonl(docs: Iterable[Document], path: str | os.PathLike) -> None:
         tmp.write_text(dumps_jsonl(docs), encoding="utf-8")
 
 
-def read_jsonl_lines(path: str | os.PathLike) -> list[tuple[int, Document]]:
+def read_jsonl_lines(path: str | os.PathLike, rendered: bool | None = None) -> list[tuple[int, Document]]:
     """``(line number, document)`` of every record of a documents JSONL file, validated: errors name the file,
-    the line and the field (:func:`kvdiv.io.jsonl_records` for bad bytes or JSON)."""
-    return [(lineno, Document.from_record(record, where=f"{path}:{lineno}")) for lineno, record in jsonl_records(path)]
+    the line and the field (:func:`kvdiv.io.jsonl_records` for bad bytes or JSON); ``rendered`` as in
+    :meth:`Document.from_record`."""
+    return [
+        (lineno, Document.from_record(record, where=f"{path}:{lineno}", rendered=rendered))
+        for lineno, record in jsonl_records(path)
+    ]
 
 
-def read_jsonl(path: str | os.PathLike) -> list[Document]:
-    """Read and validate a documents JSONL file (ids must be unique)."""
-    docs = [doc for _, doc in read_jsonl_lines(path)]
+def read_jsonl(path: str | os.PathLike, rendered: bool | None = None) -> list[Document]:
+    """Read and validate a documents JSONL file (ids must be unique); ``rendered`` as in
+    :meth:`Document.from_record`."""
+    docs = [doc for _, doc in read_jsonl_lines(path, rendered)]
     ids = [d.id for d in docs]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:

@@ -5,9 +5,10 @@ config is ``jsonl``, ``ruler`` or ``helmet``). RULER's and HELMET's data need ne
 files; an unavailable source is a clear error, never a silent fallback to synthetic data.
 
 Each loader yields plain records ``{"task", "text", "answers"}`` (the user message before any chat
-template); :func:`select_documents` turns them into documents for one stratum: it templates them,
-counts tokens with the reference tokenizer, keeps those within the target length, and picks the
-longest ones (ties broken by a seeded shuffle).
+template, unless the config says ``rendered: true``); :func:`select_documents` turns them into documents
+for one stratum: it renders them as the reference model would, counts tokens with the reference
+tokenizer, keeps those within the target length, and picks the longest ones (ties broken by a seeded
+shuffle). Documents keep the message; every model renders it itself (:mod:`kvdiv.documents.render`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from kvdiv.documents.generate import Document, build_prompt, parse_stratum, read_jsonl_lines
+from kvdiv.documents.generate import Document, parse_stratum, read_jsonl_lines
 from kvdiv.documents.length import check_context, count_tokens
+from kvdiv.documents.render import render_with
 from kvdiv.io import jsonl_records
 
 TEXT_FIELDS = ("input", "prompt", "context", "text")
@@ -88,19 +90,20 @@ def select_documents(
     tokenizer,
     tokenizer_name: str,
     chat: Callable[[str], str] | None,
+    rendered: bool = False,
     max_context: int | None = None,
     reserve: int = 0,
 ) -> list[Document]:
-    """The ``n_documents`` longest records that fit the stratum's target length (after templating)."""
+    """The ``n_documents`` longest records that fit the stratum's target length (after the reference
+    model's rendering with ``chat``, or as they are when ``rendered``)."""
     family, length = parse_stratum(stratum)
     check_context(length, max_context, tokenizer_name, reserve)
     rng = np.random.default_rng(seed)
     scored = []
     for rec, tie in zip(records, rng.permutation(len(records))):
-        prompt = build_prompt(rec["text"], "", chat)
-        n = count_tokens(tokenizer, prompt)
+        n = count_tokens(tokenizer, render_with({"prompt": rec["text"], "rendered": rendered}, chat))
         if n <= length:
-            scored.append((length - n, int(tie), rec, prompt, n))
+            scored.append((length - n, int(tie), rec, rec["text"], n))
     if len(scored) < n_documents:
         raise ValueError(
             f"stratum {stratum!r}: only {len(scored)} of {len(records)} loaded records fit in {length} tokens of "
@@ -110,7 +113,7 @@ def select_documents(
     return [
         Document(
             id=f"{study}-{stratum}-{i:04d}", family=family, task=rec["task"], stratum=stratum, target_length=length,
-            prompt=prompt, answers=rec["answers"], n_tokens=n, tokenizer=tokenizer_name, seed=seed,
+            prompt=prompt, rendered=rendered, answers=rec["answers"], n_tokens=n, tokenizer=tokenizer_name, seed=seed,
         )
         for i, (_, _, rec, prompt, n) in enumerate(scored[:n_documents])
     ]
@@ -118,16 +121,18 @@ def select_documents(
 
 def own_documents(
     path: str | os.PathLike, *, study: str, stratum: str, n_documents: int, tokenizer, tokenizer_name: str,
-    max_context: int | None = None, reserve: int = 0,
+    rendered: bool, chat: Callable[[str], str] | None = None, max_context: int | None = None, reserve: int = 0,
 ) -> list[Document]:
     """The first ``n_documents`` of a user's JSONL in kvdiv's own format whose ``stratum`` matches,
-    re-counted with the reference tokenizer and renamed ``{study}-{stratum}-{i:04d}``.
+    re-counted with the reference model's rendering and renamed ``{study}-{stratum}-{i:04d}``.
 
-    Each must agree with its stratum (``family`` and ``target_length``) and fit it (at most ``target_length``
-    tokens of the reference tokenizer); an error names the file, the line and the field."""
+    ``rendered`` is the config's declaration (``documents.rendered``): whether each record's ``prompt`` is
+    final text or a user message (see :meth:`Document.from_record`). Each record must agree with its stratum
+    (``family`` and ``target_length``) and fit it (at most ``target_length`` tokens of the reference model's
+    rendering); an error names the file, the line and the field."""
     family, length = parse_stratum(stratum)
     check_context(length, max_context, tokenizer_name, reserve)
-    docs = [(lineno, d) for lineno, d in read_jsonl_lines(path) if d.stratum == stratum]
+    docs = [(lineno, d) for lineno, d in read_jsonl_lines(path, rendered=rendered) if d.stratum == stratum]
     if len(docs) < n_documents:
         raise ValueError(f"{path}: stratum {stratum!r} has {len(docs)} documents; {n_documents} are needed")
     out = []
@@ -137,17 +142,19 @@ def own_documents(
             raise ValueError(f"{where}: field 'family' is {d.family!r}, but stratum {stratum!r} is of family {family!r}")
         if d.target_length != length:
             raise ValueError(f"{where}: field 'target_length' is {d.target_length}, but stratum {stratum!r} has length {length}")
-        n = count_tokens(tokenizer, d.prompt)
+        n = count_tokens(tokenizer, render_with(d.to_record(), chat))
         if n > length:
             raise ValueError(
-                f"{where}: field 'prompt' has {n} tokens of {tokenizer_name!r}, more than the stratum's target_length {length}"
+                f"{where}: field 'prompt' has {n} tokens of {tokenizer_name!r} (rendered), more than the stratum's "
+                f"target_length {length}"
             )
         if max_context is not None and n + reserve > max_context:
             raise ValueError(f"{where}: document {d.id!r} has {n} tokens; model {tokenizer_name!r} holds {max_context}")
         out.append(
             Document(
                 id=f"{study}-{stratum}-{i:04d}", family=d.family, task=d.task, stratum=stratum, target_length=length,
-                prompt=d.prompt, answers=d.answers, n_tokens=n, tokenizer=tokenizer_name, seed=d.seed,
+                prompt=d.prompt, answer_prefix=d.answer_prefix, rendered=d.rendered, answers=d.answers, n_tokens=n,
+                tokenizer=tokenizer_name, seed=d.seed,
             )
         )
     return out

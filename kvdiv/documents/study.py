@@ -10,22 +10,13 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Callable
 
 from kvdiv.documents.generate import Document, document_seed, generate_stratum, write_jsonl
+from kvdiv.documents.render import chat_function
 
 log = logging.getLogger(__name__)
 
 SOURCES = ("synthetic", "jsonl", "ruler", "helmet")
-
-
-def chat_function(tokenizer, enabled: bool) -> Callable[[str], str] | None:
-    """The user message → chat-templated text map of ``tokenizer`` (None when disabled or absent)."""
-    from kvdiv.models import apply_chat_template
-
-    if not enabled or not getattr(tokenizer, "chat_template", None):
-        return None
-    return lambda text: apply_chat_template(tokenizer, text, True)
 
 
 def model_context(model_dir: str | os.PathLike, tokenizer, spec: dict) -> int:
@@ -57,14 +48,22 @@ def stratum_documents(
 ) -> list[Document]:
     """Documents ``first .. n_documents-1`` of one stratum, sized with the tokenizer of ``model``
     (resolved under ``models_dir``)."""
-    from kvdiv.models import load_tokenizer, model_dir
+    from kvdiv.models import load_tokenizer, model_dir, uses_chat_template
 
     source = dict(source or {"source": "synthetic"})
     kind = source.get("source", "synthetic")
     if kind not in SOURCES:
         raise ValueError(f"study {study!r}: documents.source {kind!r} is not one of {', '.join(SOURCES)}")
+    rendered = source.get("rendered")
+    if kind == "jsonl" and rendered is None:
+        raise ValueError(
+            f"study {study!r}: documents.source 'jsonl' needs documents.rendered: true (the records' prompt is the "
+            f"final chat-templated text) or false (it is the user message each model renders with its own template)"
+        )
+    if kind == "synthetic" and rendered:
+        raise ValueError(f"study {study!r}: documents.rendered: true does not apply to synthetic documents (always messages)")
     tokenizer = load_tokenizer(model, model_spec, models_dir)
-    chat = chat_function(tokenizer, bool(model_spec.get("chat_template", True)))
+    chat = chat_function(tokenizer, uses_chat_template(tokenizer, model_spec))
     context = model_context(model_dir(model, models_dir), tokenizer, model_spec)
     log.info("study %s stratum %s: %d documents (%s), tokenizer of %r, max_context %d, chat template %s",
              study, stratum, n_documents, kind, model, context, chat is not None)
@@ -79,11 +78,13 @@ def stratum_documents(
     if kind == "jsonl":
         if not source.get("path"):
             raise ValueError(f"study {study!r}: documents.source 'jsonl' needs documents.path")
-        return loaders.own_documents(source["path"], **common, max_context=context, reserve=reserve)[first:]
+        return loaders.own_documents(
+            source["path"], **common, rendered=bool(rendered), chat=chat, max_context=context, reserve=reserve,
+        )[first:]
     records = loaders.load_source(source, stratum=stratum)
     return loaders.select_documents(
         records, **common, seed=document_seed(master_seed, study_seed, stratum, 0), chat=chat,
-        max_context=context, reserve=reserve,
+        rendered=bool(rendered), max_context=context, reserve=reserve,
     )[first:]
 
 
