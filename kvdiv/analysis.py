@@ -48,6 +48,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from kvdiv.io import read_parquet, write_parquet
 from kvdiv.seeds import derive_seed
 
 POOLED = "all"
@@ -149,7 +150,7 @@ def load_metrics(metric_dirs: Iterable[str | Path]) -> Metrics:
             path = Path(d) / f"{name}.parquet"
             if not path.exists():
                 raise FileNotFoundError(f"metrics file {path} does not exist")
-            parts[name].append(pl.read_parquet(path))
+            parts[name].append(read_parquet(path))  # checksum verified: a truncated file is an error naming it
     if not parts["replicates"]:
         raise ValueError("no metric directories given")
     cat = {k: pl.concat(v, how="diagonal_relaxed") for k, v in parts.items()}
@@ -334,6 +335,50 @@ def entry_times(metrics: Metrics, n_boot: int, seed: int, confidence: float) -> 
 
 
 # ---------------------------------------------------------------------------------------------- Figure 6
+def check_window(name: str, window: object, last: int, context: str = "") -> tuple[int, int]:
+    """A window ``[first, last]`` of 1-based positions or depths with 1 ≤ first ≤ last ≤ ``last``, as a tuple;
+    anything else (reversed, past the horizon, not two integers) is a ``ValueError`` naming ``name`` (and
+    ``context``, e.g. which study's horizon bounds it)."""
+    context = f" ({context})" if context else ""
+    if (not isinstance(window, (list, tuple)) or len(window) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in window)):
+        raise ValueError(f"{name} = {window!r} is not a window [first, last] of two integers{context}")
+    first, end = window
+    if first < 1 or first > end:
+        raise ValueError(f"{name} = {list(window)} is not a window 1 <= first <= last{context}")
+    if end > last:
+        raise ValueError(f"{name} = {list(window)} reaches past {last}, the last position it can hold{context}")
+    return int(first), int(end)
+
+
+#: analysis settings that are windows, with the figures/tables whose study's horizon H bounds them and the
+#: bound: generation positions t ≤ H, divergence-aligned depths ℓ = t − τ ≤ H − 1.
+ANALYSIS_WINDOWS = {
+    "blocks": (("table2",), 0), "short_window": (("table3",), 0),
+    "early": (("figure6", "figure7"), 1), "late": (("figure6", "figure7"), 1),
+}
+
+
+def check_analysis_windows(analysis: Mapping, horizons: Mapping[str, int]) -> None:
+    """Check the window settings of the ``analysis`` config section against the horizon of the study that feeds
+    each figure/table (``horizons``: item → H, for the items whose study is configured). Called by the workflow
+    when it starts."""
+    for key, (items, below) in ANALYSIS_WINDOWS.items():
+        if key not in analysis:
+            continue
+        windows = analysis[key] if key == "blocks" else [analysis[key]]
+        if key == "blocks" and not windows:
+            raise ValueError("analysis.blocks is empty")
+        for item in items:
+            if item not in horizons:
+                continue
+            what = "positions t <= H" if below == 0 else "depths <= H - 1"
+            context = f"{item} uses a study with H = {horizons[item]}: {what}"
+            for i, window in enumerate(windows):
+                name = f"analysis.{key}[{i}]" if key == "blocks" else f"analysis.{key}"
+                check_window(name, window, horizons[item] - below, context)
+
+
 def _window_filter(depth: pl.Expr, window: Sequence[int]) -> pl.Expr:
     return (depth >= window[0]) & (depth <= window[1])
 
@@ -449,9 +494,9 @@ def clock_block_gaps(metrics: Metrics, contrasts: Sequence[Sequence[str]], block
     ``{family}_all``; bootstrap over that family's documents only) and per model (family and length ``all``)."""
     clock = metrics.clock.join(metrics.documents, on=["model", "document"], how="left")
     h = int(clock["step"].max())
-    usable = [tuple(int(x) for x in b) for b in blocks if b[0] <= h]
-    if not usable:
-        raise ValueError(f"analysis.blocks {blocks!r}: no block starts within the horizon H = {h}")
+    if not blocks:
+        raise ValueError("analysis.blocks is empty")
+    usable = [check_window(f"analysis.blocks[{i}]", list(b) if isinstance(b, tuple) else b, h) for i, b in enumerate(blocks)]
     per_block = clock.with_columns(
         pl.coalesce(*[pl.when(_window_filter(pl.col("step"), b)).then(pl.lit(_block_label(b))) for b in usable]).alias("block")
     ).filter(pl.col("block").is_not_null())
@@ -643,11 +688,8 @@ def figure7_data(metrics: Metrics, contrasts, cohort_max_tau: int, early, late, 
 
 
 def write_frames(frames: Mapping[str, pl.DataFrame], paths: Mapping[str, str | Path]) -> None:
-    """Write each frame to its Parquet path atomically."""
-    from kvdiv.io import atomic_path
-
+    """Write each frame to its Parquet path atomically, with its checksum file (:func:`kvdiv.io.write_parquet`)."""
     for name, frame in frames.items():
         if name not in paths:
             raise KeyError(f"no output path for analysis table {name!r}")
-        with atomic_path(paths[name]) as tmp:
-            frame.write_parquet(tmp)
+        write_parquet(frame, paths[name])

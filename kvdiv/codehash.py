@@ -8,6 +8,7 @@ reruns the rule and everything downstream of it, and nothing upstream.
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -23,6 +24,12 @@ def module_files(name: str) -> list[Path]:
     if folder.is_dir():
         return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in {".py", ".yaml", ".json", ".txt"})
     raise KeyError(f"kvdiv has no module or subpackage named {name!r} (looked for {file} and {folder})")
+
+
+def fingerprint(*parts: object) -> str:
+    """SHA-256 (first 16 hex digits) of JSON-serialisable ``parts`` (mapping keys sorted), e.g. a config section
+    with the ``code_hash`` of the modules that check it."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def code_hash(*names: str) -> str:

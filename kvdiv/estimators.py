@@ -45,7 +45,7 @@ import numpy as np
 import polars as pl
 import xarray as xr
 
-from kvdiv.io import atomic_path
+from kvdiv.io import write_parquet
 
 log = logging.getLogger(__name__)
 
@@ -303,10 +303,14 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
 
 
 def open_cube(path: str | Path) -> xr.Dataset:
-    """Open a cube store with xarray (document metadata as coordinates); a clear error when it is missing."""
+    """Open a cube store with xarray (document metadata as coordinates), verified; a clear error when it is
+    missing, incomplete or corrupt."""
+    from kvdiv.store import verify_store
+
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"cube store {path} does not exist")
+    verify_store(path)  # every chunk present and every array matching its checksum, else an error naming it
     ds = xr.open_zarr(path, consolidated=None, chunks=None)
     return ds.set_coords([c for c in DOCUMENT_COORDS if c in ds.data_vars])
 
@@ -320,8 +324,7 @@ def write_metrics(cube: str | Path, out_dir: str | Path, window: int, model: str
     paths = {}
     for name, frame in tables.items():
         path = out_dir / f"{name}.parquet"
-        with atomic_path(path) as tmp:
-            frame.write_parquet(tmp)
+        write_parquet(frame, path)  # + its checksum file, which the next rule verifies
         log.info("wrote %s (%d rows)", path, frame.height)
         paths[name] = path
     return paths

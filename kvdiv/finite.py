@@ -10,9 +10,11 @@ Optionally one token ``eos`` is absorbing: after a chain emits it, its kernel is
      "reference":    {"": [p_0..p_{V-1}], "0": [...], "0,2": [...], ...},
      "intervention": {...}}
 
-Keys are histories written as comma-joined token ids; every history of length 0..H−1 must be
-present, except histories that continue past an ``eos`` token (absorbed: if given they are checked
-as distributions and then replaced by the point mass on ``eos``).
+Keys are histories written as comma-joined token ids in canonical form (decimal, no sign, no leading
+zeros, no spaces: ``"0,12"``, never ``"0, 12"``, ``"00"`` or ``"-0"``), so one history has exactly one key;
+every history of length 0..H−1 must be present, except histories that continue past an ``eos`` token
+(absorbed: if given they are checked as distributions and then replaced by the point mass on ``eos``).
+Probabilities are JSON numbers (a string or a boolean is an error), and a key may appear once.
 
 **Coupling.** At step t with histories (x_<t, y_<t): p = P(·|x_<t), q = Q(·|y_<t),
 δ_t = TV(p, q) = ½‖p − q‖₁ (``tv``), overlap m = min(p, q). With probability 1 − δ_t draw
@@ -39,12 +41,16 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 ROW_SUM_TOL = 1e-9
+#: Most histories a system file may describe (checked from V and H before anything is counted or allocated).
+MAX_HISTORIES = 5_000_000
+_HISTORY_KEY = re.compile(r"(0|[1-9][0-9]*)(,(0|[1-9][0-9]*))*")
 # Exact enumeration keeps dense pair tables of size (V^d)^2 per depth; refuse what would not fit.
 MAX_PAIR_STATES = 1 << 20
 
@@ -57,10 +63,12 @@ def history_key(history: tuple[int, ...] | list[int]) -> str:
 def _parse_key(key: str, vocab: int, where: str) -> tuple[int, ...]:
     if key == "":
         return ()
-    try:
-        tokens = tuple(int(part) for part in key.split(","))
-    except ValueError:
-        raise ValueError(f"{where}: history key {key!r} is not comma-joined token ids") from None
+    if not _HISTORY_KEY.fullmatch(key):
+        raise ValueError(
+            f"{where}: history key {key!r} is not comma-joined token ids in canonical form (e.g. '0,2': no spaces, "
+            "signs or leading zeros)"
+        )
+    tokens = tuple(int(part) for part in key.split(","))
     if any(t < 0 or t >= vocab for t in tokens):
         raise ValueError(f"{where}: history {key!r} has a token outside 0..{vocab - 1}")
     return tokens
@@ -183,6 +191,20 @@ def absorb_eos(table: np.ndarray, vocab: int, horizon: int, eos: int) -> np.ndar
     return table
 
 
+def count_histories(vocab: int, horizon: int) -> int | None:
+    """Σ_{d<H} V^d, the number of histories of length 0..H−1, or None when it exceeds :data:`MAX_HISTORIES`
+    (decided in at most log_V(MAX_HISTORIES) + 1 steps, whatever H)."""
+    if vocab == 1:
+        return horizon if horizon <= MAX_HISTORIES else None
+    total, level = 0, 1
+    for _ in range(horizon):
+        total += level
+        if total > MAX_HISTORIES:
+            return None
+        level *= vocab
+    return total
+
+
 def system_from_dict(data: dict, source: str = "<dict>") -> FiniteSystem:
     """Validate a parsed system file and build the :class:`FiniteSystem`.
 
@@ -208,9 +230,9 @@ def system_from_dict(data: dict, source: str = "<dict>") -> FiniteSystem:
     eos = data.get("eos")
     if eos is not None and (not isinstance(eos, int) or isinstance(eos, bool) or not 0 <= eos < V):
         raise ValueError(f"{source}: 'eos' must be a token id in 0..{V - 1}, got {eos!r}")
-    n_nodes = sum(V**d for d in range(H))
-    if n_nodes > 5_000_000:
-        raise ValueError(f"{source}: vocab {V} and horizon {H} give {n_nodes} histories, too many to enumerate")
+    n_nodes = count_histories(V, H)
+    if n_nodes is None:
+        raise ValueError(f"{source}: vocab {V} and horizon {H} give more than {MAX_HISTORIES} histories, too many to enumerate")
     tables = {}
     for label in ("reference", "intervention"):
         rows = data[label]
@@ -227,10 +249,10 @@ def system_from_dict(data: dict, source: str = "<dict>") -> FiniteSystem:
             if not isinstance(row, list) or len(row) != V:
                 got = len(row) if isinstance(row, list) else type(row).__name__
                 raise ValueError(f"{where}: history {key!r} has {got} entries, expected vocab = {V}")
-            try:
-                arr = np.asarray(row, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise ValueError(f"{where}: history {key!r} has non-numeric entries") from None
+            bad = [v for v in row if isinstance(v, bool) or not isinstance(v, (int, float))]
+            if bad:
+                raise ValueError(f"{where}: history {key!r} has an entry {bad[0]!r} that is not a number")
+            arr = np.asarray(row, dtype=np.float64)
             if not np.all(np.isfinite(arr)):
                 raise ValueError(f"{where}: history {key!r} has non-finite entries")
             if np.any(arr < 0):
@@ -256,13 +278,29 @@ def system_from_dict(data: dict, source: str = "<dict>") -> FiniteSystem:
     return FiniteSystem(V, H, tables["reference"], tables["intervention"], eos=eos, name=str(data.get("name", "")))
 
 
+def _unique_keys(path: Path):
+    """A json ``object_pairs_hook`` refusing a key given twice (the later would silently win)."""
+
+    def hook(pairs: list[tuple[str, object]]) -> dict:
+        out: dict = {}
+        for key, value in pairs:
+            if key in out:
+                raise ValueError(f"{path}: key {key!r} appears twice in one object")
+            out[key] = value
+        return out
+
+    return hook
+
+
 def load_system(path: str | Path) -> FiniteSystem:
     """Read and validate a finite-state system file (see the module docstring)."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys(path))
     except json.JSONDecodeError as err:
         raise ValueError(f"{path}: not valid JSON ({err})") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 (byte at offset {err.start})") from None
     system = system_from_dict(data, source=str(path))
     if not system.name:
         object.__setattr__(system, "name", path.stem)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from kvdiv.store import is_cube, read_cube_action, read_document_store
+from kvdiv.store import is_cube, read_cube_action, read_document_store, verify_store
 
 
 def action_summary(match: np.ndarray, tv: np.ndarray, fixed_tv: np.ndarray, eos_x: np.ndarray, eos_y: np.ndarray) -> dict[str, Any]:
@@ -36,19 +36,21 @@ def action_summary(match: np.ndarray, tv: np.ndarray, fixed_tv: np.ndarray, eos_
 
 
 def summarize(path: str | Path) -> dict[str, Any]:
-    """A JSON-ready summary of a per-document store or a cube."""
+    """A JSON-ready summary of a per-document store or a cube (verified first: an incomplete or corrupt store
+    is a :class:`kvdiv.store.CorruptStoreError` naming it and the array)."""
     path = Path(path)
     names = ("match", "tv", "fixed_tv", "eos_x", "eos_y")
     if is_cube(path):
         import zarr
 
+        verify_store(path)
         root = zarr.open_group(str(path), mode="r", zarr_format=3)
         attrs = dict(root.attrs)
         actions = [str(a) for a in root["action"][...]]
         documents = [str(d) for d in root["document"][...]]
         per_action = {}
         for a in actions:
-            data = read_cube_action(path, a)
+            data = read_cube_action(path, a, verify=False)
             per_action[a] = action_summary(*(data[n] for n in names))
         kind = "cube"
     else:

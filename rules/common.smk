@@ -12,8 +12,11 @@ sys.path.insert(0, str(Path(workflow.basedir)))
 os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [str(Path(workflow.basedir)), os.environ.get("PYTHONPATH")])))
 
 from kvdiv.codehash import code_hash  # noqa: E402
+from kvdiv.names import NAME_REGEX, check_config_names  # noqa: E402
 
 validate(config, "../config/schema.yaml")
+# Names become path components (results/models/{model}/, results/{study}/...): kvdiv.names says which are safe.
+check_config_names(config)
 
 ENV = "../envs/kvdiv.yaml"
 
@@ -24,6 +27,16 @@ FINAL_TARGETS = []
 def get_final_targets():
     """Everything `snakemake` builds by default (filled by the included rule files)."""
     return FINAL_TARGETS
+
+
+def with_checksums(outputs):
+    """Parquet outputs plus the checksum file kvdiv.io.write_parquet writes beside each ({path}.sha256; named
+    {name}_sha256 in a dict). Readers downstream verify it; declared as outputs, a missing one reruns the producer."""
+    from kvdiv.io import checksum_path
+
+    if isinstance(outputs, dict):
+        return {**outputs, **{f"{name}_sha256": str(checksum_path(path)) for name, path in outputs.items()}}
+    return [*outputs, *(str(checksum_path(path)) for path in outputs)]
 
 
 def get_models():
@@ -94,13 +107,18 @@ def get_model_seed(model):
 
 
 def get_model_resolve_inputs(wildcards):
-    """A random model with another model's tokenizer needs that model resolved first."""
+    """A random model with another model's tokenizer needs that model resolved first; a local or gguf model's
+    files on disk are inputs (editing one reruns the resolution)."""
     spec = get_model_spec(wildcards.model)
     tokenizer = spec.get("tokenizer")
     if spec["source"] == "random" and tokenizer and tokenizer != "bytes":
         if tokenizer not in config["models"]:
             raise ValueError(f"model {wildcards.model!r}: tokenizer {tokenizer!r} is neither 'bytes' nor a configured model")
         return [get_model_ready(tokenizer)]
+    if spec["source"] in ("local", "gguf"):
+        from kvdiv.models import source_files
+
+        return [str(path) for path in source_files(spec)]
     return []
 
 
@@ -141,6 +159,15 @@ def get_stratum_spec(study, stratum):
 def get_documents_source(study):
     """A study's `documents` section (default: synthetic generation)."""
     return canonical(dict(get_study(study).get("documents") or {"source": "synthetic"}))
+
+
+def get_documents_source_files(study, stratum):
+    """The local file a study's documents are read from for one stratum (jsonl, ruler or helmet `path`), if any:
+    an input of rule document, so editing it reruns the documents built from it."""
+    from kvdiv.documents.loaders import source_file
+
+    path = source_file(get_documents_source(study), stratum=stratum)
+    return [] if path is None else [str(path)]
 
 
 def get_documents_file(study, stratum):
@@ -226,6 +253,48 @@ def check_documents_rendered():
 
 
 check_documents_rendered()
+
+
+def check_actions():
+    """Every configured action builds its press (the press exists, accepts the arguments, and their values are in
+    range: kvdiv.actions.check_argument) when the workflow starts, not inside a trajectory job after models and
+    documents. Only in the main process (a cluster job re-reading the workflow skips it), and once per actions
+    section, checking code and kvpress version (a marker under .snakemake/kvdiv/ spares the kvpress import later)."""
+    from importlib.metadata import version
+
+    from kvdiv.codehash import fingerprint
+
+    if not workflow.is_main_process:
+        return
+    actions = canonical(config.get("actions") or {})
+    marker = Path(".snakemake/kvdiv") / f"actions-valid-{fingerprint(actions, code_hash('actions', 'probabilistic_press'), version('kvpress'))}"
+    if marker.is_file():
+        return
+    from kvdiv.actions import validate_action
+
+    for name, spec in actions.items():
+        try:
+            validate_action(spec, name)
+        except ValueError as err:
+            raise ValueError(f"actions.{name}: {err}") from None
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+
+
+check_actions()
+
+
+def check_analysis():
+    """The analysis windows (blocks, short_window, early, late) lie within the horizon of the study feeding each
+    figure/table, first <= last (kvdiv.analysis.check_analysis_windows), checked when the workflow starts."""
+    from kvdiv.analysis import check_analysis_windows
+
+    analysis = config["analysis"]
+    horizons = {item: get_study(study)["horizon"] for item, study in analysis["studies"].items() if study in get_studies()}
+    check_analysis_windows(analysis, horizons)
+
+
+check_analysis()
 
 
 # --- trajectories (rules/trajectories.smk) ---

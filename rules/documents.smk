@@ -8,12 +8,13 @@
 rule document:
     input:
         model=lambda wildcards: get_model_ready(get_reference_tokenizer(wildcards.study)),
+        source=lambda wildcards: get_documents_source_files(wildcards.study, wildcards.stratum),
     output:
         "results/{study}/documents/{stratum}/{doc_id}.json",
     wildcard_constraints:
-        study=r"[A-Za-z0-9_.-]+",
+        study=NAME_REGEX,
         stratum=r"[A-Za-z0-9]+_[0-9]+",
-        doc_id=r"[A-Za-z0-9_.-]+",
+        doc_id=NAME_REGEX,
     params:
         index=lambda wildcards: get_document_index(wildcards.study, wildcards.stratum, wildcards.doc_id),
         tasks=lambda wildcards: get_stratum_spec(wildcards.study, wildcards.stratum).get("tasks", []),
@@ -40,7 +41,7 @@ rule documents:
     output:
         "results/{study}/documents/{stratum}.jsonl",
     wildcard_constraints:
-        study=r"[A-Za-z0-9_.-]+",
+        study=NAME_REGEX,
         stratum=r"[A-Za-z0-9]+_[0-9]+",
     params:
         code=code_hash("documents", "io"),

@@ -6,9 +6,13 @@ rule estimators:
     input:
         cube="results/{study}/cube/{model}.zarr",
     output:
-        replicates="results/{study}/metrics/{model}/replicates.parquet",
-        aligned="results/{study}/metrics/{model}/profiles_aligned.parquet",
-        clock="results/{study}/metrics/{model}/profiles_clock.parquet",
+        **with_checksums(
+            {
+                "replicates": "results/{study}/metrics/{model}/replicates.parquet",
+                "aligned": "results/{study}/metrics/{model}/profiles_aligned.parquet",
+                "clock": "results/{study}/metrics/{model}/profiles_clock.parquet",
+            }
+        ),
     params:
         window=lambda wildcards: get_analysis()["window"],
         code=code_hash("estimators", "io"),

@@ -9,7 +9,7 @@ rule analysis_figure5:
     input:
         metrics=lambda wildcards: get_metrics_files(get_analysis_study("figure5")),
     output:
-        **get_analysis_outputs("figure5"),
+        **with_checksums(get_analysis_outputs("figure5")),
     params:
         item="figure5",
         settings=lambda wildcards: get_analysis_params("figure5"),
@@ -26,7 +26,7 @@ rule analysis_figure6:
     input:
         metrics=lambda wildcards: get_metrics_files(get_analysis_study("figure6")),
     output:
-        **get_analysis_outputs("figure6"),
+        **with_checksums(get_analysis_outputs("figure6")),
     params:
         item="figure6",
         settings=lambda wildcards: get_analysis_params("figure6"),
@@ -43,7 +43,7 @@ rule analysis_figure7:
     input:
         metrics=lambda wildcards: get_metrics_files(get_analysis_study("figure7")),
     output:
-        **get_analysis_outputs("figure7"),
+        **with_checksums(get_analysis_outputs("figure7")),
     params:
         item="figure7",
         settings=lambda wildcards: get_analysis_params("figure7"),

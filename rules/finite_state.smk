@@ -21,7 +21,7 @@ rule finite_exact:
     input:
         systems=get_finite_system_files(),
     output:
-        f"{FINITE_DIR}/exact.parquet",
+        with_checksums([f"{FINITE_DIR}/exact.parquet"]),
     params:
         window=lambda wildcards: get_finite_state()["window"],
         code=code_hash("finite", "finite_study", "io"),
@@ -37,7 +37,7 @@ rule finite_estimates:
     input:
         systems=get_finite_system_files(),
     output:
-        f"{FINITE_DIR}/estimates.parquet",
+        with_checksums([f"{FINITE_DIR}/estimates.parquet"]),
     params:
         replicates=lambda wildcards: get_finite_state()["replicates"],
         seed=lambda wildcards: get_finite_state()["seed"],
@@ -60,7 +60,7 @@ rule finite_compare:
         estimates=f"{FINITE_DIR}/estimates.parquet",
         paper="kvdiv/data/paper_reported_values.yaml",
     output:
-        comparison=f"{FINITE_DIR}/comparison.parquet",
+        **with_checksums({"comparison": f"{FINITE_DIR}/comparison.parquet"}),
         csv=report(f"{FINITE_DIR}/paper_comparison.csv", caption="../report/finite_state_table.rst", category="Finite-state study"),
         md=f"{FINITE_DIR}/paper_comparison.md",
     params:

@@ -6,7 +6,7 @@
 
 
 wildcard_constraints:
-    model=r"[A-Za-z0-9_.-]+",
+    model=NAME_REGEX,
 
 
 rule resolve_model:

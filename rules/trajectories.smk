@@ -16,8 +16,8 @@ rule trajectories:
     output:
         directory("results/{study}/trajectories/{model}/{doc_id}.zarr"),
     wildcard_constraints:
-        study=r"[A-Za-z0-9_.-]+",
-        doc_id=r"[A-Za-z0-9_.-]+",
+        study=NAME_REGEX,
+        doc_id=NAME_REGEX,
     shadow:
         "minimal"
     threads: lambda wildcards: get_model_spec(wildcards.model)["threads"]
@@ -47,7 +47,7 @@ rule cube:
     output:
         directory("results/{study}/cube/{model}.zarr"),
     wildcard_constraints:
-        study=r"[A-Za-z0-9_.-]+",
+        study=NAME_REGEX,
     params:
         code=code_hash("store", "generation", "io"),
     log:

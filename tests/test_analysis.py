@@ -144,8 +144,12 @@ def test_eos_share_without_eos_is_zero(study50):
 # ------------------------------------------------------------------------------------------- Tables
 def test_table2_block_gaps_match_tv_difference(study50):
     e, m = study50
-    gaps = an.clock_block_gaps(m, CONTRASTS, [[1, 32], [33, 64], [65, 128], [200, 300]], 200, 2, 0.95)
-    assert set(gaps["block"]) == {"1–32", "33–64", "65–128"}  # blocks beyond H are dropped
+    with pytest.raises(ValueError, match=r"analysis.blocks\[3\] = \[200, 300\] reaches past 128"):
+        an.clock_block_gaps(m, CONTRASTS, [[1, 32], [33, 64], [65, 128], [200, 300]], 200, 2, 0.95)
+    with pytest.raises(ValueError, match=r"analysis.blocks\[1\] = \[64, 33\] is not a window 1 <= first <= last"):
+        an.clock_block_gaps(m, CONTRASTS, [[1, 32], [64, 33]], 200, 2, 0.95)
+    gaps = an.clock_block_gaps(m, CONTRASTS, [[1, 32], [33, 64], [65, 128]], 200, 2, 0.95)
+    assert set(gaps["block"]) == {"1–32", "33–64", "65–128"}
     pooled = gaps.filter((pl.col("stratum") == an.POOLED) & (pl.col("contrast") == "recent_half − snapkv_half")
                          & (pl.col("block") == "65–128"))
     truth = 0.14 - e["snapkv_half"].mean()

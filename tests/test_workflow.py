@@ -155,6 +155,16 @@ def test_conda_env_pins_match_pyproject():
         (lambda c: c["studies"]["retention50"]["actions"].append("snapkv_typo"), "studies.retention50.actions: 'snapkv_typo'"),
         (lambda c: c["studies"]["retention90"].update(models=["gpt5"]), "studies.retention90.models: 'gpt5'"),
         (lambda c: c["models"]["tiny"].update(source="ftp"), "ftp"),
+        # actions are validated when the workflow starts, not inside trajectory jobs
+        (lambda c: c["actions"]["snapkv_half"].update(window_size=-1), "'window_size' = -1 is out of range"),
+        (lambda c: c["actions"]["recent_half"].update(n_sink=-3), "'n_sink' = -3 is out of range"),
+        (lambda c: c["actions"]["snapkv_90"].update(compression_ratio=1.5), "'compression_ratio' = 1.5 is out of range"),
+        (lambda c: c["actions"]["snapkv_90"].update(press="SnapKV"), "unknown press 'SnapKV'"),
+        # analysis windows past H or reversed
+        (lambda c: c["analysis"].update(blocks=[[1, 4], [5, 8], [9, 32]]), "analysis.blocks[2] = [9, 32]"),
+        (lambda c: c["analysis"].update(blocks=[[4, 1]]), "analysis.blocks[0] = [4, 1]"),
+        (lambda c: c["analysis"].update(late=[12, 16]), "analysis.late = [12, 16]"),
+        (lambda c: c.pop("models"), "'models' is a required property"),
     ],
 )
 def test_bad_config_is_a_clear_error(tmp_path, edit, message):
@@ -164,3 +174,15 @@ def test_bad_config_is_a_clear_error(tmp_path, edit, message):
                           text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(work)))
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr
+
+
+def test_a_changed_action_is_validated_again(tmp_path):
+    """Validation is skipped for an actions section already validated (a marker under .snakemake/kvdiv/), never
+    for a changed one."""
+    work = copy_repo(tmp_path / "wf")
+    run_snakemake(work, "-n", "--cores", "1", "--configfile", "config/smoke.yaml")
+    assert len(list((work / ".snakemake/kvdiv").glob("actions-valid-*"))) == 1
+    bad = write_variant(work, "bad.yaml", lambda c: c["actions"]["snapkv_half"].update(window_size=-1))
+    proc = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1", "--configfile", bad], cwd=work, capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(work)))
+    assert proc.returncode != 0 and "'window_size' = -1 is out of range" in proc.stdout + proc.stderr

@@ -1,16 +1,14 @@
 """Snakemake script of rules analysis_figure5/6/7: metrics -> one figure's data (kvdiv.analysis.{item}_data)."""
 
 import logging
-import sys
 from pathlib import Path
 
 from kvdiv import analysis
+from kvdiv.joblog import job_log
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 
-with open(snakemake.log[0], "w") as log:
-    sys.stderr = sys.stdout = log
-    logging.basicConfig(stream=log, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+with job_log(snakemake.log[0]):
     s = dict(snakemake.params.settings)
     builder = getattr(analysis, f"{snakemake.params.item}_data")
     metrics = analysis.load_metrics(sorted({str(Path(p).parent) for p in snakemake.input.metrics}))

@@ -1,14 +1,18 @@
-"""Snakemake script of rule `cube`: a (study, model)'s per-document stores -> one cube store."""
+"""Snakemake script of rule `cube`: a (study, model)'s per-document stores -> one cube store.
+
+Each store is verified as it is read (kvdiv.store.read_store_arrays): an incomplete or corrupt store stops the
+job with an error naming the store and the array.
+"""
 
 import logging
-import sys
 
+from kvdiv.joblog import job_log
 from kvdiv.store import build_cube
 
-sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
-logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
+snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 
-wc = snakemake.wildcards  # noqa: F821
-logging.info("building the cube of %s/%s from %d stores", wc.study, wc.model, len(snakemake.input.stores))  # noqa: F821
-build_cube(wc.study, wc.model, list(snakemake.input.stores), snakemake.output[0])  # noqa: F821
-logging.info("wrote %s", snakemake.output[0])  # noqa: F821
+with job_log(snakemake.log[0]):
+    wc = snakemake.wildcards
+    logging.info("building the cube of %s/%s from %d stores", wc.study, wc.model, len(snakemake.input.stores))
+    build_cube(wc.study, wc.model, list(snakemake.input.stores), snakemake.output[0])
+    logging.info("wrote %s", snakemake.output[0])

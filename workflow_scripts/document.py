@@ -1,16 +1,14 @@
 """Snakemake script of rule document: write results/{study}/documents/{stratum}/{doc_id}.json (kvdiv.documents)."""
 
 import logging
-import sys
 from pathlib import Path
 
 from kvdiv.documents.study import write_document
+from kvdiv.joblog import job_log
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 
-with open(snakemake.log[0], "w") as log:
-    sys.stderr = sys.stdout = log
-    logging.basicConfig(stream=log, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+with job_log(snakemake.log[0]):
     p = snakemake.params
     doc = write_document(
         snakemake.output[0],

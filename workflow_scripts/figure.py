@@ -1,20 +1,17 @@
 """Snakemake script of rule figure: analysis Parquet -> Figure 5, 6 or 7 as PDF + PNG (kvdiv.plotting)."""
 
 import logging
-import sys
 
-import polars as pl
-
+from kvdiv.io import read_parquet
+from kvdiv.joblog import job_log
 from kvdiv.plotting.figure5 import plot_figure5
 from kvdiv.plotting.figure6 import plot_figure6
 from kvdiv.plotting.figure7 import plot_figure7
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 
-with open(snakemake.log[0], "w") as log:
-    sys.stderr = sys.stdout = log
-    logging.basicConfig(stream=log, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    frames = {name: pl.read_parquet(path) for name, path in snakemake.input.items()}
+with job_log(snakemake.log[0]):
+    frames = {name: read_parquet(path) for name, path in snakemake.input.items()}
     item, out, dpi = snakemake.wildcards.item, snakemake.output, int(snakemake.params.dpi)
     if item == "figure5":
         plot_figure5(frames, out.pdf, out.png, dpi=dpi)

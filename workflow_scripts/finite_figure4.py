@@ -1,19 +1,18 @@
 """Snakemake script of rule finite_figure4: render Figure 4 (kvdiv.plotting.figure4)."""
 
 import logging
-import sys
 
 import polars as pl
 
+from kvdiv.io import read_parquet
+from kvdiv.joblog import job_log
 from kvdiv.plotting.figure4 import plot_figure4
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 
-with open(snakemake.log[0], "w") as log:
-    sys.stderr = sys.stdout = log
-    logging.basicConfig(stream=log, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+with job_log(snakemake.log[0]):
     plot_figure4(
-        pl.read_parquet(snakemake.input.comparison),
+        read_parquet(snakemake.input.comparison),
         pl.read_csv(snakemake.input.paper_table),
         snakemake.output.pdf,
         snakemake.output.png,

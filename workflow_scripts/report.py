@@ -1,15 +1,13 @@
 """Snakemake script of rule report_md: analysis tables -> results/report.md (kvdiv.report.build_report)."""
 
 import logging
-import sys
 
 from kvdiv.report import build_report
+from kvdiv.joblog import job_log
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 
-with open(snakemake.log[0], "w") as log:
-    sys.stderr = sys.stdout = log
-    logging.basicConfig(stream=log, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+with job_log(snakemake.log[0]):
     analysis = {item: dict(paths) for item, paths in snakemake.params.analysis.items()}
     tables = {}
     for path in snakemake.input.tables:

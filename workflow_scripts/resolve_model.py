@@ -1,16 +1,14 @@
 """Snakemake script of rule resolve_model: materialise results/models/{model}/ (see kvdiv.models)."""
 
 import logging
-import sys
 from pathlib import Path
 
 from kvdiv.models import resolve_model
+from kvdiv.joblog import job_log
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 
-with open(snakemake.log[0], "w") as log:
-    sys.stderr = sys.stdout = log
-    logging.basicConfig(stream=log, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+with job_log(snakemake.log[0]):
     name = snakemake.wildcards.model
     out_dir = Path(snakemake.output[0]).parent
     logging.info("resolving model %s (%s) into %s", name, snakemake.params.spec["source"], out_dir)

@@ -1,10 +1,10 @@
 """Snakemake script of rule table: metrics -> Table 2 or 3 as CSV, Markdown, LaTeX (kvdiv.analysis, kvdiv.tables)."""
 
 import logging
-import sys
 from pathlib import Path
 
 from kvdiv import analysis, tables
+from kvdiv.joblog import job_log
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 
@@ -15,9 +15,7 @@ CAPTIONS = {
     "full-horizon population-average gap within ±2 pp? Document-level MAE/RMSE of the predictions.",
 }
 
-with open(snakemake.log[0], "w") as log:
-    sys.stderr = sys.stdout = log
-    logging.basicConfig(stream=log, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+with job_log(snakemake.log[0]):
     s = dict(snakemake.params.settings)
     item = snakemake.wildcards.item
     metrics = analysis.load_metrics(sorted({str(Path(p).parent) for p in snakemake.input.metrics}))

@@ -24,7 +24,8 @@ from tqdm.auto import tqdm
 from kvdiv.documents.length import check_context, count_tokens, fit_length
 from kvdiv.documents.registry import family_tasks, get_task
 from kvdiv.documents.render import build_prompt
-from kvdiv.io import atomic_path
+from kvdiv.io import atomic_path, jsonl_records
+from kvdiv.names import MAX_COMPOSED_LENGTH, check_name
 from kvdiv.seeds import derive_seed
 
 _STRATUM = re.compile(r"^([A-Za-z0-9]+)_([0-9]+)$")
@@ -34,6 +35,11 @@ RECORD_KEYS = (
 )
 #: Keys a record may omit, with their defaults (``rendered`` may come from the config: see from_record).
 RECORD_DEFAULTS = {"answer_prefix": ""}
+#: The type of the other scalar fields of a record (checked when a record is read).
+FIELD_TYPES = {
+    "id": str, "family": str, "task": str, "stratum": str, "target_length": int, "n_tokens": int, "tokenizer": str,
+    "seed": int,
+}
 
 
 @dataclass(frozen=True)
@@ -87,8 +93,14 @@ class Document:
             raise ValueError(f"{where}: a rendered prompt cannot carry an answer_prefix (put it in the prompt)")
         if not isinstance(record["answers"], list) or not all(isinstance(a, str) for a in record["answers"]):
             raise ValueError(f"{where}: 'answers' must be a list of strings, got {record['answers']!r}")
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(record["id"])):
-            raise ValueError(f"{where}: document id {record['id']!r} is not file-name safe ([A-Za-z0-9_.-]+)")
+        for key, kind in FIELD_TYPES.items():
+            value = record[key]
+            if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+                raise ValueError(f"{where}: field {key!r} must be {kind.__name__ if kind is not str else 'a string'}, got {value!r}")
+        try:
+            check_name(record["id"], "document id", MAX_COMPOSED_LENGTH)  # the id names the document's files
+        except ValueError as err:
+            raise ValueError(f"{where}: field 'id': {err}") from None
         return cls(**{k: record[k] for k in RECORD_KEYS})
 
 
@@ -238,19 +250,20 @@ def write_jsonl(docs: Iterable[Document], path: str | os.PathLike) -> None:
         tmp.write_text(dumps_jsonl(docs), encoding="utf-8")
 
 
+def read_jsonl_lines(path: str | os.PathLike, rendered: bool | None = None) -> list[tuple[int, Document]]:
+    """``(line number, document)`` of every record of a documents JSONL file, validated: errors name the file,
+    the line and the field (:func:`kvdiv.io.jsonl_records` for bad bytes or JSON); ``rendered`` as in
+    :meth:`Document.from_record`."""
+    return [
+        (lineno, Document.from_record(record, where=f"{path}:{lineno}", rendered=rendered))
+        for lineno, record in jsonl_records(path)
+    ]
+
+
 def read_jsonl(path: str | os.PathLike, rendered: bool | None = None) -> list[Document]:
     """Read and validate a documents JSONL file (ids must be unique); ``rendered`` as in
     :meth:`Document.from_record`."""
-    docs: list[Document] = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({err})") from None
-            docs.append(Document.from_record(record, where=f"{path}:{lineno}", rendered=rendered))
+    docs = [doc for _, doc in read_jsonl_lines(path, rendered)]
     ids = [d.id for d in docs]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:

@@ -13,16 +13,16 @@ shuffle). Documents keep the message; every model renders it itself (:mod:`kvdiv
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
 
-from kvdiv.documents.generate import Document, parse_stratum, read_jsonl
+from kvdiv.documents.generate import Document, parse_stratum, read_jsonl_lines
 from kvdiv.documents.length import check_context, count_tokens
 from kvdiv.documents.render import render_with
+from kvdiv.io import jsonl_records
 
 TEXT_FIELDS = ("input", "prompt", "context", "text")
 ANSWER_FIELDS = ("outputs", "answers", "answer", "output")
@@ -58,10 +58,8 @@ def read_records(path: str | os.PathLike, task: str) -> Iterator[dict]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"document source file {path} does not exist")
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if line.strip():
-                yield normalise_record(json.loads(line), task, f"{path}:{lineno}")
+    for lineno, record in jsonl_records(path):  # bad bytes or JSON: an error naming the file and line
+        yield normalise_record(record, task, f"{path}:{lineno}")
 
 
 def dataset_records(dataset: str, task: str, *, name: str | None = None, split: str = "test") -> Iterator[dict]:
@@ -129,17 +127,29 @@ def own_documents(
     re-counted with the reference model's rendering and renamed ``{study}-{stratum}-{i:04d}``.
 
     ``rendered`` is the config's declaration (``documents.rendered``): whether each record's ``prompt`` is
-    final text or a user message (see :meth:`Document.from_record`)."""
-    _, length = parse_stratum(stratum)
+    final text or a user message (see :meth:`Document.from_record`). Each record must agree with its stratum
+    (``family`` and ``target_length``) and fit it (at most ``target_length`` tokens of the reference model's
+    rendering); an error names the file, the line and the field."""
+    family, length = parse_stratum(stratum)
     check_context(length, max_context, tokenizer_name, reserve)
-    docs = [d for d in read_jsonl(path, rendered=rendered) if d.stratum == stratum]
+    docs = [(lineno, d) for lineno, d in read_jsonl_lines(path, rendered=rendered) if d.stratum == stratum]
     if len(docs) < n_documents:
         raise ValueError(f"{path}: stratum {stratum!r} has {len(docs)} documents; {n_documents} are needed")
     out = []
-    for i, d in enumerate(docs[:n_documents]):
+    for i, (lineno, d) in enumerate(docs[:n_documents]):
+        where = f"{path}:{lineno}"
+        if d.family != family:
+            raise ValueError(f"{where}: field 'family' is {d.family!r}, but stratum {stratum!r} is of family {family!r}")
+        if d.target_length != length:
+            raise ValueError(f"{where}: field 'target_length' is {d.target_length}, but stratum {stratum!r} has length {length}")
         n = count_tokens(tokenizer, render_with(d.to_record(), chat))
+        if n > length:
+            raise ValueError(
+                f"{where}: field 'prompt' has {n} tokens of {tokenizer_name!r} (rendered), more than the stratum's "
+                f"target_length {length}"
+            )
         if max_context is not None and n + reserve > max_context:
-            raise ValueError(f"{path}: document {d.id!r} has {n} tokens; model {tokenizer_name!r} holds {max_context}")
+            raise ValueError(f"{where}: document {d.id!r} has {n} tokens; model {tokenizer_name!r} holds {max_context}")
         out.append(
             Document(
                 id=f"{study}-{stratum}-{i:04d}", family=d.family, task=d.task, stratum=stratum, target_length=length,
@@ -148,6 +158,21 @@ def own_documents(
             )
         )
     return out
+
+
+def source_file(source: dict, *, stratum: str) -> Path | None:
+    """The local file a ``documents`` config section reads for ``stratum`` (``path``, with ``{stratum}``,
+    ``{family}`` and ``{length}`` filled for sources ``ruler``/``helmet``), or None (synthetic, a dataset id).
+
+    The ``document`` rule takes it as an input, so editing the file reruns the documents built from it.
+    """
+    kind = source.get("source", "synthetic")
+    if kind not in ("jsonl", "ruler", "helmet") or not source.get("path"):
+        return None
+    if kind == "jsonl":
+        return Path(source["path"])
+    family, length = parse_stratum(stratum)
+    return Path(str(source["path"]).format(stratum=stratum, family=family, length=length))
 
 
 def load_source(source: dict, *, stratum: str) -> list[dict]:
@@ -163,7 +188,7 @@ def load_source(source: dict, *, stratum: str) -> list[dict]:
     fill = dict(stratum=stratum, family=family, length=length)
     task = source.get("task", kind)
     if source.get("path"):
-        return list(read_records(str(source["path"]).format(**fill), task))
+        return list(read_records(source_file(source, stratum=stratum), task))
     if source.get("dataset"):
         name = source.get("dataset_config")
         return list(

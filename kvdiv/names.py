@@ -1,0 +1,91 @@
+"""Names that become path components: models, actions, studies, strata (and document ids built from them).
+
+A name is used verbatim as a file or directory name (``results/models/{model}/``,
+``results/{study}/trajectories/{model}/{doc_id}.zarr``, ...), so it must not be able to escape its
+directory or alias another output. One rule, written here and used by ``config/schema.yaml``'s
+``$defs.name.pattern`` (a test keeps the two equal), the workflow's wildcard constraints
+(``rules/common.smk``), the CLI and the library:
+
+- 1 to :data:`MAX_LENGTH` characters from ``A-Z a-z 0-9 _ . -``, starting with a letter or digit (so never
+  ``.``, ``..``, a hidden name, or a name that reads as a command-line option);
+- a name is not one its kind reserves (:data:`RESERVED`, compared case-insensitively as case-insensitive file
+  systems do): a study is not named after another top-level entry of ``results/``, an action (a group of a
+  per-document Zarr store) is not ``zarr.json``;
+- within one kind, no two names differ only in case.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Mapping
+
+#: The allowed names (the same pattern is ``$defs.name.pattern`` in config/schema.yaml).
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+#: The pattern without anchors, for Snakemake ``wildcard_constraints``.
+NAME_REGEX = NAME_PATTERN[1:-1]
+#: Longest config name: document ids ``{study}-{stratum}-{i:04d}.zarr`` must stay below the usual 255-byte
+#: file-name limit.
+MAX_LENGTH = 64
+#: Longest name built from config names (a document id).
+MAX_COMPOSED_LENGTH = 200
+#: Names a kind may not take (lower case): top-level entries of ``results/`` that are not studies (a study of
+#: that name would write into them), and the metadata file of a Zarr store (actions are its groups).
+RESERVED = {
+    "study": frozenset(
+        {"models", "finite_state", "figures", "tables", "analysis", "benchmarks", "report.md", "report.html", "readme.md"}
+    ),
+    "action": frozenset({"zarr.json"}),
+}
+#: The kinds of names the config holds (the config section that defines each).
+KINDS = {"model": "models", "action": "actions", "study": "studies"}
+
+_NAME = re.compile(NAME_PATTERN)
+
+
+def check_name(name: object, kind: str = "name", max_length: int = MAX_LENGTH) -> str:
+    """Return ``name`` if it is a safe path component for a ``kind`` (model, action, study, stratum, ...).
+
+    Raises
+    ------
+    ValueError
+        Naming the kind, the name and the rule it breaks.
+    """
+    if not isinstance(name, str):
+        raise ValueError(f"{kind} name {name!r} is not a string")
+    if len(name) > max_length:
+        raise ValueError(f"{kind} name {name[:20]!r}... has {len(name)} characters; at most {max_length} are allowed")
+    if not _NAME.match(name):
+        raise ValueError(
+            f"{kind} name {name!r} is not allowed: names become file and directory names, so they use only "
+            "letters, digits, '_', '.' and '-' and start with a letter or digit (no '.', '..', '/', hidden names)"
+        )
+    reserved = RESERVED.get(kind, frozenset())
+    if name.lower() in reserved:
+        raise ValueError(f"{kind} name {name!r} is reserved: it would alias another output ({', '.join(sorted(reserved))})")
+    return name
+
+
+def check_names(names: Iterable[object], kind: str, where: str) -> list[str]:
+    """Check every name of one kind (``where`` is the config section, for errors); no two may differ only in case."""
+    seen: dict[str, str] = {}
+    out = []
+    for name in names:
+        try:
+            check_name(name, kind)
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
+        other = seen.setdefault(name.lower(), name)
+        if other != name:
+            raise ValueError(f"{where}: {kind} names {other!r} and {name!r} differ only in case (they alias on some file systems)")
+        out.append(name)
+    return out
+
+
+def check_config_names(config: Mapping) -> None:
+    """Check every name of a (schema-validated) config that becomes a path component: models, actions,
+    studies and each study's strata ``{family}_{length}``."""
+    for kind, section in KINDS.items():
+        check_names(config.get(section) or {}, kind, section)
+    for study, spec in (config.get("studies") or {}).items():
+        strata = [f"{s.get('family')}_{s.get('length')}" for s in spec.get("strata") or []]
+        check_names(strata, "stratum", f"studies.{study}.strata")
