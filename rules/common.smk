@@ -20,6 +20,12 @@ check_config_names(config)
 
 ENV = "../envs/kvdiv.yaml"
 
+
+def script_code(script):
+    """The `code` param of a job running workflow_scripts/{script}, i.e. the hash of every kvdiv module the script
+    imports, transitively, and of the data files they read (kvdiv.codehash): editing that code reruns the job."""
+    return code_hash(str(Path(workflow.basedir) / "workflow_scripts" / script))
+
 # Each stage's rule file appends the targets `rule all` builds.
 FINAL_TARGETS = []
 
@@ -267,7 +273,7 @@ def check_actions():
     if not workflow.is_main_process:
         return
     actions = canonical(config.get("actions") or {})
-    marker = Path(".snakemake/kvdiv") / f"actions-valid-{fingerprint(actions, code_hash('actions', 'probabilistic_press'), version('kvpress'))}"
+    marker = Path(".snakemake/kvdiv") / f"actions-valid-{fingerprint(actions, code_hash('kvdiv.actions'), version('kvpress'))}"
     if marker.is_file():
         return
     from kvdiv.actions import validate_action

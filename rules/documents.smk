@@ -24,7 +24,7 @@ rule document:
         model_spec=lambda wildcards: get_model_spec(get_reference_tokenizer(wildcards.study)),
         source=lambda wildcards: get_documents_source(wildcards.study),
         reserve=lambda wildcards: get_study(wildcards.study).get("horizon", 128),
-        code=code_hash("documents", "seeds", "io"),
+        code=script_code("document.py"),
     log:
         "logs/document/{study}/{stratum}/{doc_id}.log",
     benchmark:
@@ -44,7 +44,7 @@ rule documents:
         study=NAME_REGEX,
         stratum=r"[A-Za-z0-9]+_[0-9]+",
     params:
-        code=code_hash("documents", "io"),
+        code=script_code("documents.py"),
     log:
         "logs/documents/{study}/{stratum}.log",
     conda:

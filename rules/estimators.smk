@@ -15,7 +15,7 @@ rule estimators:
         ),
     params:
         window=lambda wildcards: get_analysis()["window"],
-        code=code_hash("estimators", "io"),
+        code=script_code("estimators.py"),
     log:
         "logs/estimators/{study}/{model}.log",
     benchmark:

@@ -13,7 +13,7 @@ rule analysis_figure5:
     params:
         item="figure5",
         settings=lambda wildcards: get_analysis_params("figure5"),
-        code=code_hash("analysis", "seeds", "io"),
+        code=script_code("analysis_figure.py"),
     log:
         "logs/analysis_figure5/analysis_figure5.log",
     conda:
@@ -30,7 +30,7 @@ rule analysis_figure6:
     params:
         item="figure6",
         settings=lambda wildcards: get_analysis_params("figure6"),
-        code=code_hash("analysis", "seeds", "io"),
+        code=script_code("analysis_figure.py"),
     log:
         "logs/analysis_figure6/analysis_figure6.log",
     conda:
@@ -47,7 +47,7 @@ rule analysis_figure7:
     params:
         item="figure7",
         settings=lambda wildcards: get_analysis_params("figure7"),
-        code=code_hash("analysis", "seeds", "io"),
+        code=script_code("analysis_figure.py"),
     log:
         "logs/analysis_figure7/analysis_figure7.log",
     conda:
@@ -66,7 +66,7 @@ rule figure:
         early=lambda wildcards: get_analysis()["early"],
         late=lambda wildcards: get_analysis()["late"],
         dpi=lambda wildcards: config["plotting"]["dpi"],
-        code=code_hash("plotting", "io"),
+        code=script_code("figure.py"),
     wildcard_constraints:
         item="figure5|figure6|figure7",
     log:
@@ -86,7 +86,7 @@ rule table:
         tex="results/tables/{item}.tex",
     params:
         settings=lambda wildcards: get_analysis_params(wildcards.item),
-        code=code_hash("analysis", "tables", "seeds", "io"),
+        code=script_code("table.py"),
     wildcard_constraints:
         item="table2|table3",
     log:
@@ -107,7 +107,7 @@ rule report_md:
         analysis={item: get_analysis_outputs(item) for item in ANALYSIS_TABLES},
         figures={item: f"results/figures/{item}.png" for item in ANALYSIS_TABLES},
         setting=lambda wildcards: get_report_setting(),
-        code=code_hash("report", "analysis", "tables", "data", "io"),
+        code=script_code("report.py"),
     log:
         "logs/report_md/report_md.log",
     conda:

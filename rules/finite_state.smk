@@ -8,7 +8,7 @@ rule finite_systems:
         get_finite_system_files(),
     params:
         suite=lambda wildcards: {k: v for k, v in get_finite_state().items() if k not in ("replicates", "window", "alpha")},
-        code=code_hash("finite", "finite_suite", "seeds", "io"),
+        code=script_code("finite_systems.py"),
     log:
         "logs/finite_systems/finite_systems.log",
     conda:
@@ -24,7 +24,7 @@ rule finite_exact:
         with_checksums([f"{FINITE_DIR}/exact.parquet"]),
     params:
         window=lambda wildcards: get_finite_state()["window"],
-        code=code_hash("finite", "finite_study", "io"),
+        code=script_code("finite_exact.py"),
     log:
         "logs/finite_exact/finite_exact.log",
     conda:
@@ -43,7 +43,7 @@ rule finite_estimates:
         seed=lambda wildcards: get_finite_state()["seed"],
         window=lambda wildcards: get_finite_state()["window"],
         alpha=lambda wildcards: get_finite_state()["alpha"],
-        code=code_hash("finite", "finite_sampling", "finite_study", "seeds", "io"),
+        code=script_code("finite_estimates.py"),
     log:
         "logs/finite_estimates/finite_estimates.log",
     benchmark:
@@ -64,7 +64,7 @@ rule finite_compare:
         csv=report(f"{FINITE_DIR}/paper_comparison.csv", caption="../report/finite_state_table.rst", category="Finite-state study"),
         md=f"{FINITE_DIR}/paper_comparison.md",
     params:
-        code=code_hash("finite_study", "io"),
+        code=script_code("finite_compare.py"),
     log:
         "logs/finite_compare/finite_compare.log",
     conda:
@@ -82,7 +82,7 @@ rule finite_figure4:
         png=report(f"{FINITE_DIR}/figure4.png", caption="../report/figure4.rst", category="Finite-state study"),
     params:
         dpi=lambda wildcards: config["plotting"]["dpi"],
-        code=code_hash("plotting", "io"),
+        code=script_code("finite_figure4.py"),
     log:
         "logs/finite_figure4/finite_figure4.log",
     conda:

@@ -17,7 +17,7 @@ rule resolve_model:
     params:
         spec=lambda wildcards: get_model_spec(wildcards.model),
         seed=lambda wildcards: get_model_seed(wildcards.model),
-        code=code_hash("models", "io", "seeds"),
+        code=script_code("resolve_model.py"),
     log:
         "logs/resolve_model/{model}.log",
     benchmark:

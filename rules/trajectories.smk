@@ -27,10 +27,7 @@ rule trajectories:
         model_spec=lambda wildcards: get_model_spec(wildcards.model),
         actions=lambda wildcards: get_action_specs(wildcards.study),
         settings=lambda wildcards: get_trajectory_settings(wildcards.study),
-        code=code_hash(
-            "generation", "coupling", "kernels", "actions", "probabilistic_press", "models", "store", "seeds", "io",
-            "documents.render",
-        ),
+        code=script_code("trajectories.py"),
     log:
         "logs/trajectories/{study}/{model}/{doc_id}.log",
     benchmark:
@@ -49,7 +46,7 @@ rule cube:
     wildcard_constraints:
         study=NAME_REGEX,
     params:
-        code=code_hash("store", "generation", "io"),
+        code=script_code("cube.py"),
     log:
         "logs/cube/{study}/{model}.log",
     benchmark:
