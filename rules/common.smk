@@ -138,7 +138,7 @@ def get_finite_state():
 
 def get_finite_system_files():
     """One system file per member of the finite-state suite, named after its design factors."""
-    from kvdiv.finite_suite import suite_specs
+    from kvdiv.finite.suite import suite_specs
 
     return [f"results/finite_state/systems/{spec.name}.json" for spec in suite_specs(get_finite_state())]
 

@@ -39,8 +39,8 @@ def _shape_label(vocab: int, horizon: int) -> str:
 
 
 def plot_figure4(comparison: pl.DataFrame, paper_table: pl.DataFrame, pdf_path: str | Path, png_path: str | Path, dpi: int = 200) -> None:
-    """Render Figure 4 from :func:`kvdiv.finite_study.comparison_table` and
-    :func:`kvdiv.finite_study.paper_comparison` outputs; saves PDF and PNG atomically."""
+    """Render Figure 4 from :func:`kvdiv.finite.study.comparison_table` and
+    :func:`kvdiv.finite.study.paper_comparison` outputs; saves PDF and PNG atomically."""
     apply_style()
     paper = {q: (p, o) for q, p, o in paper_table.iter_rows()}
     vr_lo = paper["variance ratio naive/SWRB, min"][0]

@@ -1,25 +1,14 @@
-"""Exact enumeration, the system-file format and the suite of kvdiv.finite / kvdiv.finite_suite."""
+"""Exact enumeration of kvdiv.finite.exact against brute-force path enumeration and closed forms."""
 
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import pytest
 from finite_helpers import brute_force, iid_system, n_nodes, random_system
 
-from kvdiv.finite import (
-    FiniteSystem,
-    coupled_marginals,
-    enumerate_exact,
-    history_key,
-    load_system,
-    orders_identified,
-    path_laws,
-    save_system,
-    system_from_dict,
-)
-from kvdiv.finite_suite import build_suite, suite_specs
+from kvdiv.finite.exact import coupled_marginals, enumerate_exact, orders_identified, path_laws
+from kvdiv.finite.suite import build_suite
+from kvdiv.finite.system import FiniteSystem, system_from_dict
 
 
 def tv_one_system(horizon: int = 4) -> FiniteSystem:
@@ -175,100 +164,3 @@ def test_orders_identified():
     assert e_base.risk < e_strong.risk
     lo, hi = e_base.interval(1)
     assert hi - lo == pytest.approx(e_base.capacity(1))
-
-
-def test_file_roundtrip(tmp_path):
-    system = random_system(3, 3, seed=8, eos=1)
-    path = tmp_path / "sys.json"
-    save_system(system, path)
-    loaded = load_system(path)
-    np.testing.assert_array_equal(loaded.reference, system.reference)
-    np.testing.assert_array_equal(loaded.intervention, system.intervention)
-    assert loaded.eos == 1 and loaded.vocab == 3 and loaded.horizon == 3
-    assert system.history(system.node((2, 0))) == (2, 0)
-    assert history_key((2, 0)) == "2,0"
-
-
-def _valid_file():
-    return {
-        "vocab": 2,
-        "horizon": 2,
-        "reference": {"": [0.5, 0.5], "0": [0.25, 0.75], "1": [1.0, 0.0]},
-        "intervention": {"": [0.4, 0.6], "0": [0.25, 0.75], "1": [0.5, 0.5]},
-    }
-
-
-def _break(mutate):
-    data = _valid_file()
-    mutate(data)
-    return data
-
-
-MALFORMED = {
-    "missing history": (lambda d: d["intervention"].pop("1"), ["'1'", "missing"]),
-    "row does not sum to 1": (lambda d: d["reference"].__setitem__("0", [0.25, 0.75 + 2e-9]), ["'0'", "sums to"]),
-    "negative entry": (lambda d: d["reference"].__setitem__("1", [1.5, -0.5]), ["'1'", "negative"]),
-    "wrong length": (lambda d: d["intervention"].__setitem__("", [0.2, 0.3, 0.5]), ["''", "3 entries"]),
-    "history too long": (lambda d: d["reference"].__setitem__("0,1", [0.5, 0.5]), ["'0,1'", "length"]),
-    "token out of range": (lambda d: d["reference"].__setitem__("2", [0.5, 0.5]), ["'2'", "outside"]),
-    "missing key": (lambda d: d.pop("intervention"), ["'intervention'"]),
-    "bad eos": (lambda d: d.__setitem__("eos", 5), ["'eos'"]),
-    "bad horizon": (lambda d: d.__setitem__("horizon", 0), ["'horizon'"]),
-}
-
-
-@pytest.mark.parametrize("case", MALFORMED)
-def test_malformed_files_name_the_history_and_file(tmp_path, case):
-    mutate, fragments = MALFORMED[case]
-    path = tmp_path / "broken.json"
-    path.write_text(json.dumps(_break(mutate)))
-    with pytest.raises(ValueError) as err:
-        load_system(path)
-    message = str(err.value)
-    assert str(path) in message
-    for fragment in fragments:
-        assert fragment in message
-
-
-def test_valid_file_and_tolerance(tmp_path):
-    data = _valid_file()
-    data["reference"]["0"] = [0.25, 0.75 + 5e-10]  # within 1e-9
-    system = system_from_dict(data)
-    assert system.n_nodes == 3
-    path = tmp_path / "not.json"
-    path.write_text("{not json")
-    with pytest.raises(ValueError, match="not valid JSON"):
-        load_system(path)
-
-
-def test_suite_is_deterministic_and_informative():
-    specs = suite_specs({})
-    assert len(specs) == 24
-    assert len({s.name for s in specs}) == 24
-    a, b = build_suite({}), build_suite({})
-    other = build_suite({"seed": 5})
-    for x, y, z in zip(a, b, other):
-        np.testing.assert_array_equal(x.reference, y.reference)
-        np.testing.assert_array_equal(x.intervention, y.intervention)
-        if not (x.vocab == 2 and x.eos is not None):  # V = 2 with EOS: the reference is [1 - p_eos, p_eos]
-            assert not np.array_equal(x.reference, z.reference)
-    for system, spec in zip(a, specs):
-        exact = enumerate_exact(system)
-        assert 0 < exact.p_diverge < 1
-        assert (system.eos is not None) == spec.eos
-        live = np.ones(system.n_nodes, dtype=bool)
-        if system.eos is not None:  # post-EOS histories are absorbed in both kernels
-            live = system.reference[:, system.eos] < 1
-        fixed = system.fixed_tv()[live]
-        if spec.kind == "persistent":
-            np.testing.assert_allclose(fixed, spec.strength, rtol=1e-9)
-        else:
-            assert fixed.std() > 0.1 * spec.strength
-            assert fixed.max() <= 2 * spec.strength + 1e-12  # s_h = s * 2 * Uniform(0, 1)
-
-
-def test_suite_rejects_bad_design():
-    with pytest.raises(ValueError, match="kind"):
-        suite_specs({"kinds": ["sometimes"]})
-    with pytest.raises(ValueError, match="duplicate"):
-        suite_specs({"strengths": [0.01, 0.01]})

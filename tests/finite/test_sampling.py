@@ -1,4 +1,4 @@
-"""Naive and SWRB samplers of kvdiv.finite_sampling against exact enumeration (fixed seeds)."""
+"""Naive and SWRB samplers of kvdiv.finite.sampling against exact enumeration (fixed seeds)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,16 @@ import pytest
 from finite_helpers import iid_system, n_nodes, random_system
 from scipy import stats
 
-from kvdiv.finite import FiniteSystem, enumerate_exact, path_laws
-from kvdiv.finite_sampling import (
+from kvdiv.finite.exact import enumerate_exact, path_laws
+from kvdiv.finite.sampling import (
     ESTIMATES,
     coupled_paths,
     enclosure,
     sample,
     summarize,
 )
-from kvdiv.finite_suite import build_suite
+from kvdiv.finite.suite import build_suite
+from kvdiv.finite.system import FiniteSystem
 
 Z_TOL = 4.5  # |estimate − exact| / stderr; seeds are fixed, so a pass is deterministic
 REPLICATES = 30_000

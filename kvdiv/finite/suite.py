@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvdiv.finite import FiniteSystem, absorb_eos
+from kvdiv.finite.system import FiniteSystem, absorb_eos
 from kvdiv.seeds import derive_rng
 
 KINDS = ("persistent", "history_dependent")

@@ -17,7 +17,8 @@ from pathlib import Path
 
 
 def _exact(args: argparse.Namespace) -> int:
-    from kvdiv.finite import enumerate_exact, load_system
+    from kvdiv.finite.exact import enumerate_exact
+    from kvdiv.finite.system import load_system
 
     system = load_system(args.file)
     print(json.dumps(enumerate_exact(system).summary(args.window)))
@@ -25,8 +26,8 @@ def _exact(args: argparse.Namespace) -> int:
 
 
 def _sample(args: argparse.Namespace) -> int:
-    from kvdiv.finite import load_system
-    from kvdiv.finite_sampling import enclosure, sample, summarize
+    from kvdiv.finite.sampling import enclosure, sample, summarize
+    from kvdiv.finite.system import load_system
 
     system = load_system(args.file)
     result = sample(system, args.method, args.replicates, args.seed, window=args.window)
@@ -44,8 +45,8 @@ def _sample(args: argparse.Namespace) -> int:
 def _suite(args: argparse.Namespace) -> int:
     import yaml
 
-    from kvdiv.finite import save_system
-    from kvdiv.finite_suite import build_suite
+    from kvdiv.finite.suite import build_suite
+    from kvdiv.finite.system import save_system
 
     params = {}
     if args.config is not None:
@@ -71,7 +72,7 @@ def register(subparsers) -> None:
     sub = finite.add_subparsers(dest="finite_command", required=True)
 
     p = sub.add_parser("exact", help="exact R_H, O_H, Pi_H, E_H, C_H, P(tau<=H) (and R_L, B_L) by enumeration")
-    p.add_argument("file", help="finite-state system file (JSON, see kvdiv.finite)")
+    p.add_argument("file", help="finite-state system file (JSON, see kvdiv.finite.system)")
     p.add_argument("--window", type=_positive, default=None, metavar="L", help="divergence-aligned depth L")
     p.set_defaults(func=_exact)
 

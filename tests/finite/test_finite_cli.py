@@ -8,8 +8,9 @@ import pytest
 from finite_helpers import random_system
 
 from kvdiv.cli import main
-from kvdiv.finite import enumerate_exact, load_system, save_system
-from kvdiv.finite_suite import suite_specs
+from kvdiv.finite.exact import enumerate_exact
+from kvdiv.finite.suite import suite_specs
+from kvdiv.finite.system import load_system, save_system
 
 EXACT_KEYS = ["R_H", "O_H", "Pi_H", "E_H", "C_H", "P_diverge"]
 

@@ -19,8 +19,9 @@ from collections.abc import Iterable
 import numpy as np
 import polars as pl
 
-from kvdiv.finite import FiniteSystem, enumerate_exact
-from kvdiv.finite_sampling import METHODS, enclosure, sample, summarize
+from kvdiv.finite.exact import enumerate_exact
+from kvdiv.finite.sampling import METHODS, enclosure, sample, summarize
+from kvdiv.finite.system import FiniteSystem
 from kvdiv.seeds import derive_seed
 
 EXACT_KEYS = ("R_H", "O_H", "Pi_H", "E_H", "C_H", "P_diverge", "R_L", "B_L")

@@ -1,10 +1,10 @@
-"""Small finite-state systems shared by the tests of kvdiv.finite, kvdiv.finite_sampling and the CLI."""
+"""Small finite-state systems shared by the tests of kvdiv.finite, kvdiv.finite.sampling and the CLI."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from kvdiv.finite import FiniteSystem, absorb_eos
+from kvdiv.finite.system import FiniteSystem, absorb_eos
 
 
 def n_nodes(vocab: int, horizon: int) -> int:

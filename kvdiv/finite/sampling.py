@@ -1,7 +1,7 @@
 """Monte Carlo estimators on finite-state systems: the naive coupled sampler and SWRB.
 
-Both samplers run the recursive overlap–residual maximal coupling of :mod:`kvdiv.finite` on the
-dense tables of a :class:`~kvdiv.finite.FiniteSystem` (arXiv 2609.16617, §4).
+Both samplers run the recursive overlap–residual maximal coupling of :mod:`kvdiv.finite.exact` on the
+dense tables of a :class:`~kvdiv.finite.system.FiniteSystem` (arXiv 2609.16617, §4).
 
 **Naive coupled sample** (H kernel-pair evaluations): draw (x_{1:H}, y_{1:H}) from the coupling and
 record M = (1/H) Σ_t 1{x_t ≠ y_t}, τ, the occurrence 1{τ ≤ H}/H, exposure (H − τ)/H, occupation
@@ -35,7 +35,7 @@ from statistics import NormalDist
 import numba
 import numpy as np
 
-from kvdiv.finite import FiniteSystem
+from kvdiv.finite.system import FiniteSystem
 
 # Per-replicate columns of each sampler, in kernel output order.
 NAIVE_COLUMNS = ("M", "O", "Pi", "E", "diverged", "M_L", "M_T", "W_L", "tau")
