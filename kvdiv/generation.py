@@ -2,7 +2,7 @@
 
 Reference kernel P(·|h) = the model with the full prompt cache; intervention kernel Q(·|h) = the
 same model with the prompt cache evicted once by an action (arXiv 2609.16617, §3, §5). Both are
-served by one :class:`kvdiv.kernels.KernelSession` (one prefill); every chain of every action and
+served by one :class:`kvdiv.llm.session.KernelSession` (one prefill); every chain of every action and
 replicate advances in ONE batched ``session.step`` call per generation step.
 
 complete mode — the recursive overlap–residual maximal coupling (:func:`kvdiv.coupling.couple`)
@@ -358,7 +358,7 @@ def run_document(
     """One trajectory job: render ``document`` for this model, prefill it once, generate every action,
     write the store.
 
-    ``loaded`` is a :class:`kvdiv.models.LoadedModel`; ``document`` a documents-JSONL record
+    ``loaded`` is a :class:`kvdiv.llm.loading.LoadedModel`; ``document`` a documents-JSONL record
     (docs/internals.md) whose message is rendered with the model's own chat template (or none:
     :func:`kvdiv.documents.render.render_prompt`); the prompt ids fed are recorded in the store, which
     goes to ``out`` atomically. Sampling streams derive from (master_seed, study_seed, document id,
@@ -366,7 +366,7 @@ def run_document(
     """
     from kvdiv import __version__
     from kvdiv.documents.render import prompt_token_ids
-    from kvdiv.kernels import KernelSession
+    from kvdiv.llm.session import KernelSession
     from kvdiv.store import write_document_store
 
     for key in ("id", "prompt"):
@@ -389,7 +389,7 @@ def run_document(
         temperature=temperature,
         evict_first_step=evict_first_step,
         max_chains=chains_needed(len(actions), replicates, mode),
-        max_new_tokens=horizon + 1,
+        horizon=horizon,
         seed_parts=seed_parts,
     )
     prefill_s = time.perf_counter() - start

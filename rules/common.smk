@@ -94,7 +94,7 @@ def get_strata(study):
 
 
 def get_model_dir(model):
-    """The resolved directory of a model (load it with kvdiv.models.load_model)."""
+    """The resolved directory of a model (load it with kvdiv.llm.loading.load_model)."""
     return f"results/models/{model}"
 
 
@@ -122,7 +122,7 @@ def get_model_resolve_inputs(wildcards):
             raise ValueError(f"model {wildcards.model!r}: tokenizer {tokenizer!r} is neither 'bytes' nor a configured model")
         return [get_model_ready(tokenizer)]
     if spec["source"] in ("local", "gguf"):
-        from kvdiv.models import source_files
+        from kvdiv.llm.sources import source_files
 
         return [str(path) for path in source_files(spec)]
     return []
@@ -263,7 +263,7 @@ check_documents_rendered()
 
 def check_actions():
     """Every configured action builds its press (the press exists, accepts the arguments, and their values are in
-    range: kvdiv.actions.check_argument) when the workflow starts, not inside a trajectory job after models and
+    range: kvdiv.llm.presses.registry.check_argument) when the workflow starts, not inside a trajectory job after models and
     documents. Only in the main process (a cluster job re-reading the workflow skips it), and once per actions
     section, checking code and kvpress version (a marker under .snakemake/kvdiv/ spares the kvpress import later)."""
     from importlib.metadata import version
@@ -273,10 +273,10 @@ def check_actions():
     if not workflow.is_main_process:
         return
     actions = canonical(config.get("actions") or {})
-    marker = Path(".snakemake/kvdiv") / f"actions-valid-{fingerprint(actions, code_hash('kvdiv.actions'), version('kvpress'))}"
+    marker = Path(".snakemake/kvdiv") / f"actions-valid-{fingerprint(actions, code_hash('kvdiv.llm.presses.registry'), version('kvpress'))}"
     if marker.is_file():
         return
-    from kvdiv.actions import validate_action
+    from kvdiv.llm.presses.registry import validate_action
 
     for name, spec in actions.items():
         try:

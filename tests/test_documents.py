@@ -34,7 +34,8 @@ from kvdiv.documents.loaders import own_documents, read_records, select_document
 from kvdiv.documents.scoring import normalize_answer
 from kvdiv.documents.render import build_prompt, prompt_token_ids, render_prompt
 from kvdiv.documents.study import chat_function, stratum_documents
-from kvdiv.models import bytes_tokenizer, resolve_model
+from kvdiv.llm.sources import resolve_model
+from kvdiv.llm.tokenization import bytes_tokenizer
 
 
 @pytest.fixture(scope="module")

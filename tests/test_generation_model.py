@@ -8,7 +8,7 @@ import torch
 import xarray as xr
 
 from kvdiv.generation import generate, run_document
-from kvdiv.kernels import KernelSession
+from kvdiv.llm.session import KernelSession
 from kvdiv.store import read_document_store, read_prompt_ids
 
 ACTIONS = {
@@ -119,7 +119,7 @@ def test_coupled_chains_keep_their_marginals(tiny_llama):
     R, T = 2000, 0.5
     actions = {"snapkv_half": ACTIONS["snapkv_half"]}
     session = KernelSession(tiny_llama, prompt_ids(tiny_llama), actions, temperature=T, evict_first_step=True,
-                            max_chains=3 * R, max_new_tokens=4)
+                            max_chains=3 * R, horizon=3)
     p0 = session.initial_probs("reference").numpy()
     q0 = session.initial_probs("snapkv_half").numpy()
     vocab = len(p0)

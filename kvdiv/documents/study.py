@@ -1,6 +1,6 @@
 """A study's stratum of documents from the config pieces the ``documents`` rule passes.
 
-Loads the reference tokenizer from the resolved model directory (kvdiv.models), works out the
+Loads the reference tokenizer from the resolved model directory (kvdiv.llm), works out the
 model's context and chat template, and generates (source ``synthetic``) or loads (``jsonl``,
 ``ruler``, ``helmet``) the stratum's documents.
 """
@@ -23,7 +23,7 @@ def model_context(model_dir: str | os.PathLike, tokenizer, spec: dict) -> int:
     """The context length a resolved model holds (the spec's ``max_context`` first)."""
     from transformers import AutoConfig
 
-    from kvdiv.models import max_context
+    from kvdiv.llm.loading import max_context
 
     if spec.get("max_context"):
         return int(spec["max_context"])
@@ -48,7 +48,8 @@ def stratum_documents(
 ) -> list[Document]:
     """Documents ``first .. n_documents-1`` of one stratum, sized with the tokenizer of ``model``
     (resolved under ``models_dir``)."""
-    from kvdiv.models import load_tokenizer, model_dir, uses_chat_template
+    from kvdiv.llm.loading import load_tokenizer, model_dir
+    from kvdiv.llm.tokenization import uses_chat_template
 
     source = dict(source or {"source": "synthetic"})
     kind = source.get("source", "synthetic")

@@ -106,7 +106,7 @@ def test_huge_horizon_is_refused_before_counting(capsys, tmp_path):
     path = two_step_file(tmp_path, horizon=10**9)
     from pathlib import Path
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     proc = subprocess.run([sys.executable, "-m", "kvdiv.cli", "finite", "exact", str(path)], capture_output=True,
                           text=True, timeout=30, cwd=repo)
     assert proc.returncode == 2 and "too many to enumerate" in proc.stderr and proc.stderr.count("\n") == 1

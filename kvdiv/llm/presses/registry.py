@@ -1,7 +1,7 @@
 """Eviction actions: a config entry ``{press: <name>, **arguments}`` → a kvpress press instance.
 
 An action names any press class that :mod:`kvpress` exports (every class subclassing its
-``BasePress``) or kvdiv's own :class:`~kvdiv.probabilistic_press.ProbabilisticPress`; the other keys
+``BasePress``) or kvdiv's own :class:`~kvdiv.llm.presses.probabilistic_press.ProbabilisticPress`; the other keys
 are the press's dataclass fields. Wrapper presses take their inner press as a nested action:
 ``{press: AdaKVPress, wraps: {press: SnapKVPress, compression_ratio: 0.5}}`` (``wraps`` fills the
 wrapper's field named ``press``; any other argument whose value is a ``{press: ...}`` mapping, or a list
@@ -30,12 +30,12 @@ from typing import Any, Mapping
 import kvpress
 from kvpress import BasePress
 
-from kvdiv.probabilistic_press import ProbabilisticPress
+from kvdiv.llm.presses.probabilistic_press import ProbabilisticPress
 
 #: kvdiv's own presses, nameable beside kvpress's. Adding a method: write a kvpress-style ``@dataclass``
 #: subclassing ``BasePress`` (hyperparameters as typed fields, validation in ``__post_init__``, a docstring
-#: citing the paper) in ``kvdiv/<name>_press.py``, list it here, and add it to the parametrised press list
-#: of tests/test_kernels.py (which checks it against kvpress's own prefill and HF decoding).
+#: citing the paper) in ``kvdiv/llm/presses/<name>_press.py``, list it here, and add it to the press list of
+#: tests/llm/default_presses.py (the parametrised tests check it against kvpress's own prefill and HF decoding).
 KVDIV_PRESSES: tuple[type[BasePress], ...] = (ProbabilisticPress,)
 #: The key of an action spec that names the press.
 PRESS_KEY = "press"

@@ -1,19 +1,32 @@
-"""Actions (press specs → presses) and ProbabilisticPress: πps probabilities, exact-k sampling with the
+"""kvdiv.llm.presses: actions (press specs → presses) and ProbabilisticPress: πps probabilities, exact-k sampling with the
 given inclusion probabilities, Horvitz–Thompson unbiasedness, reduction to deterministic eviction."""
 
 from __future__ import annotations
 
 import math
 
+import json
+
 import kvpress
 import pytest
 import torch
+from default_presses import DEFAULT_PRESSES
 
-from kvdiv.actions import build_press, describe, press_arguments, press_classes, validate_action
-from kvdiv.kernels import REFERENCE, KernelSession
-from kvdiv.probabilistic_press import ProbabilisticPress, inclusion_probabilities, score_weights, systematic_sample
+from kvdiv.llm.presses.probabilistic_press import ProbabilisticPress, inclusion_probabilities, score_weights, systematic_sample
+from kvdiv.llm.presses.registry import build_press, describe, press_arguments, press_classes, validate_action
+from kvdiv.llm.session import REFERENCE, KernelSession
 
 # ---------------------------------------------------------------- actions
+
+
+@pytest.mark.parametrize("name", list(DEFAULT_PRESSES))
+def test_every_default_press_builds_validates_and_describes_itself(name):
+    spec = DEFAULT_PRESSES[name]
+    validate_action(spec, name)
+    press = build_press(spec, name)
+    assert type(press).__name__ == spec["press"]
+    record = json.loads(json.dumps(describe(spec)))  # a provenance record stores as JSON
+    assert record["press"] == spec["press"] and set(record["arguments"]) == set(press_arguments(spec["press"]))
 
 
 def test_every_kvpress_press_is_nameable():

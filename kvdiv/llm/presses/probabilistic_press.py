@@ -79,7 +79,7 @@ E[1{i kept}/ρ_i] = 1.
 
 Heads keeping fewer entries than the layer's longest head (multinomial design) are padded with zero keys
 masked out: through kvpress's ``module.masked_key_indices`` (AdaKV's mechanism) in a kvpress pipeline,
-and through −inf logit biases in :class:`kvdiv.kernels.KernelSession`, which also applies the correction
+and through −inf logit biases in :class:`kvdiv.llm.session.KernelSession`, which also applies the correction
 (:meth:`ProbabilisticPress.attention_bias`); inside a plain kvpress pipeline only the eviction happens.
 
 Randomness: layer ℓ draws from ``layer_seed(ℓ) = derive_seed(draw seed, ℓ)`` (multinomial: a numpy

@@ -9,7 +9,7 @@ One prefill serves all actions: forward hooks on the attention layers call, for 
 own ``forward_hook`` on a private capture cache that holds the reference layer's keys/values, so each
 action's cache is exactly what kvpress produces inside its own prefill while the reference cache is never
 mutated. Head-wise presses (AdaKV-style ``module.masked_key_indices``) become −inf logit biases;
-:class:`~kvdiv.probabilistic_press.ProbabilisticPress` contributes its log importance weights (and −inf
+:class:`~kvdiv.llm.presses.probabilistic_press.ProbabilisticPress` contributes its log importance weights (and −inf
 on padding) through ``attention_bias``;
 presses keeping different numbers of entries per layer (PyramidKV) are padded with −inf-bias entries.
 Not supported: presses that run extra forward passes or need the whole pipeline (KVzip, KVgrad),
@@ -17,14 +17,11 @@ presses that need eager attention weights unless the model is loaded with eager 
 (ObservedAttention), attention softcapping, and sliding-window layers beyond the window (decoding raises
 once a position reaches the window; below it the window masks nothing).
 
-Decoding keeps, per layer, preallocated K/V buffers [slots, kv_heads, capacity, head_dim] with per-chain
-valid lengths and an additive logit bias [slots, kv_heads, capacity] (−inf on padding, the log importance
-weight on probabilistically kept entries, 0 elsewhere). :meth:`KernelSession.step` advances several chains with
-different caches in ONE batched forward through the model's own modules; attention goes through a
-function registered with transformers' ``AttentionInterface`` that reads contiguous slot ranges (views,
-no copies) of the buffers.
+Decoding keeps, per layer, preallocated K/V buffers with per-chain valid lengths and an additive logit bias;
+:meth:`KernelSession.step` advances several chains with different caches in ONE batched forward through
+the model's own modules, with the attention of :mod:`kvdiv.llm.decode_attention`.
 
-Step 1 (DESIGN.md): by default the first token's law is the prefill's last-position law under every
+Step 1 (as deployed: kvpress compresses each layer's cache after its prefill attention): by default the first token's law is the prefill's last-position law under every
 kernel (δ_1 = 0). ``evict_first_step=True`` prefills all but the last prompt token, derives the caches from
 that, and feeds the last prompt token through each cache, so Q at step 1 sees the evicted cache.
 """
@@ -35,89 +32,18 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 import torch
-from transformers import AttentionInterface, DynamicCache
+from transformers import DynamicCache
 
-from kvdiv.actions import build_press
-from kvdiv.probabilistic_press import ProbabilisticPress
+from kvdiv.llm.decode_attention import ATTN_IMPLEMENTATION, DecodePlan, SlotCache, planned
+from kvdiv.llm.presses.probabilistic_press import ProbabilisticPress
+from kvdiv.llm.presses.registry import build_press
 
 REFERENCE = "reference"
-ATTN_IMPLEMENTATION = "kvdiv_decode"
-
-# the decode plan of the step in progress (set by KernelSession.step, read by the attention function)
-_ACTIVE: dict[str, Any] = {"plan": None}
 
 
 def tv(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """Total variation δ = ½‖p − q‖₁ along the last dimension."""
     return 0.5 * (p - q).abs().sum(-1)
-
-
-def _decode_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-    """Attention of one new query per chain against that chain's buffer rows, with the additive bias.
-
-    ``key``/``value`` are the full layer buffers [slots, kv_heads, capacity, head_dim]; the plan lists runs
-    of consecutive slots (batch rows row0:row1 ↔ slots s0:s1, valid length L) so each run is one SDPA call
-    on buffer views.
-    """
-    plan = _ACTIVE["plan"]
-    if plan is None:
-        raise RuntimeError(f"attention implementation {ATTN_IMPLEMENTATION!r} is only usable inside KernelSession.step")
-    if kwargs.get("softcap") is not None:
-        raise NotImplementedError("kvdiv decoding does not support attention softcapping")
-    layer = module.layer_idx
-    bias = plan.bias[layer]
-    batch, n_heads, _, head_dim = query.shape
-    kv_heads = key.shape[1]
-    groups = n_heads // kv_heads
-    scale = head_dim**-0.5 if scaling is None else scaling
-    # GQA without copies: the `groups` query heads sharing a KV head form that head's query rows;
-    # (slot, kv head) pairs of a run are one batch dimension of views into the buffers
-    q = query.reshape(batch * kv_heads, groups, head_dim)
-    out = torch.empty_like(q)
-    capacity = key.shape[2]
-    for row0, row1, s0, s1, length in plan.runs:
-        rows = slice(row0 * kv_heads, row1 * kv_heads)
-        k = key[s0:s1].view(-1, capacity, head_dim)[:, :length]
-        v = value[s0:s1].view(-1, capacity, head_dim)[:, :length]
-        b = bias[s0:s1].view(-1, 1, capacity)[:, :, :length]
-        # explicit matmul/softmax: unlike CPU SDPA kernels, identical rows give bit-identical results
-        if q.dtype == torch.float32:
-            logits = torch.baddbmm(b, q[rows], k.transpose(1, 2), alpha=scale)
-        else:
-            logits = torch.bmm(q[rows], k.transpose(1, 2)).float().mul_(scale).add_(b)
-        weights = torch.softmax(logits, dim=-1).to(value.dtype)
-        torch.bmm(weights, v, out=out[rows])
-    return out.view(batch, n_heads, 1, head_dim).transpose(1, 2).contiguous(), None
-
-
-AttentionInterface.register(ATTN_IMPLEMENTATION, _decode_attention)
-
-
-@dataclass
-class _Plan:
-    runs: list[tuple[int, int, int, int, int]]
-    bias: list[torch.Tensor]
-
-
-class _SlotCache:
-    """The cache object handed to the model during a decode step: writes each row's new K/V at its
-    chain's length and returns the whole layer buffers (the attention function slices them)."""
-
-    is_compileable = False
-
-    def __init__(self, session: "KernelSession", slots: torch.Tensor, lengths: torch.Tensor):
-        self.session = session
-        self.slots = slots
-        self.lengths = lengths
-
-    def update(self, key_states, value_states, layer_idx, cache_kwargs=None):
-        s = self.session
-        s._keys[layer_idx][self.slots, :, self.lengths] = key_states[:, :, 0]
-        s._values[layer_idx][self.slots, :, self.lengths] = value_states[:, :, 0]
-        return s._keys[layer_idx], s._values[layer_idx]
-
-    def get_seq_length(self, layer_idx: int = 0) -> int:
-        return int(self.lengths.max())
 
 
 class _CaptureLayer:
@@ -172,15 +98,16 @@ class KernelSession:
     prompt_ids : LongTensor [n] or [1, n]
         The prompt's token ids.
     actions : mapping name → action spec
-        ``{press: <name>, **arguments}`` (see :mod:`kvdiv.actions`); "reference" is reserved.
+        ``{press: <name>, **arguments}`` (see :mod:`kvdiv.llm.presses.registry`); "reference" is reserved.
     temperature : float
         Next-token laws are softmax(logits / temperature) in float64.
     evict_first_step : bool
         Evaluate Q at step 1 through the evicted cache (see the module docstring).
     max_chains : int, optional
         Initial number of chain slots (default 2 × (number of caches) + 1); grows on demand.
-    max_new_tokens : int
-        Initial room for generated tokens per chain; grows on demand.
+    horizon : int
+        H, the tokens each chain will generate: the initial room per chain (H + 1 slots beyond the longest
+        prompt cache and the one of ``evict_first_step``); grows on demand.
     seed_parts : sequence, optional
         (master seed, study seed, document id): random presses (ProbabilisticPress) draw from these and
         the action's name (:meth:`press_seeds` reports the seeds); None keeps each press's own ``seed``.
@@ -194,7 +121,7 @@ class KernelSession:
         temperature: float = 1.0,
         evict_first_step: bool = False,
         max_chains: int | None = None,
-        max_new_tokens: int = 128,
+        horizon: int = 128,
         seed_parts: Sequence[int | str] | None = None,
     ):
         if not temperature > 0:
@@ -253,7 +180,7 @@ class KernelSession:
         self._chains: dict[int, _Chain] = {}
         self._next_id = 0
         longest = max(p.length for p in self._prefixes.values())
-        self._grow(max_chains or 2 * n_caches + 1, longest + 1 + max(int(max_new_tokens), 1))
+        self._grow(max_chains or 2 * n_caches + 1, longest + 1 + max(int(horizon) + 1, 1))
 
         if not self.evict_first_step:
             law = self._law(logits)
@@ -529,26 +456,25 @@ class KernelSession:
         ids = torch.tensor([[a[3]] for a in active], dtype=torch.long, device=dev)
         for b in self._bias:
             b[slot_t, :, len_t] = 0
-        cache = _SlotCache(self, slot_t, len_t)
+        cache = SlotCache(self._keys, self._values, slot_t, len_t)
         dummy_mask = torch.zeros(len(active), 1, 1, 1, dtype=self.dtype, device=dev)
         configs = self._configs
         saved = {k: cfg._attn_implementation for k, cfg in configs.items()}
-        _ACTIVE["plan"] = _Plan(runs=runs, bias=self._bias)
-        try:
-            for cfg in configs.values():
-                cfg._attn_implementation = ATTN_IMPLEMENTATION
-            logits = self.model(
-                input_ids=ids,
-                position_ids=pos_t,
-                past_key_values=cache,
-                attention_mask=dummy_mask,
-                cache_position=pos_t[0],
-                use_cache=True,
-            ).logits[:, -1]
-        finally:
-            _ACTIVE["plan"] = None
-            for k, cfg in configs.items():
-                cfg._attn_implementation = saved[k]
+        with planned(DecodePlan(runs=runs, bias=self._bias)):
+            try:
+                for cfg in configs.values():
+                    cfg._attn_implementation = ATTN_IMPLEMENTATION
+                logits = self.model(
+                    input_ids=ids,
+                    position_ids=pos_t,
+                    past_key_values=cache,
+                    attention_mask=dummy_mask,
+                    cache_position=pos_t[0],
+                    use_cache=True,
+                ).logits[:, -1]
+            finally:
+                for k, cfg in configs.items():
+                    cfg._attn_implementation = saved[k]
         laws = self._law(logits)
         for r, (_, i, ch, _) in enumerate(active):
             ch.length += 1

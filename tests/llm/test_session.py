@@ -5,33 +5,15 @@ from __future__ import annotations
 
 import pytest
 import torch
+from default_presses import DEFAULT_PRESSES, NO_EVICTION
 from transformers import DynamicCache
 
-from kvdiv.actions import build_press
-from kvdiv.kernels import REFERENCE, KernelSession, tv
+from kvdiv.llm.presses.registry import build_press
+from kvdiv.llm.session import REFERENCE, KernelSession, tv
 
 PROMPT_LEN = 48
 
-# one parametrised list: adding a press here adds it to every equivalence test
-PRESS_SPECS = {
-    "snapkv": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 8},
-    "streaming": {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 2},
-    "knorm": {"press": "KnormPress", "compression_ratio": 0.4},
-    "expected": {"press": "ExpectedAttentionPress", "compression_ratio": 0.5},
-    "tova": {"press": "TOVAPress", "compression_ratio": 0.3},
-    "random": {"press": "RandomPress", "compression_ratio": 0.5, "seed": 3},
-    "pyramid": {"press": "PyramidKVPress", "compression_ratio": 0.5, "window_size": 8},
-    "adakv": {"press": "AdaKVPress", "wraps": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 8}},
-    "chunkkv": {"press": "ChunkKVPress", "chunk_length": 4, "wraps": {"press": "KnormPress", "compression_ratio": 0.5}},
-    "composed": {"press": "ComposedPress", "presses": [{"press": "KnormPress", "compression_ratio": 0.3},
-                                                       {"press": "StreamingLLMPress", "compression_ratio": 0.3}]},
-    "prob": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "design": "pips", "proposal": "scorer",
-             "scorer": "SnapKVPress", "scorer_kwargs": {"window_size": 8}, "seed": 7},
-    "prob_mn": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "min_h", "seed": 7},
-    "prob_global": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "min", "budget": "global",
-                    "seed": 7},
-}
-NO_EVICTION = {"press": "SnapKVPress", "compression_ratio": 0.0, "window_size": 8}
+PRESS_SPECS = DEFAULT_PRESSES
 
 
 @pytest.fixture(scope="module")
@@ -322,8 +304,8 @@ def test_slots_and_capacity_grow(llama):
     """Starting with 1 slot and room for 1 new token, buffers grow on demand without changing laws."""
     ids = prompt(llama, seed=6)
     actions = {"snapkv": PRESS_SPECS["snapkv"]}
-    small = KernelSession(llama, ids, actions, max_chains=1, max_new_tokens=1)
-    big = KernelSession(llama, ids, actions, max_chains=8, max_new_tokens=16)
+    small = KernelSession(llama, ids, actions, max_chains=1, horizon=0)
+    big = KernelSession(llama, ids, actions, max_chains=8, horizon=15)
     out = []
     for s in (small, big):
         chains = [s.new_chain(REFERENCE), s.new_chain("snapkv"), s.new_chain("snapkv")]

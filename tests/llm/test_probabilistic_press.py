@@ -16,9 +16,9 @@ import pytest
 import torch
 from transformers import AttentionInterface, DynamicCache
 
-from kvdiv.actions import build_press
-from kvdiv.kernels import ATTN_IMPLEMENTATION, REFERENCE, KernelSession
-from kvdiv.probabilistic_press import (
+from kvdiv.llm.presses.registry import build_press
+from kvdiv.llm.session import ATTN_IMPLEMENTATION, REFERENCE, KernelSession
+from kvdiv.llm.presses.probabilistic_press import (
     MAX_DRAWS,
     ProbabilisticPress,
     allocate_draws,
@@ -409,7 +409,7 @@ def test_run_document_records_effective_retention(tiny_llama, tmp_path):
     ],
 )
 def test_bad_arguments_name_the_argument(spec, match):
-    """Through an action spec (kvdiv.actions' checks, then the press's own) and built directly."""
+    """Through an action spec (kvdiv.llm.presses.registry's checks, then the press's own) and built directly."""
     with pytest.raises(ValueError, match=match):
         build_press({"press": "ProbabilisticPress", **spec})
     with pytest.raises(ValueError, match=match):
@@ -441,7 +441,7 @@ def test_global_budget_meets_the_target_on_smollm2(smollm2, smollm2_prompt):
     within 4.5 exact standard deviations of it; the mean over 64 redraws lies within 5e-4 and 4.5 SE."""
     actions = {f"r{r}": {"press": "ProbabilisticPress", "compression_ratio": r, "proposal": "min", "budget": "global"}
                for r in RATIOS}
-    session = KernelSession(smollm2, smollm2_prompt, actions, max_new_tokens=1)
+    session = KernelSession(smollm2, smollm2_prompt, actions, horizon=0)
     for r in RATIOS:
         press = session.presses[f"r{r}"]
         record = press.effective_retention()
