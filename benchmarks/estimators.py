@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from kvdiv.estimators import compute_metrics, replicate_counts
-from kvdiv.synthetic import simulate_cube
+from kvdiv.trajectories.synthetic import simulate_cube
 
 
 def numpy_counts(mismatch: np.ndarray, tv: np.ndarray, fixed_tv: np.ndarray, eos_any: np.ndarray, window: int):

@@ -1,6 +1,6 @@
 """Benchmark: a coupled trajectory job (complete mode) against plain sampling of the same tokens.
 
-Candidate: one :class:`kvdiv.llm.session.KernelSession` (one prefill) + :func:`kvdiv.generation.generate`
+Candidate: one :class:`kvdiv.llm.session.KernelSession` (one prefill) + :func:`kvdiv.trajectories.generate.generate`
 for the three 50%-retention actions of config/config.yaml, R = 1, H tokens: per step ONE batched forward
 over P at x, Q at y and Q at x for every action.
 Baseline: ``model.generate`` sampling H tokens (temperature 1, no top-k/top-p, EOS suppressed so every
@@ -28,7 +28,8 @@ from kvdiv.llm.presses.registry import build_press
 from kvdiv.documents import generate_stratum
 from kvdiv.documents.render import prompt_token_ids
 from kvdiv.llm.tokenization import apply_chat_template
-from kvdiv.generation import chains_needed, generate
+from kvdiv.trajectories.base import chains_needed
+from kvdiv.trajectories.generate import generate
 from kvdiv.llm.session import KernelSession
 from kvdiv.llm.loading import load_model
 

@@ -1,7 +1,7 @@
 """GPU benchmark: the coupled job (complete mode) on a random Llama-3.1-8B-shaped model, against the HBM floor.
 
 Candidate: exactly the workflow's trajectory job minus storage — one :class:`kvdiv.llm.session.KernelSession`
-(one prefill serving P and every action's evicted cache) + :func:`kvdiv.generation.generate` in complete
+(one prefill serving P and every action's evicted cache) + :func:`kvdiv.trajectories.generate.generate` in complete
 mode for the three 50%-retention actions of config/config.yaml (snapkv_half, snapkv_512, recent_half),
 R replicates, H steps. Baseline: a plain decode step of the same model, ``model(...)`` with a
 ``DynamicCache``, batch 1, on the same prompt (greedy next token, so every step is a model step).
@@ -78,7 +78,8 @@ _placeholder_datasets()
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
-from kvdiv.generation import chains_needed, generate  # noqa: E402
+from kvdiv.trajectories.base import chains_needed  # noqa: E402
+from kvdiv.trajectories.generate import generate  # noqa: E402
 from kvdiv.llm.session import KernelSession  # noqa: E402
 from kvdiv.llm.loading import LoadedModel  # noqa: E402
 

@@ -11,7 +11,7 @@ import importlib
 import sys
 
 # Modules that contribute sub-commands (each defines ``register(subparsers)``).
-COMMAND_MODULES = ("kvdiv.finite.cli", "kvdiv.inspect", "kvdiv.llm.cli")
+COMMAND_MODULES = ("kvdiv.finite.cli", "kvdiv.trajectories.cli", "kvdiv.llm.cli")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -305,7 +305,7 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
 def open_cube(path: str | Path) -> xr.Dataset:
     """Open a cube store with xarray (document metadata as coordinates), verified; a clear error when it is
     missing, incomplete or corrupt."""
-    from kvdiv.store import verify_store
+    from kvdiv.trajectories.store import verify_store
 
     path = Path(path)
     if not path.exists():

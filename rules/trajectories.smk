@@ -1,5 +1,5 @@
 # stage: trajectories — per (study, model, document) one coupled-generation job writing a Zarr store
-# (kvdiv.generation.run_document; layout in docs/internals.md), then per (study, model) the cube.
+# (kvdiv.trajectories.job.run_document; layout in docs/internals.md), then per (study, model) the cube.
 # Each job renders the document's user message with its own model's chat template (kvdiv.documents.render),
 # checks prompt + horizon against that model's context, and records the prompt ids it fed in the store.
 # Document ids are known from the config alone (get_document_ids in rules/documents.smk), so the DAG

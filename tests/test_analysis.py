@@ -15,7 +15,7 @@ from kvdiv.plotting.figure5 import plot_figure5
 from kvdiv.plotting.figure6 import plot_figure6
 from kvdiv.plotting.figure7 import plot_figure7
 from kvdiv.report import build_report, paper_values
-from kvdiv.synthetic import simulate_cube
+from kvdiv.trajectories.synthetic import simulate_cube
 
 STRATA = ("ruler_256", "ruler_512", "helmet_256", "helmet_512")
 CONTRASTS = [["snapkv_512", "snapkv_half"], ["recent_half", "snapkv_half"], ["recent_90", "snapkv_90"]]

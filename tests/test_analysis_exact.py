@@ -22,7 +22,7 @@ import xarray as xr
 
 from kvdiv import analysis as an
 from kvdiv.estimators import compute_metrics
-from kvdiv.synthetic import simulate_cube
+from kvdiv.trajectories.synthetic import simulate_cube
 
 DIMS = ("document", "action", "replicate", "step")
 
@@ -260,7 +260,7 @@ def toy_metrics():
 def build_toy_metrics():
     """Metrics of swrb and complete cubes of the toy pair (30 documents × 250 replicates per action) and the
     exact values."""
-    from kvdiv.generation import generate
+    from kvdiv.trajectories.generate import generate
     from kvdiv.testing import ToyKernelSession
 
     n_doc, reps = 30, 250

@@ -9,7 +9,7 @@ import pytest
 import xarray as xr
 
 from kvdiv.estimators import METRIC_FILES, compute_metrics, write_metrics
-from kvdiv.synthetic import simulate_cube, write_cube
+from kvdiv.trajectories.synthetic import simulate_cube, write_cube
 
 
 def hand_cube() -> xr.Dataset:
@@ -168,10 +168,10 @@ def test_write_metrics_roundtrip(tmp_path):
 
 
 def test_estimators_on_generated_cubes_agree_across_modes(tmp_path):
-    """Real pipeline pieces: coupled generation with toy kernels → per-document stores → cube (kvdiv.store)
+    """Real pipeline pieces: coupled generation with toy kernels → per-document stores → cube (kvdiv.trajectories.store)
     → estimators. The naive mean of M (complete mode) and the SWRB mean of Z_R estimate the same R_H."""
-    from kvdiv.generation import generate
-    from kvdiv.store import build_cube, write_document_store
+    from kvdiv.trajectories.generate import generate
+    from kvdiv.trajectories.store import build_cube, write_document_store
     from kvdiv.testing import ToyKernelSession, history_kernel, mixture_kernel
 
     vocab, eos, h, reps = 5, 4, 6, 1500

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from transformers import AutoTokenizer
 
-from kvdiv.store import read_document_store, read_prompt_ids
+from kvdiv.trajectories.store import read_document_store, read_prompt_ids
 
 REPO = Path(__file__).resolve().parents[1]
 LLAMA3_TEMPLATE = (

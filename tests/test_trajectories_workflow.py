@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import yaml
 
-from kvdiv.inspect import summarize
-from kvdiv.store import open_cube, read_document_store, read_store_arrays, verify_store
+from kvdiv.trajectories.cli import summarize
+from kvdiv.trajectories.store import open_cube, read_document_store, read_store_arrays, verify_store
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = {

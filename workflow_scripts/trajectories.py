@@ -4,7 +4,7 @@ import logging
 from pathlib import Path
 
 from kvdiv.documents import read_jsonl
-from kvdiv.generation import run_document
+from kvdiv.trajectories.job import run_document
 from kvdiv.joblog import job_log
 from kvdiv.llm.loading import load_model
 

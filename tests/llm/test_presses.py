@@ -337,9 +337,9 @@ def test_correction_equals_independently_recomputed_attention(llama):
 def test_probabilistic_press_draws_per_document_and_records_the_seed(llama, tmp_path):
     """The draw seed is derive_seed(master, study, document, action, "ProbabilisticPress", seed): other documents
     or actions draw other evictions, the same document the same one, and the store records the seeds."""
-    from kvdiv.generation import run_document
+    from kvdiv.trajectories.job import run_document
     from kvdiv.seeds import derive_seed
-    from kvdiv.store import read_document_store
+    from kvdiv.trajectories.store import read_document_store
 
     ids = torch.randint(10, 200, (40,), generator=torch.Generator().manual_seed(1))
     spec = {"press": "ProbabilisticPress", "compression_ratio": 0.5, "design": "pips", "proposal": "scorer",

@@ -376,8 +376,8 @@ def test_multinomial_draws_per_document(llama):
 
 
 def test_run_document_records_effective_retention(tiny_llama, tmp_path):
-    from kvdiv.generation import run_document
-    from kvdiv.store import read_document_store
+    from kvdiv.trajectories.job import run_document
+    from kvdiv.trajectories.store import read_document_store
 
     doc = {"id": "d-0", "prompt": "The key for the blue door is 4812. Remember it. " * 3}
     actions = {"prob": SESSION_ACTIONS["global"], "snap": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 4}}

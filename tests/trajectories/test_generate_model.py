@@ -7,9 +7,10 @@ import pytest
 import torch
 import xarray as xr
 
-from kvdiv.generation import generate, run_document
+from kvdiv.trajectories.generate import generate
+from kvdiv.trajectories.job import run_document
 from kvdiv.llm.session import KernelSession
-from kvdiv.store import read_document_store, read_prompt_ids
+from kvdiv.trajectories.store import read_document_store, read_prompt_ids
 
 ACTIONS = {
     "snapkv_half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 8},

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from kvdiv.generation import generate
+from kvdiv.trajectories.generate import generate
 from kvdiv.testing import ToyKernelSession, constant_kernel, history_kernel, mixture_kernel
 
 V = 4

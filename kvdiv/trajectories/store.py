@@ -1,6 +1,7 @@
 """Zarr v3 trajectory stores: one per (study, model, document), and the cube per (study, model).
 
-Layouts are fixed by docs/internals.md "Trajectory stores" and "Cube". Every array carries zarr v3
+This module is the only reader and writer of both (synthetic cubes for tests are written through
+:func:`write_cube` too). Layouts are fixed by docs/internals.md "Trajectory stores" and "Cube". Every array carries zarr v3
 ``dimension_names`` so ``xarray.open_zarr`` reads it; every store is written to a temporary
 directory beside its final path and renamed into place (:func:`kvdiv.io.atomic_path`), so a killed
 job never leaves a half-written store at the final path.
@@ -8,7 +9,7 @@ job never leaves a half-written store at the final path.
 Integrity: every chunk is written, even one holding only fill values (zarr skips those by default, and a
 missing chunk then reads back as zeros), and :func:`seal_store` records the sha256 of every array a store
 has in the root attribute ``checksums`` (array path → hex digest). :func:`verify_store` (run by every
-reader here, the cube rule, the estimators and ``kvdiv inspect``) checks that each array has all its chunks,
+reader here, the cube rule, the metrics and ``kvdiv inspect``) checks that each array has all its chunks,
 decodes, and matches its checksum, and that no array was added or lost; otherwise it raises
 :class:`CorruptStoreError` naming the store and the array.
 """
@@ -27,8 +28,8 @@ import zarr
 
 from kvdiv.io import atomic_path
 
-if TYPE_CHECKING:  # readers and verify_store need no torch
-    from kvdiv.generation import ActionTrajectories
+if TYPE_CHECKING:
+    from kvdiv.trajectories.base import ActionTrajectories
 
 #: Arrays of shape (replicate, step) in every store, with their dtypes.
 STEP_ARRAYS = {
@@ -280,28 +281,45 @@ def build_cube(study: str, model: str, doc_stores: Sequence[str | Path], out: st
     for name, parts in stacked.items():
         if len({p.shape for p in parts}) != 1:
             raise ValueError(f"array {name!r} differs in shape across documents (replicates or horizon differ)")
-    n_doc = len(doc_ids)
-    replicates, horizon = stacked["x"][0].shape[1:]
     per_document = ("document", "prompt_tokens", "prompt_rendering", "press_seeds", "effective_retention",
                     "wall_time_s", "prefill_s", "wall_time_total_s", CHECKSUMS_ATTR)
     attrs = {k: v for k, v in first_attrs.items() if k not in per_document}
     attrs.update(study=study, wall_time_s=wall, wall_time_total_s=total_wall)
+    data = {name: np.stack(parts) for name, parts in stacked.items()}
+    return write_cube(out, data, doc_ids, actions, coords, attrs)
+
+
+def write_cube(
+    out: str | Path,
+    data: Mapping[str, np.ndarray],
+    documents: Sequence[str],
+    actions: Sequence[str],
+    document_coords: Mapping[str, Sequence[Any]],
+    attrs: Mapping[str, Any],
+) -> Path:
+    """Write a cube store (docs/internals.md "Cube") atomically and seal it.
+
+    ``data``: name → array (document, action, replicate, step), or (document, action, replicate) for
+    ``branch_start``; ``document_coords``: each of :data:`DOCUMENT_COORDS` → one value per document (None: missing).
+    Chunks are (n_document, 1, R, H): one chunk per action.
+    """
+    n_doc = len(documents)
+    replicates, horizon = data["x"].shape[2:]
     out = Path(out)
     with atomic_path(out, directory=True) as tmp, writing_every_chunk():
         root = zarr.open_group(str(tmp), mode="w", zarr_format=3)
         root.attrs.update(_jsonable(attrs))
         dims4 = ["document", "action", "replicate", "step"]
-        for name, parts in stacked.items():
-            data = np.stack(parts)
-            dims = dims4[: data.ndim]
-            chunks = (n_doc, 1) + data.shape[2:]
-            root.create_array(name, data=data, chunks=chunks, dimension_names=dims)
-        _coord(root, "document", np.array(doc_ids, dtype=str), "document")
+        for name, values in data.items():
+            dims = dims4[: values.ndim]
+            chunks = (n_doc, 1) + values.shape[2:]
+            root.create_array(name, data=values, chunks=chunks, dimension_names=dims)
+        _coord(root, "document", np.array(list(documents), dtype=str), "document")
         _coord(root, "action", np.array(actions, dtype=str), "action")
         _coord(root, "replicate", np.arange(replicates, dtype=np.int32), "replicate")
         _coord(root, "step", np.arange(1, horizon + 1, dtype=np.int32), "step")
         for name in DOCUMENT_COORDS:
-            values = coords[name]
+            values = document_coords[name]
             if name in ("target_length", "prompt_tokens"):
                 arr = np.array([-1 if v is None else int(v) for v in values], dtype=np.int64)
             else:
@@ -322,9 +340,11 @@ def _coord(root: zarr.Group, name: str, values: np.ndarray, dim: str) -> None:
 
 def open_cube(path: str | Path, *, verify: bool = True):
     """The cube as an :class:`xarray.Dataset` (lazy, dask-free) with its coordinates set, after
-    :func:`verify_store` (``verify=False`` skips it)."""
+    :func:`verify_store` (``verify=False`` skips it): a clear error when it is missing, incomplete or corrupt."""
     import xarray as xr
 
+    if not Path(path).exists():
+        raise FileNotFoundError(f"cube store {path} does not exist")
     if verify:
         verify_store(path)
     ds = xr.open_zarr(str(path), consolidated=True, chunks=None)
@@ -346,6 +366,11 @@ def read_cube_action(path: str | Path, action: str, *, verify: bool = True) -> d
         raise KeyError(f"action {action!r} not in cube {path}; it has {actions}")
     i = actions.index(action)
     return {name: root[name][:, i] for name in root.array_keys() if root[name].ndim >= 3}
+
+
+def read_attrs(path: str | Path) -> dict[str, Any]:
+    """The root attributes of a store or cube (not verified: see :func:`verify_store`)."""
+    return dict(_open_ro(path).attrs)
 
 
 def cube_coords(path: str | Path) -> dict[str, np.ndarray]:

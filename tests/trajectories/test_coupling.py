@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from kvdiv.coupling import categorical, couple, overlap_draw, residual_draw, tv_distance
+from kvdiv.trajectories.coupling import categorical, couple, overlap_draw, residual_draw, tv_distance
 
 P = np.array([0.4, 0.3, 0.2, 0.1, 0.0, 0.0])
 Q = np.array([0.1, 0.3, 0.1, 0.2, 0.3, 0.0])
@@ -102,7 +102,7 @@ def test_tv_below_tolerance_counts_as_zero():
 
 
 def test_fold_eos_moves_end_mass_onto_the_absorbing_id():
-    from kvdiv.coupling import fold_eos
+    from kvdiv.trajectories.coupling import fold_eos
 
     laws = np.array([[0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.25, 0.25]])
     folded = fold_eos(laws, [2, 0, 2])

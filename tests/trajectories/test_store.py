@@ -10,9 +10,9 @@ import pytest
 import xarray as xr
 
 from kvdiv.cli import main as cli_main
-from kvdiv.generation import generate
-from kvdiv.inspect import summarize
-from kvdiv.store import build_cube, cube_coords, open_cube, read_cube_action, read_document_store, write_document_store
+from kvdiv.trajectories.generate import generate
+from kvdiv.trajectories.cli import summarize
+from kvdiv.trajectories.store import build_cube, cube_coords, open_cube, read_cube_action, read_document_store, write_document_store
 from kvdiv.testing import ToyKernelSession, history_kernel, mixture_kernel
 
 V, EOS, H, R = 5, 4, 6, 3
@@ -191,7 +191,7 @@ def test_verification_covers_every_array_a_store_has(tmp_path):
     """Arrays beyond the documented ones (e.g. a later ``prompt_ids``) are sealed and verified alike."""
     import zarr
 
-    from kvdiv.store import seal_store, verify_store, writing_every_chunk
+    from kvdiv.trajectories.store import seal_store, verify_store, writing_every_chunk
 
     path, _ = doc_store(tmp_path, 0)
     with writing_every_chunk():

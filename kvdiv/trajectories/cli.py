@@ -1,4 +1,5 @@
-"""``kvdiv inspect STORE``: a summary of a per-document trajectory store or a cube.
+"""``kvdiv inspect STORE``: a summary of a per-document trajectory store or a cube (the module is ``cli``: a
+module named ``inspect`` would shadow the standard library's).
 
 Per action: documents, replicates, divergence fraction P̂(τ ≤ H), mean first-divergence step
 (mean τ over diverged replicates), mean δ_t, mean fixed-history TV, mismatch rate M, and EOS
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from kvdiv.store import is_cube, read_cube_action, read_document_store, verify_store
+from kvdiv.trajectories.store import cube_coords, is_cube, read_attrs, read_cube_action, read_document_store, verify_store
 
 
 def action_summary(match: np.ndarray, tv: np.ndarray, fixed_tv: np.ndarray, eos_x: np.ndarray, eos_y: np.ndarray) -> dict[str, Any]:
@@ -37,17 +38,15 @@ def action_summary(match: np.ndarray, tv: np.ndarray, fixed_tv: np.ndarray, eos_
 
 def summarize(path: str | Path) -> dict[str, Any]:
     """A JSON-ready summary of a per-document store or a cube (verified first: an incomplete or corrupt store
-    is a :class:`kvdiv.store.CorruptStoreError` naming it and the array)."""
+    is a :class:`kvdiv.trajectories.store.CorruptStoreError` naming it and the array)."""
     path = Path(path)
     names = ("match", "tv", "fixed_tv", "eos_x", "eos_y")
     if is_cube(path):
-        import zarr
-
         verify_store(path)
-        root = zarr.open_group(str(path), mode="r", zarr_format=3)
-        attrs = dict(root.attrs)
-        actions = [str(a) for a in root["action"][...]]
-        documents = [str(d) for d in root["document"][...]]
+        attrs = read_attrs(path)
+        coords = cube_coords(path)
+        actions = [str(a) for a in coords["action"]]
+        documents = [str(d) for d in coords["document"]]
         per_action = {}
         for a in actions:
             data = read_cube_action(path, a, verify=False)

@@ -1,4 +1,4 @@
-"""Synthetic cubes with known answers, in the cube format of docs/internals.md ("Cube").
+"""Synthetic cubes with known answers, in the cube format of docs/internals.md ("Cube"), for tests and benchmarks.
 
 A *constant-TV persistent perturbation* with TV ``e`` (history independent, δ_1 = 0 as deployed)
 is simulated under the overlap–residual coupling of arXiv 2609.16617: at step t ≥ 2 the chains
@@ -10,13 +10,13 @@ tokens (the synthetic chains are not absorbing); they only exercise the EOS spli
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import xarray as xr
 
-from kvdiv.io import atomic_path
+from kvdiv.trajectories import store
+from kvdiv.trajectories.store import DOCUMENT_COORDS
 
 
 def simulate_cube(
@@ -119,10 +119,9 @@ def simulate_cube(
 
 
 def write_cube(ds: xr.Dataset, path) -> None:
-    """Write ``ds`` as a Zarr v3 cube store at ``path`` (atomically, every chunk written, sealed with checksums)."""
-    from kvdiv.store import seal_store, writing_every_chunk
-
-    with atomic_path(path, directory=True) as tmp, warnings.catch_warnings(), writing_every_chunk():
-        warnings.filterwarnings("ignore", message=".*(does not have a Zarr V3 specification|Consolidated metadata).*")
-        ds.to_zarr(tmp, mode="w", zarr_format=3, consolidated=True)
-        seal_store(tmp)
+    """Write ``ds`` (from :func:`simulate_cube`) as a cube store at ``path`` through :func:`kvdiv.trajectories.store.write_cube`
+    (atomically, every chunk written, sealed with checksums), the writer of the workflow's cubes."""
+    dims = ("document", "action", "replicate", "step")
+    data = {name: np.ascontiguousarray(ds[name].transpose(*dims[: ds[name].ndim]).values) for name in ds.data_vars}
+    coords = {name: ds[name].values.tolist() for name in DOCUMENT_COORDS}
+    store.write_cube(path, data, [str(d) for d in ds["document"].values], [str(a) for a in ds["action"].values], coords, dict(ds.attrs))
