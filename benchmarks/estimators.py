@@ -1,7 +1,7 @@
-"""Benchmark: kvdiv.estimators' Numba kernel `replicate_counts` against a vectorised NumPy baseline, and the
+"""Benchmark: kvdiv.metrics' Numba kernel `replicate_counts` against a vectorised NumPy baseline, and the
 whole `compute_metrics` on a paper-sized cube (288 documents × 3 actions × R replicates × H = 128).
 
-Run: python benchmarks/estimators.py  (results recorded in benchmarks/estimators.md)
+Run: python benchmarks/metrics.py  (results recorded in benchmarks/metrics.md)
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from kvdiv.estimators import compute_metrics, replicate_counts
+from kvdiv.metrics import compute_metrics, replicate_counts
 from kvdiv.trajectories.synthetic import simulate_cube
 
 

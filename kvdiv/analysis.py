@@ -195,7 +195,7 @@ def _cells(frame: pl.DataFrame, by: str = "stratum", pooled: bool = True) -> lis
 
 
 def _weight(frame: pl.DataFrame) -> pl.Expr:
-    """Row weights: 1 for complete-mode rows, D for swrb rows (see kvdiv.estimators)."""
+    """Row weights: 1 for complete-mode rows, D for swrb rows (see kvdiv.metrics)."""
     return pl.col("weight") if "weight" in frame.columns else pl.lit(1.0)
 
 

@@ -341,7 +341,7 @@ def get_trajectory_gpus(model):
     return 1 if str(get_model_spec(model).get("device", "cpu")).startswith("cuda") else 0
 
 
-# --- estimators, figures, tables, report (rules/estimators.smk, rules/figures.smk) ---
+# --- metrics, figures, tables, report (rules/metrics.smk, rules/figures.smk) ---
 
 
 def get_analysis():

@@ -2,7 +2,7 @@
 # Figures 5–7 (kvdiv.plotting), Tables 2–3 (kvdiv.tables) and results/report.md (kvdiv.report).
 # Which study feeds which item is config analysis.studies; plotting options reach only the figure rules.
 
-# Helpers: rules/common.smk (section "estimators, figures, tables, report").
+# Helpers: rules/common.smk (section "metrics, figures, tables, report").
 
 
 rule analysis_figure5:

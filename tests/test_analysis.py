@@ -10,7 +10,7 @@ import pytest
 
 from kvdiv import analysis as an
 from kvdiv import tables
-from kvdiv.estimators import compute_metrics
+from kvdiv.metrics import compute_metrics
 from kvdiv.plotting.figure5 import plot_figure5
 from kvdiv.plotting.figure6 import plot_figure6
 from kvdiv.plotting.figure7 import plot_figure7

@@ -2,7 +2,7 @@
 
 Every test here was checked against a deliberately planted error (an off-by-one window or cohort edge, a
 wrong column, a dropped swrb weight): the cubes put jumps exactly where such errors would read the wrong
-value, so they fail. Hand-built cubes go through the real estimators (kvdiv.estimators.compute_metrics).
+value, so they fail. Hand-built cubes go through the real estimators (kvdiv.metrics.compute_metrics).
 
 - cohort profiles and late − early: branch TV jumps at depths 17 and 49, rows with τ = 64 and τ = 65 differ;
 - swrb-weighted profiles, late − early, gap decomposition and survival with history-dependent TV, against
@@ -21,7 +21,7 @@ import pytest
 import xarray as xr
 
 from kvdiv import analysis as an
-from kvdiv.estimators import compute_metrics
+from kvdiv.metrics import compute_metrics
 from kvdiv.trajectories.synthetic import simulate_cube
 
 DIMS = ("document", "action", "replicate", "step")

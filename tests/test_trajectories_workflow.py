@@ -215,7 +215,7 @@ def test_edited_source_files_rerun_their_rules(work):
 
 def test_corrupt_metrics_file_is_an_error_in_the_log_and_rebuilt_once_deleted(work):
     """A truncated replicates.parquet stops the next rule with an error naming it (in the job's log too); deleting
-    it reruns the estimators."""
+    it reruns the metrics."""
     config = yaml.safe_load((work / "tiny.yaml").read_text())
     config["analysis"] = {"studies": {"figure5": "tiny"}, "contrasts": [["recent_half", "snapkv_half"]], "bootstrap": 20,
                           "blocks": [[1, 4], [5, 8]], "early": [1, 2], "late": [3, 4], "short_window": [1, 4],
@@ -231,4 +231,4 @@ def test_corrupt_metrics_file_is_an_error_in_the_log_and_rebuilt_once_deleted(wo
     assert "Traceback (most recent call last)" in log and f"{METRICS[0]}: sha256" in log and "truncated or altered" in log
     replicates.unlink()
     out = snakemake(work, target, "--cores", "2", "--configfile", "analysis.yaml", "--quiet", "rules")
-    assert "estimators" in out and "analysis_figure5" in out
+    assert "metrics" in out and "analysis_figure5" in out

@@ -124,7 +124,7 @@ def test_smoke_study_end_to_end_and_reruns(tmp_path):
     more = write_variant(work, "smoke_more.yaml", add_document)
     jobs = planned_jobs(run_snakemake(work, "-n", "--cores", "2", "--configfile", more, "--quiet", "rules").stdout)
     assert jobs.get("document") == 2 and jobs.get("trajectories") == 2, jobs  # one new document per stratum
-    assert jobs.get("cube") == 1 and jobs.get("estimators") == 1, jobs  # retention50 only
+    assert jobs.get("cube") == 1 and jobs.get("metrics") == 1, jobs  # retention50 only
     assert not {"resolve_model", "finite_systems", "finite_exact", "finite_estimates"} & set(jobs), jobs
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kvdiv.estimands import tv
 from kvdiv.finite.system import FiniteSystem
 
 # Exact enumeration keeps dense pair tables of size (V^d)^2 per depth; refuse what would not fit.
@@ -36,7 +37,7 @@ MAX_PAIR_STATES = 1 << 20
 
 def _pair_tv(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """TV between every row of p [n, V] and every row of q [n, V]: [n, n]."""
-    return 0.5 * np.abs(p[:, None, :] - q[None, :, :]).sum(axis=-1)
+    return tv(p[:, None, :], q[None, :, :])
 
 
 def _transition(mass: np.ndarray, p: np.ndarray, q: np.ndarray, tv: np.ndarray) -> np.ndarray:
@@ -198,7 +199,7 @@ def enumerate_exact(system: FiniteSystem) -> ExactResult:
     active: list[tuple[int, np.ndarray]] = []  # (j, diverged mass at the current depth)
     for d in range(H):  # histories of length d; the next step is t = d + 1
         p, q = system.level(d)
-        tv_same = 0.5 * np.abs(p - q).sum(axis=1)
+        tv_same = tv(p, q)
         p_tau[d] = float((a * tv_same).sum())
         joint[d, d] = p_tau[d]
         if active:
@@ -227,7 +228,7 @@ def coupled_marginals(system: FiniteSystem) -> list[tuple[np.ndarray, np.ndarray
     diverged = np.zeros((1, 1))
     for d in range(H):
         p, q = system.level(d)
-        tv_same = 0.5 * np.abs(p - q).sum(axis=1)
+        tv_same = tv(p, q)
         diverged = _transition(diverged, p, q, _pair_tv(p, q)) + _branch_start(a, p, q, tv_same)
         a = (a[:, None] * np.minimum(p, q)).reshape(-1)
         out.append((a + diverged.sum(axis=1), a + diverged.sum(axis=0)))

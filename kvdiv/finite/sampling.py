@@ -14,9 +14,8 @@ M_T = M − M_L and W_L = max(0, H − τ − L)/H on τ ≤ H.
 2. S_t = Π_{s≤t}(1 − δ_s), w_j = S_{j−1} δ_j, D = Σ_j w_j = 1 − S_H;
 3. J ~ w_j/D; x_J ~ (p − q)⁺/δ_J, y_J ~ (q − p)⁺/δ_J at u_<J; continue the coupled chains to H,
    recording δ_t along the branch;
-4. Z_O = D/H, Z_Π = D Σ_{t>J} δ_t/H, Z_R = Z_O + Z_Π, Z_E = D(H − J)/H,
-   Z_L = D(1 + Σ_{t=J+1}^{min(J+L,H)} δ_t)/H, Z_T = D Σ_{t>J+L} δ_t/H, W_L = D max(0, H − J − L)/H,
-   with E[Z_R] = R_H, E[Z_L] = R_L, E[Z_T] = R_H − R_L, E[W_L] = B_L.
+4. the estimators Z_O, Z_Π, Z_R, Z_E, Z_L, Z_T, W_L of :mod:`kvdiv.estimands` (written there once, shared with
+   the metrics over cubes), with E[Z_R] = R_H, E[Z_L] = R_L, E[Z_T] = R_H − R_L, E[W_L] = B_L.
 
 Once δ_t = 1 on the overlap path the scan stops (S_t = 0: later weights vanish).
 
@@ -35,11 +34,11 @@ from statistics import NormalDist
 import numba
 import numpy as np
 
+from kvdiv.estimands import SWRB_COLUMNS, swrb_estimates, tv, tv_rows
 from kvdiv.finite.system import FiniteSystem
 
-# Per-replicate columns of each sampler, in kernel output order.
+# Per-replicate columns of each sampler, in kernel output order (SWRB: kvdiv.estimands.swrb_estimates).
 NAIVE_COLUMNS = ("M", "O", "Pi", "E", "diverged", "M_L", "M_T", "W_L", "tau")
-SWRB_COLUMNS = ("Z_R", "Z_O", "Z_Pi", "Z_E", "D", "Z_L", "Z_T", "W_L", "J")
 # Which column estimates which exact quantity (keys of ``kvdiv finite exact``; T_L = R_H − R_L).
 ESTIMATES = {
     "naive": {"R_H": "M", "O_H": "O", "Pi_H": "Pi", "E_H": "E", "P_diverge": "diverged", "R_L": "M_L", "T_L": "M_T", "B_L": "W_L"},
@@ -51,15 +50,6 @@ METHODS = ("naive", "swrb")
 
 # ---------------------------------------------------------------------------------------------
 # Numba kernels
-
-
-@numba.njit(cache=True)
-def tv_distance(P: np.ndarray, i: int, Q: np.ndarray, j: int) -> float:
-    """δ = TV(p, q) = ½ Σ |p − q| for p = P[i], q = Q[j] (rows by index: no array views)."""
-    acc = 0.0
-    for k in range(P.shape[1]):
-        acc += abs(P[i, k] - Q[j, k])
-    return 0.5 * acc
 
 
 @numba.njit(cache=True, inline="always")
@@ -137,7 +127,7 @@ def naive_replicate(reference, intervention, child, horizon, window, out):
     count = 0
     in_window = 0
     for t in range(1, H + 1):
-        tv = tv_distance(reference, nx, intervention, ny)
+        tv = tv_rows(reference, nx, intervention, ny)
         x, y = coupled_step(reference, nx, intervention, ny, tv)
         if x != y:
             count += 1
@@ -175,7 +165,7 @@ def swrb_replicate(reference, intervention, child, horizon, window, nodes, w, ou
         w[k] = 0.0
     for t in range(1, H + 1):
         n = nodes[t - 1]
-        tv = tv_distance(reference, n, intervention, n)
+        tv = tv_rows(reference, n, intervention, n)
         evals += 1
         w[t - 1] = survival * tv
         survival *= 1.0 - tv
@@ -202,7 +192,7 @@ def swrb_replicate(reference, intervention, child, horizon, window, nodes, w, ou
         nx = child[n, x]
         ny = child[n, y]
         for t in range(jb + 1, H + 1):
-            tv = tv_distance(reference, nx, intervention, ny)
+            tv = tv_rows(reference, nx, intervention, ny)
             evals += 1
             total += tv
             if t <= jb + L:
@@ -211,15 +201,7 @@ def swrb_replicate(reference, intervention, child, horizon, window, nodes, w, ou
                 x, y = coupled_step(reference, nx, intervention, ny, tv)
                 nx = child[nx, x]
                 ny = child[ny, y]
-    out[0] = big_d * (1.0 + total) / H
-    out[1] = big_d / H
-    out[2] = big_d * total / H
-    out[3] = big_d * (H - jb) / H
-    out[4] = big_d
-    out[5] = big_d * (1.0 + inside) / H
-    out[6] = big_d * (total - inside) / H
-    out[7] = big_d * max(0, H - jb - L) / H
-    out[8] = jb
+    swrb_estimates(big_d, jb, H, L, total, inside, out)
     return evals
 
 
@@ -266,7 +248,7 @@ def coupled_paths(reference, intervention, child, horizon, replicates, seed):
         nx = 0
         ny = 0
         for t in range(horizon):
-            x, y = coupled_step(reference, nx, intervention, ny, tv_distance(reference, nx, intervention, ny))
+            x, y = coupled_step(reference, nx, intervention, ny, tv_rows(reference, nx, intervention, ny))
             xs[r, t] = x
             ys[r, t] = y
             if t + 1 < horizon:
@@ -310,8 +292,8 @@ def naive_numpy(system: FiniteSystem, window: int, replicates: int, seed: int) -
         tau = count = in_window = 0
         for t in range(1, H + 1):
             p, q = P[nx], Q[ny]
-            tv = 0.5 * np.abs(p - q).sum()
-            x, y = _coupled_step_np(p, q, tv, rng)
+            delta = tv(p, q)
+            x, y = _coupled_step_np(p, q, delta, rng)
             if x != y:
                 count += 1
                 if tau == 0:
@@ -349,10 +331,10 @@ def swrb_numpy(system: FiniteSystem, window: int, replicates: int, seed: int) ->
         n_eval = 0
         for t in range(1, H + 1):
             p, q = P[nodes[-1]], Q[nodes[-1]]
-            tv = 0.5 * np.abs(p - q).sum()
+            delta = tv(p, q)
             n_eval += 1
-            w[t - 1] = survival * tv
-            survival *= 1.0 - tv
+            w[t - 1] = survival * delta
+            survival *= 1.0 - delta
             if t == H:
                 break
             z = _draw_np(np.minimum(p, q), rng.random_sample())
@@ -372,26 +354,16 @@ def swrb_numpy(system: FiniteSystem, window: int, replicates: int, seed: int) ->
             nx, ny = child[nodes[j - 1], x], child[nodes[j - 1], y]
             for t in range(j + 1, H + 1):
                 p, q = P[nx], Q[ny]
-                tv = 0.5 * np.abs(p - q).sum()
+                delta = tv(p, q)
                 n_eval += 1
-                total += tv
+                total += delta
                 if t <= j + L:
-                    inside += tv
+                    inside += delta
                 if t < H:
-                    x, y = _coupled_step_np(p, q, tv, rng)
+                    x, y = _coupled_step_np(p, q, delta, rng)
                     nx, ny = child[nx, x], child[ny, y]
         evals[r] = n_eval
-        values[r] = (
-            big_d * (1.0 + total) / H,
-            big_d / H,
-            big_d * total / H,
-            big_d * (H - j) / H,
-            big_d,
-            big_d * (1.0 + inside) / H,
-            big_d * (total - inside) / H,
-            big_d * max(0, H - j - L) / H,
-            j,
-        )
+        swrb_estimates(big_d, j, H, L, total, inside, values[r])
     return values, evals
 
 

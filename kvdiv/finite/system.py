@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kvdiv.estimands import tv
+
 ROW_SUM_TOL = 1e-9
 #: Most histories a system file may describe (checked from V and H before anything is counted or allocated).
 MAX_HISTORIES = 5_000_000
@@ -135,7 +137,7 @@ class FiniteSystem:
 
     def fixed_tv(self) -> np.ndarray:
         """TV(P(·|h), Q(·|h)) at every node (both kernels at the same history)."""
-        return 0.5 * np.abs(self.reference - self.intervention).sum(axis=1)
+        return tv(self.reference, self.intervention)
 
     def to_dict(self) -> dict:
         """The system-file representation (see the module docstring)."""

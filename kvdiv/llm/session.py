@@ -41,11 +41,6 @@ from kvdiv.llm.presses.registry import build_press
 REFERENCE = "reference"
 
 
-def tv(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """Total variation δ = ½‖p − q‖₁ along the last dimension."""
-    return 0.5 * (p - q).abs().sum(-1)
-
-
 class _CaptureLayer:
     def __init__(self, keys: torch.Tensor, values: torch.Tensor):
         self.keys = keys
@@ -537,4 +532,4 @@ def _match_rows(ref: torch.Tensor, sub: torch.Tensor) -> torch.Tensor | None:
     return idx
 
 
-__all__ = ["KernelSession", "REFERENCE", "tv"]
+__all__ = ["KernelSession", "REFERENCE"]

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kvdiv.estimands import tv
+
 #: Uniforms one :func:`couple` step consumes per row: branch choice, x draw, y draw.
 COUPLE_UNIFORMS = 3
 
@@ -80,10 +82,10 @@ def fold_eos(laws: np.ndarray, eos_token_ids) -> np.ndarray:
 
 
 def tv_distance(p: np.ndarray, q: np.ndarray, tv_atol: float = 0.0) -> np.ndarray:
-    """δ = ½‖p − q‖₁ per row, clipped to [0, 1] (0 below ``tv_atol``); float64 [n]."""
+    """δ = :func:`kvdiv.estimands.tv` per row of two laws, clipped to [0, 1] (0 below ``tv_atol``); float64 [n]."""
     p, q = _as_laws(p, q)
-    tv = np.clip(0.5 * np.abs(p - q).sum(axis=1), 0.0, 1.0)
-    return np.where(tv < tv_atol, 0.0, tv)
+    delta = np.clip(tv(p, q), 0.0, 1.0)
+    return np.where(delta < tv_atol, 0.0, delta)
 
 
 def couple(
@@ -105,7 +107,7 @@ def couple(
     x, y : int64 [n]
         Coupled tokens: x ~ p, y ~ q, and x == y exactly when the common branch was taken.
     tv : float64 [n]
-        δ_t = TV(p, q).
+        δ_t = TV(p, q), as ½ the sum of the two residual masses the draw uses (= :func:`kvdiv.estimands.tv`).
     """
     p, q = _as_laws(p, q)
     n = p.shape[0]
@@ -116,16 +118,16 @@ def couple(
     mass_overlap = overlap.sum(axis=1)
     mass_p = res_p.sum(axis=1)
     mass_q = res_q.sum(axis=1)
-    tv = np.clip(0.5 * (mass_p + mass_q), 0.0, 1.0)
+    delta = np.clip(0.5 * (mass_p + mass_q), 0.0, 1.0)
     total = mass_overlap + 0.5 * (mass_p + mass_q)
     residual_ok = (mass_p > 0) & (mass_q > 0)
-    negligible = tv < tv_atol
+    negligible = delta < tv_atol
     common = ((u[:, 0] * total < mass_overlap) | ~residual_ok | negligible) & (mass_overlap > 0)
-    tv = np.where(negligible, 0.0, tv)
+    delta = np.where(negligible, 0.0, delta)
     z = categorical(np.where(negligible[:, None], p, overlap), u[:, 1])
     x = np.where(common, z, categorical(res_p, u[:, 1]))
     y = np.where(common, z, categorical(res_q, u[:, 2]))
-    return x, y, tv
+    return x, y, delta
 
 
 def overlap_draw(
@@ -140,11 +142,11 @@ def overlap_draw(
     p, q = _as_laws(p, q)
     u = _uniforms(rng, p.shape[0], 1)[:, 0]
     overlap = np.minimum(p, q)
-    tv = np.clip(0.5 * np.abs(p - q).sum(axis=1), 0.0, 1.0)
-    negligible = tv < tv_atol
+    delta = np.clip(tv(p, q), 0.0, 1.0)
+    negligible = delta < tv_atol
     has_overlap = (overlap.sum(axis=1) > 0) & ~negligible
     weights = np.where(has_overlap[:, None], overlap, p)
-    return categorical(weights, u), np.where(negligible, 0.0, tv)
+    return categorical(weights, u), np.where(negligible, 0.0, delta)
 
 
 def residual_draw(p: np.ndarray, q: np.ndarray, rng: np.random.Generator | np.ndarray) -> tuple[np.ndarray, np.ndarray]:

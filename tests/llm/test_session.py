@@ -9,7 +9,8 @@ from default_presses import DEFAULT_PRESSES, NO_EVICTION
 from transformers import DynamicCache
 
 from kvdiv.llm.presses.registry import build_press
-from kvdiv.llm.session import REFERENCE, KernelSession, tv
+from kvdiv.estimands import tv
+from kvdiv.llm.session import REFERENCE, KernelSession
 
 PROMPT_LEN = 48
 

@@ -173,8 +173,8 @@ def test_altered_values_do_not_match_their_checksum(tmp_path):
         read_document_store(path)
 
 
-def test_a_corrupt_cube_is_an_error_for_inspect_and_estimators(tmp_path):
-    from kvdiv.estimators import write_metrics
+def test_a_corrupt_cube_is_an_error_for_inspect_and_metrics(tmp_path):
+    from kvdiv.metrics import write_metrics
 
     stores, _ = zip(*(doc_store(tmp_path, i) for i in range(2)))
     cube = build_cube("st", "toy", list(stores), tmp_path / "cube.zarr")

@@ -1,7 +1,8 @@
-"""Estimators over a cube: per-replicate divergence metrics and profiles (arXiv 2609.16617, §3–§5).
+"""Metrics over a cube: per-replicate divergence metrics and profiles (arXiv 2609.16617, §3–§5); rule ``metrics``
+writes them to ``results/{study}/metrics/{model}/``.
 
-Notation (DESIGN.md, "The mathematics"): steps t = 1..H (array index t−1); δ_t = ``tv``; a row is one
-(document, action, replicate) pair of coupled chains x ~ P, y ~ Q.
+Notation of the paper (docs/internals.md): steps t = 1..H (array index t−1), H = ``horizon``; δ_t = ``tv``; a row
+is one (document, action, replicate) pair of coupled chains x ~ P, y ~ Q.
 
 Per row (``replicates.parquet``):
 
@@ -19,8 +20,9 @@ Per row (``replicates.parquet``):
   ``risk_window`` = occurrence + (1/H) Σ_{ℓ=1}^{min(L, H−τ)} 1{x_{τ+ℓ} ≠ y_{τ+ℓ}},
   ``capacity`` = max(0, H − τ − L)/H · 1{τ ≤ H}
 - swrb-mode cubes (``overlap_tv``, ``branch_start`` = J): S_t = Π_{s≤t}(1−δ_s) along the overlap scan,
-  D = 1 − S_H, ``z_o`` = D/H, ``z_pi`` = D Σ_{t>J} δ_t / H, ``z_r`` = z_o + z_pi,
-  ``z_l`` = D(1 + Σ_{t=J+1}^{min(J+L,H)} δ_t)/H, ``z_t`` = D Σ_{t>J+L} δ_t / H, ``w_l`` = D max(0, H−J−L)/H;
+  D = 1 − S_H (``d``), and the SWRB estimators of :mod:`kvdiv.estimands` (the one definition the finite-state
+  sampler shares): ``z_o`` = D/H, ``z_pi`` = D Σ_{t>J} δ_t / H, ``z_r`` = D(1 + Σ_{t>J} δ_t)/H = z_o + z_pi,
+  ``z_l`` = D(1 + Σ_{t=J+1}^{min(J+L,H)} δ_t)/H, ``z_t`` = z_r − z_l, ``w_l`` = D max(0, H−J−L)/H,
   ``z_e`` = D (H−J)/H; E[Z_R] = R_H, E[Z_L] = R_L, E[Z_T] = R_H − R_L, E[W_L] = B_L, E[Z_E] = E_H.
 - ``weight``: 1 in complete mode; D in swrb mode. There the tokens describe the branch path, which starts
   diverging at τ = J ~ w_j/D, so a path quantity g has E[D·g] = E[g; τ ≤ H] under the complete coupling
@@ -45,22 +47,23 @@ import numpy as np
 import polars as pl
 import xarray as xr
 
+from kvdiv.estimands import SWRB_COLUMNS, swrb_estimates
 from kvdiv.io import write_parquet
+from kvdiv.trajectories.store import DOCUMENT_COORDS, open_cube
 
 log = logging.getLogger(__name__)
 
 CUBE_VARIABLES = ("match", "tv", "fixed_tv", "eos_x", "eos_y")
-DOCUMENT_COORDS = ("family", "task", "target_length", "stratum", "prompt_tokens")
 METRIC_FILES = ("replicates.parquet", "profiles_aligned.parquet", "profiles_clock.parquet")
 
 
 @numba.njit(cache=True)
 def first_true(flags: np.ndarray) -> np.ndarray:
     """1-based index of the first True per row of ``flags`` [N, H]; H + 1 where there is none."""
-    n, h = flags.shape
-    out = np.full(n, h + 1, dtype=np.int64)
+    n, horizon = flags.shape
+    out = np.full(n, horizon + 1, dtype=np.int64)
     for i in range(n):
-        for t in range(h):
+        for t in range(horizon):
             if flags[i, t]:
                 out[i] = t + 1
                 break
@@ -83,12 +86,12 @@ def replicate_counts(mismatch: np.ndarray, tv: np.ndarray, fixed_tv: np.ndarray,
     sums : float64 [N, 7] — Σ mismatch, Σ_{t>τ} mismatch, Σ δ, Σ fixed δ, Σ_{t≤t_e} mismatch,
         Σ_{t<t_e} mismatch, Σ_{ℓ=1}^{min(L,H−τ)} mismatch_{τ+ℓ}
     """
-    n, h = mismatch.shape
+    n, horizon = mismatch.shape
     tau = first_true(mismatch)
     first_eos = first_true(eos_any)
     sums = np.zeros((n, 7))
     for i in range(n):
-        for t in range(1, h + 1):
+        for t in range(1, horizon + 1):
             m = 1.0 if mismatch[i, t - 1] else 0.0
             sums[i, 0] += m
             if t > tau[i]:
@@ -104,18 +107,23 @@ def replicate_counts(mismatch: np.ndarray, tv: np.ndarray, fixed_tv: np.ndarray,
     return tau, first_eos, sums
 
 
+#: The swrb-mode columns of ``replicates.parquet`` and the estimator of :mod:`kvdiv.estimands` each holds.
+SWRB_METRICS = {"d": "D", "z_o": "Z_O", "z_pi": "Z_Pi", "z_r": "Z_R", "z_l": "Z_L", "z_t": "Z_T", "w_l": "W_L", "z_e": "Z_E"}
+
+
 @numba.njit(cache=True)
 def swrb_estimators(overlap_tv: np.ndarray, tv: np.ndarray, branch_start: np.ndarray, window: int) -> np.ndarray:
-    """SWRB conditional Monte Carlo per row: columns D, Z_O, Z_Π, Z_R, Z_L, Z_T, W_L, Z_E (DESIGN.md).
+    """SWRB conditional Monte Carlo per row: columns :data:`kvdiv.estimands.SWRB_COLUMNS` from
+    :func:`kvdiv.estimands.swrb_estimates`.
 
-    ``overlap_tv`` [N, H]: hazards along the overlap scan; ``tv`` [N, H]: δ along the branch path;
-    ``branch_start`` [N]: 1-based J (0 when D = 0).
+    ``overlap_tv`` [N, H]: hazards along the overlap scan (D = 1 − Π_t (1 − δ_t)); ``tv`` [N, H]: δ along the
+    branch path; ``branch_start`` [N]: 1-based J (0 when D = 0).
     """
-    n, h = tv.shape
-    out = np.zeros((n, 8))
+    n, horizon = tv.shape
+    out = np.zeros((n, len(SWRB_COLUMNS)))
     for i in range(n):
         survival = 1.0
-        for t in range(h):
+        for t in range(horizon):
             survival *= 1.0 - overlap_tv[i, t]
         d = 1.0 - survival
         j = branch_start[i]
@@ -123,22 +131,12 @@ def swrb_estimators(overlap_tv: np.ndarray, tv: np.ndarray, branch_start: np.nda
             d = 0.0
         branch = 0.0
         near = 0.0
-        tail = 0.0
         if j > 0:
-            for t in range(j + 1, h + 1):
+            for t in range(j + 1, horizon + 1):
                 branch += tv[i, t - 1]
                 if t <= j + window:
                     near += tv[i, t - 1]
-                else:
-                    tail += tv[i, t - 1]
-        out[i, 0] = d
-        out[i, 1] = d / h
-        out[i, 2] = d * branch / h
-        out[i, 3] = out[i, 1] + out[i, 2]
-        out[i, 4] = d * (1.0 + near) / h
-        out[i, 5] = d * tail / h
-        out[i, 6] = d * max(0, h - j - window) / h
-        out[i, 7] = d * (h - j) / h if j > 0 else 0.0
+        swrb_estimates(d, j, horizon, window, branch, near, out[i])
     return out
 
 
@@ -146,11 +144,11 @@ def swrb_estimators(overlap_tv: np.ndarray, tv: np.ndarray, branch_start: np.nda
 def aligned_profile(tau: np.ndarray, tv: np.ndarray, mismatch: np.ndarray, first_eos: np.ndarray):
     """Long-format divergence-aligned profile: for each row with τ ≤ H and depth ℓ = 1..H−τ, the
     row index, ℓ, δ_{τ+ℓ}, 1{x_{τ+ℓ} ≠ y_{τ+ℓ}} and whether τ+ℓ < t_e (strictly before any EOS)."""
-    n, h = tv.shape
+    n, horizon = tv.shape
     total = 0
     for i in range(n):
-        if tau[i] <= h:
-            total += h - tau[i]
+        if tau[i] <= horizon:
+            total += horizon - tau[i]
     row = np.empty(total, dtype=np.int64)
     depth = np.empty(total, dtype=np.int32)
     out_tv = np.empty(total, dtype=np.float32)
@@ -158,9 +156,9 @@ def aligned_profile(tau: np.ndarray, tv: np.ndarray, mismatch: np.ndarray, first
     pre_eos = np.empty(total, dtype=np.bool_)
     k = 0
     for i in range(n):
-        if tau[i] > h:
+        if tau[i] > horizon:
             continue
-        for t in range(tau[i] + 1, h + 1):
+        for t in range(tau[i] + 1, horizon + 1):
             row[k] = i
             depth[k] = t - tau[i]
             out_tv[k] = tv[i, t - 1]
@@ -195,23 +193,23 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
     for dim in dims4:
         if dim not in ds.dims:
             raise KeyError(f"cube lacks dimension {dim!r} (has {list(ds.dims)})")
-    n_d, n_a, n_r, h = (ds.sizes[d] for d in dims4)
+    n_d, n_a, n_r, horizon = (ds.sizes[d] for d in dims4)
     model = model or str(ds.attrs.get("model", "unknown"))
     study = study or str(ds.attrs.get("study", "unknown"))
     arrays = {name: _array(ds, name, dims4) for name in CUBE_VARIABLES}
     n = n_d * n_a * n_r
-    mismatch = ~arrays["match"].astype(bool).reshape(n, h)
-    tv = arrays["tv"].astype(np.float64).reshape(n, h)
-    fixed_tv = arrays["fixed_tv"].astype(np.float64).reshape(n, h)
-    eos_any = (arrays["eos_x"].astype(bool) | arrays["eos_y"].astype(bool)).reshape(n, h)
+    mismatch = ~arrays["match"].astype(bool).reshape(n, horizon)
+    tv = arrays["tv"].astype(np.float64).reshape(n, horizon)
+    fixed_tv = arrays["fixed_tv"].astype(np.float64).reshape(n, horizon)
+    eos_any = (arrays["eos_x"].astype(bool) | arrays["eos_y"].astype(bool)).reshape(n, horizon)
 
     tau, first_eos, sums = replicate_counts(mismatch, tv, fixed_tv, eos_any, window)
-    diverged = tau <= h
-    exposure = np.where(diverged, (h - tau) / h, 0.0)
-    occupation = sums[:, 1] / h
+    diverged = tau <= horizon
+    exposure = np.where(diverged, (horizon - tau) / horizon, 0.0)
+    occupation = sums[:, 1] / horizon
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = np.where(exposure > 0, occupation / exposure, np.nan)
-    occurrence = diverged / h
+    occurrence = diverged / horizon
 
     doc_idx, act_idx, rep_idx = np.unravel_index(np.arange(n), (n_d, n_a, n_r))
     documents = _plain(ds["document"].values)
@@ -224,37 +222,38 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
         **{c: v[doc_idx] for c, v in meta.items()},
         "action": actions[act_idx],
         "replicate": rep_idx.astype(np.int32),
-        "horizon": np.full(n, h, dtype=np.int32),
+        "horizon": np.full(n, horizon, dtype=np.int32),
         "window": np.full(n, window, dtype=np.int32),
         "diverged": diverged,
         "occurrence": occurrence,
         "exposure": exposure,
         "occupation": occupation,
         "mismatch_rate": rate,
-        "mismatch": sums[:, 0] / h,
-        "risk_tv": sums[:, 2] / h,
-        "fixed_tv_mean": sums[:, 3] / h,
-        "mismatch_pre_eos": sums[:, 4] / h,
-        "mismatch_post_eos": (sums[:, 0] - sums[:, 4]) / h,
-        "mismatch_strict_pre_eos": sums[:, 5] / h,
-        "risk_window": occurrence + sums[:, 6] / h,
-        "capacity": np.where(diverged, np.maximum(0, h - tau - window) / h, 0.0),
+        "mismatch": sums[:, 0] / horizon,
+        "risk_tv": sums[:, 2] / horizon,
+        "fixed_tv_mean": sums[:, 3] / horizon,
+        "mismatch_pre_eos": sums[:, 4] / horizon,
+        "mismatch_post_eos": (sums[:, 0] - sums[:, 4]) / horizon,
+        "mismatch_strict_pre_eos": sums[:, 5] / horizon,
+        "risk_window": occurrence + sums[:, 6] / horizon,
+        "capacity": np.where(diverged, np.maximum(0, horizon - tau - window) / horizon, 0.0),
     }
     replicates = pl.DataFrame(columns).with_columns(
         pl.Series("tau", np.where(diverged, tau, 0), dtype=pl.Int32).set(pl.Series(~diverged), None),
-        pl.Series("first_eos", np.where(first_eos <= h, first_eos, 0), dtype=pl.Int32).set(pl.Series(first_eos > h), None),
+        pl.Series("first_eos", np.where(first_eos <= horizon, first_eos, 0), dtype=pl.Int32)
+        .set(pl.Series(first_eos > horizon), None),
         pl.col("mismatch_rate").fill_nan(None),
     )
     swrb = "overlap_tv" in ds or ds.attrs.get("mode") == "swrb"
     weight = np.ones(n)
     if swrb:
-        overlap = _array(ds, "overlap_tv", dims4).astype(np.float64).reshape(n, h)
+        overlap = _array(ds, "overlap_tv", dims4).astype(np.float64).reshape(n, horizon)
         start = _array(ds, "branch_start", dims4[:3]).astype(np.int64).reshape(n)
         z = swrb_estimators(overlap, tv, start, window)
-        weight = z[:, 0]
+        weight = z[:, SWRB_COLUMNS.index("D")]
         replicates = replicates.with_columns(
             pl.Series("branch_start", start.astype(np.int32)),
-            *(pl.Series(name, z[:, k]) for k, name in enumerate(("d", "z_o", "z_pi", "z_r", "z_l", "z_t", "w_l", "z_e"))),
+            *(pl.Series(name, z[:, SWRB_COLUMNS.index(column)]) for name, column in SWRB_METRICS.items()),
         )
     replicates = replicates.with_columns(pl.Series("weight", weight))
 
@@ -275,20 +274,20 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
         }
     )
 
-    shape = (n_d, n_a, n_r, h)
+    shape = (n_d, n_a, n_r, horizon)
     if swrb:
-        steps = np.arange(1, h + 1)
+        steps = np.arange(1, horizon + 1)
         survival_before = np.cumprod(np.concatenate([np.ones((n, 1)), 1.0 - overlap[:, :-1]], axis=1), axis=1)
         per_row = {
             "mismatch": weight[:, None] * mismatch,
             "tv": survival_before * overlap + weight[:, None] * (steps[None, :] > start[:, None]) * tv,
-            "fixed_tv": np.full((n, h), np.nan),
-            "eos": np.full((n, h), np.nan),
+            "fixed_tv": np.full((n, horizon), np.nan),
+            "eos": np.full((n, horizon), np.nan),
         }
     else:
         per_row = {"mismatch": mismatch, "tv": tv, "fixed_tv": fixed_tv, "eos": eos_any}
     clock_means = {k: v.astype(np.float64).reshape(shape).mean(axis=2) for k, v in per_row.items()}
-    d_i, a_i, t_i = np.unravel_index(np.arange(n_d * n_a * h), (n_d, n_a, h))
+    d_i, a_i, t_i = np.unravel_index(np.arange(n_d * n_a * horizon), (n_d, n_a, horizon))
     clock = pl.DataFrame(
         {
             "model": np.full(d_i.size, model),
@@ -300,19 +299,6 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
         }
     )
     return {"replicates": replicates, "profiles_aligned": aligned, "profiles_clock": clock}
-
-
-def open_cube(path: str | Path) -> xr.Dataset:
-    """Open a cube store with xarray (document metadata as coordinates), verified; a clear error when it is
-    missing, incomplete or corrupt."""
-    from kvdiv.trajectories.store import verify_store
-
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"cube store {path} does not exist")
-    verify_store(path)  # every chunk present and every array matching its checksum, else an error naming it
-    ds = xr.open_zarr(path, consolidated=None, chunks=None)
-    return ds.set_coords([c for c in DOCUMENT_COORDS if c in ds.data_vars])
 
 
 def write_metrics(cube: str | Path, out_dir: str | Path, window: int, model: str | None = None, study: str | None = None) -> dict[str, Path]:

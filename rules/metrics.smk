@@ -1,8 +1,8 @@
-# stage: estimators — per (study, model): the cube -> per-replicate metrics and profiles (kvdiv.estimators).
-# Helpers: rules/common.smk (section "estimators, figures, tables, report").
+# stage: metrics — per (study, model): the cube -> per-replicate metrics and profiles (kvdiv.metrics).
+# Helpers: rules/common.smk (section "metrics, figures, tables, report").
 
 
-rule estimators:
+rule metrics:
     input:
         cube="results/{study}/cube/{model}.zarr",
     output:
@@ -15,15 +15,15 @@ rule estimators:
         ),
     params:
         window=lambda wildcards: get_analysis()["window"],
-        code=script_code("estimators.py"),
+        code=script_code("metrics.py"),
     log:
-        "logs/estimators/{study}/{model}.log",
+        "logs/metrics/{study}/{model}.log",
     benchmark:
-        "results/benchmarks/estimators/{study}/{model}.tsv"
+        "results/benchmarks/metrics/{study}/{model}.tsv"
     conda:
         ENV
     script:
-        "../workflow_scripts/estimators.py"
+        "../workflow_scripts/metrics.py"
 
 
 FINAL_TARGETS.extend(f for study in get_studies() for f in get_metrics_files(study))

@@ -1,4 +1,4 @@
-"""kvdiv.estimators: hand-made rows with known τ etc., the per-row identity R = O + Π, the constant-TV
+"""kvdiv.metrics: hand-made rows with known τ etc., the per-row identity R = O + Π, the constant-TV
 persistent perturbation (Π = e·E, C = e), and the SWRB estimators against their exact expectations."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 import xarray as xr
 
-from kvdiv.estimators import METRIC_FILES, compute_metrics, write_metrics
+from kvdiv.metrics import METRIC_FILES, compute_metrics, write_metrics
 from kvdiv.trajectories.synthetic import simulate_cube, write_cube
 
 
@@ -167,9 +167,9 @@ def test_write_metrics_roundtrip(tmp_path):
         write_metrics(tmp_path / "missing.zarr", tmp_path / "m2", window=4)
 
 
-def test_estimators_on_generated_cubes_agree_across_modes(tmp_path):
+def test_metrics_on_generated_cubes_agree_across_modes(tmp_path):
     """Real pipeline pieces: coupled generation with toy kernels → per-document stores → cube (kvdiv.trajectories.store)
-    → estimators. The naive mean of M (complete mode) and the SWRB mean of Z_R estimate the same R_H."""
+    → metrics. The naive mean of M (complete mode) and the SWRB mean of Z_R estimate the same R_H."""
     from kvdiv.trajectories.generate import generate
     from kvdiv.trajectories.store import build_cube, write_document_store
     from kvdiv.testing import ToyKernelSession, history_kernel, mixture_kernel

@@ -1,9 +1,8 @@
-"""Snakemake script of rule estimators: cube -> metrics Parquet (kvdiv.estimators.write_metrics)."""
+"""Snakemake script of rule metrics: cube -> metrics Parquet (kvdiv.metrics.write_metrics)."""
 
-import logging
 from pathlib import Path
 
-from kvdiv.estimators import write_metrics
+from kvdiv.metrics import write_metrics
 from kvdiv.joblog import job_log
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
