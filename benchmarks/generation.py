@@ -85,7 +85,7 @@ def main() -> None:
     chat = (lambda text: apply_chat_template(loaded.tokenizer, text)) if loaded.chat_template else None
     doc = generate_stratum(study="retention50", stratum="ruler_1024", n_documents=1, master_seed=config["seed"],
                            study_seed=config["studies"]["retention50"]["seed"], tokenizer=loaded.tokenizer,
-                           tokenizer_name="smollm2", chat=chat, max_context=loaded.max_context, reserve=args.horizon)[0]
+                           tokenizer_name="smollm2", chat=chat, max_context=loaded.max_context, horizon=args.horizon)[0]
     ids = torch.tensor([prompt_token_ids(doc.to_record(), loaded.tokenizer, loaded.chat_template)])
     print(f"document {doc.id}: {ids.shape[1]} prompt tokens; actions {list(actions)}; H={args.horizon}; "
           f"threads {torch.get_num_threads()}", flush=True)

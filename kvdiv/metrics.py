@@ -49,12 +49,12 @@ import xarray as xr
 
 from kvdiv.estimands import SWRB_COLUMNS, swrb_estimates
 from kvdiv.io import write_parquet
+from kvdiv.layout import METRIC_TABLES
 from kvdiv.trajectories.store import DOCUMENT_COORDS, open_cube
 
 log = logging.getLogger(__name__)
 
 CUBE_VARIABLES = ("match", "tv", "fixed_tv", "eos_x", "eos_y")
-METRIC_FILES = ("replicates.parquet", "profiles_aligned.parquet", "profiles_clock.parquet")
 
 
 @numba.njit(cache=True)
@@ -302,13 +302,15 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
 
 
 def write_metrics(cube: str | Path, out_dir: str | Path, window: int, model: str | None = None, study: str | None = None) -> dict[str, Path]:
-    """Compute the metrics of cube store ``cube`` and write the three Parquet files into ``out_dir``."""
+    """Compute the metrics of cube store ``cube`` and write the Parquet files of :data:`kvdiv.layout.METRIC_TABLES`
+    into ``out_dir`` (``{table}.parquet``, as :func:`kvdiv.layout.metrics_file` names them)."""
     ds = open_cube(cube)
     log.info("cube %s: %s", cube, dict(ds.sizes))
     tables = compute_metrics(ds, window, model=model, study=study)
     out_dir = Path(out_dir)
     paths = {}
-    for name, frame in tables.items():
+    for name in METRIC_TABLES:
+        frame = tables[name]
         path = out_dir / f"{name}.parquet"
         write_parquet(frame, path)  # + its checksum file, which the next rule verifies
         log.info("wrote %s (%d rows)", path, frame.height)

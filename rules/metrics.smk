@@ -4,22 +4,22 @@
 
 rule metrics:
     input:
-        cube="results/{study}/cube/{model}.zarr",
+        cube=layout.cube("{study}", "{model}"),
     output:
         **with_checksums(
             {
-                "replicates": "results/{study}/metrics/{model}/replicates.parquet",
-                "aligned": "results/{study}/metrics/{model}/profiles_aligned.parquet",
-                "clock": "results/{study}/metrics/{model}/profiles_clock.parquet",
+                "replicates": layout.metrics_file("{study}", "{model}", "replicates"),
+                "aligned": layout.metrics_file("{study}", "{model}", "profiles_aligned"),
+                "clock": layout.metrics_file("{study}", "{model}", "profiles_clock"),
             }
         ),
     params:
         window=lambda wildcards: get_analysis()["window"],
         code=script_code("metrics.py"),
     log:
-        "logs/metrics/{study}/{model}.log",
+        layout.log("metrics", "{study}/{model}"),
     benchmark:
-        "results/benchmarks/metrics/{study}/{model}.tsv"
+        layout.job_benchmark("metrics", "{study}/{model}")
     conda:
         ENV
     script:

@@ -19,9 +19,9 @@ rule resolve_model:
         seed=lambda wildcards: get_model_seed(wildcards.model),
         code=script_code("resolve_model.py"),
     log:
-        "logs/resolve_model/{model}.log",
+        layout.log("resolve_model", "{model}"),
     benchmark:
-        "results/benchmarks/resolve_model/{model}.tsv"
+        layout.job_benchmark("resolve_model", "{model}")
     conda:
         ENV
     script:

@@ -14,7 +14,7 @@ rule trajectories:
         documents=lambda wildcards: get_document_file(wildcards.study, wildcards.doc_id),
         model=lambda wildcards: get_model_ready(wildcards.model),
     output:
-        directory("results/{study}/trajectories/{model}/{doc_id}.zarr"),
+        directory(layout.trajectory_store("{study}", "{model}", "{doc_id}")),
     wildcard_constraints:
         study=NAME_REGEX,
         doc_id=NAME_REGEX,
@@ -29,9 +29,9 @@ rule trajectories:
         settings=lambda wildcards: get_trajectory_settings(wildcards.study),
         code=script_code("trajectories.py"),
     log:
-        "logs/trajectories/{study}/{model}/{doc_id}.log",
+        layout.log("trajectories", "{study}/{model}/{doc_id}"),
     benchmark:
-        "results/benchmarks/trajectories/{study}/{model}/{doc_id}.tsv"
+        layout.job_benchmark("trajectories", "{study}/{model}/{doc_id}")
     conda:
         ENV
     script:
@@ -42,15 +42,15 @@ rule cube:
     input:
         stores=lambda wildcards: get_trajectory_stores(wildcards.study, wildcards.model),
     output:
-        directory("results/{study}/cube/{model}.zarr"),
+        directory(layout.cube("{study}", "{model}")),
     wildcard_constraints:
         study=NAME_REGEX,
     params:
         code=script_code("cube.py"),
     log:
-        "logs/cube/{study}/{model}.log",
+        layout.log("cube", "{study}/{model}"),
     benchmark:
-        "results/benchmarks/cube/{study}/{model}.tsv"
+        layout.job_benchmark("cube", "{study}/{model}")
     conda:
         ENV
     script:

@@ -1,4 +1,4 @@
-"""kvdiv.analysis, kvdiv.tables, kvdiv.plotting.figure5-7 and kvdiv.report on synthetic cubes with known answers:
+"""kvdiv.analysis and kvdiv.outputs (tables, figures 5-7, report) on synthetic cubes with known answers:
 the cluster bootstrap (seeded determinism, coverage at the nominal rate), the symmetric gap decomposition,
 late-minus-early contrasts, Table 2/3 builders, figures and the report."""
 
@@ -8,13 +8,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kvdiv import analysis as an
-from kvdiv import tables
+from kvdiv.analysis import blocks, bootstrap, decomposition, inputs, items, prediction, profiles, timing
+from kvdiv.io import write_parquet
+from kvdiv.outputs import tables
 from kvdiv.metrics import compute_metrics
-from kvdiv.plotting.figure5 import plot_figure5
-from kvdiv.plotting.figure6 import plot_figure6
-from kvdiv.plotting.figure7 import plot_figure7
-from kvdiv.report import build_report, paper_values
+from kvdiv.outputs.figure5 import plot_figure5
+from kvdiv.outputs.figure6 import plot_figure6
+from kvdiv.outputs.figure7 import plot_figure7
+from kvdiv.outputs.report import build_report, paper_values
 from kvdiv.trajectories.synthetic import simulate_cube
 
 STRATA = ("ruler_256", "ruler_512", "helmet_256", "helmet_512")
@@ -22,9 +23,9 @@ CONTRASTS = [["snapkv_512", "snapkv_half"], ["recent_half", "snapkv_half"], ["re
 EARLY, LATE = [1, 16], [49, 64]
 
 
-def metrics_of(ds) -> an.Metrics:
+def metrics_of(ds) -> inputs.Metrics:
     t = compute_metrics(ds, window=16)
-    return an.Metrics(t["replicates"], t["profiles_aligned"], t["profiles_clock"])
+    return inputs.Metrics(t["replicates"], t["profiles_aligned"], t["profiles_clock"])
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +42,9 @@ def study50():
 def test_bootstrap_is_seeded_and_deterministic():
     x = np.random.default_rng(0).normal(size=30)
     stat = lambda m: {"mean": m["x"]}  # noqa: E731
-    a = an.cluster_bootstrap({"x": x}, stat, 200, seed=5, confidence=0.9)["mean"]
-    b = an.cluster_bootstrap({"x": x}, stat, 200, seed=5, confidence=0.9)["mean"]
-    c = an.cluster_bootstrap({"x": x}, stat, 200, seed=6, confidence=0.9)["mean"]
+    a = bootstrap.cluster_bootstrap({"x": x}, stat, 200, seed=5, confidence=0.9)["mean"]
+    b = bootstrap.cluster_bootstrap({"x": x}, stat, 200, seed=5, confidence=0.9)["mean"]
+    c = bootstrap.cluster_bootstrap({"x": x}, stat, 200, seed=6, confidence=0.9)["mean"]
     assert [float(v) for v in a] == [float(v) for v in b]
     assert float(a[1]) != float(c[1])
     assert float(a[0]) == pytest.approx(x.mean())
@@ -56,7 +57,7 @@ def test_bootstrap_interval_covers_truth_at_nominal_rate():
     covered = 0
     for k in range(trials):
         x = truth + rng.normal(scale=0.2, size=n)
-        _, lo, hi = an.cluster_bootstrap({"x": x}, lambda m: {"m": m["x"]}, 300, seed=k, confidence=level)["m"]
+        _, lo, hi = bootstrap.cluster_bootstrap({"x": x}, lambda m: {"m": m["x"]}, 300, seed=k, confidence=level)["m"]
         covered += lo <= truth <= hi
     se = np.sqrt(level * (1 - level) / trials)
     # the percentile interval is slightly narrow at n = 40 (a factor sqrt((n-1)/n) on the spread)
@@ -65,12 +66,12 @@ def test_bootstrap_interval_covers_truth_at_nominal_rate():
 
 def test_survival_and_entry_shapes(study50):
     _, m = study50
-    surv = an.survival_curves(m, 50, 1, 0.95)
+    surv = timing.survival_curves(m, 50, 1, 0.95)
     for _, s in surv.group_by("action"):
         v = s.sort("step")["survival"].to_numpy()
         assert v[0] == 1.0 and np.all(np.diff(v) <= 1e-12)
-    entry = an.entry_times(m, 50, 1, 0.95)
-    pooled = entry.filter((pl.col("stratum") == an.POOLED) & (pl.col("statistic") == "mean_tau_diverged"))
+    entry = timing.entry_times(m, 50, 1, 0.95)
+    pooled = entry.filter((pl.col("stratum") == inputs.POOLED) & (pl.col("statistic") == "mean_tau_diverged"))
     taus = dict(zip(pooled["action"], pooled["estimate"]))
     # a smaller persistent TV enters divergence later; recent_half (TV 0.14 from step 2) within 4 standard errors
     # of the exact E[τ | τ ≤ H] (tests/test_analysis_exact.py pins entry times to well below one step)
@@ -87,35 +88,35 @@ def test_decomposition_is_exact_symmetric_and_shares_sum_to_one():
     rng = np.random.default_rng(2)
     a = {k: rng.uniform(0.05, 0.6, 50) for k in ("occurrence", "exposure", "occupation", "mismatch")}
     b = {k: rng.uniform(0.05, 0.6, 50) for k in ("occurrence", "exposure", "occupation", "mismatch")}
-    ab = an.decomposition_stat({**{f"{k}_a": v for k, v in a.items()}, **{f"{k}_b": v for k, v in b.items()}})
-    ba = an.decomposition_stat({**{f"{k}_a": v for k, v in b.items()}, **{f"{k}_b": v for k, v in a.items()}})
+    ab = decomposition.decomposition_stat({**{f"{k}_a": v for k, v in a.items()}, **{f"{k}_b": v for k, v in b.items()}})
+    ba = decomposition.decomposition_stat({**{f"{k}_a": v for k, v in b.items()}, **{f"{k}_b": v for k, v in a.items()}})
     np.testing.assert_allclose(ab["exposure_part"] + ab["branch_part"], ab["gap"], atol=1e-12)
     np.testing.assert_allclose(ab["exposure_share"] + ab["branch_share"], 1.0, atol=1e-9)
     np.testing.assert_allclose(ab["exposure_share"], ba["exposure_share"], atol=1e-12)
     np.testing.assert_allclose(ab["branch_part"], -ba["branch_part"], atol=1e-12)
     # equal mismatch rates C: the whole gap is exposure; equal exposure and occurrence: all branch mismatch
-    same_c = an.decomposition_stat({"occurrence_a": 0.01, "exposure_a": 0.5, "occupation_a": 0.45, "mismatch_a": 0.46,
+    same_c = decomposition.decomposition_stat({"occurrence_a": 0.01, "exposure_a": 0.5, "occupation_a": 0.45, "mismatch_a": 0.46,
                                     "occurrence_b": 0.01, "exposure_b": 0.3, "occupation_b": 0.27, "mismatch_b": 0.28})
     assert same_c["exposure_share"] == pytest.approx(1.0) and same_c["branch_share"] == pytest.approx(0.0)
-    same_e = an.decomposition_stat({"occurrence_a": 0.01, "exposure_a": 0.5, "occupation_a": 0.45, "mismatch_a": 0.46,
+    same_e = decomposition.decomposition_stat({"occurrence_a": 0.01, "exposure_a": 0.5, "occupation_a": 0.45, "mismatch_a": 0.46,
                                     "occurrence_b": 0.01, "exposure_b": 0.5, "occupation_b": 0.35, "mismatch_b": 0.36})
     assert same_e["branch_share"] == pytest.approx(1.0)
 
 
 def test_gap_decomposition_table(study50):
     e, m = study50
-    dec = an.gap_decomposition(m, CONTRASTS, 100, 4, 0.95)
+    dec = decomposition.gap_decomposition(m, CONTRASTS, 100, 4, 0.95)
     assert set(dec["contrast"]) == {"snapkv_512 − snapkv_half", "recent_half − snapkv_half"}  # the 90% contrast is absent
-    assert set(dec["stratum"]) == set(STRATA) | {an.POOLED}
+    assert set(dec["stratum"]) == set(STRATA) | {inputs.POOLED}
     wide = dec.pivot(on="statistic", index=["model", "stratum", "contrast"], values="estimate")
     np.testing.assert_allclose(wide["exposure_share"] + wide["branch_share"], 1.0, atol=1e-9)
     np.testing.assert_allclose(wide["gap"], wide["mismatch_gap"], atol=1e-12)  # R = O + Π per row
-    pooled = wide.filter((pl.col("stratum") == an.POOLED) & (pl.col("contrast") == "recent_half − snapkv_half"))
+    pooled = wide.filter((pl.col("stratum") == inputs.POOLED) & (pl.col("contrast") == "recent_half − snapkv_half"))
     # constant-TV actions: C_a ≈ e_a, so the rate of recent_half is its TV (within a few standard errors)
     assert pooled["rate_a"][0] == pytest.approx(0.14, abs=0.02)
     # shuffling the input rows changes nothing (documents are sorted before resampling)
-    shuffled = an.Metrics(m.replicates.sample(fraction=1.0, shuffle=True, seed=3), m.aligned, m.clock)
-    assert an.gap_decomposition(shuffled, CONTRASTS, 100, 4, 0.95).equals(dec)
+    shuffled = inputs.Metrics(m.replicates.sample(fraction=1.0, shuffle=True, seed=3), m.aligned, m.clock)
+    assert decomposition.gap_decomposition(shuffled, CONTRASTS, 100, 4, 0.95).equals(dec)
 
 
 # ------------------------------------------------------------------------------------------- Figure 6/7 data
@@ -124,33 +125,33 @@ def test_late_minus_early_recovers_a_known_rise():
     slope = 0.001
     ds["tv"] = ds["tv"] + (slope * ds["step"]).astype(np.float32)
     m = metrics_of(ds)
-    lme = an.late_minus_early(m, 64, EARLY, LATE, 100, 1, 0.95)
-    pooled = lme.filter((pl.col("stratum") == an.POOLED) & (pl.col("statistic") == "late_minus_early"))
+    lme = profiles.late_minus_early(m, 64, EARLY, LATE, 100, 1, 0.95)
+    pooled = lme.filter((pl.col("stratum") == inputs.POOLED) & (pl.col("statistic") == "late_minus_early"))
     # every cohort row (τ ≤ 64) has every depth ≤ 64, so late − early = slope × (56.5 − 8.5) exactly
     assert pooled["estimate"][0] == pytest.approx(slope * 48, abs=1e-5)
-    prof = an.branch_tv_profiles(m, 64, 50, 1, 0.95)
+    prof = profiles.branch_tv_profiles(m, 64, 50, 1, 0.95)
     assert prof.height > 0 and {"depth", "tv", "lower", "upper", "n_documents"} <= set(prof.columns)
 
 
 def test_eos_share_without_eos_is_zero(study50):
     _, m = study50
     no_eos = m.replicates.with_columns(pl.lit(0.0).alias("mismatch_post_eos"))
-    eos = an.eos_shares(an.Metrics(no_eos, m.aligned, m.clock), CONTRASTS, 50, 1, 0.95)
+    eos = decomposition.eos_shares(inputs.Metrics(no_eos, m.aligned, m.clock), CONTRASTS, 50, 1, 0.95)
     assert (eos.filter(pl.col("statistic") == "eos_share")["estimate"] == 0).all()
-    real = an.eos_shares(m, CONTRASTS, 50, 1, 0.95)
-    assert set(real["family"]) == {"ruler", "helmet", an.POOLED}
+    real = decomposition.eos_shares(m, CONTRASTS, 50, 1, 0.95)
+    assert set(real["family"]) == {"ruler", "helmet", inputs.POOLED}
 
 
 # ------------------------------------------------------------------------------------------- Tables
 def test_table2_block_gaps_match_tv_difference(study50):
     e, m = study50
     with pytest.raises(ValueError, match=r"analysis.blocks\[3\] = \[200, 300\] reaches past 128"):
-        an.clock_block_gaps(m, CONTRASTS, [[1, 32], [33, 64], [65, 128], [200, 300]], 200, 2, 0.95)
+        blocks.clock_block_gaps(m, CONTRASTS, [[1, 32], [33, 64], [65, 128], [200, 300]], 200, 2, 0.95)
     with pytest.raises(ValueError, match=r"analysis.blocks\[1\] = \[64, 33\] is not a window 1 <= first <= last"):
-        an.clock_block_gaps(m, CONTRASTS, [[1, 32], [64, 33]], 200, 2, 0.95)
-    gaps = an.clock_block_gaps(m, CONTRASTS, [[1, 32], [33, 64], [65, 128]], 200, 2, 0.95)
+        blocks.clock_block_gaps(m, CONTRASTS, [[1, 32], [64, 33]], 200, 2, 0.95)
+    gaps = blocks.clock_block_gaps(m, CONTRASTS, [[1, 32], [33, 64], [65, 128]], 200, 2, 0.95)
     assert set(gaps["block"]) == {"1–32", "33–64", "65–128"}
-    pooled = gaps.filter((pl.col("stratum") == an.POOLED) & (pl.col("contrast") == "recent_half − snapkv_half")
+    pooled = gaps.filter((pl.col("stratum") == inputs.POOLED) & (pl.col("contrast") == "recent_half − snapkv_half")
                          & (pl.col("block") == "65–128"))
     truth = 0.14 - e["snapkv_half"].mean()
     half = (pooled["upper"][0] - pooled["lower"][0]) / 2
@@ -162,8 +163,8 @@ def test_table2_block_gaps_match_tv_difference(study50):
 
 def test_table2_family_pooled_rows_are_the_family_document_means(study50):
     _, m = study50
-    gaps = an.clock_block_gaps(m, CONTRASTS, [[1, 32], [33, 64], [65, 128]], 50, 2, 0.95)
-    fam = gaps.filter(pl.col("length") == an.POOLED).filter(pl.col("family") != an.POOLED)
+    gaps = blocks.clock_block_gaps(m, CONTRASTS, [[1, 32], [33, 64], [65, 128]], 50, 2, 0.95)
+    fam = gaps.filter(pl.col("length") == inputs.POOLED).filter(pl.col("family") != inputs.POOLED)
     docs = m.documents
     assert set(fam["family"]) == {"ruler", "helmet"}
     assert set(fam["stratum"]) == {"ruler_all", "helmet_all"}
@@ -200,7 +201,7 @@ def test_block_pattern_counts_on_a_hand_made_frame():
         for block, gap in zip(("65–128", "1–32", "33–64"), (gaps[2], gaps[0], gaps[1])):  # row order must not matter
             rows.append({"model": model, "family": family, "length": length, "stratum": f"{family}_{length}",
                          "contrast": "a − b", "block": block, "gap": gap, "lower": gap, "upper": gap, "n_documents": 4})
-    counts = an.block_pattern_counts(pl.DataFrame(rows)).sort("family")
+    counts = blocks.block_pattern_counts(pl.DataFrame(rows)).sort("family")
     assert counts["family"].to_list() == ["helmet", "ruler"]
     assert counts["direction"].to_list() == ["fall", "rise"]
     assert counts["hits"].to_list() == [2, 1]
@@ -218,8 +219,8 @@ def test_cross_fit_predictions_recover_exact_models():
     cells = np.array(["a", "b", "c"])[np.arange(n) % 3]
     offset = {"a": 0.1, "b": -0.2, "c": 0.05}
     y = f + np.array([offset[c] for c in cells])
-    folds = an._folds(n, 5, 0)
-    pred = an.cross_fit_predictions(y, f, cells, folds, alpha=0.0)
+    folds = prediction._folds(n, 5, 0)
+    pred = prediction.cross_fit_predictions(y, f, cells, folds, alpha=0.0)
     np.testing.assert_allclose(pred["cell_mean"], y, atol=1e-12)
     np.testing.assert_allclose(pred["ridge"], y, atol=1e-9)
     np.testing.assert_allclose(pred["raw"], f)
@@ -227,7 +228,7 @@ def test_cross_fit_predictions_recover_exact_models():
 
 def test_table3_and_writers(study50, tmp_path):
     _, m = study50
-    t3 = an.prediction_table(m, ["snapkv_512", "snapkv_half"], [1, 32], 100, 3, 0.95, folds=4)
+    t3 = prediction.prediction_table(m, ["snapkv_512", "snapkv_half"], [1, 32], 100, 3, 0.95, folds=4)
     assert t3.height == 6  # 2 predictors × 3 methods, one model
     assert {"mae", "rmse", "interval_within", "point_within", "difference"} <= set(t3.columns)
     assert (t3["rmse"] >= t3["mae"] - 1e-12).all()
@@ -238,7 +239,7 @@ def test_table3_and_writers(study50, tmp_path):
     assert paths[1].read_text().count("\n|") >= 7
     assert r"\begin{tabular}" in paths[2].read_text() and r"\_" in paths[2].read_text()
     with pytest.raises(ValueError, match="table3_contrast"):
-        an.prediction_table(m, ["recent_90", "snapkv_90"], [1, 32], 10, 3, 0.95)
+        prediction.prediction_table(m, ["recent_90", "snapkv_90"], [1, 32], 10, 3, 0.95)
 
 
 # ------------------------------------------------------------------------------------------- figures, report
@@ -247,15 +248,17 @@ def test_figures_tables_and_report(study50, tmp_path):
     ds90 = simulate_cube({"snapkv_90": 0.03, "recent_90": 0.09}, 12, 2, 128, seed=4, strata=STRATA, eos_hazard=0.01,
                          study="retention90", model="tiny")
     m90 = metrics_of(ds90)
-    f5 = an.figure5_data(m50, CONTRASTS, 50, 1, 0.95)
-    f6 = an.figure6_data(m50, 64, EARLY, LATE, 50, 1, 0.95)
-    f7 = an.figure7_data(m90, CONTRASTS, 64, EARLY, LATE, 50, 1, 0.95)
+    settings = dict(n_boot=50, seed=1, confidence=0.95, contrasts=CONTRASTS, cohort_max_tau=64, early=EARLY, late=LATE)
+    f5 = items.build_item("figure5", m50, **settings)
+    f6 = items.build_item("figure6", m50, **settings)
+    f7 = items.build_item("figure7", m90, **settings)
     for frames in (f5, f6, f7):
         assert all(f.height > 0 for f in frames.values())
     analysis = {}
     for item, frames in (("figure5", f5), ("figure6", f6), ("figure7", f7)):
         paths = {name: tmp_path / "analysis" / item / f"{name}.parquet" for name in frames}
-        an.write_frames(frames, paths)
+        for name, frame in frames.items():
+            write_parquet(frame, paths[name])
         analysis[item] = paths
     figs = tmp_path / "figures"
     plot_figure5(f5, figs / "figure5.pdf", figs / "figure5.png", dpi=60)
@@ -264,8 +267,8 @@ def test_figures_tables_and_report(study50, tmp_path):
     for k in (5, 6, 7):
         assert (figs / f"figure{k}.pdf").read_bytes()[:4] == b"%PDF"
         assert (figs / f"figure{k}.png").read_bytes()[:4] == b"\x89PNG"
-    t2 = an.clock_block_gaps(m90, CONTRASTS, [[1, 32], [33, 64], [65, 128]], 50, 1, 0.95)
-    t3 = an.prediction_table(m50, ["snapkv_512", "snapkv_half"], [1, 32], 50, 1, 0.95)
+    t2 = blocks.clock_block_gaps(m90, CONTRASTS, [[1, 32], [33, 64], [65, 128]], 50, 1, 0.95)
+    t3 = prediction.prediction_table(m50, ["snapkv_512", "snapkv_half"], [1, 32], 50, 1, 0.95)
     for name, numbers, display in (("table2", t2, tables.table2_frame(t2)), ("table3", t3, tables.table3_frame(t3))):
         paths = [tmp_path / "tables" / f"{name}.{ext}" for ext in ("csv", "md", "tex")]
         tables.write_table(numbers, display, paths, name, f"tab:{name}")
@@ -304,8 +307,8 @@ def test_swrb_cubes_give_the_complete_mode_population_values():
         p_tau = v * (1 - v) ** (j - 2)
         exact[name] = {"occurrence": p_tau.sum() / h, "exposure": (p_tau * (h - j)).sum() / h}
         exact[name]["occupation"] = v * exact[name]["exposure"]
-    dec = an.gap_decomposition(m, [["b", "a"]], 200, 1, 0.95)
-    pooled = {r["statistic"]: r for r in dec.filter(pl.col("stratum") == an.POOLED).iter_rows(named=True)}
+    dec = decomposition.gap_decomposition(m, [["b", "a"]], 200, 1, 0.95)
+    pooled = {r["statistic"]: r for r in dec.filter(pl.col("stratum") == inputs.POOLED).iter_rows(named=True)}
     truth = {
         "gap": (e["b"] - e["a"]) * (h - 1) / h,
         "exposure_gap": exact["b"]["exposure"] - exact["a"]["exposure"],
@@ -317,18 +320,18 @@ def test_swrb_cubes_give_the_complete_mode_population_values():
         r = pooled[stat]
         se = max((r["upper"] - r["lower"]) / (2 * 1.96), 1e-9)
         assert abs(r["estimate"] - value) < 4 * se + 1e-6, stat  # float32 TV
-    surv = an.survival_curves(m, 200, 1, 0.95).filter((pl.col("action") == "a") & (pl.col("step") == 10))
+    surv = timing.survival_curves(m, 200, 1, 0.95).filter((pl.col("action") == "a") & (pl.col("step") == 10))
     se = (surv["upper"][0] - surv["lower"][0]) / (2 * 1.96)
     assert abs(surv["survival"][0] - (1 - e["a"]) ** 9) < 4 * se
-    prof = an.branch_tv_profiles(m, 16, 50, 1, 0.95).filter(pl.col("stratum") == an.POOLED)
+    prof = profiles.branch_tv_profiles(m, 16, 50, 1, 0.95).filter(pl.col("stratum") == inputs.POOLED)
     np.testing.assert_allclose(prof["tv"], np.where(prof["action"] == "a", e["a"], e["b"]), rtol=1e-5)
 
 
 def test_misconfigured_contrasts_and_empty_cohorts(study50, tmp_path):
     _, m = study50
     with pytest.raises(ValueError, match="analysis.contrasts"):
-        an.gap_decomposition(m, [["recent_90", "snapkv_90"]], 10, 1, 0.95)
-    empty = an.figure6_data(m, 0, EARLY, LATE, 10, 1, 0.95)  # no τ ≤ 0: an empty cohort
+        decomposition.gap_decomposition(m, [["recent_90", "snapkv_90"]], 10, 1, 0.95)
+    empty = items.build_item("figure6", m, n_boot=10, seed=1, confidence=0.95, cohort_max_tau=0, early=EARLY, late=LATE)  # no τ ≤ 0
     assert all(f.height == 0 for f in empty.values())
     plot_figure6(empty, tmp_path / "f6.pdf", tmp_path / "f6.png", early=EARLY, late=LATE, dpi=50)
     assert (tmp_path / "f6.png").stat().st_size > 0
@@ -337,6 +340,6 @@ def test_misconfigured_contrasts_and_empty_cohorts(study50, tmp_path):
 def test_decomposition_when_one_action_never_diverges():
     m = {"occurrence_a": 0.02, "exposure_a": 0.4, "occupation_a": 0.3, "mismatch_a": 0.32,
          "occurrence_b": 0.0, "exposure_b": 0.0, "occupation_b": 0.0, "mismatch_b": 0.0}
-    out = an.decomposition_stat(m)
+    out = decomposition.decomposition_stat(m)
     assert out["exposure_share"] == pytest.approx(1.0) and out["gap"] == pytest.approx(0.32)
     assert np.isnan(out["rate_b"]) and out["rate_a"] == pytest.approx(0.75)

@@ -20,7 +20,7 @@ import polars as pl
 import pytest
 import xarray as xr
 
-from kvdiv import analysis as an
+from kvdiv.analysis import blocks, decomposition, inputs, prediction, profiles, timing
 from kvdiv.metrics import compute_metrics
 from kvdiv.trajectories.synthetic import simulate_cube
 
@@ -59,9 +59,9 @@ def make_cube(match, tv, *, fixed_tv=None, eos=None, strata=("ruler_256", "helme
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
-def metrics_of(ds: xr.Dataset, window: int = 4) -> an.Metrics:
+def metrics_of(ds: xr.Dataset, window: int = 4) -> inputs.Metrics:
     t = compute_metrics(ds, window=window)
-    return an.Metrics(t["replicates"], t["profiles_aligned"], t["profiles_clock"])
+    return inputs.Metrics(t["replicates"], t["profiles_aligned"], t["profiles_clock"])
 
 
 def rows_of(frame: pl.DataFrame, **where) -> pl.DataFrame:
@@ -126,8 +126,8 @@ def expected_cohort(tv, eos, cohort, depths, strict=False, docs=None):
 def test_cohort_profiles_pin_depths_and_the_cohort_cutoff(cohort_cube):
     ds, tv, eos = cohort_cube
     m = metrics_of(ds)
-    prof = an.branch_tv_profiles(m, 64, 20, 1, 0.95)
-    pooled = rows_of(prof, stratum=an.POOLED, action="a").sort("depth")
+    prof = profiles.branch_tv_profiles(m, 64, 20, 1, 0.95)
+    pooled = rows_of(prof, stratum=inputs.POOLED, action="a").sort("depth")
     assert pooled["depth"].to_list() == list(range(1, H128 - 2 + 1))  # the smallest τ is 2: depths 1..126
     want = [expected_cohort(tv, eos, 64, [depth]) for depth in pooled["depth"].to_list()]
     np.testing.assert_allclose(pooled["tv"].to_numpy(), want, atol=1e-6)
@@ -135,7 +135,7 @@ def test_cohort_profiles_pin_depths_and_the_cohort_cutoff(cohort_cube):
     assert pooled.filter(pl.col("depth") == 17)["tv"][0] - pooled.filter(pl.col("depth") == 16)["tv"][0] > 0.15
     # depth 64 by hand: the 13 rows with τ ≤ 64 (base 0.6, +0.05 for τ = 64, +0.01 per document index)
     by_hand = (0.6 + 0.6 + 0.65) + (0.61 + 0.66 + 0.66 + 0.61) + (0.62 + 0.62 + 0.67) + (0.63 + 0.63 + 0.68)
-    assert one(prof, "tv", stratum=an.POOLED, depth=64) == pytest.approx(by_hand / 13, abs=1e-6)
+    assert one(prof, "tv", stratum=inputs.POOLED, depth=64) == pytest.approx(by_hand / 13, abs=1e-6)
     ruler = rows_of(prof, stratum="ruler_256").sort("depth")  # documents 0 and 2
     np.testing.assert_allclose(ruler["tv"].to_numpy(), [expected_cohort(tv, eos, 64, [dp], docs={0, 2})
                                                         for dp in ruler["depth"].to_list()], atol=1e-6)
@@ -145,8 +145,8 @@ def test_late_minus_early_pins_window_edges_and_the_cohort(cohort_cube):
     ds, tv, eos = cohort_cube
     m = metrics_of(ds)
     early, late = list(range(1, 17)), list(range(49, 65))
-    for by, cell, docs in (("stratum", an.POOLED, None), ("stratum", "helmet_256", {1, 3}), ("family", "ruler", {0, 2})):
-        lme = an.late_minus_early(m, 64, [1, 16], [49, 64], 20, 1, 0.95, by=by)
+    for by, cell, docs in (("stratum", inputs.POOLED, None), ("stratum", "helmet_256", {1, 3}), ("family", "ruler", {0, 2})):
+        lme = profiles.late_minus_early(m, 64, [1, 16], [49, 64], 20, 1, 0.95, by=by)
         got = {s: one(lme, statistic=s, **{by: cell}) for s in ("early", "late", "late_minus_early",
                                                                  "late_minus_early_strict_pre_eos")}
         e, lt = expected_cohort(tv, eos, 64, early, docs=docs), expected_cohort(tv, eos, 64, late, docs=docs)
@@ -157,8 +157,8 @@ def test_late_minus_early_pins_window_edges_and_the_cohort(cohort_cube):
                   - expected_cohort(tv, eos, 64, early, strict=True, docs=docs))
         assert got["late_minus_early_strict_pre_eos"] == pytest.approx(strict, abs=1e-6)
     # a cohort of τ ≤ 65 is a different number (the planted τ = 65 rows enter)
-    wider = an.late_minus_early(m, 65, [1, 16], [49, 64], 20, 1, 0.95)
-    assert one(wider, statistic="early", stratum=an.POOLED) == pytest.approx(expected_cohort(tv, eos, 65, early), abs=1e-6)
+    wider = profiles.late_minus_early(m, 65, [1, 16], [49, 64], 20, 1, 0.95)
+    assert one(wider, statistic="early", stratum=inputs.POOLED) == pytest.approx(expected_cohort(tv, eos, 65, early), abs=1e-6)
     assert abs(expected_cohort(tv, eos, 65, early) - expected_cohort(tv, eos, 64, early)) > 0.01
 
 
@@ -296,14 +296,14 @@ def within(estimate, lower, upper, truth, k=4.0):
 def test_weighted_profiles_and_contrasts_match_exact_enumeration(toy_metrics, mode):
     metrics, exact = toy_metrics
     m = metrics[mode]
-    prof = an.branch_tv_profiles(m, COHORT, 300, 2, 0.95)
-    lme = an.late_minus_early(m, COHORT, EARLY, LATE, 300, 2, 0.95)
+    prof = profiles.branch_tv_profiles(m, COHORT, 300, 2, 0.95)
+    lme = profiles.late_minus_early(m, COHORT, EARLY, LATE, 300, 2, 0.95)
     for action, ex in exact.items():
-        for r in rows_of(prof, stratum=an.POOLED, action=action).iter_rows(named=True):
+        for r in rows_of(prof, stratum=inputs.POOLED, action=action).iter_rows(named=True):
             ok, info = within(r["tv"], r["lower"], r["upper"], ex["profile"][r["depth"]])
             assert ok, (mode, action, r["depth"], info)
         for stat, truth in (("early", ex["early"]), ("late", ex["late"]), ("late_minus_early", ex["late"] - ex["early"])):
-            r = rows_of(lme, stratum=an.POOLED, action=action, statistic=stat).row(0, named=True)
+            r = rows_of(lme, stratum=inputs.POOLED, action=action, statistic=stat).row(0, named=True)
             ok, info = within(r["estimate"], r["lower"], r["upper"], truth)
             assert ok, (mode, action, stat, info)
     # history dependence is real: the profiles are not flat
@@ -316,15 +316,15 @@ def test_weighted_decomposition_and_survival_match_exact_enumeration(toy_metrics
     metrics, exact = toy_metrics
     m = metrics[mode]
     a, b = exact["strong"], exact["weak"]
-    dec = an.gap_decomposition(m, [["strong", "weak"]], 300, 3, 0.95)
+    dec = decomposition.gap_decomposition(m, [["strong", "weak"]], 300, 3, 0.95)
     rate = lambda e: e["occupation"] / e["exposure"]  # noqa: E731
     truth = {"gap": a["mismatch"] - b["mismatch"], "occurrence_gap": a["occurrence"] - b["occurrence"],
              "exposure_gap": a["exposure"] - b["exposure"], "rate_a": rate(a), "rate_b": rate(b)}
     for stat, value in truth.items():
-        r = rows_of(dec, stratum=an.POOLED, statistic=stat).row(0, named=True)
+        r = rows_of(dec, stratum=inputs.POOLED, statistic=stat).row(0, named=True)
         ok, info = within(r["estimate"], r["lower"], r["upper"], value)
         assert ok, (mode, stat, info)
-    surv = an.survival_curves(m, 300, 3, 0.95)
+    surv = timing.survival_curves(m, 300, 3, 0.95)
     for action, ex in exact.items():
         for r in rows_of(surv, action=action).iter_rows(named=True):
             if r["step"] == 0:
@@ -363,7 +363,7 @@ def table3_cube():
 def test_table3_pins_positions_1_to_32_and_the_fixed_history_column(table3_cube):
     ds, match, fixed = table3_cube
     m = metrics_of(ds)
-    t3 = an.prediction_table(m, ["a", "b"], [1, 32], 50, 1, 0.95, folds=5)
+    t3 = prediction.prediction_table(m, ["a", "b"], [1, 32], 50, 1, 0.95, folds=5)
     mism = ~match
     y = mism[:, 0].mean(axis=(-1, -2)) - mism[:, 1].mean(axis=(-1, -2))  # full-horizon gap per document
     feats = {"short_window": mism[:, 0, :, :32].mean(axis=(-1, -2)) - mism[:, 1, :, :32].mean(axis=(-1, -2)),
@@ -383,7 +383,7 @@ def test_table3_pins_positions_1_to_32_and_the_fixed_history_column(table3_cube)
     assert abs(feats["fixed_history"].mean() - (tv[:, 0, :, :32].mean(axis=(-1, -2)) - tv[:, 1, :, :32].mean(axis=(-1, -2))).mean()) > 0.05
     assert abs(feats["fixed_history"].mean() - (fixed[:, 0, :, :33].mean(axis=(-1, -2))
                                                   - fixed[:, 1, :, :33].mean(axis=(-1, -2))).mean()) > 1e-3
-    t3_31 = an.prediction_table(m, ["a", "b"], [2, 32], 20, 1, 0.95)
+    t3_31 = prediction.prediction_table(m, ["a", "b"], [2, 32], 20, 1, 0.95)
     assert abs(one(t3_31, "predicted_gap", predictor="fixed_history", method="raw") - feats["fixed_history"].mean()) > 1e-3
 
 
@@ -392,7 +392,7 @@ def test_table3_refuses_swrb_studies():
                        study="retention50")
     with pytest.raises(ValueError, match=r"Table 3: study 'retention50' ran in mode 'swrb'.*fixed-history predictor "
                                          r"is undefined.*analysis.studies.table3"):
-        an.prediction_table(metrics_of(ds), ["a", "b"], [1, 8], 10, 1, 0.95)
+        prediction.prediction_table(metrics_of(ds), ["a", "b"], [1, 8], 10, 1, 0.95)
 
 
 # ------------------------------------------------------------------------------------------- Table 2
@@ -414,7 +414,7 @@ def test_table2_pins_block_edges():
             match[i, a] = np.arange(r)[:, None] >= k[None, :]  # replicates 0..k−1 mismatch at that step
     tv = (~match).mean(axis=2, keepdims=True).repeat(r, axis=2)
     m = metrics_of(make_cube(match, tv, strata=strata, actions=["a", "b"]))
-    gaps = an.clock_block_gaps(m, [["a", "b"]], [[1, 32], [33, 64], [65, 128]], 20, 1, 0.95)
+    gaps = blocks.clock_block_gaps(m, [["a", "b"]], [[1, 32], [33, 64], [65, 128]], 20, 1, 0.95)
     labels = ["1–32", "33–64", "65–128"]
     for family in ("ruler", "helmet"):
         want = [(levels[("a", family)][j] - levels[("b", family)][j]) / r for j in range(3)]
@@ -423,7 +423,7 @@ def test_table2_pins_block_edges():
             np.testing.assert_allclose(got, want, atol=1e-12)
         got = [one(gaps, "gap", stratum=f"{family}_all", block=lab) for lab in labels]
         np.testing.assert_allclose(got, want, atol=1e-12)
-    pooled = [one(gaps, "gap", stratum=an.POOLED, block=lab) for lab in labels]
+    pooled = [one(gaps, "gap", stratum=inputs.POOLED, block=lab) for lab in labels]
     weights = {"ruler": 4 / 6, "helmet": 2 / 6}
     np.testing.assert_allclose(pooled, [sum(w * (levels[("a", f)][j] - levels[("b", f)][j]) / r
                                             for f, w in weights.items()) for j in range(3)], atol=1e-12)
@@ -436,11 +436,11 @@ def test_entry_times_within_standard_errors_of_the_exact_value():
     off-by-one fails."""
     e, h = 0.1, 32  # P(τ ≤ H) = 1 − 0.9^31 ≈ 0.96: the truncation at H matters
     ds = simulate_cube({"a": e}, n_documents=40, replicates=100, horizon=h, seed=11)
-    entry = an.entry_times(metrics_of(ds), 400, 5, 0.95)
+    entry = timing.entry_times(metrics_of(ds), 400, 5, 0.95)
     j = np.arange(2, h + 1)
     p_tau = e * (1 - e) ** (j - 2)
     for stat, truth in (("mean_tau_diverged", (j * p_tau).sum() / p_tau.sum()), ("diverged", p_tau.sum())):
-        r = rows_of(entry, stratum=an.POOLED, action="a", statistic=stat).row(0, named=True)
+        r = rows_of(entry, stratum=inputs.POOLED, action="a", statistic=stat).row(0, named=True)
         se = _se(r)
         assert abs(r["estimate"] - truth) < 4 * se, (stat, r["estimate"], truth, se)
-    assert _se(rows_of(entry, stratum=an.POOLED, statistic="mean_tau_diverged").row(0, named=True)) < 0.2
+    assert _se(rows_of(entry, stratum=inputs.POOLED, statistic="mean_tau_diverged").row(0, named=True)) < 0.2

@@ -119,7 +119,7 @@ def test_smollm2_tokenizer_lengths_and_answers(target, smollm2):
     for i, task in enumerate(sorted(TASKS)):
         message, prefix, answers, n = generate_prompt(
             task, seed=100 + i, target_length=target, tokenizer=tok, chat=chat, max_context=smollm2.max_context,
-            model="smollm2", reserve=128,
+            model="smollm2", horizon=128,
         )
         prompt = build_prompt(message, prefix, chat)
         assert n == len(tok(prompt, add_special_tokens=False)["input_ids"])
@@ -177,7 +177,7 @@ def test_stratum_documents_from_a_resolved_model(tmp_path):
     resolve_model("tiny", spec, tmp_path / "tiny", seed=0)
     docs = stratum_documents(
         study="st", stratum="helmet_1200", n_documents=4, master_seed=1, study_seed=2, model="tiny",
-        model_spec=spec, models_dir=tmp_path, reserve=128, progress=False,
+        model_spec=spec, models_dir=tmp_path, horizon=128, progress=False,
     )
     assert sorted(d.task for d in docs) == sorted(FAMILY_TASKS["helmet"])
     tok = bytes_tokenizer()
@@ -186,7 +186,7 @@ def test_stratum_documents_from_a_resolved_model(tmp_path):
         assert d.n_tokens == count_tokens(tok, render_prompt(d.to_record(), tok, True))
     with pytest.raises(LengthError, match=r"target length 1400 plus 128 generated tokens exceeds .*'tiny'.*1500"):
         stratum_documents(study="st", stratum="helmet_1400", n_documents=1, master_seed=1, study_seed=2,
-                          model="tiny", model_spec=spec, models_dir=tmp_path, reserve=128, progress=False)
+                          model="tiny", model_spec=spec, models_dir=tmp_path, horizon=128, progress=False)
 
 
 # --- the length search ------------------------------------------------------------------------------------

@@ -226,9 +226,9 @@ def test_corrupt_metrics_file_is_an_error_in_the_log_and_rebuilt_once_deleted(wo
     replicates = work / METRICS[0]
     replicates.write_bytes(replicates.read_bytes()[:-64])
     out = snakemake(work, target, "--cores", "2", "--configfile", "analysis.yaml", check=False)
-    assert "Error in rule analysis_figure5" in out
-    log = (work / "logs/analysis_figure5/analysis_figure5.log").read_text()
+    assert "Error in rule analysis" in out
+    log = (work / "logs/analysis/figure5/decomposition.log").read_text()
     assert "Traceback (most recent call last)" in log and f"{METRICS[0]}: sha256" in log and "truncated or altered" in log
     replicates.unlink()
     out = snakemake(work, target, "--cores", "2", "--configfile", "analysis.yaml", "--quiet", "rules")
-    assert "metrics" in out and "analysis_figure5" in out
+    assert "metrics" in out and "analysis" in out

@@ -42,7 +42,7 @@ def stratum_documents(
     models_dir: str | os.PathLike,
     source: dict | None = None,
     tasks: list[str] | None = None,
-    reserve: int = 0,
+    horizon: int = 0,
     progress: bool = True,
     first: int = 0,
 ) -> list[Document]:
@@ -72,7 +72,7 @@ def stratum_documents(
     if kind == "synthetic":
         return generate_stratum(
             **common, master_seed=master_seed, study_seed=study_seed, chat=chat, tasks=tasks,
-            max_context=context, reserve=reserve, progress=progress, first=first,
+            max_context=context, horizon=horizon, progress=progress, first=first,
         )
     from kvdiv.documents import loaders
 
@@ -80,12 +80,12 @@ def stratum_documents(
         if not source.get("path"):
             raise ValueError(f"study {study!r}: documents.source 'jsonl' needs documents.path")
         return loaders.own_documents(
-            source["path"], **common, rendered=bool(rendered), chat=chat, max_context=context, reserve=reserve,
+            source["path"], **common, rendered=bool(rendered), chat=chat, max_context=context, horizon=horizon,
         )[first:]
     records = loaders.load_source(source, stratum=stratum)
     return loaders.select_documents(
         records, **common, seed=document_seed(master_seed, study_seed, stratum, 0), chat=chat,
-        rendered=bool(rendered), max_context=context, reserve=reserve,
+        rendered=bool(rendered), max_context=context, horizon=horizon,
     )[first:]
 
 

@@ -143,7 +143,7 @@ def paper_comparison(comparison: pl.DataFrame, paper: dict) -> pl.DataFrame:
     ours = suite_aggregates(comparison)
     vr = paper["variance_ratio_naive_over_swrb"]
     rows = [
-        ("systems", 24, ours["systems"]),
+        ("systems", paper["systems"], ours["systems"]),
         ("variance ratio naive/SWRB, min", vr["min"], ours["variance_ratio_min"]),
         ("variance ratio naive/SWRB, median", vr["median"], ours["variance_ratio_median"]),
         ("variance ratio naive/SWRB, max", vr["max"], ours["variance_ratio_max"]),

@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from kvdiv.layout import MODELS_DIR, PROVENANCE
+
 
 def register(subparsers) -> None:
     """Add the ``models`` sub-command group."""
@@ -15,7 +17,7 @@ def register(subparsers) -> None:
     resolve = sub.add_parser("resolve", help="materialise results/models/NAME/ from a config's model spec")
     resolve.add_argument("name", help="model name in the config's `models` section")
     resolve.add_argument("--config", default="config/config.yaml", help="config file (default: config/config.yaml)")
-    resolve.add_argument("--models-dir", default="results/models", help="where resolved models live")
+    resolve.add_argument("--models-dir", default=MODELS_DIR, help=f"where resolved models live (default: {MODELS_DIR})")
     resolve.set_defaults(func=_resolve)
 
     info = sub.add_parser("info", help="print the provenance JSON of a resolved model directory")
@@ -75,7 +77,7 @@ def _info(args: argparse.Namespace) -> int:
     from kvdiv.llm.loading import read_provenance
 
     path = Path(args.dir)
-    if not (path / "provenance.json").is_file():
-        raise FileNotFoundError(f"{path} is not a resolved model directory (no provenance.json)")
+    if not (path / PROVENANCE).is_file():
+        raise FileNotFoundError(f"{path} is not a resolved model directory (no {PROVENANCE})")
     print(json.dumps(read_provenance(path), indent=2, sort_keys=True))
     return 0

@@ -18,12 +18,12 @@ from typing import Any, Iterator
 import torch
 
 from kvdiv.io import sha256_file
+from kvdiv.layout import MODELS_DIR, PROVENANCE
 from kvdiv.llm.tokenization import configure_chat_template, eos_token_ids, uses_chat_template
 from kvdiv.names import check_name
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
-PROVENANCE = "provenance.json"
 
 
 @dataclass
@@ -90,7 +90,7 @@ def quiet_transformers() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def model_dir(name: str, models_dir: str | os.PathLike = "results/models") -> Path:
+def model_dir(name: str, models_dir: str | os.PathLike = MODELS_DIR) -> Path:
     """The resolved directory of model ``name``; raises if it has not been resolved."""
     path = Path(models_dir) / check_name(name, "model")
     if not (path / PROVENANCE).is_file():
@@ -106,7 +106,7 @@ def read_provenance(path: str | os.PathLike) -> dict:
     return json.loads((Path(path) / PROVENANCE).read_text())
 
 
-def load_tokenizer(name: str, spec: dict, models_dir: str | os.PathLike = "results/models"):
+def load_tokenizer(name: str, spec: dict, models_dir: str | os.PathLike = MODELS_DIR):
     """The tokenizer of resolved model ``name`` with the chat template its spec asks for
     (:func:`configure_chat_template`)."""
     from transformers import AutoTokenizer
@@ -114,7 +114,7 @@ def load_tokenizer(name: str, spec: dict, models_dir: str | os.PathLike = "resul
     return configure_chat_template(name, AutoTokenizer.from_pretrained(model_dir(name, models_dir)), spec)
 
 
-def load_model(name: str, spec: dict, models_dir: str | os.PathLike = "results/models") -> LoadedModel:
+def load_model(name: str, spec: dict, models_dir: str | os.PathLike = MODELS_DIR) -> LoadedModel:
     """Load resolved model ``name`` from ``models_dir/name`` (seconds): eval mode, spec dtype and device.
 
     Sets ``torch.set_num_threads(spec['threads'])`` for CPU models.

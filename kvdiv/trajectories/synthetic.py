@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import xarray as xr
 
+from kvdiv.layout import document_id, parse_stratum
 from kvdiv.trajectories import store
 from kvdiv.trajectories.store import DOCUMENT_COORDS
 
@@ -79,8 +80,9 @@ def simulate_cube(
     y = np.where(mismatch, (x + 1 + rng.integers(0, vocab - 1, size=shape, dtype=np.int32)) % vocab, x).astype(np.int32)
     eos_x = np.cumsum(rng.random(shape) < eos_hazard, axis=-1) > 0
     eos_y = np.cumsum(rng.random(shape) < eos_hazard, axis=-1) > 0
-    docs = [f"{study}-doc{i:04d}" for i in range(n_documents)]
     stratum = [strata[i % len(strata)] for i in range(n_documents)]
+    docs = [document_id(study, stratum[i], i) for i in range(n_documents)]
+    family, length = zip(*(parse_stratum(s) for s in stratum))
     dims = ("document", "action", "replicate", "step")
     data = {
         "x": (dims, x),
@@ -99,11 +101,11 @@ def simulate_cube(
         "action": actions,
         "replicate": np.arange(replicates),
         "step": np.arange(1, h + 1),
-        "family": ("document", [s.rsplit("_", 1)[0] for s in stratum]),
-        "task": ("document", [f"{s.rsplit('_', 1)[0]}_task" for s in stratum]),
-        "target_length": ("document", [int(s.rsplit("_", 1)[1]) for s in stratum]),
+        "family": ("document", list(family)),
+        "task": ("document", [f"{f}_task" for f in family]),
+        "target_length": ("document", list(length)),
         "stratum": ("document", stratum),
-        "prompt_tokens": ("document", [int(s.rsplit("_", 1)[1]) - 3 for s in stratum]),
+        "prompt_tokens": ("document", [n - 3 for n in length]),
     }
     attrs = {
         "model": model,

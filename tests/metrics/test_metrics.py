@@ -8,7 +8,8 @@ import polars as pl
 import pytest
 import xarray as xr
 
-from kvdiv.metrics import METRIC_FILES, compute_metrics, write_metrics
+from kvdiv.layout import METRIC_TABLES
+from kvdiv.metrics import compute_metrics, write_metrics
 from kvdiv.trajectories.synthetic import simulate_cube, write_cube
 
 
@@ -157,7 +158,7 @@ def test_write_metrics_roundtrip(tmp_path):
     ds = simulate_cube({"a": 0.1, "b": 0.3}, n_documents=4, replicates=2, horizon=16, seed=3)
     write_cube(ds, tmp_path / "cube.zarr")
     paths = write_metrics(tmp_path / "cube.zarr", tmp_path / "metrics", window=4, model="m1", study="s1")
-    assert sorted(p.name for p in paths.values()) == sorted(METRIC_FILES)
+    assert sorted(p.name for p in paths.values()) == sorted(f"{table}.parquet" for table in METRIC_TABLES)
     rows = pl.read_parquet(paths["replicates"])
     assert rows.height == 4 * 2 * 2
     assert set(rows["model"]) == {"m1"} and set(rows["stratum"]) == {"ruler_256", "helmet_256"}

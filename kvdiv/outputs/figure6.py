@@ -11,8 +11,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-from kvdiv.analysis import POOLED, stratum_key
-from kvdiv.plotting.style import ACTION_COLORS, apply_style, save_figure
+from kvdiv.analysis.inputs import POOLED, stratum_key
+from kvdiv.outputs.style import ACTION_COLORS, apply_style, save_figure
 
 
 def plot_profiles(ax, profiles: pl.DataFrame, model: str, action: str, early: Sequence[int], late: Sequence[int]) -> None:

@@ -16,7 +16,7 @@ import polars as pl
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
-from kvdiv.plotting.style import apply_style, save_figure
+from kvdiv.outputs.style import apply_style, save_figure
 
 SHAPE_COLORS = ("#1b6ca8", "#d1495b", "#2e933c", "#8f5bb5", "#e08e0b")
 KIND_MARKERS = {"persistent": "o", "history_dependent": "^"}

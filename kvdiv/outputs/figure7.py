@@ -10,8 +10,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-from kvdiv.analysis import POOLED, stratum_key
-from kvdiv.plotting.style import ACTION_COLORS, apply_style, save_figure
+from kvdiv.analysis.inputs import POOLED, stratum_key
+from kvdiv.outputs.style import ACTION_COLORS, apply_style, save_figure
 
 
 def _intervals(ax, frame: pl.DataFrame, labels: list[str], key: str, color: str, offset: float, label: str) -> None:

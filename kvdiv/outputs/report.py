@@ -1,7 +1,8 @@
 """``results/report.md``: every headline number of arXiv 2609.16617 §5 beside the paper's reported value.
 
-Our numbers come from the analysis tables of :mod:`kvdiv.analysis` (bootstrap intervals over documents);
-the paper's come from ``kvdiv/data/paper_reported_values.yaml`` (shipped with the package). Each row says
+Our numbers come from the analysis tables of :mod:`kvdiv.analysis` (bootstrap intervals over documents; the
+sections follow its registry of items, :mod:`kvdiv.analysis.items`); the paper's values and setting come from
+``kvdiv/data/paper_reported_values.yaml`` (shipped with the package), the only copy kvdiv keeps. Each row says
 which of our models and how many documents produced it, and the report opens with where this run's
 setting differs from the paper's (models, lengths, document counts, horizon, replicates).
 """
@@ -16,30 +17,20 @@ import numpy as np
 import polars as pl
 import yaml
 
-from kvdiv.analysis import POOLED, block_pattern_counts, contrast_name
+from kvdiv.analysis.blocks import block_pattern_counts
+from kvdiv.analysis.inputs import POOLED, contrast_name
+from kvdiv.analysis.items import FIGURES, ITEMS
 from kvdiv.io import atomic_path, read_parquet
-from kvdiv.tables import interval, pp
+from kvdiv.layout import parse_stratum
+from kvdiv.outputs.tables import interval, pp
 
-PAPER_SETTING = {
-    "models": "Meta-Llama-3.1-8B-Instruct (llama), Qwen2.5-7B-Instruct (qwen)",
-    "documents": 288,
-    "documents_per_stratum": 48,
-    "horizon": 128,
-    "strata": "RULER and HELMET × 3 lengths (6 strata)",
-}
-
-# analysis table name → file stem, as written by the figure rules
-TABLES = {
-    "figure5": ("decomposition", "survival", "entry"),
-    "figure6": ("profiles", "late_minus_early"),
-    "figure7": ("decomposition", "late_minus_early", "late_minus_early_strata", "eos"),
-}
+#: The paper's reported values and setting, shipped with the package (the only copy kvdiv keeps).
+PAPER_VALUES = "data/paper_reported_values.yaml"
 
 
 def paper_values() -> dict:
-    """The paper's reported values (package data)."""
-    text = resources.files("kvdiv").joinpath("data/paper_reported_values.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    """The paper's reported values (package data :data:`PAPER_VALUES`)."""
+    return yaml.safe_load(resources.files("kvdiv").joinpath(PAPER_VALUES).read_text(encoding="utf-8"))
 
 
 def _ci(row: Mapping | None, digits: int = 2, key: str = "estimate") -> str:
@@ -113,33 +104,33 @@ class _Table:
         return head + "".join("| " + " | ".join(r) + " |\n" for r in self.rows) if self.rows else "_No rows: the analysis tables are empty._\n"
 
 
-def _setting_section(setting: Mapping) -> str:
+def _setting_section(setting: Mapping, paper: Mapping) -> str:
     lines = ["## This run versus the paper's setting", ""]
     lines.append("| | this run | paper |")
     lines.append("|---|---|---|")
     models = ", ".join(f"{name} ({spec})" for name, spec in setting.get("models", {}).items())
-    lines.append(f"| models | {models} | {PAPER_SETTING['models']} |")
+    lines.append(f"| models | {models} | {paper['models']} |")
     for study, spec in setting.get("studies", {}).items():
         strata = ", ".join(spec.get("strata", []))
         lines.append(f"| {study}: documents | {spec.get('documents', '?')} ({spec.get('documents_per_stratum', '?')} per stratum) | "
-                     f"{PAPER_SETTING['documents']} ({PAPER_SETTING['documents_per_stratum']} per stratum) |")
-        lines.append(f"| {study}: strata | {strata} | {PAPER_SETTING['strata']} |")
-        lines.append(f"| {study}: horizon H, replicates | {spec.get('horizon', '?')}, {spec.get('replicates', '?')} | {PAPER_SETTING['horizon']}, – |")
-        lines.append(f"| {study}: actions | {', '.join(spec.get('actions', []))} | 50%: snapkv_half, snapkv_512, recent_half; 90%: snapkv, recent |")
+                     f"{paper['documents']} ({paper['documents_per_stratum']} per stratum) |")
+        lines.append(f"| {study}: strata | {strata} | {paper['strata']} |")
+        lines.append(f"| {study}: horizon H, replicates | {spec.get('horizon', '?')}, {spec.get('replicates', '?')} | {paper['horizon']}, – |")
+        lines.append(f"| {study}: actions | {', '.join(spec.get('actions', []))} | {paper['actions']} |")
     lines.append("")
     diffs = []
     model_names = set(setting.get("models", {}))
-    if model_names != {"llama", "qwen"}:
+    if model_names != set(paper["model_keys"]):
         diffs.append(f"the models are {', '.join(sorted(model_names))}, not the paper's Llama-3.1-8B-Instruct and "
                      "Qwen2.5-7B-Instruct, so every number below describes a different model; the paper's columns are a "
                      "reference for direction and magnitude, not a target to match")
     for study, spec in setting.get("studies", {}).items():
-        if spec.get("documents") != PAPER_SETTING["documents"]:
-            diffs.append(f"{study} uses {spec.get('documents')} documents, not {PAPER_SETTING['documents']}: intervals are wider "
+        if spec.get("documents") != paper["documents"]:
+            diffs.append(f"{study} uses {spec.get('documents')} documents, not {paper['documents']}: intervals are wider "
                          "and per-stratum cells hold few documents")
-        if spec.get("horizon") != PAPER_SETTING["horizon"]:
-            diffs.append(f"{study} uses H = {spec.get('horizon')}, not 128: position blocks and depth windows are set within it")
-        diffs.append(f"{study}'s prompt lengths are {', '.join(str(n) for n in sorted({int(s.rsplit('_', 1)[-1]) for s in spec.get('strata', [])}))} "
+        if spec.get("horizon") != paper["horizon"]:
+            diffs.append(f"{study} uses H = {spec.get('horizon')}, not {paper['horizon']}: position blocks and depth windows are set within it")
+        diffs.append(f"{study}'s prompt lengths are {', '.join(str(n) for n in sorted({parse_stratum(s)[1] for s in spec.get('strata', [])}))} "
                      "tokens (synthetic RULER/HELMET-style documents generated offline), not the paper's benchmark documents")
     if diffs:
         lines.append("**Where this run differs from the paper:**")
@@ -170,7 +161,7 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
     paper = paper_values()
     out = Path(out)
     frames = {fig: {name: read_parquet(p) for name, p in parts.items()} for fig, parts in analysis.items()
-              if fig in TABLES}
+              if fig in FIGURES}
     study_of = setting.get("figure_studies", {})
     parts: list[str] = [
         "# kvdiv report: divergence timing and cumulative disagreement under KV-cache eviction",
@@ -181,7 +172,7 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
         "reports for its two models; where a row names one of our models, the paper columns show the paper's "
         "value for the same quantity on its models.",
         "",
-        _setting_section(setting),
+        _setting_section(setting, paper["setting"]),
     ]
 
     # ---------------------------------------------------------------- Figure 5 / §5.2
@@ -222,10 +213,10 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
             if rates.len():
                 t.add("post-divergence mismatch rate C, range over cells (%)", model, "–",
                       f"[{pp(rates.min())}, {pp(rates.max())}]", _paper(p50, "post_divergence_mismatch_percent_range"), "")
-    parts += [f"## Figure 5: entry into divergence and the gap decomposition ({study_of.get('figure5', '?')})", "",
+    parts += [f"## {ITEMS['figure5'].title} ({study_of.get('figure5', '?')})", "",
               "Exposure share = (ΔO + ΔE·C̄)/ΔR, branch-mismatch share = Ē·ΔC/ΔR (midpoint split of Π = E·C; the two "
               "shares sum to 1 and do not depend on the order of the two actions).", "",
-              f"![Figure 5]({_rel(figures.get('figure5'), out)})", "", t.markdown()]
+              f"![{ITEMS['figure5'].label}]({_rel(figures.get('figure5'), out)})", "", t.markdown()]
 
     # ---------------------------------------------------------------- Figure 6 / §5.3
     f6 = frames.get("figure6", {})
@@ -245,10 +236,10 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
             if cells.height:
                 t.add("late − early branch TV positive (stratum × action)", model, "–",
                       _count(cells["estimate"], 0.0), _paper(p50, "late_minus_early_positive"), "")
-    parts += [f"## Figure 6: branch TV by divergence-aligned depth ({study_of.get('figure6', '?')})", "",
+    parts += [f"## {ITEMS['figure6'].title} ({study_of.get('figure6', '?')})", "",
               f"Early window: depths {setting.get('early')}; late window: depths {setting.get('late')}; "
               f"cohort τ ≤ {setting.get('cohort_max_tau')}.", "",
-              f"![Figure 6]({_rel(figures.get('figure6'), out)})", "", t.markdown()]
+              f"![{ITEMS['figure6'].label}]({_rel(figures.get('figure6'), out)})", "", t.markdown()]
 
     # ---------------------------------------------------------------- Figure 7 / §5.4–5.5
     f7 = frames.get("figure7", {})
@@ -293,9 +284,9 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
                 if cells.height:
                     t.add("late − early branch TV positive (stratum × action)", model, "–",
                           _count(cells["estimate"], 0.0),
-                          "24 of 24 (model × stratum × action, §5.6)", "")
-    parts += [f"## Figure 7: the 90% retention study ({study_of.get('figure7', '?')})", "",
-              f"![Figure 7]({_rel(figures.get('figure7'), out)})", "", t.markdown()]
+                          _paper(p90, "late_minus_early_positive_strata"), "")
+    parts += [f"## {ITEMS['figure7'].title} ({study_of.get('figure7', '?')})", "",
+              f"![{ITEMS['figure7'].label}]({_rel(figures.get('figure7'), out)})", "", t.markdown()]
 
     # ---------------------------------------------------------------- Tables 2 and 3
     t2_path = analysis.get("table2", {}).get("numbers")
@@ -309,13 +300,14 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
             missing = f" ({r['missing']} without data)" if r["missing"] else ""
             t.add(f"{r['family'].upper()} model–length comparisons whose gap {verb} (gap at positions {r['last_block']} "
                   f"{side} positions {r['first_block']}; point estimates), {r['contrast']}", r["models"], r["n_documents"],
-                  f"{r['hits']} of {r['comparisons']}{missing}", "every length", "every length")
+                  f"{r['hits']} of {r['comparisons']}{missing}",
+                  *(_paper(p90, "table2_pattern_comparisons", m) for m in ("llama", "qwen")))
         for r in t2.filter(pl.col("stratum") == POOLED).iter_rows(named=True):
             k = blocks.index(r["block"])
             t.add(f"pooled generation-clock gap (pp), positions {r['block']}, {r['contrast']}", r["model"], r["n_documents"],
                   _ci(r, key="gap"),
                   *(_paper_item(p90, k, "table2_pooled_generation_clock_gap_pp", m) for m in ("llama", "qwen")))
-    parts += [f"## Table 2: generation-clock gaps by position block ({study_of.get('table2', '?')})", "",
+    parts += [f"## {ITEMS['table2'].title} ({study_of.get('table2', '?')})", "",
               f"Paper: {_paper(p90, 'table2_pattern')}.", "",
               "Pattern check on our data: a comparison is one model × length of a task family for one contrast (the "
               "per-stratum rows); its gap *falls across later blocks* when the point estimate at the last block is "
@@ -338,7 +330,7 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
             within = "yes" if r["interval_within"] else ("point only" if r["point_within"] else "no")
             t.add(f"{r['predictor']}/{r['method']}: population gap recovered within ±2 pp", r["model"], r["n_documents"],
                   f"{within}: {_ci(r, key='difference')}")
-    parts += [f"## Table 3: early and fixed-history prediction of the full-horizon gap ({study_of.get('table3', '?')})", "",
+    parts += [f"## {ITEMS['table3'].title} ({study_of.get('table3', '?')})", "",
               "Predictors use generation positions 1–32 only; calibrated methods (cell_mean, ridge) are fitted "
               "out-of-fold over documents (see kvdiv.analysis). A predictor recovers the gap when the interval of "
               f"predicted − full lies inside ±{_paper(pp3, 'criterion_pp')} pp. Paper: {_paper(pp3, 'short_window')}.",

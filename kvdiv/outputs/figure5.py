@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-from kvdiv.analysis import POOLED, stratum_key
-from kvdiv.plotting.style import ACTION_COLORS, apply_style, save_figure
+from kvdiv.analysis.inputs import POOLED, stratum_key
+from kvdiv.outputs.style import ACTION_COLORS, apply_style, save_figure
 
 EXPOSURE_COLOR = "#4c72b0"
 BRANCH_COLOR = "#dd8452"

@@ -4,7 +4,8 @@ Table 2: generation-clock mismatch gaps by position block per model × task fami
 per family: length ``all``; per model: family and length ``all``). Table 3: whether positions 1–32 or the
 fixed-history predictors recover the full-horizon population-average gap within ±2 pp, with document-level
 MAE/RMSE. Inputs are the frames of
-:mod:`kvdiv.analysis` (proportions); the formatted tables print percentage points.
+:mod:`kvdiv.analysis` (proportions); the formatted tables print percentage points. Captions are the items'
+(:mod:`kvdiv.analysis.items`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import polars as pl
 
+from kvdiv.analysis.items import get_item
 from kvdiv.io import atomic_path
 
 
@@ -111,3 +113,15 @@ def write_table(numbers: pl.DataFrame, display: pl.DataFrame, paths: Sequence[st
         tmp.write_text(f"{caption}\n\n{to_markdown(display)}", encoding="utf-8")
     with atomic_path(tex) as tmp:
         tmp.write_text(to_latex(display, caption, label), encoding="utf-8")
+
+
+#: The display frame of each table item (kvdiv.analysis.items).
+DISPLAY = {"table2": table2_frame, "table3": table3_frame}
+
+
+def write_item_table(item: str, numbers: pl.DataFrame, paths: Sequence[str | Path]) -> None:
+    """Write table item ``item`` (``table2``, ``table3``) from its numbers to ``paths`` = (csv, md, tex), with the
+    item's caption and the LaTeX label ``tab:{item}``."""
+    if item not in DISPLAY:
+        raise KeyError(f"unknown table {item!r}; tables: {', '.join(DISPLAY)}")
+    write_table(numbers, DISPLAY[item](numbers), paths, get_item(item).caption, f"tab:{item}")
