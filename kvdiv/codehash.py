@@ -58,10 +58,11 @@ def _tree(path: Path) -> ast.Module:
     return _parse(path, path.stat().st_mtime_ns)
 
 
-def imported_modules(path: str | os.PathLike, package_dir: Path = PACKAGE_DIR) -> set[str]:
+def imported_modules(path: str | os.PathLike, package_dir: Path = PACKAGE_DIR, *, packages: bool = True) -> set[str]:
     """The kvdiv modules the file ``path`` imports anywhere (module level, functions, ``TYPE_CHECKING`` blocks),
-    resolved to modules: ``from kvdiv.a import b`` names ``kvdiv.a`` and, when ``b`` is a submodule,
-    ``kvdiv.a.b``; relative imports are resolved against the file's own package."""
+    resolved to modules: ``from kvdiv.a import b`` names ``kvdiv.a`` and, when ``b`` is a submodule, ``kvdiv.a.b``
+    (then only ``kvdiv.a.b`` with ``packages=False``); relative imports are resolved against the file's own
+    package. With ``packages`` (the default), the packages above every imported module are included too."""
     path = Path(path)
     try:
         own = module_name(path, package_dir)
@@ -80,11 +81,14 @@ def imported_modules(path: str | os.PathLike, package_dir: Path = PACKAGE_DIR) -
                 module = node.module or ""
             if module.split(".")[0] != PACKAGE:
                 continue
-            found.add(module)
-            found.update(f"{module}.{alias.name}" for alias in node.names if module_file(f"{module}.{alias.name}", package_dir))
-    return {name for name in found if module_file(name, package_dir) is not None} | {
-        parent for name in found for parent in _parents(name) if module_file(parent, package_dir) is not None
-    }
+            submodules = {f"{module}.{alias.name}" for alias in node.names if module_file(f"{module}.{alias.name}", package_dir)}
+            found.update(submodules)
+            if packages or len(submodules) < len(node.names):
+                found.add(module)
+    modules = {name for name in found if module_file(name, package_dir) is not None}
+    if not packages:
+        return modules
+    return modules | {parent for name in found for parent in _parents(name) if module_file(parent, package_dir) is not None}
 
 
 def data_files(path: str | os.PathLike, package_dir: Path = PACKAGE_DIR) -> set[Path]:

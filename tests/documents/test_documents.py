@@ -414,7 +414,7 @@ def test_workflow_rejects_studies_sharing_a_seed(tmp_path):
 
     import yaml
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     config = yaml.safe_load((repo / "config" / "config.yaml").read_text())
     first, second = list(config["studies"])[:2]
     config["studies"][second]["seed"] = config["studies"][first]["seed"]
@@ -436,7 +436,7 @@ def test_workflow_requires_rendered_for_own_jsonl(tmp_path):
 
     import yaml
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     config = yaml.safe_load((repo / "config" / "smoke.yaml").read_text())
     config["studies"]["retention50"]["documents"] = {"source": "jsonl", "path": "mine.jsonl"}
     path = tmp_path / "jsonl.yaml"

@@ -17,7 +17,7 @@ from transformers import AutoTokenizer
 
 from kvdiv.trajectories.store import read_document_store, read_prompt_ids
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LLAMA3_TEMPLATE = (
     "{{- '<|begin_of_text|>' }}{% for message in messages %}"
     "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}"

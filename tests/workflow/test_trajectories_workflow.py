@@ -20,7 +20,7 @@ import yaml
 from kvdiv.trajectories.cli import summarize
 from kvdiv.trajectories.store import open_cube, read_document_store, read_store_arrays, verify_store
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CONFIG = {
     "seed": 7,
     "models": {"tiny": {"source": "random", "architecture": "llama", "tokenizer": "bytes", "device": "cpu", "threads": 1}},

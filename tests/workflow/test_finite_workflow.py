@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TARGET = "results/finite_state/figure4.png"
 
 pytestmark = pytest.mark.workflow
