@@ -1,4 +1,4 @@
-"""Snakemake script of rule finite_systems: write the suite's system files (see kvdiv.finite_suite)."""
+"""Snakemake script of rule finite_systems: write the suite's system files (see kvdiv.finite.suite)."""
 
 import logging
 from pathlib import Path
