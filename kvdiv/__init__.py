@@ -8,7 +8,7 @@ Eviction") as a library plus a Snakemake workflow. One package per pipeline stag
 - :mod:`kvdiv.trajectories` — the coupled samplers (complete, swrb), the per-document job, stores and cubes;
 - :mod:`kvdiv.metrics` — per-replicate metrics and profiles over a cube;
 - :mod:`kvdiv.finite` — the finite-state study (exact enumeration, naive and SWRB samplers, Figure 4's suite);
-- :mod:`kvdiv.analysis` — the cluster-bootstrap analysis behind Figures 5–7 and Tables 2–3 (its registry of items);
+- :mod:`kvdiv.analysis` — the cluster-bootstrap analysis behind Figures 5–7 and Tables 2–3 (a registry of items);
 - :mod:`kvdiv.outputs` — figures, tables and the report.
 
 Shared by all: :mod:`kvdiv.layout` (result paths, stratum names, document ids), :mod:`kvdiv.names` (which names

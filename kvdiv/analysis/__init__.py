@@ -1,4 +1,4 @@
-"""The paper's analysis (arXiv 2609.16617, §5): Figures 5–7 data and Tables 2–3 from a study's metric Parquet files.
+"""The paper's analysis (arXiv 2609.16617, §5): the data of Figures 5–7 and Tables 2–3 from a study's metrics.
 
 Modules: :mod:`~kvdiv.analysis.items` (the registry of figures and tables: their frames, builders, settings and
 captions), :mod:`~kvdiv.analysis.inputs` (metrics, document means, contrasts, cells), :mod:`~kvdiv.analysis.bootstrap`

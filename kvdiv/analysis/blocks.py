@@ -28,10 +28,11 @@ def clock_block_gaps(metrics: Metrics, contrasts: Sequence[Sequence[str]], block
     stratum (family × length) × contrast, plus pooled rows per model × family (``length`` ``all``, stratum
     ``{family}_all``; bootstrap over that family's documents only) and per model (family and length ``all``)."""
     clock = metrics.clock.join(metrics.documents, on=["model", "document"], how="left")
-    h = int(clock["step"].max())
+    horizon = int(clock["step"].max())
     if not blocks:
         raise ValueError("analysis.blocks is empty")
-    usable = [check_window(f"analysis.blocks[{i}]", list(b) if isinstance(b, tuple) else b, h) for i, b in enumerate(blocks)]
+    usable = [check_window(f"analysis.blocks[{i}]", list(b) if isinstance(b, tuple) else b, horizon)
+              for i, b in enumerate(blocks)]
     per_block = clock.with_columns(
         pl.coalesce(*[pl.when(in_window(pl.col("step"), b)).then(pl.lit(_block_label(b))) for b in usable]).alias("block")
     ).filter(pl.col("block").is_not_null())

@@ -119,7 +119,8 @@ def get_item(name: str) -> AnalysisItem:
 def table_settings(item: str, table: str, analysis: Mapping[str, Any]) -> dict[str, Any]:
     """The settings (builder argument → value) one table of ``item`` takes from the ``analysis`` config section."""
     spec = get_item(item).tables[table]
-    return {arg: analysis[key] / 100 if key in PERCENTAGE_POINTS else analysis[key] for arg, key in spec.settings.items()}
+    return {arg: analysis[key] / 100 if key in PERCENTAGE_POINTS else analysis[key]
+            for arg, key in spec.settings.items()}
 
 
 def build_table(item: str, table: str, metrics: Metrics, *, n_boot: int, seed: int, confidence: float,

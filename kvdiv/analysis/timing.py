@@ -13,13 +13,13 @@ from kvdiv.analysis.inputs import Metrics, cells, document_means, row_weight
 def survival_curves(metrics: Metrics, n_boot: int, seed: int, confidence: float) -> pl.DataFrame:
     """First-divergence survival S(t) = P(τ > t), t = 0..H, per model × action (pooled over strata)."""
     rep = metrics.replicates
-    h = int(rep["horizon"].max())
+    horizon = int(rep["horizon"].max())
     rows: list[dict] = []
     for (model, action), sub in sorted(rep.group_by(["model", "action"]), key=lambda kv: kv[0]):
-        tau = sub["tau"].fill_null(h + 1).to_numpy()
+        tau = sub["tau"].fill_null(horizon + 1).to_numpy()
         weight = sub.select(row_weight(sub).alias("w"))["w"].to_numpy() * np.ones(sub.height)
         docs = sub["document"].to_numpy()
-        steps = np.arange(0, h + 1)
+        steps = np.arange(0, horizon + 1)
         alive = 1.0 - weight[:, None] * (tau[:, None] <= steps[None, :])  # swrb: P(τ ≤ t) ≈ D·1{J ≤ t}
         uniq, inv = np.unique(docs, return_inverse=True)
         per_doc = np.zeros((uniq.size, steps.size))

@@ -53,8 +53,8 @@ def simulate_cube(
     """
     rng = np.random.default_rng(seed)
     actions = list(tv_by_action)
-    n_a, h = len(actions), horizon
-    shape = (n_documents, n_a, replicates, h)
+    n_a = len(actions)
+    shape = (n_documents, n_a, replicates, horizon)
     e = np.empty((n_documents, n_a))
     for a, name in enumerate(actions):
         e[:, a] = np.broadcast_to(np.asarray(tv_by_action[name], dtype=float), (n_documents,))
@@ -71,9 +71,9 @@ def simulate_cube(
         d = w.sum(-1)
         u = rng.random(shape[:3]) * d
         j = (np.cumsum(w, axis=-1) < u[..., None]).sum(-1) + 1  # 1-based J ~ w_j / D
-        j = np.where(d > 0, np.minimum(j, h), 0)
+        j = np.where(d > 0, np.minimum(j, horizon), 0)
         branch_start[:] = j
-        steps = np.arange(1, h + 1)
+        steps = np.arange(1, horizon + 1)
         mismatch = np.where(steps < j[..., None], False, mismatch)
         mismatch = np.where(steps == j[..., None], True, mismatch) & (j[..., None] > 0)
     x = rng.integers(0, vocab, size=shape, dtype=np.int32)
@@ -100,7 +100,7 @@ def simulate_cube(
         "document": docs,
         "action": actions,
         "replicate": np.arange(replicates),
-        "step": np.arange(1, h + 1),
+        "step": np.arange(1, horizon + 1),
         "family": ("document", list(family)),
         "task": ("document", [f"{f}_task" for f in family]),
         "target_length": ("document", list(length)),
@@ -110,7 +110,7 @@ def simulate_cube(
     attrs = {
         "model": model,
         "study": study,
-        "horizon": h,
+        "horizon": horizon,
         "temperature": 1.0,
         "seed": seed,
         "mode": "swrb" if swrb else "complete",
