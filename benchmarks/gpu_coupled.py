@@ -64,9 +64,10 @@ def _placeholder_datasets() -> None:
         import types
 
         module = types.ModuleType("datasets")
+        reason = str(err)  # `err` is unbound once the except block ends
 
         def load_dataset(*args, **kwargs):
-            raise ImportError(f"datasets is not importable here ({err}); gpu_coupled.py uses no press that needs it")
+            raise ImportError(f"datasets is not importable here ({reason}); gpu_coupled.py uses no press that needs it")
 
         module.load_dataset = load_dataset
         sys.modules["datasets"] = module
