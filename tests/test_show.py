@@ -228,6 +228,7 @@ ACTIONS = {
     "recent_90": {"press": "StreamingLLMPress", "compression_ratio": 0.9, "n_sink": 0},
     "keep_all": {"press": "StreamingLLMPress", "compression_ratio": 0.0, "n_sink": 0},
 }
+H, R = 32, 6  # tiny stores: horizon and replicates
 PROMPT = "The key for the blue door is 4812. Remember it. " * 3 + "What is the key for the blue door?"
 
 
@@ -245,46 +246,49 @@ def tiny_stores(tiny_llama, tmp_path_factory):
     for key, mode, doc in (("complete", "complete", document(0, "ruler")), ("swrb", "swrb", document(0, "ruler")),
                            ("complete_1", "complete", document(1, "helmet"))):
         stores[key] = run_document(tiny_llama, doc, ACTIONS, out / f"{key}.zarr", master_seed=1, study_seed=2,
-                                   horizon=24, replicates=4, temperature=1.0, mode=mode, progress=False)
+                                   horizon=H, replicates=R, temperature=1.0, mode=mode, progress=False)
     stores["cube"] = build_cube("st", tiny_llama.name, [stores["complete"], stores["complete_1"]], out / "cube.zarr")
     return stores
 
 
-@pytest.mark.parametrize("kind", ["complete", "swrb"])
-def test_views_of_every_pair_decode_the_stored_ids(tiny_llama, tiny_stores, kind):
+def test_views_of_every_pair_decode_the_stored_ids(tiny_llama, tiny_stores):
     tok = tiny_llama.tokenizer
     models_dir = tiny_llama.path.parent
-    _, data = read_document_store(tiny_stores[kind])
-    diverged = 0
-    for action, arrays in data.items():
-        for r in range(4):
-            view = load_pair(tiny_stores[kind], action=action, replicate=r, models_dir=models_dir)
-            for chain, ids, eos in ((view.x, arrays["x"][r], arrays["eos_x"][r]), (view.y, arrays["y"][r], arrays["eos_y"][r])):
-                assert chain.text == tok.decode(ids.tolist()) == "".join(t.text for t in chain.tokens)
-                assert chain.ids == ids.tolist()
-                assert chain.eos_step == (int(np.argmax(eos)) + 1 if eos.any() else None)
-            mismatch = np.flatnonzero(arrays["x"][r] != arrays["y"][r])
-            assert view.tau == (int(mismatch[0]) + 1 if mismatch.size else None)
-            np.testing.assert_array_equal(view.tv, arrays["tv"][r])
-            if kind == "swrb":
-                assert view.branch_start == int(arrays["branch_start"][r])
-                assert view.tau == (view.branch_start or None)  # the residual draws at J always differ
-            plain = columns(render_terminal(view, width=120))
-            assert plain.count("[τ]") == (2 if view.tau else 0)
-            assert plain.count("[J]") == (2 if view.branch_start else 0)
-            assert plain.count("[EOS]") == (view.x.eos_step is not None) + (view.y.eos_step is not None)
-            diverged += view.tau is not None
-            if action == "keep_all":
-                assert view.tau is None and not view.tv.any()
-    assert diverged  # 90% eviction makes some evicted chains diverge
+    ended = 0
+    for kind in ("complete", "swrb"):
+        _, data = read_document_store(tiny_stores[kind])
+        diverged = 0
+        for action, arrays in data.items():
+            for r in range(R):
+                view = load_pair(tiny_stores[kind], action=action, replicate=r, models_dir=models_dir)
+                for chain, ids, eos in ((view.x, arrays["x"][r], arrays["eos_x"][r]), (view.y, arrays["y"][r], arrays["eos_y"][r])):
+                    assert chain.text == tok.decode(ids.tolist()) == "".join(t.text for t in chain.tokens)
+                    assert chain.ids == ids.tolist()
+                    assert chain.eos_step == (int(np.argmax(eos)) + 1 if eos.any() else None)
+                mismatch = np.flatnonzero(arrays["x"][r] != arrays["y"][r])
+                assert view.tau == (int(mismatch[0]) + 1 if mismatch.size else None)
+                np.testing.assert_array_equal(view.tv, arrays["tv"][r])
+                if kind == "swrb":
+                    assert view.branch_start == int(arrays["branch_start"][r])
+                    assert view.tau == (view.branch_start or None)  # the residual draws at J always differ
+                plain = columns(render_terminal(view, width=120))
+                assert plain.count("[τ]") == (2 if view.tau else 0)
+                assert plain.count("[J]") == (2 if view.branch_start else 0)
+                assert plain.count("[EOS]") == (view.x.eos_step is not None) + (view.y.eos_step is not None)
+                diverged += view.tau is not None
+                ended += (view.x.eos_step is not None) + (view.y.eos_step is not None)
+                if action == "keep_all":
+                    assert view.tau is None and not view.tv.any()
+        assert diverged, kind  # 90% eviction makes some evicted chains diverge
+    assert ended  # and some chains end within H
 
 
 def test_cube_document_selection(tiny_llama, tiny_stores):
     models_dir = tiny_llama.path.parent
     doc = document(1, "helmet")["id"]
-    view = load_pair(tiny_stores["cube"], action="recent_90", replicate=3, document=doc, models_dir=models_dir)
+    view = load_pair(tiny_stores["cube"], action="recent_90", replicate=R - 1, document=doc, models_dir=models_dir)
     _, data = read_document_store(tiny_stores["complete_1"])
-    assert view.x.ids == data["recent_90"]["x"][3].tolist() and view.y.ids == data["recent_90"]["y"][3].tolist()
+    assert view.x.ids == data["recent_90"]["x"][R - 1].tolist() and view.y.ids == data["recent_90"]["y"][R - 1].tolist()
     assert view.header.kind == "cube" and view.header.document == doc and view.header.document_index == 1
     assert view.header.info["task"] == "niah" and view.header.info["stratum"] == "helmet_64"
     out = render_terminal(view, width=100)
@@ -316,7 +320,8 @@ def test_cli_plain_colour_html_and_errors(tiny_llama, tiny_stores, tmp_path, cap
         return err
 
     assert f"{store}: no action 'nope'; its actions: snapkv_90, recent_90, keep_all" in error(store, "--action", "nope")
-    assert f"{store}: action 'snapkv_90' has no replicate 4: the store has 4 (0..3)" in error(store, "--replicate", "4")
+    assert (f"{store}: action 'snapkv_90' has no replicate {R}: the store has {R} (0..{R - 1})"
+            in error(store, "--replicate", str(R)))
     assert "is the store of document 'st-ruler_64-0000', not 'other'" in error(store, "--document", "other")
     cube = str(tiny_stores["cube"])
     assert (f"{cube}: no document 'other'; its documents: st-ruler_64-0000, st-helmet_64-0001"
@@ -354,14 +359,14 @@ def test_gallery_page(tiny_llama, tiny_stores):
     headings = [d for d in parser.data if d in ACTIONS]
     assert headings == list(ACTIONS)
     text = "".join(parser.data)
-    assert "No pair diverged (8 pairs" in text  # keep_all evicts nothing
+    assert f"No pair diverged ({2 * R} pairs" in text  # keep_all evicts nothing
     _, first = read_document_store(tiny_stores["complete"])
     _, second = read_document_store(tiny_stores["complete_1"])
     for action in ("snapkv_90", "recent_90"):
         tau = first_divergence(np.stack([first[action]["match"], second[action]["match"]]))
         diverged = np.sort(tau[tau > 0])
         assert diverged.size, action
-        assert (f"{diverged.size} of 8 (document, replicate) pairs diverged; τ earliest {diverged[0]}, "
+        assert (f"{diverged.size} of {2 * R} (document, replicate) pairs diverged; τ earliest {diverged[0]}, "
                 f"median {diverged[(diverged.size - 1) // 2]}, latest {diverged[-1]}") in text
 
 
