@@ -78,6 +78,23 @@ def test_pair_view_marks_tau_eos_and_absorbed_steps():
     assert same.tau is None
 
 
+def test_ids_beyond_the_tokenizer_are_marked_not_fatal():
+    """Models with padding rows in their vocabulary can emit ids the tokenizer lacks: decode drops them."""
+    tok = bytes_tokenizer()
+    arrays, _ = hand_pair(tok)
+    x = arrays["x"].copy()
+    x[1] = len(tok) + 7
+    view = pair_view({**arrays, "x": x, "match": x == arrays["y"]}, tok, header())
+    assert view.x.text == tok.decode(x.tolist()) == "H é!" + "<|im_end|>" * 3
+    assert not view.x.tokens[1].known and view.x.tokens[1].text == "" and view.tau == 2
+    assert view.header.notes and "1 token ids beyond the tokenizer's 259 tokens" in view.header.notes[0]
+    out = render_terminal(view, width=80)
+    assert f"H[τ][id {len(tok) + 7}] é!" in out
+    assert f"id {len(tok) + 7}" in render_html(view)
+    with pytest.raises(ValueError, match=r"s.zarr: action 'evict', replicate 0: y holds the negative token id -3"):
+        pair_view({**arrays, "y": np.full(9, -3)}, tok, header())
+
+
 def test_terminal_plain_and_ansi():
     tok = bytes_tokenizer()
     _, view = hand_pair(tok)

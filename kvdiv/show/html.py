@@ -35,7 +35,7 @@ h1 { font-size: 1.2em; } h2 { font-size: 1.1em; margin-top: 2em; } h3 { font-siz
 .mk { font-family: system-ui, sans-serif; font-size: .75em; font-weight: 700; padding: 0 .25em; margin: 0 .1em;
       border-radius: 3px; vertical-align: .1em; }
 .mk.tau { background: #a0208a; color: #fff; } .mk.branch { background: #087f8c; color: #fff; }
-.mk.eos { background: #333; color: #fff; } .mk.absorbed { background: #ddd; color: #555; font-weight: 400; }
+.mk.eos { background: #333; color: #fff; } .mk.absorbed, .mk.unknown { background: #ddd; color: #555; font-weight: 400; }
 .nl { color: #aaa; }
 .end { color: #666; font-size: .85em; margin: .4em 0 0; }
 .legend { font-size: .85em; color: #444; } .legend .sw { display: inline-block; padding: 0 .4em; margin: 0 .15em; }
@@ -80,6 +80,9 @@ def chain_html(view: PairView, chain: Chain) -> str:
         title = f"t = {tok.step} · id {tok.id} · δ_t = {tv:.4g}"
         if tok.eos:
             parts.append(_marker("eos", "EOS", f"{title} · {tok.text}"))
+            continue
+        if not tok.known:
+            parts.append(_marker("unknown", f"id {tok.id}", f"{title} · beyond the tokenizer"))
             continue
         body = esc(tok.text).replace("\n", f'<span class="nl">{NEWLINE_MARK}</span>\n')
         style = shade(tv)

@@ -98,6 +98,9 @@ def chain_runs(view: PairView, chain: Chain) -> list[Run]:
         if tok.eos:
             runs.append(("[EOS]", STYLES["eos"], True))
             continue
+        if not tok.known:
+            runs.append((f"[id {tok.id}]", STYLES["dim"], True))
+            continue
         text = printable(tok.text).replace("\n", NEWLINE_MARK + "\n")
         runs.append((text, _shade(delta_level(view.tv[tok.step - 1])), False))
     if chain.absorbed:

@@ -16,7 +16,7 @@ H. J = 0 when the overlap path never diverges (D = 0): then x = y = u for all H 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -43,6 +43,7 @@ class Token:
     text: str
     eos: bool  # this is the chain's first EOS
     absorbed: bool  # a step after the chain's EOS
+    known: bool = True  # False: an id beyond the tokenizer (a padding row of the model's vocabulary); decodes to ""
 
 
 @dataclass(frozen=True)
@@ -137,8 +138,9 @@ def chain_view(name: str, label: str, ids: np.ndarray, eos: np.ndarray, tokenize
     eos = np.asarray(eos, dtype=bool)
     eos_step = int(np.argmax(eos)) + 1 if eos.any() else None
     texts = token_texts(tokenizer, ids.tolist())
+    size = len(tokenizer)
     tokens = tuple(
-        Token(step=t, id=int(i), text=s, eos=eos_step == t, absorbed=eos_step is not None and t > eos_step)
+        Token(step=t, id=int(i), text=s, eos=eos_step == t, absorbed=eos_step is not None and t > eos_step, known=i < size)
         for t, (i, s) in enumerate(zip(ids, texts), start=1)
     )
     return Chain(name=name, label=label, tokens=tokens, text="".join(texts), eos_step=eos_step)
@@ -148,8 +150,10 @@ def pair_view(arrays: Mapping[str, Any], tokenizer: Any, header: PairHeader) -> 
     """The view of one pair from its per-step arrays (docs/internals.md names, shape (H,)).
 
     ``arrays`` holds ``x``, ``y``, ``tv``, ``eos_x``, ``eos_y`` and optionally ``match`` (default x == y),
-    ``fixed_tv``, ``overlap_tv`` and ``branch_start`` (a scalar: swrb mode). Token ids outside the tokenizer
-    are a ``ValueError`` naming the store, action and replicate (the wrong model's tokenizer).
+    ``fixed_tv``, ``overlap_tv`` and ``branch_start`` (a scalar: swrb mode). A negative token id is a
+    ``ValueError`` naming the store, action and replicate; ids beyond the tokenizer (models whose vocabulary
+    has padding rows, or another model's tokenizer) decode to ``""`` as ``tokenizer.decode`` has them, are
+    marked ``known=False`` and counted in a note.
     """
     where = f"{header.store}: action {header.action!r}, replicate {header.replicate}"
     missing = [n for n in ("x", "y", "tv", "eos_x", "eos_y") if n not in arrays]
@@ -159,14 +163,15 @@ def pair_view(arrays: Mapping[str, Any], tokenizer: Any, header: PairHeader) -> 
     tv = np.asarray(arrays["tv"], dtype=np.float64)
     if x.ndim != 1 or x.shape != y.shape or x.shape != tv.shape:
         raise ValueError(f"{where}: x, y and tv must be one step axis each, got shapes {x.shape}, {y.shape}, {tv.shape}")
-    size = len(tokenizer)
     for name, ids in (("x", x), ("y", y)):
-        bad = ids[(ids < 0) | (ids >= size)]
-        if bad.size:
-            raise ValueError(
-                f"{where}: {name} holds token id {int(bad[0])}, outside the tokenizer of model {header.model!r} "
-                f"({size} tokens): the models directory holds another model under that name"
-            )
+        if ids.size and ids.min() < 0:
+            raise ValueError(f"{where}: {name} holds the negative token id {int(ids.min())}")
+    size = len(tokenizer)
+    beyond = int((x >= size).sum() + (y >= size).sum())
+    if beyond:
+        note = (f"{beyond} token ids beyond the tokenizer's {size} tokens, shown as [id N]: padding rows of the model's "
+                "vocabulary, or the models directory holds another model under this name")
+        header = replace(header, notes=(*header.notes, note))
     match = np.asarray(arrays["match"], dtype=bool) if "match" in arrays else x == y
     tau = int(first_divergence(match)) or None
     optional = {n: np.asarray(arrays[n], dtype=np.float64) for n in ("fixed_tv", "overlap_tv") if n in arrays}
