@@ -420,3 +420,12 @@ def test_smollm2_store(smollm2, tmp_path, mode):
     plain = render_terminal(view, width=100)
     assert "answers: 4812" in plain and "task niah_single_noise_number" in plain
     assert_self_contained(render_html(view))
+
+
+def test_gallery_of_a_swrb_store_marks_the_branch_start(tiny_llama, tiny_stores):
+    page = gallery(tiny_stores["swrb"], models_dir=tiny_llama.path.parent, actions=["recent_90"])
+    parser = assert_self_contained(page)
+    branch = [a for t, a in parser.tags if t == "span" and a.get("class") == "mk branch"]
+    tau = [a for t, a in parser.tags if t == "span" and a.get("class") == "mk tau"]
+    assert len(branch) == len(tau) > 1  # legend + x and y of each pair shown; J = τ in swrb mode
+    assert "steps before J are the common overlap path" in "".join(parser.data)

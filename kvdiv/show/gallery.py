@@ -78,10 +78,10 @@ def gallery_sections(data: StoreData, tokenizer: Any, *, actions: Sequence[str] 
     return sections
 
 
-def render_gallery(sections: Sequence[GallerySection], *, title: str, store: str) -> str:
+def render_gallery(sections: Sequence[GallerySection], *, title: str, store: str, swrb: bool = False) -> str:
     """The gallery page: per action its earliest, median and latest divergence (a pair shown once when
     several labels pick it)."""
-    body = [f"<h1>{esc(title)}</h1>", f'<p class="legend">{esc(store)}</p>', legend_html()]
+    body = [f"<h1>{esc(title)}</h1>", f'<p class="legend">{esc(store)}</p>', legend_html(swrb)]
     for section in sections:
         body.append(f"<h2>{esc(section.action)}</h2>")
         if not section.picks:
@@ -108,7 +108,8 @@ def gallery(store: str | os.PathLike, *, models_dir: str | os.PathLike = DEFAULT
         tokenizer, notes = store_tokenizer(data, models_dir)
     study = data.attrs.get("study")
     title = f"Divergence gallery: {data.attrs.get('model')}" + (f" · {study}" if study else "")
-    return render_gallery(gallery_sections(data, tokenizer, actions=actions, notes=notes), title=title, store=str(store))
+    sections = gallery_sections(data, tokenizer, actions=actions, notes=notes)
+    return render_gallery(sections, title=title, store=str(store), swrb=data.attrs.get("mode") == "swrb")
 
 
 def write_gallery(store: str | os.PathLike, out: str | os.PathLike, **kwargs: Any) -> Path:

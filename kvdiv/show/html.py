@@ -141,11 +141,12 @@ def steps_table(view: PairView) -> str:
     return f'<details><summary>every step</summary><table class="steps"><tr>{head}</tr>{"".join(rows)}</table></details>'
 
 
-def legend_html() -> str:
-    """The markers and the δ_t shading."""
+def legend_html(swrb: bool = False) -> str:
+    """The markers (J in swrb mode) and the δ_t shading."""
     swatches = "".join(f'<span class="sw" style="{shade(v)}">{v:g}</span>' for v in (0.001, 0.01, 0.05, 0.2, 0.5, 1.0))
+    branch = f'{_marker("branch", "J", "branch start")} swrb branch start ' if swrb else ""
     return (f'<p class="legend">{_marker("tau", "τ", "first divergence")} first divergence '
-            f'{_marker("branch", "J", "branch start")} swrb branch start {_marker("eos", "EOS", "end of sequence")} end of '
+            f'{branch}{_marker("eos", "EOS", "end of sequence")} end of '
             f'sequence {_marker("absorbed", "+k absorbed", "steps after EOS")} steps after EOS · '
             f'<span class="nl">{NEWLINE_MARK}</span> newline · δ_t shading: {swatches}</p>')
 
@@ -156,7 +157,8 @@ def pair_html(view: PairView, *, summary: bool = True, steps: bool = True) -> st
     if summary:
         lines = summary_lines(view)[1:]  # the store line is the page's title
         parts.append('<div class="summary">' + "".join(
-            f'<p class="{esc(style_class(style))}">{esc(text)}</p>' for text, style in lines) + "</div>")
+            f'<p class="{style_class(style)}">{esc(text)}</p>' if style_class(style) else f"<p>{esc(text)}</p>"
+            for text, style in lines) + "</div>")
     parts.append(f'<div class="pair">{chain_html(view, view.x)}{chain_html(view, view.y)}</div>')
     parts.append(profile_svg(view))
     if steps:
@@ -187,7 +189,7 @@ def render_html(view: PairView) -> str:
     """The page of one pair."""
     h = view.header
     title = f"kvdiv show: {h.document} · {h.action} · replicate {h.replicate}"
-    body = [f"<h1>{esc(title)}</h1>", f'<p class="legend">{esc(h.store)}</p>', legend_html(), pair_html(view)]
+    body = [f"<h1>{esc(title)}</h1>", f'<p class="legend">{esc(h.store)}</p>', legend_html(view.branch_start is not None), pair_html(view)]
     return html_page(title, body)
 
 
