@@ -9,7 +9,8 @@ Eviction") as a library plus a Snakemake workflow. One package per pipeline stag
 - :mod:`kvdiv.metrics` — per-replicate metrics and profiles over a cube;
 - :mod:`kvdiv.finite` — the finite-state study (exact enumeration, naive and SWRB samplers, Figure 4's suite);
 - :mod:`kvdiv.analysis` — the cluster-bootstrap analysis behind Figures 5–7 and Tables 2–3 (a registry of items);
-- :mod:`kvdiv.outputs` — figures, tables and the report.
+- :mod:`kvdiv.outputs` — figures, tables and the report;
+- :mod:`kvdiv.show` — a pair of continuations decoded side by side (terminal, HTML, a gallery per action).
 
 Shared by all: :mod:`kvdiv.layout` (result paths, stratum names, document ids), :mod:`kvdiv.names` (which names
 are allowed), :mod:`kvdiv.estimands` (TV and the SWRB estimators, written once), :mod:`kvdiv.seeds`, :mod:`kvdiv.io`
