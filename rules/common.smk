@@ -370,8 +370,9 @@ def get_analysis_study(item):
     return study
 
 
-FIGURE_ITEMS = items.FIGURES
-TABLE_ITEMS = items.TABLES
+# The items this config builds: those named in analysis.studies (kvdiv.analysis.items order).
+FIGURE_ITEMS = tuple(item for item in items.FIGURES if item in get_analysis()["studies"])
+TABLE_ITEMS = tuple(item for item in items.TABLES if item in get_analysis()["studies"])
 
 
 def get_analysis_outputs(item):

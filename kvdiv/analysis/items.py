@@ -1,6 +1,7 @@
 """The registry of analysis items: every figure and table of the paper's §5 that the workflow builds, in one place.
 
-An item (``figure5`` ... ``table3``; the key of ``analysis.studies`` that names its study and the stem of its
+An item (``figure5`` ... ``table3``, and ``probabilistic``, the decode-time correction study of
+config/probabilistic.yaml; the key of ``analysis.studies`` that names its study and the stem of its
 output files, :mod:`kvdiv.layout`) has a kind, a title and caption, and its **tables**: the frames it is made of,
 each built by one function of this package from one study's metrics and the analysis settings it names. A
 figure's tables are written to ``results/analysis/{item}/{table}.parquet`` (rule ``analysis``, one job per
@@ -82,6 +83,15 @@ ITEMS: dict[str, AnalysisItem] = {
             "late_minus_early": AnalysisTable(late_minus_early, LATE_EARLY, {"by": "family"}),
             "late_minus_early_strata": AnalysisTable(late_minus_early, LATE_EARLY),
             "eos": AnalysisTable(eos_shares, CONTRASTS, {"by": "family"}),
+        },
+    ),
+    "probabilistic": AnalysisItem(
+        "probabilistic", "figure", "Probabilistic eviction",
+        "Probabilistic eviction: does decode-time correction delay divergence?",
+        {
+            "decomposition": AnalysisTable(gap_decomposition, CONTRASTS),
+            "survival": AnalysisTable(survival_curves),
+            "entry": AnalysisTable(entry_times),
         },
     ),
     "table2": AnalysisItem(

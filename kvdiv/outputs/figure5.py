@@ -56,9 +56,9 @@ def plot_survival(ax, survival: pl.DataFrame, model: str, entry: pl.DataFrame | 
     """First-divergence survival P(τ > t) per action with bootstrap bands; the legend gives each action's
     mean entry step among diverged chains (pooled over strata)."""
     sub = survival.filter(pl.col("model") == model)
-    for action in sorted(sub["action"].unique().to_list()):
+    for k, action in enumerate(sorted(sub["action"].unique().to_list())):
         s = sub.filter(pl.col("action") == action).sort("step")
-        color = ACTION_COLORS.get(action)
+        color = ACTION_COLORS.get(action, f"C{k % 10}")
         label = action
         if entry is not None and entry.height:
             e = entry.filter((pl.col("model") == model) & (pl.col("action") == action) & (pl.col("stratum") == POOLED)

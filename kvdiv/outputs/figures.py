@@ -10,9 +10,10 @@ import polars as pl
 from kvdiv.outputs.figure5 import plot_figure5
 from kvdiv.outputs.figure6 import plot_figure6
 from kvdiv.outputs.figure7 import plot_figure7
+from kvdiv.outputs.figure_probabilistic import plot_probabilistic
 
 #: Figure item (kvdiv.analysis.items) → plotting function.
-PLOTS = {"figure5": plot_figure5, "figure6": plot_figure6, "figure7": plot_figure7}
+PLOTS = {"figure5": plot_figure5, "figure6": plot_figure6, "figure7": plot_figure7, "probabilistic": plot_probabilistic}
 
 
 def plot_item(item: str, frames: Mapping[str, pl.DataFrame], pdf: str | Path, png: str | Path, *, dpi: int,

@@ -22,6 +22,7 @@ from kvdiv.analysis.inputs import POOLED, contrast_name
 from kvdiv.analysis.items import FIGURES, ITEMS
 from kvdiv.io import atomic_path, read_parquet
 from kvdiv.layout import parse_stratum
+from kvdiv.outputs.report_probabilistic import probabilistic_section
 from kvdiv.outputs.tables import interval, pp
 
 #: The paper's reported values and setting, shipped with the package (the only copy kvdiv keeps).
@@ -163,6 +164,7 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
     frames = {fig: {name: read_parquet(p) for name, p in parts.items()} for fig, parts in analysis.items()
               if fig in FIGURES}
     study_of = setting.get("figure_studies", {})
+    built = set(study_of) if study_of else set(ITEMS)  # the items this run configured (analysis.studies)
     parts: list[str] = [
         "# kvdiv report: divergence timing and cumulative disagreement under KV-cache eviction",
         "",
@@ -213,10 +215,11 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
             if rates.len():
                 t.add("post-divergence mismatch rate C, range over cells (%)", model, "–",
                       f"[{pp(rates.min())}, {pp(rates.max())}]", _paper(p50, "post_divergence_mismatch_percent_range"), "")
-    parts += [f"## {ITEMS['figure5'].title} ({study_of.get('figure5', '?')})", "",
-              "Exposure share = (ΔO + ΔE·C̄)/ΔR, branch-mismatch share = Ē·ΔC/ΔR (midpoint split of Π = E·C; the two "
-              "shares sum to 1 and do not depend on the order of the two actions).", "",
-              f"![{ITEMS['figure5'].label}]({_rel(figures.get('figure5'), out)})", "", t.markdown()]
+    if "figure5" in built:
+        parts += [f"## {ITEMS['figure5'].title} ({study_of.get('figure5', '?')})", "",
+                  "Exposure share = (ΔO + ΔE·C̄)/ΔR, branch-mismatch share = Ē·ΔC/ΔR (midpoint split of Π = E·C; the two "
+                  "shares sum to 1 and do not depend on the order of the two actions).", "",
+                  f"![{ITEMS['figure5'].label}]({_rel(figures.get('figure5'), out)})", "", t.markdown()]
 
     # ---------------------------------------------------------------- Figure 6 / §5.3
     f6 = frames.get("figure6", {})
@@ -236,10 +239,11 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
             if cells.height:
                 t.add("late − early branch TV positive (stratum × action)", model, "–",
                       _count(cells["estimate"], 0.0), _paper(p50, "late_minus_early_positive"), "")
-    parts += [f"## {ITEMS['figure6'].title} ({study_of.get('figure6', '?')})", "",
-              f"Early window: depths {setting.get('early')}; late window: depths {setting.get('late')}; "
-              f"cohort τ ≤ {setting.get('cohort_max_tau')}.", "",
-              f"![{ITEMS['figure6'].label}]({_rel(figures.get('figure6'), out)})", "", t.markdown()]
+    if "figure6" in built:
+        parts += [f"## {ITEMS['figure6'].title} ({study_of.get('figure6', '?')})", "",
+                  f"Early window: depths {setting.get('early')}; late window: depths {setting.get('late')}; "
+                  f"cohort τ ≤ {setting.get('cohort_max_tau')}.", "",
+                  f"![{ITEMS['figure6'].label}]({_rel(figures.get('figure6'), out)})", "", t.markdown()]
 
     # ---------------------------------------------------------------- Figure 7 / §5.4–5.5
     f7 = frames.get("figure7", {})
@@ -285,8 +289,9 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
                     t.add("late − early branch TV positive (stratum × action)", model, "–",
                           _count(cells["estimate"], 0.0),
                           _paper(p90, "late_minus_early_positive_strata"), "")
-    parts += [f"## {ITEMS['figure7'].title} ({study_of.get('figure7', '?')})", "",
-              f"![{ITEMS['figure7'].label}]({_rel(figures.get('figure7'), out)})", "", t.markdown()]
+    if "figure7" in built:
+        parts += [f"## {ITEMS['figure7'].title} ({study_of.get('figure7', '?')})", "",
+                  f"![{ITEMS['figure7'].label}]({_rel(figures.get('figure7'), out)})", "", t.markdown()]
 
     # ---------------------------------------------------------------- Tables 2 and 3
     t2_path = analysis.get("table2", {}).get("numbers")
@@ -307,12 +312,13 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
             t.add(f"pooled generation-clock gap (pp), positions {r['block']}, {r['contrast']}", r["model"], r["n_documents"],
                   _ci(r, key="gap"),
                   *(_paper_item(p90, k, "table2_pooled_generation_clock_gap_pp", m) for m in ("llama", "qwen")))
-    parts += [f"## {ITEMS['table2'].title} ({study_of.get('table2', '?')})", "",
-              f"Paper: {_paper(p90, 'table2_pattern')}.", "",
-              "Pattern check on our data: a comparison is one model × length of a task family for one contrast (the "
-              "per-stratum rows); its gap *falls across later blocks* when the point estimate at the last block is "
-              "strictly below the one at the first block, and *rises* when strictly above (middle blocks need not be "
-              "monotone; intervals are not used).", "", t.markdown(), "", _read(tables_md.get("table2"))]
+    if "table2" in built:
+        parts += [f"## {ITEMS['table2'].title} ({study_of.get('table2', '?')})", "",
+                  f"Paper: {_paper(p90, 'table2_pattern')}.", "",
+                  "Pattern check on our data: a comparison is one model × length of a task family for one contrast (the "
+                  "per-stratum rows); its gap *falls across later blocks* when the point estimate at the last block is "
+                  "strictly below the one at the first block, and *rises* when strictly above (middle blocks need not be "
+                  "monotone; intervals are not used).", "", t.markdown(), "", _read(tables_md.get("table2"))]
 
     t3_path = analysis.get("table3", {}).get("numbers")
     t = _Table()
@@ -330,11 +336,18 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
             within = "yes" if r["interval_within"] else ("point only" if r["point_within"] else "no")
             t.add(f"{r['predictor']}/{r['method']}: population gap recovered within ±2 pp", r["model"], r["n_documents"],
                   f"{within}: {_ci(r, key='difference')}")
-    parts += [f"## {ITEMS['table3'].title} ({study_of.get('table3', '?')})", "",
-              "Predictors use generation positions 1–32 only; calibrated methods (cell_mean, ridge) are fitted "
-              "out-of-fold over documents (see kvdiv.analysis). A predictor recovers the gap when the interval of "
-              f"predicted − full lies inside ±{_paper(pp3, 'criterion_pp')} pp. Paper: {_paper(pp3, 'short_window')}.",
-              "", t.markdown(), "", _read(tables_md.get("table3"))]
+    if "table3" in built:
+        parts += [f"## {ITEMS['table3'].title} ({study_of.get('table3', '?')})", "",
+                  "Predictors use generation positions 1–32 only; calibrated methods (cell_mean, ridge) are fitted "
+                  "out-of-fold over documents (see kvdiv.analysis). A predictor recovers the gap when the interval of "
+                  f"predicted − full lies inside ±{_paper(pp3, 'criterion_pp')} pp. Paper: {_paper(pp3, 'short_window')}.",
+                  "", t.markdown(), "", _read(tables_md.get("table3"))]
+
+    # ---------------------------------------------------------------- the probabilistic-eviction study (issue 13)
+    if "probabilistic" in built and "probabilistic" in frames:
+        parts += [""] + probabilistic_section(
+            frames["probabilistic"], f"{ITEMS['probabilistic'].title} ({study_of.get('probabilistic', '?')})",
+            _rel(figures.get("probabilistic"), out))
 
     text = "\n".join(parts) + "\n"
     with atomic_path(out) as tmp:

@@ -1,0 +1,118 @@
+"""The probabilistic-eviction study's analysis item (issue 13): its survival panels group each action with its
+reference, its figure and report section come from the same builders as Figures 5–7, and a config that names
+only this item builds only it (snakemake dry run of config/probabilistic.yaml)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import yaml
+
+from kvdiv.analysis import inputs, items
+from kvdiv.analysis.inputs import POOLED
+from kvdiv.io import write_parquet
+from kvdiv.metrics import compute_metrics
+from kvdiv.outputs.figure_probabilistic import plot_probabilistic, reference_groups
+from kvdiv.outputs.report import build_report
+from kvdiv.trajectories.synthetic import simulate_cube
+
+REPO = Path(__file__).resolve().parents[2]
+STRATA = ("ruler_256", "helmet_256")
+CONTRASTS = [["pmin_half", "snapkv_half"], ["pmin_half_corr", "snapkv_half"], ["pmin_half_corr", "pmin_half"]]
+
+
+def test_reference_groups_follow_chains_and_keep_every_action_once():
+    contrasts = [f"{a} − {b}" for a, b in CONTRASTS] + ["p90 − s90", "p90_corr − p90"]
+    groups = reference_groups(contrasts, ["snapkv_half", "pmin_half", "pmin_half_corr", "p90", "s90", "lonely"])
+    assert groups == {"snapkv_half": ["snapkv_half", "pmin_half", "pmin_half_corr"], "s90": ["s90", "p90", "p90_corr"],
+                      "lonely": ["lonely"]}
+    # a cycle of contrasts terminates and still draws each action once
+    cyc = reference_groups(["a − b", "b − a"], ["a", "b"])
+    assert sorted(x for g in cyc.values() for x in g) == ["a", "b"]
+
+
+@pytest.fixture(scope="module")
+def study():
+    e = {"snapkv_half": 0.05, "pmin_half": 0.02, "pmin_half_corr": 0.01}
+    ds = simulate_cube(e, n_documents=12, replicates=3, horizon=64, seed=11, strata=STRATA, study="probabilistic",
+                       model="tiny")
+    t = compute_metrics(ds, window=16)
+    return inputs.Metrics(t["replicates"], t["profiles_aligned"], t["profiles_clock"])
+
+
+def test_item_figure_and_report_section(study, tmp_path):
+    frames = items.build_item("probabilistic", study, n_boot=50, seed=3, confidence=0.95, contrasts=CONTRASTS)
+    assert set(frames) == {"decomposition", "survival", "entry"}
+    # the same builders as Figure 5: identical tables
+    f5 = items.build_item("figure5", study, n_boot=50, seed=3, confidence=0.95, contrasts=CONTRASTS)
+    for name in frames:
+        assert frames[name].equals(f5[name])
+    # a smaller TV enters divergence later: survival at H ordered as the TVs are
+    surv = frames["survival"].filter(pl.col("step") == 64)
+    s = dict(zip(surv["action"].to_list(), surv["survival"].to_list()))
+    assert s["pmin_half_corr"] > s["pmin_half"] > s["snapkv_half"]
+
+    paths = {name: tmp_path / "analysis" / f"{name}.parquet" for name in frames}
+    for name, frame in frames.items():
+        write_parquet(frame, paths[name])
+    png = tmp_path / "figures" / "probabilistic.png"
+    plot_probabilistic(frames, tmp_path / "figures" / "probabilistic.pdf", png, dpi=50)
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+    setting = {"models": {"tiny": "random"}, "studies": {}, "figure_studies": {"probabilistic": "probabilistic"},
+               "contrasts": CONTRASTS, "bootstrap": 50, "confidence": 0.95}
+    text = build_report({"probabilistic": paths}, {}, {"probabilistic": png}, setting, tmp_path / "report.md")
+    headings = re.findall(r"^## (.*)$", text, flags=re.M)
+    assert [h for h in headings if h.startswith(("Figure", "Table"))] == []  # only the configured item
+    assert any(h.startswith("Probabilistic eviction: does decode-time correction delay divergence?") for h in headings)
+    assert "![probabilistic eviction](figures/probabilistic.png)" in text
+    entry, dec = frames["entry"], frames["decomposition"]
+    for action in ("snapkv_half", "pmin_half", "pmin_half_corr"):
+        d = entry.filter((pl.col("action") == action) & (pl.col("stratum") == POOLED) & (pl.col("statistic") == "diverged")).row(0, named=True)
+        t = entry.filter((pl.col("action") == action) & (pl.col("stratum") == POOLED)
+                         & (pl.col("statistic") == "mean_tau_diverged")).row(0, named=True)
+        cell = f"{100 * d['estimate']:.2f} [{100 * d['lower']:.2f}, {100 * d['upper']:.2f}]"
+        assert f"| {action} | tiny | 12 | {cell} | {t['estimate']:.1f} [" in text
+    g = dec.filter((pl.col("contrast") == "pmin_half_corr − pmin_half") & (pl.col("stratum") == POOLED)
+                   & (pl.col("statistic") == "gap")).row(0, named=True)
+    assert g["estimate"] < 0  # smaller TV, smaller mismatch risk
+    assert f"| pmin_half_corr − pmin_half | tiny | 12 | {100 * g['estimate']:.2f} [" in text
+
+
+def test_default_report_keeps_the_paper_items_only(study, tmp_path):
+    """Without the probabilistic item configured, no probabilistic section (the default config's report)."""
+    frames = items.build_item("probabilistic", study, n_boot=20, seed=3, confidence=0.95, contrasts=CONTRASTS)
+    paths = {}
+    for name, frame in frames.items():
+        paths[name] = tmp_path / f"{name}.parquet"
+        write_parquet(frame, paths[name])
+    setting = {"models": {"tiny": "random"}, "studies": {}, "figure_studies": {"figure5": "x"}, "bootstrap": 20,
+               "confidence": 0.95}
+    text = build_report({"probabilistic": paths}, {}, {}, setting, tmp_path / "report.md")
+    assert "Probabilistic eviction" not in text and "## Figure 5" in text and "## Figure 6" not in text
+
+
+@pytest.mark.workflow
+def test_probabilistic_config_builds_only_its_item(tmp_path):
+    ignore = shutil.ignore_patterns(".venv", ".git", "results", ".snakemake", "__pycache__", ".pytest_cache",
+                                    "*.egg-info", "logs")
+    work = Path(shutil.copytree(REPO, tmp_path / "wf", ignore=ignore))
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", "--cores", "1",
+                           "--configfile", "config/probabilistic.yaml"], cwd=work, capture_output=True, text=True,
+                          timeout=600, env=dict(os.environ, PYTHONPATH=str(work)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    config = yaml.safe_load((work / "config/probabilistic.yaml").read_text())
+    n_docs = config["studies"]["probabilistic"]["documents_per_stratum"] * len(config["studies"]["probabilistic"]["strata"])
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
+    assert int(counts["trajectories"]) == n_docs
+    assert int(counts["analysis"]) == len(items.get_item("probabilistic").tables)
+    assert int(counts["figure"]) == 1 and "table" not in counts and int(counts["report_md"]) == 1
