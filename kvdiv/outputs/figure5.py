@@ -52,13 +52,15 @@ def plot_gap_bars(ax, decomposition: pl.DataFrame, model: str) -> None:
     ax.set_title(f"{model}: gap = exposure + branch mismatch")
 
 
-def plot_survival(ax, survival: pl.DataFrame, model: str, entry: pl.DataFrame | None = None) -> None:
+def plot_survival(ax, survival: pl.DataFrame, model: str, entry: pl.DataFrame | None = None,
+                  colors: dict[str, str] | None = None) -> None:
     """First-divergence survival P(τ > t) per action with bootstrap bands; the legend gives each action's
-    mean entry step among diverged chains (pooled over strata)."""
+    mean entry step among diverged chains (pooled over strata). ``colors``: action → colour (default: the style's
+    fixed colours, others cycling)."""
     sub = survival.filter(pl.col("model") == model)
     for k, action in enumerate(sorted(sub["action"].unique().to_list())):
         s = sub.filter(pl.col("action") == action).sort("step")
-        color = ACTION_COLORS.get(action, f"C{k % 10}")
+        color = (colors or ACTION_COLORS).get(action, f"C{k % 10}")
         label = action
         if entry is not None and entry.height:
             e = entry.filter((pl.col("model") == model) & (pl.col("action") == action) & (pl.col("stratum") == POOLED)

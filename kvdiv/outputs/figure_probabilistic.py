@@ -76,7 +76,7 @@ def plot_pooled_gaps(ax, decomposition: pl.DataFrame, model: str) -> None:
     ax.axvline(0, color="black", lw=0.6)
     ax.set_yticks(y, contrasts)
     ax.set_xlabel("mismatch gap (pp), pooled")
-    ax.set_title(f"{model}: gap vs SnapKV = exposure + branch mismatch")
+    ax.set_title(f"{model}: gap = exposure + branch mismatch")
     ax.legend(frameon=False, fontsize=7)
 
 
@@ -96,8 +96,10 @@ def plot_probabilistic(frames: dict[str, pl.DataFrame], pdf: str | Path, png: st
     for i, model in enumerate(models):
         plot_pooled_gaps(axes[i, 0], decomposition, model)
         for j, (reference, actions) in enumerate(groups.items(), start=1):
-            plot_survival(axes[i, j], survival.filter(pl.col("action").is_in(actions)), model, frames.get("entry"))
-            axes[i, j].set_title(f"{model}: survival, {reference} and its contrasts")
+            colors = {action: "black" if k == 0 else f"C{(k - 1) % 10}" for k, action in enumerate(actions)}
+            plot_survival(axes[i, j], survival.filter(pl.col("action").is_in(actions)), model, frames.get("entry"),
+                          colors=colors)
+            axes[i, j].set_title(f"{model}: survival vs {reference}")
             axes[i, j].legend(frameon=False, fontsize=6)
     fig.tight_layout()
     save_figure(fig, pdf, png, dpi=dpi)

@@ -164,7 +164,7 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
     frames = {fig: {name: read_parquet(p) for name, p in parts.items()} for fig, parts in analysis.items()
               if fig in FIGURES}
     study_of = setting.get("figure_studies", {})
-    built = set(study_of) if study_of else set(ITEMS)  # the items this run configured (analysis.studies)
+    built = set(analysis)  # the items this run built (the workflow passes those named in analysis.studies)
     parts: list[str] = [
         "# kvdiv report: divergence timing and cumulative disagreement under KV-cache eviction",
         "",

@@ -87,17 +87,19 @@ def test_item_figure_and_report_section(study, tmp_path):
     assert f"| pmin_half_corr − pmin_half | tiny | 12 | {100 * g['estimate']:.2f} [" in text
 
 
-def test_default_report_keeps_the_paper_items_only(study, tmp_path):
-    """Without the probabilistic item configured, no probabilistic section (the default config's report)."""
-    frames = items.build_item("probabilistic", study, n_boot=20, seed=3, confidence=0.95, contrasts=CONTRASTS)
+def test_report_has_the_sections_of_the_items_built(study, tmp_path):
+    """The report's sections are the items whose data the workflow passes (those named in analysis.studies): a
+    run of the paper's items has no probabilistic section."""
+    frames = items.build_item("figure5", study, n_boot=20, seed=3, confidence=0.95, contrasts=CONTRASTS)
     paths = {}
     for name, frame in frames.items():
         paths[name] = tmp_path / f"{name}.parquet"
         write_parquet(frame, paths[name])
     setting = {"models": {"tiny": "random"}, "studies": {}, "figure_studies": {"figure5": "x"}, "bootstrap": 20,
                "confidence": 0.95}
-    text = build_report({"probabilistic": paths}, {}, {}, setting, tmp_path / "report.md")
+    text = build_report({"figure5": paths}, {}, {}, setting, tmp_path / "report.md")
     assert "Probabilistic eviction" not in text and "## Figure 5" in text and "## Figure 6" not in text
+    assert "## Table 2" not in text
 
 
 @pytest.mark.workflow
