@@ -11,9 +11,11 @@ output), so this module checks nothing; :mod:`kvdiv.names` says which names are 
     results/{study}/documents/{stratum}/{doc_id}.json         one document (the trajectory job's input)
     results/{study}/trajectories/{model}/{doc_id}.zarr        per-document store
     results/{study}/cube/{model}.zarr                         cube
+    results/{study}/answers/{model}.parquet                   every continuation scored (kvdiv.trajectories.answers)
     results/{study}/metrics/{model}/{table}.parquet           metrics (replicates, profiles_aligned, profiles_clock)
     results/analysis/{item}/{table}.parquet                   a figure's analysis tables (kvdiv.analysis.items)
     results/figures/{item}.{pdf,png}, results/tables/{item}.{csv,md,tex}, results/report.md
+    results/figures/gallery/{study}/{model}.html              a gallery of continuations per action (kvdiv.show)
     results/finite_state/...                                  the finite-state study (Figure 4)
     logs/{rule}/{job}.log, results/benchmarks/{rule}/{job}.tsv
 
@@ -108,6 +110,11 @@ def cube(study: str, model: str) -> str:
     return f"{RESULTS}/{study}/cube/{model}.zarr"
 
 
+def answers(study: str, model: str) -> str:
+    """The scored continuations of a (study, model)'s cube (kvdiv.trajectories.answers; joined into its metrics)."""
+    return f"{RESULTS}/{study}/answers/{model}.parquet"
+
+
 def metrics_dir(study: str, model: str) -> str:
     """The folder of one (study, model)'s metric tables."""
     return f"{RESULTS}/{study}/metrics/{model}"
@@ -132,6 +139,11 @@ def figure(item: str, ext: str) -> str:
 def table(item: str, ext: str) -> str:
     """A table file (``csv``, ``md`` or ``tex``)."""
     return f"{TABLES_DIR}/{item}.{ext}"
+
+
+def gallery(study: str, model: str) -> str:
+    """The gallery page of a (study, model): per action, the pairs with the earliest, median and latest divergence."""
+    return f"{FIGURES_DIR}/gallery/{study}/{model}.html"
 
 
 def finite_file(name: str) -> str:

@@ -17,6 +17,8 @@ def test_paths_are_the_documented_ones():
     assert layout.metrics_file("s", "m", "replicates") == "results/s/metrics/m/replicates.parquet"
     assert layout.analysis_table("figure5", "entry") == "results/analysis/figure5/entry.parquet"
     assert (layout.figure("figure6", "png"), layout.table("table2", "tex")) == ("results/figures/figure6.png", "results/tables/table2.tex")
+    assert layout.answers("s", "m") == "results/s/answers/m.parquet"
+    assert layout.gallery("s", "m") == "results/figures/gallery/s/m.html"
     assert layout.finite_system("v2h8") == "results/finite_state/systems/v2h8.json" and layout.REPORT == "results/report.md"
     assert layout.log("trajectories", "s/m/d") == "logs/trajectories/s/m/d.log"
     assert layout.job_benchmark("cube", "s/m") == "results/benchmarks/cube/s/m.tsv"
