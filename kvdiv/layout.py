@@ -16,6 +16,7 @@ output), so this module checks nothing; :mod:`kvdiv.names` says which names are 
     results/analysis/{item}/{table}.parquet                   a figure's analysis tables (kvdiv.analysis.items)
     results/figures/{item}.{pdf,png}, results/tables/{item}.{csv,md,tex}, results/report.md
     results/figures/gallery/{study}/{model}.html              a gallery of continuations per action (kvdiv.show)
+    results/leaderboard/{model}.{csv,md,pdf,png}              the divergence leaderboard of a study's actions
     results/finite_state/...                                  the finite-state study (Figure 4)
     logs/{rule}/{job}.log, results/benchmarks/{rule}/{job}.tsv
 
@@ -42,7 +43,8 @@ REPORT = f"{RESULTS}/report.md"
 FINITE_DIR = f"{RESULTS}/finite_state"
 BENCHMARKS_DIR = f"{RESULTS}/benchmarks"
 #: Entries of ``results/`` that are not studies (a study of that name would write into them; kvdiv.names reserves them).
-RESULTS_ENTRIES = ("models", "finite_state", "figures", "tables", "analysis", "benchmarks", "report.md", "report.html",
+LEADERBOARD_DIR = f"{RESULTS}/leaderboard"
+RESULTS_ENTRIES = ("models", "finite_state", "figures", "tables", "analysis", "benchmarks", "leaderboard", "report.md", "report.html",
                    "README.md")
 
 #: A task family, and a stratum name (Snakemake wildcard constraint): family, ``_``, target length.
@@ -144,6 +146,11 @@ def table(item: str, ext: str) -> str:
 def gallery(study: str, model: str) -> str:
     """The gallery page of a (study, model): per action, the pairs with the earliest, median and latest divergence."""
     return f"{FIGURES_DIR}/gallery/{study}/{model}.html"
+
+
+def leaderboard(model: str, ext: str) -> str:
+    """A file of one model's divergence leaderboard (``csv``, ``md``, ``pdf`` or ``png``)."""
+    return f"{LEADERBOARD_DIR}/{model}.{ext}"
 
 
 def finite_file(name: str) -> str:

@@ -73,7 +73,7 @@ def table3_frame(pred: pl.DataFrame) -> pl.DataFrame:
 ACCURACY_COLUMNS = {
     "accuracy_x": "accuracy x (%)", "accuracy_y": "accuracy y (%)", "accuracy_gap": "x − y (pp)",
     "answer_changed": "answer changed (%)", "share_early": "early divergence (%)",
-    "accuracy_y_early": "accuracy y | early (%)", "accuracy_y_late": "accuracy y | late (%)",
+    "accuracy_y_early": "accuracy y, early (%)", "accuracy_y_late": "accuracy y, late (%)",
 }
 
 
