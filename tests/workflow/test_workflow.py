@@ -45,12 +45,15 @@ def test_lint_is_clean():
     assert "Congratulations" in proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("configfile", ["config/config.yaml", "config/smoke.yaml", "config/paper.yaml"])
+@pytest.mark.parametrize("configfile", ["config/config.yaml", "config/smoke.yaml", "config/paper.yaml", "config/presses.yaml"])
 def test_dry_run_builds_dag(configfile, tmp_path):
     work = copy_repo(tmp_path / "wf")
     proc = run_snakemake(work, "-n", "--cores", "2", "--configfile", configfile, "--quiet", "rules")
     jobs = planned_jobs(proc.stdout + proc.stderr)
     assert jobs["trajectories"] > 0 and jobs["figure"] == 3 and jobs["finite_figure4"] == 1, jobs
+    # a leaderboard only where the config asks for one (config/presses.yaml: one model)
+    assert jobs.get("leaderboard", 0) == (1 if configfile == "config/presses.yaml" else 0), jobs
+    assert jobs["answers"] == jobs["metrics"] == jobs["gallery"] == jobs["cube"], jobs
 
 
 def test_paper_config_replaces_default_models(tmp_path):
@@ -184,6 +187,8 @@ def test_conda_env_pins_match_pyproject():
         (lambda c: c["analysis"].update(blocks=[[4, 1]]), "analysis.blocks[0] = [4, 1]"),
         (lambda c: c["analysis"].update(late=[12, 16]), "analysis.late = [12, 16]"),
         (lambda c: c.pop("models"), "'models' is a required property"),
+        (lambda c: c.update(leaderboard={"study": "retention5"}), "leaderboard.study = 'retention5' is not a configured study"),
+        (lambda c: c.update(leaderboard={"study": "retention50", "steps": [0]}), "leaderboard"),
     ],
 )
 def test_bad_config_is_a_clear_error(tmp_path, edit, message):
