@@ -19,6 +19,7 @@ include: "rules/trajectories.smk"
 include: "rules/metrics.smk"
 include: "rules/finite_state.smk"
 include: "rules/figures.smk"
+include: "rules/leaderboard.smk"
 
 
 rule all:

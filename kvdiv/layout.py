@@ -11,9 +11,12 @@ output), so this module checks nothing; :mod:`kvdiv.names` says which names are 
     results/{study}/documents/{stratum}/{doc_id}.json         one document (the trajectory job's input)
     results/{study}/trajectories/{model}/{doc_id}.zarr        per-document store
     results/{study}/cube/{model}.zarr                         cube
+    results/{study}/answers/{model}.parquet                   every continuation scored (kvdiv.trajectories.answers)
     results/{study}/metrics/{model}/{table}.parquet           metrics (replicates, profiles_aligned, profiles_clock)
     results/analysis/{item}/{table}.parquet                   a figure's analysis tables (kvdiv.analysis.items)
     results/figures/{item}.{pdf,png}, results/tables/{item}.{csv,md,tex}, results/report.md
+    results/figures/gallery/{study}/{model}.html              a gallery of continuations per action (kvdiv.show)
+    results/leaderboard/{model}.{csv,md,pdf,png}              the divergence leaderboard of a study's actions
     results/finite_state/...                                  the finite-state study (Figure 4)
     logs/{rule}/{job}.log, results/benchmarks/{rule}/{job}.tsv
 
@@ -40,7 +43,8 @@ REPORT = f"{RESULTS}/report.md"
 FINITE_DIR = f"{RESULTS}/finite_state"
 BENCHMARKS_DIR = f"{RESULTS}/benchmarks"
 #: Entries of ``results/`` that are not studies (a study of that name would write into them; kvdiv.names reserves them).
-RESULTS_ENTRIES = ("models", "finite_state", "figures", "tables", "analysis", "benchmarks", "report.md", "report.html",
+LEADERBOARD_DIR = f"{RESULTS}/leaderboard"
+RESULTS_ENTRIES = ("models", "finite_state", "figures", "tables", "analysis", "benchmarks", "leaderboard", "report.md", "report.html",
                    "README.md")
 
 #: A task family, and a stratum name (Snakemake wildcard constraint): family, ``_``, target length.
@@ -108,6 +112,11 @@ def cube(study: str, model: str) -> str:
     return f"{RESULTS}/{study}/cube/{model}.zarr"
 
 
+def answers(study: str, model: str) -> str:
+    """The scored continuations of a (study, model)'s cube (kvdiv.trajectories.answers; joined into its metrics)."""
+    return f"{RESULTS}/{study}/answers/{model}.parquet"
+
+
 def metrics_dir(study: str, model: str) -> str:
     """The folder of one (study, model)'s metric tables."""
     return f"{RESULTS}/{study}/metrics/{model}"
@@ -132,6 +141,16 @@ def figure(item: str, ext: str) -> str:
 def table(item: str, ext: str) -> str:
     """A table file (``csv``, ``md`` or ``tex``)."""
     return f"{TABLES_DIR}/{item}.{ext}"
+
+
+def gallery(study: str, model: str) -> str:
+    """The gallery page of a (study, model): per action, the pairs with the earliest, median and latest divergence."""
+    return f"{FIGURES_DIR}/gallery/{study}/{model}.html"
+
+
+def leaderboard(model: str, ext: str) -> str:
+    """A file of one model's divergence leaderboard (``csv``, ``md``, ``pdf`` or ``png``)."""
+    return f"{LEADERBOARD_DIR}/{model}.{ext}"
 
 
 def finite_file(name: str) -> str:

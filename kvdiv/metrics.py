@@ -29,6 +29,11 @@ Per row (``replicates.parquet``):
   (every mismatch-based quantity vanishes without divergence): population means are weighted means with
   ``weight`` (``kvdiv.analysis`` does this and uses the z columns for O, Π, R).
 
+Answers (when the rule gives :mod:`kvdiv.trajectories.answers`' table of the cube): ``correct_x``, ``correct_y``
+(the document's scorer on x's and y's answer text), ``answer_changed`` and ``answer_end`` (the step that ends x's first
+gold-answer span, null when x holds none), joined per row, and ``diverged_before_answer`` = 1{τ ≤ answer_end}
+(null when ``answer_end`` is null; false when the chains agree through H).
+
 Profiles: ``profiles_aligned.parquet`` holds, for every diverged row and depth ℓ = t − τ ≥ 1, the branch
 TV δ_{τ+ℓ}, the mismatch, the pre-EOS flag and the row's ``weight``; ``profiles_clock.parquet`` holds, per
 (document, action, step t), replicate means of per-row unbiased estimates of P(x_t ≠ y_t) (``mismatch``),
@@ -48,7 +53,7 @@ import polars as pl
 import xarray as xr
 
 from kvdiv.estimands import SWRB_COLUMNS, swrb_estimates
-from kvdiv.io import write_parquet
+from kvdiv.io import read_parquet, write_parquet
 from kvdiv.layout import METRIC_TABLES
 from kvdiv.trajectories.store import DOCUMENT_COORDS, open_cube
 
@@ -182,8 +187,37 @@ def _array(ds: xr.Dataset, name: str, dims: tuple[str, ...]) -> np.ndarray:
     return np.ascontiguousarray(ds[name].transpose(*dims).values)
 
 
-def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study: str | None = None) -> dict[str, pl.DataFrame]:
-    """All metric tables of one cube (see the module docstring).
+def join_answers(replicates: pl.DataFrame, answers: pl.DataFrame) -> pl.DataFrame:
+    """``replicates`` with the answer columns of ``answers`` (one row per document, action, replicate; see
+    :mod:`kvdiv.trajectories.answers`) and ``diverged_before_answer``; a row of either without its partner is a
+    ``ValueError`` naming it."""
+    keys = ["document", "action", "replicate"]
+    columns = ["correct_x", "correct_y", "answer_changed", "answer_end"]
+    missing = [c for c in keys + columns if c not in answers.columns]
+    if missing:
+        raise ValueError(f"the answers table lacks column {missing[0]!r}")
+    answers = answers.select(pl.col("document").cast(pl.Utf8), pl.col("action").cast(pl.Utf8),
+                             pl.col("replicate").cast(pl.Int32), *columns)
+    if answers.select(keys).is_duplicated().any():
+        raise ValueError("the answers table has more than one row for a (document, action, replicate)")
+    joined = replicates.join(answers.with_columns(pl.lit(True).alias("_scored")), on=keys, how="left")
+    unmatched = joined.filter(pl.col("_scored").is_null())
+    extra = answers.join(replicates.select(keys), on=keys, how="anti")
+    for frame, what in ((unmatched, "the cube's row"), (extra, "the answers table's row")):
+        if frame.height:
+            r = frame.row(0, named=True)
+            raise ValueError(f"{what} (document {r['document']!r}, action {r['action']!r}, replicate {r['replicate']}) "
+                             "has no partner: the answers were scored on another cube")
+    joined = joined.drop("_scored")
+    before = pl.when(pl.col("answer_end").is_null()).then(None).otherwise(
+        pl.col("tau").is_not_null() & (pl.col("tau") <= pl.col("answer_end")))
+    return joined.with_columns(before.alias("diverged_before_answer"))
+
+
+def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study: str | None = None,
+                    answers: pl.DataFrame | None = None) -> dict[str, pl.DataFrame]:
+    """All metric tables of one cube (see the module docstring); ``answers``: the cube's scored continuations
+    (:mod:`kvdiv.trajectories.answers`), joined onto the replicates.
 
     Returns ``{"replicates": ..., "profiles_aligned": ..., "profiles_clock": ...}``.
     """
@@ -256,6 +290,8 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
             *(pl.Series(name, z[:, SWRB_COLUMNS.index(column)]) for name, column in SWRB_METRICS.items()),
         )
     replicates = replicates.with_columns(pl.Series("weight", weight))
+    if answers is not None:
+        replicates = join_answers(replicates, answers)
 
     row, depth, a_tv, a_m, a_pre = aligned_profile(tau, tv.astype(np.float32), mismatch, first_eos)
     aligned = pl.DataFrame(
@@ -301,12 +337,15 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
     return {"replicates": replicates, "profiles_aligned": aligned, "profiles_clock": clock}
 
 
-def write_metrics(cube: str | Path, out_dir: str | Path, window: int, model: str | None = None, study: str | None = None) -> dict[str, Path]:
+def write_metrics(cube: str | Path, out_dir: str | Path, window: int, model: str | None = None, study: str | None = None,
+                  answers: str | Path | None = None) -> dict[str, Path]:
     """Compute the metrics of cube store ``cube`` and write the Parquet files of :data:`kvdiv.layout.METRIC_TABLES`
-    into ``out_dir`` (``{table}.parquet``, as :func:`kvdiv.layout.metrics_file` names them)."""
+    into ``out_dir`` (``{table}.parquet``, as :func:`kvdiv.layout.metrics_file` names them); ``answers``: the
+    Parquet of the cube's scored continuations (:func:`kvdiv.layout.answers`), joined onto the replicates."""
     ds = open_cube(cube)
     log.info("cube %s: %s", cube, dict(ds.sizes))
-    tables = compute_metrics(ds, window, model=model, study=study)
+    scored = read_parquet(answers) if answers is not None else None
+    tables = compute_metrics(ds, window, model=model, study=study, answers=scored)
     out_dir = Path(out_dir)
     paths = {}
     for name in METRIC_TABLES:

@@ -417,3 +417,14 @@ def get_report_setting():
         "bootstrap": a["bootstrap"],
         "confidence": a["confidence"],
     }
+
+
+# --- leaderboard (rules/leaderboard.smk) ---
+
+
+def get_leaderboard():
+    """The validated `leaderboard` config section (None: no leaderboard), its study checked against `studies`."""
+    section = config.get("leaderboard")
+    if section is not None and section["study"] not in get_studies():
+        raise ValueError(f"leaderboard.study = {section['study']!r} is not a configured study (studies: {get_studies()})")
+    return section

@@ -91,3 +91,27 @@ FINAL_TARGETS.extend(
     + [layout.table(item, ext) for item in TABLE_ITEMS for ext in ("csv", "md", "tex")]
     + [layout.REPORT]
 )
+
+
+rule gallery:
+    input:
+        cube=layout.cube("{study}", "{model}"),
+        model=lambda wildcards: get_model_ready(wildcards.model),
+    output:
+        html=report(layout.gallery("{study}", "{model}"), caption="../report/gallery.rst", category="Galleries",
+                    subcategory="{study}", labels={"study": "{study}", "model": "{model}"}),
+    params:
+        models_dir=layout.MODELS_DIR,
+        code=script_code("gallery.py"),
+    wildcard_constraints:
+        study=NAME_REGEX,
+        model=NAME_REGEX,
+    log:
+        layout.log("gallery", "{study}/{model}"),
+    conda:
+        ENV
+    script:
+        "../workflow_scripts/gallery.py"
+
+
+FINAL_TARGETS.extend(layout.gallery(study, model) for study in get_studies() for model in get_study_models(study))

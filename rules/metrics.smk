@@ -1,10 +1,36 @@
-# stage: metrics — per (study, model): the cube -> per-replicate metrics and profiles (kvdiv.metrics).
+# stage: metrics — per (study, model): the cube -> every continuation scored (kvdiv.trajectories.answers) ->
+# per-replicate metrics and profiles (kvdiv.metrics), the scores joined onto the replicates.
 # Helpers: rules/common.smk (section "metrics, figures, tables, report").
+
+
+rule answers:
+    input:
+        cube=layout.cube("{study}", "{model}"),
+        documents=lambda wildcards: get_documents(wildcards.study),
+        model=lambda wildcards: get_model_ready(wildcards.model),
+    output:
+        **with_checksums({"answers": layout.answers("{study}", "{model}")}),
+    params:
+        spec=lambda wildcards: get_model_spec(wildcards.model),
+        models_dir=layout.MODELS_DIR,
+        code=script_code("answers.py"),
+    wildcard_constraints:
+        study=NAME_REGEX,
+        model=NAME_REGEX,
+    log:
+        layout.log("answers", "{study}/{model}"),
+    benchmark:
+        layout.job_benchmark("answers", "{study}/{model}")
+    conda:
+        ENV
+    script:
+        "../workflow_scripts/answers.py"
 
 
 rule metrics:
     input:
         cube=layout.cube("{study}", "{model}"),
+        answers=layout.answers("{study}", "{model}"),
     output:
         **with_checksums(
             {

@@ -17,6 +17,9 @@ def test_paths_are_the_documented_ones():
     assert layout.metrics_file("s", "m", "replicates") == "results/s/metrics/m/replicates.parquet"
     assert layout.analysis_table("figure5", "entry") == "results/analysis/figure5/entry.parquet"
     assert (layout.figure("figure6", "png"), layout.table("table2", "tex")) == ("results/figures/figure6.png", "results/tables/table2.tex")
+    assert layout.leaderboard("m", "csv") == "results/leaderboard/m.csv"
+    assert layout.answers("s", "m") == "results/s/answers/m.parquet"
+    assert layout.gallery("s", "m") == "results/figures/gallery/s/m.html"
     assert layout.finite_system("v2h8") == "results/finite_state/systems/v2h8.json" and layout.REPORT == "results/report.md"
     assert layout.log("trajectories", "s/m/d") == "logs/trajectories/s/m/d.log"
     assert layout.job_benchmark("cube", "s/m") == "results/benchmarks/cube/s/m.tsv"
@@ -38,5 +41,5 @@ def test_strata_and_document_ids_round_trip():
 def test_studies_cannot_take_the_names_of_other_results_entries():
     assert RESERVED["study"] == {entry.lower() for entry in layout.RESULTS_ENTRIES}
     top = {path.split("/")[1] for path in (layout.MODELS_DIR, layout.ANALYSIS_DIR, layout.FIGURES_DIR, layout.TABLES_DIR,
-                                           layout.FINITE_DIR, layout.BENCHMARKS_DIR, layout.REPORT)}
+                                           layout.FINITE_DIR, layout.BENCHMARKS_DIR, layout.LEADERBOARD_DIR, layout.REPORT)}
     assert top <= set(layout.RESULTS_ENTRIES)

@@ -1,4 +1,4 @@
-"""Snakemake script of rule metrics: cube -> metrics Parquet (kvdiv.metrics.write_metrics)."""
+"""Snakemake script of rule metrics: cube (+ its scored continuations) -> metrics Parquet (kvdiv.metrics.write_metrics)."""
 
 from pathlib import Path
 
@@ -14,4 +14,5 @@ with job_log(snakemake.log[0]):
         window=int(snakemake.params.window),
         model=snakemake.wildcards.model,
         study=snakemake.wildcards.study,
+        answers=snakemake.input.answers,
     )

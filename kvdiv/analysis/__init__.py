@@ -5,7 +5,9 @@ captions), :mod:`~kvdiv.analysis.inputs` (metrics, document means, contrasts, ce
 (the cluster bootstrap over documents), :mod:`~kvdiv.analysis.windows` (position and depth windows),
 :mod:`~kvdiv.analysis.decomposition` (Figures 5, 7: the gap split into exposure and branch-mismatch shares; EOS
 shares), :mod:`~kvdiv.analysis.timing` (Figure 5: survival and entry times), :mod:`~kvdiv.analysis.profiles`
-(Figures 6, 7: branch TV by depth, late minus early), :mod:`~kvdiv.analysis.blocks` (Table 2) and
-:mod:`~kvdiv.analysis.prediction` (Table 3). Proportions (0–1) throughout; :mod:`kvdiv.outputs` prints
+(Figures 6, 7: branch TV by depth, late minus early), :mod:`~kvdiv.analysis.blocks` (Table 2),
+:mod:`~kvdiv.analysis.prediction` (Table 3), :mod:`~kvdiv.analysis.accuracy` (task accuracy with the full and the
+evicted cache, early vs late divergence) and :mod:`~kvdiv.analysis.leaderboard` (every action of a study ranked by
+R_H). Proportions (0–1) throughout; :mod:`kvdiv.outputs` prints
 percentage points.
 """

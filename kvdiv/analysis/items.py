@@ -21,6 +21,7 @@ from typing import Any
 
 import polars as pl
 
+from kvdiv.analysis.accuracy import accuracy_table
 from kvdiv.analysis.blocks import clock_block_gaps
 from kvdiv.analysis.decomposition import eos_shares, gap_decomposition
 from kvdiv.analysis.inputs import Metrics
@@ -111,6 +112,14 @@ ITEMS: dict[str, AnalysisItem] = {
         },
         caption="Table 3: do generation positions 1–32 (observed mismatch gap, fixed-history TV gap) recover the "
         "full-horizon population-average gap within ±2 pp? Document-level MAE/RMSE of the predictions.",
+    ),
+    "accuracy": AnalysisItem(
+        "accuracy", "table", "Accuracy", "Accuracy: does divergence change the answer?",
+        {"numbers": AnalysisTable(accuracy_table)},
+        caption="Task accuracy (%) of the full-cache continuation x and the evicted one y (the document's own scorer: "
+        "RULER string-match, HELMET SubEM), the share of pairs whose score changed, and the accuracy of y when the "
+        "chains diverged at or before the end of x's first answer span (early) or after it (late), per model × stratum "
+        "× action, with 95% cluster-bootstrap intervals over documents.",
     ),
 }
 

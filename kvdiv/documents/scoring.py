@@ -5,7 +5,8 @@
 - HELMET (Yen et al., 2024): ``substring_exact_match`` = 1 if some normalised reference occurs in the
   normalised prediction (lower case, punctuation and English articles removed, whitespace collapsed).
 
-Scores are in [0, 1]; reports multiply by 100.
+Scores are in [0, 1]; reports multiply by 100. :func:`answer_found` says whether a text already holds one gold
+answer under the task's matching (the test behind the "first answer span" of :mod:`kvdiv.trajectories.answers`).
 """
 
 from __future__ import annotations
@@ -55,7 +56,21 @@ METRICS = {"all": string_match_all, "part": string_match_part, "subem": substrin
 def score(task: str, prediction: str, references: Sequence[str]) -> float:
     """Score ``prediction`` with the metric of ``task`` (string-match all for the RULER-style tasks,
     SubEM for JSON key–value retrieval; tasks of loaded real data fall back to string-match all)."""
+    return METRICS[task_metric(task)](prediction, references)
+
+
+def task_metric(task: str) -> str:
+    """The metric name (a key of :data:`METRICS`) that scores ``task``: its registry entry's, string-match all for
+    tasks kvdiv does not generate (loaded real data)."""
     from kvdiv.documents.registry import TASKS
 
-    metric = TASKS[task].metric if task in TASKS else "all"
-    return METRICS[metric](prediction, references)
+    return TASKS[task].metric if task in TASKS else "all"
+
+
+def answer_found(task: str, prediction: str, references: Sequence[str]) -> bool:
+    """Whether ``prediction`` holds at least one of ``references`` as ``task``'s metric matches one answer
+    (case-insensitive substring; SubEM: normalised substring)."""
+    if not references:
+        raise ValueError(f"task {task!r}: answer_found needs at least one reference answer")
+    metric = METRICS[task_metric(task)]
+    return any(metric(prediction, [r]) > 0 for r in references)

@@ -349,10 +349,38 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
             frames["probabilistic"], f"{ITEMS['probabilistic'].title} ({study_of.get('probabilistic', '?')})",
             _rel(figures.get("probabilistic"), out))
 
+    parts += _accuracy_section(analysis.get("accuracy", {}).get("numbers"), tables_md.get("accuracy"),
+                               study_of.get("accuracy", "?"))
+
     text = "\n".join(parts) + "\n"
     with atomic_path(out) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return text
+
+
+def _accuracy_section(numbers: str | Path | None, markdown: str | Path | None, study: str) -> list[str]:
+    """The report's section "Does divergence change the answer?" (item ``accuracy``): pooled accuracy of x and y, the
+    share of changed answers and y's accuracy after early and late divergence, per model × action, then the table."""
+    item = ITEMS["accuracy"]
+    lines = [f"## {item.title} ({study})", "",
+             "Every stored continuation scored with its document's own scorer (RULER string-match all, HELMET SubEM): "
+             "x is the full-cache continuation, y the evicted one. *Early* divergence: τ at or before the step that "
+             "ends x's first gold-answer span (y had not copied it yet); *late*: after it (y's prefix already holds "
+             "x's first answer). Percent, with 95% cluster-bootstrap intervals over documents.", ""]
+    if not numbers:
+        return lines + ["_The accuracy table was not built._", ""]
+    acc = pl.read_csv(numbers)
+    rows = ["| model | action | documents | accuracy x | accuracy y | answer changed | accuracy y, early | accuracy y, late |",
+            "|---|---|---|---|---|---|---|---|"]
+    pooled = acc.filter(pl.col("stratum") == POOLED)
+    for (model, action), sub in sorted(pooled.group_by(["model", "action"]), key=lambda kv: kv[0]):
+        get = {r["statistic"]: r for r in sub.iter_rows(named=True)}
+        cells = [_ci(get.get(k), 1) for k in ("accuracy_x", "accuracy_y", "answer_changed", "accuracy_y_early",
+                                               "accuracy_y_late")]
+        rows.append(f"| {model} | {action} | {sub['n_documents'][0]} | " + " | ".join(cells) + " |")
+    if len(rows) == 2:
+        rows = ["_No rows: no document of the study has gold answers._"]
+    return lines + rows + ["", "Per stratum:", "", _read(markdown), ""]
 
 
 def _reference_action(contrasts: Sequence[Sequence[str]], lme: pl.DataFrame | None) -> str:

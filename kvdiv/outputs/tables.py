@@ -3,7 +3,7 @@
 Table 2: generation-clock mismatch gaps by position block per model × task family × length (pooled rows
 per family: length ``all``; per model: family and length ``all``). Table 3: whether positions 1–32 or the
 fixed-history predictors recover the full-horizon population-average gap within ±2 pp, with document-level
-MAE/RMSE. Inputs are the frames of
+MAE/RMSE. The accuracy table: task accuracy with the full and the evicted cache per action. Inputs are the frames of
 :mod:`kvdiv.analysis` (proportions); the formatted tables print percentage points. Captions are the items'
 (:mod:`kvdiv.analysis.items`).
 """
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import polars as pl
 
+from kvdiv.analysis.inputs import stratum_key
 from kvdiv.analysis.items import get_item
 from kvdiv.io import atomic_path
 
@@ -69,6 +70,28 @@ def table3_frame(pred: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+ACCURACY_COLUMNS = {
+    "accuracy_x": "accuracy x (%)", "accuracy_y": "accuracy y (%)", "accuracy_gap": "x − y (pp)",
+    "answer_changed": "answer changed (%)", "share_early": "early divergence (%)",
+    "accuracy_y_early": "accuracy y, early (%)", "accuracy_y_late": "accuracy y, late (%)",
+}
+
+
+def accuracy_frame(acc: pl.DataFrame) -> pl.DataFrame:
+    """Display frame of the accuracy table (:mod:`kvdiv.analysis.accuracy`): one row per model × stratum × action,
+    one column per statistic (percent, with intervals)."""
+    if acc.is_empty():
+        raise ValueError("the accuracy table has no rows: no document of the study has gold answers")
+    shown = acc.filter(pl.col("statistic").is_in(list(ACCURACY_COLUMNS))).with_columns(
+        pl.struct("estimate", "lower", "upper").map_elements(
+            lambda r: interval(r["estimate"], r["lower"], r["upper"], 1), return_dtype=pl.Utf8).alias("cell"))
+    wide = shown.pivot(on="statistic", index=["model", "stratum", "action", "n_documents"], values="cell")
+    order = sorted(wide.iter_rows(named=True), key=lambda r: (r["model"], stratum_key(r["stratum"]), r["action"]))
+    return pl.DataFrame(order, schema=wide.schema).select(
+        "model", "stratum", "action", pl.col("n_documents").alias("documents"),
+        *[pl.col(k).alias(v) for k, v in ACCURACY_COLUMNS.items()])
+
+
 def to_markdown(frame: pl.DataFrame) -> str:
     """A GitHub-flavoured Markdown table."""
     cols = frame.columns
@@ -116,11 +139,11 @@ def write_table(numbers: pl.DataFrame, display: pl.DataFrame, paths: Sequence[st
 
 
 #: The display frame of each table item (kvdiv.analysis.items).
-DISPLAY = {"table2": table2_frame, "table3": table3_frame}
+DISPLAY = {"table2": table2_frame, "table3": table3_frame, "accuracy": accuracy_frame}
 
 
 def write_item_table(item: str, numbers: pl.DataFrame, paths: Sequence[str | Path]) -> None:
-    """Write table item ``item`` (``table2``, ``table3``) from its numbers to ``paths`` = (csv, md, tex), with the
+    """Write table item ``item`` (``table2``, ``table3``, ``accuracy``) from its numbers to ``paths`` = (csv, md, tex), with the
     item's caption and the LaTeX label ``tab:{item}``."""
     if item not in DISPLAY:
         raise KeyError(f"unknown table {item!r}; tables: {', '.join(DISPLAY)}")

@@ -6,5 +6,6 @@ Modules: :mod:`~kvdiv.trajectories.coupling` (one step of the overlap–residual
 residual-branch sampler), :mod:`~kvdiv.trajectories.generate` (both modes behind one call),
 :mod:`~kvdiv.trajectories.job` (the per-document job rule ``trajectories`` runs), :mod:`~kvdiv.trajectories.store`
 (the only reader and writer of per-document stores and cubes), :mod:`~kvdiv.trajectories.synthetic` (simulated
-cubes with known answers, for tests) and :mod:`~kvdiv.trajectories.cli` (``kvdiv inspect``).
+cubes with known answers, for tests), :mod:`~kvdiv.trajectories.answers` (every stored continuation scored with its
+document's scorer: correct_x, correct_y, the end of x's first answer span) and :mod:`~kvdiv.trajectories.cli` (``kvdiv inspect``).
 """

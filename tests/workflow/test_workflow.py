@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
 import yaml
 
@@ -44,12 +45,15 @@ def test_lint_is_clean():
     assert "Congratulations" in proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("configfile", ["config/config.yaml", "config/smoke.yaml", "config/paper.yaml"])
+@pytest.mark.parametrize("configfile", ["config/config.yaml", "config/smoke.yaml", "config/paper.yaml", "config/presses.yaml"])
 def test_dry_run_builds_dag(configfile, tmp_path):
     work = copy_repo(tmp_path / "wf")
     proc = run_snakemake(work, "-n", "--cores", "2", "--configfile", configfile, "--quiet", "rules")
     jobs = planned_jobs(proc.stdout + proc.stderr)
     assert jobs["trajectories"] > 0 and jobs["figure"] == 3 and jobs["finite_figure4"] == 1, jobs
+    # a leaderboard only where the config asks for one (config/presses.yaml: one model)
+    assert jobs.get("leaderboard", 0) == (1 if configfile == "config/presses.yaml" else 0), jobs
+    assert jobs["answers"] == jobs["metrics"] == jobs["gallery"] == jobs["cube"], jobs
 
 
 def test_paper_config_replaces_default_models(tmp_path):
@@ -81,7 +85,8 @@ def write_variant(work: Path, name: str, edit) -> str:
 
 @pytest.mark.workflow
 def test_smoke_study_end_to_end_and_reruns(tmp_path):
-    """`snakemake` on config/smoke.yaml builds Figures 4-7, Tables 2-3 and the report; a second run does
+    """`snakemake` on config/smoke.yaml builds Figures 4-7, Tables 2-3, the accuracy table, the galleries and the
+    report (and `snakemake --report` the HTML report with the galleries); a second run does
     nothing; a plotting option reruns only figure rules; one more document per stratum in one study reruns
     only the new documents' jobs and what depends on them."""
     work = copy_repo(tmp_path / "wf")
@@ -95,9 +100,25 @@ def test_smoke_study_end_to_end_and_reruns(tmp_path):
             assert (results / f"tables/{table}.{ext}").stat().st_size > 0
     report = (results / "report.md").read_text()
     assert "Figure 5" in report and "paper" in report
+    # the accuracy section (kvdiv.analysis.accuracy): one pooled row per action of its study, and the table
+    section = report.split("## Accuracy: does divergence change the answer? (retention50)")[1]
+    for action in ("snapkv_half", "snapkv_512", "recent_half"):
+        assert f"| tiny | {action} | 4 |" in section, section[:2000]
+    assert (results / "tables/accuracy.csv").stat().st_size > 0
     for study in ("retention50", "retention90"):
         assert (results / study / "documents/ruler_768.jsonl").read_text().count("\n") == 2
         assert (results / study / "cube/tiny.zarr").is_dir()
+        reps = pl.read_parquet(results / study / "metrics/tiny/replicates.parquet")
+        for column in ("correct_x", "correct_y", "answer_changed", "answer_end", "diverged_before_answer"):
+            assert column in reps.columns, column
+        assert reps["correct_x"].null_count() == 0 and reps["correct_x"].is_between(0, 1).all()
+        gallery = (results / f"figures/gallery/{study}/tiny.html").read_text()
+        assert gallery.count("<h2>") == len(set(reps["action"])) and "http" not in gallery.replace("http-equiv", "")
+
+    # snakemake --report: the HTML report carries the galleries
+    run_snakemake(work, "--configfile", "config/smoke.yaml", "--report", "results/report.html")
+    html = (results / "report.html").read_text(errors="replace")
+    assert "Galleries" in html and "Divergence gallery" in html
 
     out = run_snakemake(work, "-n", "--cores", "2", "--configfile", "config/smoke.yaml").stdout
     assert "Nothing to be done" in out
@@ -124,7 +145,8 @@ def test_smoke_study_end_to_end_and_reruns(tmp_path):
     more = write_variant(work, "smoke_more.yaml", add_document)
     jobs = planned_jobs(run_snakemake(work, "-n", "--cores", "2", "--configfile", more, "--quiet", "rules").stdout)
     assert jobs.get("document") == 2 and jobs.get("trajectories") == 2, jobs  # one new document per stratum
-    assert jobs.get("cube") == 1 and jobs.get("metrics") == 1, jobs  # retention50 only
+    assert jobs.get("cube") == 1 and jobs.get("metrics") == 1 and jobs.get("answers") == 1, jobs  # retention50 only
+    assert jobs.get("gallery") == 1, jobs
     assert not {"resolve_model", "finite_systems", "finite_exact", "finite_estimates"} & set(jobs), jobs
 
 
@@ -165,6 +187,8 @@ def test_conda_env_pins_match_pyproject():
         (lambda c: c["analysis"].update(blocks=[[4, 1]]), "analysis.blocks[0] = [4, 1]"),
         (lambda c: c["analysis"].update(late=[12, 16]), "analysis.late = [12, 16]"),
         (lambda c: c.pop("models"), "'models' is a required property"),
+        (lambda c: c.update(leaderboard={"study": "retention5"}), "leaderboard.study = 'retention5' is not a configured study"),
+        (lambda c: c.update(leaderboard={"study": "retention50", "steps": [0]}), "leaderboard"),
     ],
 )
 def test_bad_config_is_a_clear_error(tmp_path, edit, message):

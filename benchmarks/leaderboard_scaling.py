@@ -1,0 +1,90 @@
+"""Benchmark: how one trajectory job's cost grows with the number of actions (the leaderboard's presses).
+
+One document (the first ruler_1024 document of the leaderboard study of config/presses.yaml, generated in-process),
+one :class:`kvdiv.llm.session.KernelSession` (one prefill; every action's cache derived from it) and
+:func:`kvdiv.trajectories.generate.generate` in complete mode, R = 1, H steps, with the first n actions of the study
+for each n of ``--actions`` (the same job a trajectory rule runs, without writing the store). Rounds interleave the
+sizes (order rotated per round); the report gives per n the min and median seconds of prefill, coupled steps and
+total, and the total relative to n = the smallest size.
+
+Run (after `snakemake --cores 1 results/models/smollm2/provenance.json`):
+    python benchmarks/leaderboard_scaling.py --threads 2 --horizon 128 --rounds 2 --actions 1 4 12
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+from kvdiv.documents import generate_stratum
+from kvdiv.documents.render import prompt_token_ids
+from kvdiv.llm.loading import load_model
+from kvdiv.llm.session import KernelSession
+from kvdiv.llm.tokenization import apply_chat_template
+from kvdiv.trajectories.base import chains_needed
+from kvdiv.trajectories.generate import generate
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def job(loaded, ids: torch.Tensor, actions: dict, horizon: int, seed: int) -> dict[str, float]:
+    """Seconds of one coupled job: prefill (+ every action's cache) and H coupled steps for every action."""
+    start = time.perf_counter()
+    session = KernelSession(loaded, ids, actions, max_chains=chains_needed(len(actions), 1, "complete"),
+                            horizon=horizon, seed_parts=(seed, 0, "bench"))
+    prefill = time.perf_counter() - start
+    generate(session, list(actions), horizon=horizon, replicates=1, seed_parts=(seed, 0, "bench"),
+             eos_token_ids=loaded.eos_token_ids, tv_atol=1e-6, progress=False)
+    total = time.perf_counter() - start
+    return {"prefill": prefill, "coupled": total - prefill, "total": total}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--horizon", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--actions", type=int, nargs="+", default=[1, 4, 12])
+    parser.add_argument("--models-dir", default=str(REPO / "results/models"))
+    args = parser.parse_args()
+    config = yaml.safe_load((REPO / "config/presses.yaml").read_text())
+    study_name = config["leaderboard"]["study"]
+    study = config["studies"][study_name]
+    spec = {**config["models"]["smollm2"], "threads": args.threads, "device": "cpu", "dtype": "float32"}
+    loaded = load_model("smollm2", spec, args.models_dir)
+    torch.set_num_threads(args.threads)
+    names = list(study["actions"])
+    chat = (lambda text: apply_chat_template(loaded.tokenizer, text)) if loaded.chat_template else None
+    doc = generate_stratum(study=study_name, stratum="ruler_1024", n_documents=1, master_seed=config["seed"],
+                           study_seed=study["seed"], tokenizer=loaded.tokenizer, tokenizer_name="smollm2", chat=chat,
+                           max_context=loaded.max_context, horizon=args.horizon)[0]
+    ids = torch.tensor(prompt_token_ids(doc.to_record(), loaded.tokenizer, loaded.chat_template))
+    print(f"document {doc.id}: {ids.shape[0]} prompt tokens; H={args.horizon}; threads {torch.get_num_threads()}; "
+          f"actions in order: {names[:max(args.actions)]}", flush=True)
+    times: dict[int, list[dict]] = {n: [] for n in args.actions}
+    for r in range(args.rounds):
+        order = args.actions[r % len(args.actions):] + args.actions[: r % len(args.actions)]
+        for n in order:
+            actions = {a: config["actions"][a] for a in names[:n]}
+            times[n].append(job(loaded, ids, actions, args.horizon, seed=r))
+            print(json.dumps({"round": r, "actions": n, **times[n][-1]}), flush=True)
+    base = statistics.median(t["total"] for t in times[min(args.actions)])
+    print("| actions | prefill s (min / median) | coupled steps s (min / median) | total s (min / median) | total / "
+          f"total at {min(args.actions)} (median) |")
+    print("|---:|---:|---:|---:|---:|")
+    for n in args.actions:
+        cols = []
+        for key in ("prefill", "coupled", "total"):
+            v = [t[key] for t in times[n]]
+            cols.append(f"{min(v):.1f} / {statistics.median(v):.1f}")
+        print(f"| {n} | " + " | ".join(cols) + f" | {statistics.median(t['total'] for t in times[n]) / base:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

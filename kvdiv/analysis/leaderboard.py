@@ -1,0 +1,96 @@
+"""A divergence leaderboard of eviction actions: which press keeps the full-cache continuation longest?
+
+Per model × action, pooled over the study's documents (all strata), with cluster-bootstrap intervals over documents
+(:mod:`kvdiv.analysis.bootstrap`), from the study's ``replicates.parquet`` (:mod:`kvdiv.metrics`):
+
+- ``diverged_by_{h}`` = P(τ ≤ h) for each step h of ``steps`` (the divergence fraction by step h; h = H is
+  ``diverged``, P(τ ≤ H));
+- ``mean_tau_diverged`` = E[τ; τ ≤ H] / P(τ ≤ H), the mean first-divergence step among diverged pairs;
+- ``risk`` = R_H = E[M], the mean share of the H steps at which x and y differ (= O_H + Π_H);
+- ``exposure`` = E_H = E[(H − τ)/H; τ ≤ H];
+- ``mismatch_rate`` = C_H = Π_H / E_H, the post-divergence mismatch rate (ratio of means);
+- ``accuracy_y`` = the mean score of y, the evicted continuation, with its document's scorer
+  (:mod:`kvdiv.analysis.accuracy`; ``accuracy_x`` beside it); NaN when the metrics carry no answers or are swrb-mode.
+
+Each statistic is a smooth function of document means (:func:`kvdiv.analysis.inputs.document_means` for O, E, Π, R —
+the SWRB estimators in swrb mode — and weighted replicate means of 1{τ ≤ h}), recomputed on every resample; the
+rows are sorted by R_H (lowest first: the action whose continuations stay closest to the full cache's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+
+from kvdiv.analysis.accuracy import ANSWER_COLUMNS, accuracy_document_means
+from kvdiv.analysis.bootstrap import cluster_bootstrap, stat_seed
+from kvdiv.analysis.inputs import Metrics, document_means, row_weight
+
+#: The caption of the leaderboard's Markdown table.
+CAPTION = ("Divergence leaderboard: every action ranked by R_H (the mean share of the H steps at which the evicted "
+           "continuation y differs from the full-cache one x; lowest first), with the divergence fraction P(τ ≤ h) by "
+           "step, the mean first-divergence step among diverged pairs, the exposure E_H, the post-divergence mismatch "
+           "rate C = Π_H/E_H and the task accuracy of y and x (the document's own scorer), with 95% cluster-bootstrap "
+           "intervals over documents.")
+#: The statistics of :func:`leaderboard_table` besides the ``diverged_by_{h}`` columns, in display order.
+STATISTICS = ("mean_tau_diverged", "risk", "exposure", "mismatch_rate", "accuracy_y", "accuracy_x")
+
+
+def diverged_by(replicates: pl.DataFrame, steps: Sequence[int]) -> pl.DataFrame:
+    """Per (model, document, action): the weighted replicate mean of 1{τ ≤ h} (``diverged_by_{h}``) for each h."""
+    w = row_weight(replicates)
+    return replicates.group_by(["model", "document", "action"]).agg(
+        *(((pl.col("tau").is_not_null() & (pl.col("tau") <= h)).cast(pl.Float64) * w).mean().alias(f"diverged_by_{h}")
+          for h in steps))
+
+
+def _stat(m: dict) -> dict:
+    out = {k: m[k] for k in m if k.startswith("diverged_by_")}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out.update({
+            "mean_tau_diverged": m["tau_diverged_sum"] / np.where(m["diverged"] > 0, m["diverged"], np.nan),
+            "risk": m["mismatch"],
+            "exposure": m["exposure"],
+            "mismatch_rate": m["occupation"] / np.where(m["exposure"] > 0, m["exposure"], np.nan),
+            "accuracy_y": m["cy"],
+            "accuracy_x": m["cx"],
+        })
+    return out
+
+
+def leaderboard_table(metrics: Metrics, n_boot: int, seed: int, confidence: float,
+                      steps: Sequence[int] = ()) -> pl.DataFrame:
+    """One row per model × action, sorted by model then R_H: columns model, action, n_documents, rank (1 = lowest
+    R_H within the model), and for each statistic ``{name}``, ``{name}_lower``, ``{name}_upper`` (proportions; τ in
+    steps). ``steps``: the steps h of ``diverged_by_{h}`` (H is always included)."""
+    rep = metrics.replicates
+    horizon = int(rep["horizon"].max())
+    bad = [h for h in steps if not 1 <= int(h) <= horizon]
+    if bad:
+        raise ValueError(f"leaderboard.steps: step {bad[0]} is outside 1..H = {horizon}")
+    hs = sorted({int(h) for h in steps} | {horizon})
+    doc = document_means(rep).join(diverged_by(rep, hs), on=["model", "document", "action"], how="left")
+    swrb = "z_r" in rep.columns or "branch_start" in rep.columns
+    if all(c in rep.columns for c in ANSWER_COLUMNS) and not swrb:
+        acc = accuracy_document_means(rep).select("model", "document", "action", "cx", "cy")
+        doc = doc.join(acc, on=["model", "document", "action"], how="left")
+    else:
+        doc = doc.with_columns(pl.lit(None, dtype=pl.Float64).alias("cx"), pl.lit(None, dtype=pl.Float64).alias("cy"))
+    names = [f"diverged_by_{h}" for h in hs] + list(STATISTICS)
+    keys = ["diverged", "tau_diverged_sum", "mismatch", "exposure", "occupation", "cx", "cy",
+            *(f"diverged_by_{h}" for h in hs)]
+    rows: list[dict] = []
+    for (model, action), sub in sorted(doc.group_by(["model", "action"]), key=lambda kv: kv[0]):
+        sub = sub.sort("document")
+        values = {k: sub[k].cast(pl.Float64).fill_null(np.nan).to_numpy() for k in keys}
+        res = cluster_bootstrap(values, _stat, n_boot, stat_seed(seed, "leaderboard", model, action), confidence)
+        row = {"model": model, "action": action, "n_documents": sub.height}
+        for name in names:
+            est, lo, hi = res[name]
+            row.update({name: float(est), f"{name}_lower": float(lo), f"{name}_upper": float(hi)})
+        rows.append(row)
+    frame = pl.DataFrame(rows).sort("model", "risk", "action")
+    return frame.with_columns(pl.col("risk").rank("ordinal").over("model").cast(pl.Int32).alias("rank")).select(
+        "model", "rank", "action", "n_documents", pl.exclude("model", "rank", "action", "n_documents"))
