@@ -1,0 +1,202 @@
+"""kvdiv.swrb_comparison: per-replicate values from trajectories, the per-cell table, the finite study's
+aggregates with bootstrap intervals, the mean-agreement check and the enclosure from sampled profiles."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from kvdiv.finite_sampling import enclosure
+from kvdiv.finite_study import suite_aggregates
+from kvdiv.generation import generate
+from kvdiv.swrb_comparison import (
+    action_enclosures,
+    agreement_table,
+    comparison_table,
+    pair_evaluations,
+    pooled_z,
+    replicate_frame,
+    replicate_rows,
+    retention_summary,
+)
+from kvdiv.testing import ToyKernelSession, constant_kernel, history_kernel, mixture_kernel
+
+P0 = [0.5, 0.3, 0.2]
+Q0 = [0.3, 0.3, 0.4]
+E = 0.2  # TV(P0, Q0)
+
+
+def exact_iid(horizon: int, window: int, e: float = E) -> dict[str, float]:
+    """R_H, R_L, B_L of history-independent kernels with TV e from step 2 on (δ_1 = 0: step 1 from P)."""
+    H, L = horizon, window
+    p_tau = {j: (1 - e) ** (j - 2) * e for j in range(2, H + 1)}
+    r_l = sum(p * (1 + e * min(L, H - j)) for j, p in p_tau.items()) / H
+    b_l = sum(p * max(0, H - j - L) for j, p in p_tau.items()) / H
+    return {"R_H": e * (H - 1) / H, "R_L": r_l, "B_L": b_l}
+
+
+def test_exact_iid_helper_is_consistent():
+    """With L ≥ H the window holds everything: R_L = R_H and B_L = 0."""
+    ex = exact_iid(6, 6)
+    assert ex["R_L"] == pytest.approx(ex["R_H"])
+    assert ex["B_L"] == 0.0
+
+
+def _both_modes(session_factory, actions, horizon, replicates, window, document="doc"):
+    frames = []
+    for mode, stream in (("complete", 1), ("swrb", 2)):
+        session = session_factory()
+        out = generate(session, actions, horizon=horizon, replicates=replicates, seed_parts=(7, stream, document),
+                       eos_token_ids=[], mode=mode, progress=False)
+        frame = replicate_frame(out, mode, window, document)
+        # the reconstruction of rows equals what the session was handed (replicate_frame also checks the
+        # generation's own count and raises on a mismatch)
+        assert int(frame["rows"].sum()) == session.step_rows
+        frames.append(frame)
+    return pl.concat(frames)
+
+
+def test_both_modes_are_unbiased_against_exact_values():
+    """Means of M, M_L, capacity (complete) and Z_R, Z_L, W_L (swrb) match the exact R_H, R_L, B_L."""
+    H, L, R = 8, 2, 3000
+    factory = lambda: ToyKernelSession(constant_kernel(P0), {"q": constant_kernel(Q0)})  # noqa: E731
+    frame = _both_modes(factory, ["q"], H, R, L)
+    exact = exact_iid(H, L)
+    table = comparison_table(frame)
+    for key, value in exact.items():
+        for mode in ("complete", "swrb"):
+            mean, se = table[f"{mode}_mean_{key}"][0], table[f"{mode}_se_{key}"][0]
+            assert abs(mean - value) < 4 * se, (key, mode, mean, value, se)
+    # the complete mode's TV-integrated risk is exact per replicate here: δ_t = e from step 2 on
+    assert table["complete_var_risk_tv"][0] == pytest.approx(0.0, abs=1e-20)
+    # SWRB integrates out the agreement event: a large variance reduction for R_H
+    assert table["variance_ratio_R_H"][0] > 2
+    agree = agreement_table(table, by=("action",))
+    assert agree["agrees"].all()
+
+
+def test_costs_per_replicate():
+    """Pair evaluations H (complete) and H + (H − J) (swrb); rows 2(H−1) + (H − τ) and 2(H−1) + 3(H − J)."""
+    H = 5
+    assert pair_evaluations("complete", H, replicates=3).tolist() == [5, 5, 5]
+    assert pair_evaluations("swrb", H, np.array([0, 1, 5])).tolist() == [5, 9, 5]
+    assert replicate_rows("complete", H, np.array([6, 1, 5])).tolist() == [8, 12, 8]
+    assert replicate_rows("swrb", H, None, np.array([0, 1, 5])).tolist() == [8, 20, 8]
+    with pytest.raises(ValueError, match="mode"):
+        replicate_rows("naive", H, np.array([1]))
+
+
+def test_replicate_frame_columns_and_row_check():
+    """swrb rows carry D and J; complete rows τ; a wrong generation row count is an error."""
+    ref = history_kernel(3, seed=1)
+    factory = lambda: ToyKernelSession(ref, {"q": mixture_kernel(ref, history_kernel(3, seed=2), 0.5)})  # noqa: E731
+    out = generate(factory(), ["q"], horizon=6, replicates=20, seed_parts=(1, 1, "d"), eos_token_ids=[], mode="swrb", progress=False)
+    frame = replicate_frame(out, "swrb", 2, "d")
+    assert frame["D"].min() > 0 and frame["J"].min() >= 2
+    assert (frame["pair_evaluations"] == 6 + 6 - frame["J"]).all()
+    out["q"].rows += 1
+    with pytest.raises(RuntimeError, match="row accounting"):
+        replicate_frame(out, "swrb", 2, "d")
+
+
+def synthetic_replicates(sd: dict[str, tuple[float, float]], means: dict[str, float], documents: int, replicates: int,
+                         seed: int, shift: float = 0.0) -> pl.DataFrame:
+    """Normal per-replicate values: action → (sd complete, sd swrb); swrb means shifted by ``shift``."""
+    rng = np.random.default_rng(seed)
+    frames = []
+    for d in range(documents):
+        for action, (sc, ss) in sd.items():
+            for mode, s, cost in (("complete", sc, 128.0), ("swrb", ss, 160.0)):
+                mu = means[action] + (shift if mode == "swrb" else 0.0)
+                values = {k: rng.normal(mu, s, replicates) for k in ("R_H", "R_L", "B_L")}
+                frames.append(pl.DataFrame({
+                    "document": f"d{d}", "action": action, "mode": mode, "replicate": np.arange(replicates),
+                    **values, "risk_tv": values["R_H"], "pair_evaluations": np.full(replicates, cost),
+                    "rows": np.full(replicates, 2 * cost), "wall_s": np.full(replicates, cost / 100),
+                }))
+    return pl.concat(frames)
+
+
+def test_variance_ratios_and_agreement_on_known_variances():
+    """Known variances give the ratio within its sampling error; equal means agree, a shift does not."""
+    sd = {"a": (0.3, 0.1), "b": (0.2, 0.2)}
+    means = {"a": 0.5, "b": 0.2}
+    R = 4000
+    frame = synthetic_replicates(sd, means, documents=3, replicates=R, seed=3)
+    table = comparison_table(frame, retention={"a": 0.5, "b": 0.9})
+    # log of a variance ratio of normals has sd √(2/(R−1) · 2)
+    tol = 4 * math.sqrt(4 / (R - 1))
+    for row in table.iter_rows(named=True):
+        sc, ss = sd[row["action"]]
+        assert abs(math.log(row["variance_ratio_R_H"]) - math.log(sc**2 / ss**2)) < tol
+        assert row["evaluation_ratio"] == pytest.approx(160 / 128)
+        assert row["advantage"] == pytest.approx(row["variance_ratio_R_H"] * 128 / 160)
+    agree = agreement_table(table)
+    assert agree["agrees"].all() and agree.height == 2 * 3
+    shifted = comparison_table(synthetic_replicates(sd, means, 3, R, seed=3, shift=0.05), retention={"a": 0.5, "b": 0.9})
+    assert not agreement_table(shifted)["agrees"].any()
+
+
+def test_pooled_z():
+    z, stat, df = pooled_z(np.array([1.0, -1.0, 2.0]), np.array([1.0, 1.0, 0.0]))
+    assert z == pytest.approx(2.0 / math.sqrt(2.0))
+    assert stat == pytest.approx(2.0) and df == 2
+
+
+def _cells(vc, vs, cc, cs, documents):
+    return pl.DataFrame({
+        "document": documents, "action": [f"a{i}" for i in range(len(vc))], "retention": 0.9,
+        "complete_var_R_H": vc, "swrb_var_R_H": vs, "complete_pair_evaluations": cc, "swrb_pair_evaluations": cs,
+        "variance_ratio_R_H": [c / s if s else math.nan for c, s in zip(vc, vs)],
+    })
+
+
+def test_advantage_is_the_finite_studys_ratio_of_means():
+    """The summary's advantage is mean(Var(M)·c̄_complete)/mean(Var(Z_R)·c̄_swrb) — suite_aggregates' — not
+    the mean or median of per-cell advantages; the evaluation ratio is the mean of per-cell ratios."""
+    vc, vs = [4.0, 1.0, 9.0], [1.0, 0.5, 0.1]
+    cc, cs = [128.0, 128.0, 128.0], [256.0, 140.0, 200.0]
+    table = _cells(vc, vs, cc, cs, ["d0", "d1", "d2"])
+    summary = retention_summary(table, n_boot=50, seed=1)
+    row = summary.row(0, named=True)
+    expected = np.mean(np.multiply(vc, cc)) / np.mean(np.multiply(vs, cs))
+    assert row["advantage_ratio_of_means"] == pytest.approx(expected)
+    per_cell = np.array(vc) / np.array(vs) / (np.array(cs) / np.array(cc))
+    assert not math.isclose(expected, per_cell.mean()) and not math.isclose(expected, np.median(per_cell))
+    finite = pl.DataFrame({
+        "variance_ratio": np.array(vc) / np.array(vs), "naive_variance": vc, "swrb_variance": vs,
+        "naive_evaluations": cc, "swrb_evaluations": cs, "evaluation_ratio": np.array(cs) / np.array(cc),
+        "advantage": per_cell,
+    })
+    ref = suite_aggregates(finite)
+    for key in ("variance_ratio_min", "variance_ratio_median", "variance_ratio_max", "evaluation_ratio_mean",
+                "advantage_ratio_of_means"):
+        assert row[key] == pytest.approx(ref[key])
+    assert row["advantage_ratio_of_means_lo"] <= row["advantage_ratio_of_means"] <= row["advantage_ratio_of_means_hi"]
+
+
+def test_bootstrap_resamples_documents():
+    """One document: every resample is that document, so intervals collapse onto the estimate; a cell with
+    zero variance in both modes leaves the ratio statistics and stays in the ratio of means."""
+    table = _cells([4.0, 1.0, 0.0], [1.0, 0.5, 0.0], [128.0] * 3, [200.0] * 3, ["d0", "d0", "d0"])
+    table = table.with_columns(pl.Series("variance_ratio_R_H", [4.0, 2.0, math.nan]))
+    row = retention_summary(table, n_boot=20, seed=2).row(0, named=True)
+    assert row["zero_variance_cells"] == 1 and row["documents"] == 1
+    assert row["variance_ratio_median"] == pytest.approx(3.0)
+    assert row["advantage_ratio_of_means"] == pytest.approx((5.0 * 128) / (1.5 * 200))
+    assert row["advantage_ratio_of_means_lo"] == pytest.approx(row["advantage_ratio_of_means_hi"])
+
+
+def test_action_enclosures_use_document_means():
+    sd = {"a": (0.3, 0.1)}
+    frame = synthetic_replicates(sd, {"a": 0.4}, documents=5, replicates=30, seed=4)
+    enc = action_enclosures(frame, alpha=0.1).row(0, named=True)
+    doc = frame.filter(pl.col("mode") == "swrb").group_by("document").agg(pl.col("R_L").mean(), pl.col("B_L").mean()).sort("document")
+    lo, hi = enclosure(doc["R_L"].to_numpy(), doc["B_L"].to_numpy(), 0.1)
+    assert (enc["enclosure_lower"], enc["enclosure_upper"]) == pytest.approx((lo, hi))
+    assert enc["documents"] == 5
+    with pytest.raises(ValueError, match="2 documents"):
+        action_enclosures(frame.filter(pl.col("document") == "d0"))
