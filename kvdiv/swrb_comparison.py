@@ -31,12 +31,15 @@ errors of each mode, the variance ratio Var(complete)/Var(swrb) per key, cost ra
 **Aggregates** (:func:`retention_summary`) use the finite study's definitions (:func:`kvdiv.finite_study.
 suite_aggregates`, cells in place of systems): min/median/max of the variance ratios, the mean of the
 per-cell cost ratios, and the variance–cost advantage as a ratio of means,
-mean(Var(M)·c̄_complete) / mean(Var(Z_R)·c̄_swrb); intervals are percentile intervals of a cluster
+mean(Var(M)·c̄_complete) / mean(Var(Z_R)·c̄_swrb), and beside them the pooled variance ratio
+mean(Var(M)) / mean(Var(Z_R)) (robust where rare divergence leaves a cell's complete replicates all 0); intervals are percentile intervals of a cluster
 bootstrap over documents (:func:`kvdiv.analysis.bootstrap_counts`: a document's cells travel together).
 
-**Agreement** (:func:`agreement_table`): per group of cells, the pooled z of the mean difference,
-Σ_d (m̄_c − m̄_s) / √(Σ_d (se_c² + se_s²)), and χ² = Σ z_cell² on as many degrees of freedom (E[M] =
-E[Z_R] = R_H, E[M_L] = E[Z_L] = R_L, E[capacity] = E[W_L] = B_L: both modes are unbiased).
+**Agreement** (:func:`agreement_table`; E[M] = E[Z_R] = R_H, E[M_L] = E[Z_L] = R_L, E[capacity] = E[W_L] = B_L:
+both modes are unbiased): per group of cells i with mean differences d_i = m̄_complete − m̄_swrb, the pooled
+z = Σ d_i / √(Σ (se_c² + se_s²)) with within-cell standard errors (the criterion), and beside it the
+across-cells t = mean(d)/(sd(d)/√n) on n − 1 df (:func:`across_cells_t`), which needs no within-cell standard
+error — a complete cell whose R replicates never diverged has se 0, an underestimate.
 
 **Enclosure** (:func:`action_enclosures`, paper §4.3): per action, the (1 − α) enclosure of the
 document-average R_H, [LCB(Z_L), UCB(Z_L + W_L)] each at α/2, from per-document means of the sampled
@@ -51,7 +54,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import polars as pl
-from scipy.stats import chi2, norm
+from scipy.stats import t as student_t
 
 from kvdiv.analysis import bootstrap_counts
 from kvdiv.estimators import replicate_counts, swrb_estimators
@@ -247,11 +250,12 @@ def _aggregates(table: pl.DataFrame, key: str, cost: str) -> dict[str, float]:
         "variance_ratio_max": spread["variance_ratio_max"],
         "evaluation_ratio_mean": every["evaluation_ratio_mean"],
         "advantage_ratio_of_means": every["advantage_ratio_of_means"],
+        "variance_ratio_of_means": _ratio(float(frame["naive_variance"].mean()), float(frame["swrb_variance"].mean())),
     }
 
 
 STATISTICS = ("variance_ratio_median", "variance_ratio_min", "variance_ratio_max", "evaluation_ratio_mean",
-              "advantage_ratio_of_means")
+              "advantage_ratio_of_means", "variance_ratio_of_means")
 
 
 def retention_summary(
@@ -266,7 +270,9 @@ def retention_summary(
 ) -> pl.DataFrame:
     """Per group ``by`` (default: retention; ``None``: all cells): the finite study's aggregates of
     ``key``'s variance ratio and ``cost``, each with a percentile interval of a cluster bootstrap over
-    documents (``{stat}_lo``, ``{stat}_hi``), plus the number of cells, documents and zero-variance cells.
+    documents (``{stat}_lo``, ``{stat}_hi``), plus the number of cells, documents, cells with zero variance in both
+    modes (no ratio) and in the complete mode (ratio 0: no divergence among its R replicates).
+    ``variance_ratio_of_means`` = mean Var(complete)/mean Var(swrb) over the cells (the advantage at equal cost).
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
@@ -286,7 +292,8 @@ def retention_summary(
             for s in STATISTICS:
                 draws[s].append(agg[s])
         row = {by or "group": value if by else "all", "cells": cell.height, "documents": len(documents),
-               "zero_variance_cells": int(cell[f"variance_ratio_{key}"].is_nan().sum())}
+               "zero_variance_cells": int(cell[f"variance_ratio_{key}"].is_nan().sum()),
+               "complete_zero_variance_cells": int((cell[f"complete_var_{key}"] == 0).sum())}
         alpha = (1 - confidence) / 2
         for s in STATISTICS:
             d = np.asarray(draws[s], dtype=float)
@@ -298,40 +305,58 @@ def retention_summary(
     return pl.DataFrame(out, infer_schema_length=None)
 
 
-def pooled_z(mean_diff: np.ndarray, se: np.ndarray) -> tuple[float, float, int]:
-    """Pooled z of cells' mean differences, Σ diff / √(Σ se²), and χ² = Σ (diff/se)² with its df
-    (cells with se = 0 and diff = 0 carry no information and are left out of χ²)."""
+def pooled_z(mean_diff: np.ndarray, se: np.ndarray) -> float:
+    """Pooled z of cells' mean differences with their within-cell standard errors: Σ diff / √(Σ se²)."""
     diff, se = np.asarray(mean_diff, float), np.asarray(se, float)
     total = math.sqrt(float(np.sum(se**2)))
-    z = float(diff.sum() / total) if total > 0 else (0.0 if not diff.any() else math.inf)
-    informative = se > 0
-    stat = float(np.sum((diff[informative] / se[informative]) ** 2))
-    return z, stat, int(informative.sum())
+    return float(diff.sum() / total) if total > 0 else (0.0 if not diff.any() else math.copysign(math.inf, diff.sum()))
 
 
-def agreement_table(table: pl.DataFrame, by: Sequence[str] = ("retention",), keys: Iterable[str] = KEYS,
+def across_cells_t(mean_diff: np.ndarray) -> tuple[float, float]:
+    """t = mean(d)/(sd(d)/√n) over independent cells and its two-sided p on n − 1 df.
+
+    With independent differences d_i of mean 0 and any variances σ_i², E[sd²] = Σσ_i²/n, so sd²/n is an
+    unbiased estimate of Var(mean d) that needs no within-cell standard error (those are 0 when a rare
+    divergence never showed in a cell's R complete replicates).
+    """
+    d = np.asarray(mean_diff, float)
+    n = d.size
+    if n < 2:
+        return math.nan, math.nan
+    sd = float(d.std(ddof=1))
+    if sd == 0:
+        return (0.0, 1.0) if not d.any() else (math.copysign(math.inf, d.mean()), 0.0)
+    t = float(d.mean() / (sd / math.sqrt(n)))
+    return t, float(2 * student_t.sf(abs(t), n - 1))
+
+
+def agreement_table(table: pl.DataFrame, by: Sequence[str] | None = ("retention",), keys: Iterable[str] = KEYS,
                     threshold: float = 3.0) -> pl.DataFrame:
-    """Per group and key: pooled z (complete − swrb means over their standard errors), its two-sided p,
-    χ² of the cell z's with df and p, and ``agrees`` = |z| < ``threshold``."""
+    """Per group (``by``; None: all cells) and key: the mean of cells' complete and swrb means, the pooled z
+    with within-cell standard errors (:func:`pooled_z`) and ``agrees`` = |z| < ``threshold``, the across-cells
+    t and its p (:func:`across_cells_t`; with very unequal cell variances sd² has few effective degrees of
+    freedom and the t on n − 1 df rejects too often), and the number of cells whose complete replicates
+    have zero variance (their se is 0, an underestimate: rare divergence never showed)."""
+    groups = [((), table)] if not by else table.sort(list(by)).group_by(list(by), maintain_order=True)
     out = []
-    for values, cell in table.sort(list(by)).group_by(list(by), maintain_order=True):
+    for values, cell in groups:
         for key in keys:
             diff = (cell[f"complete_mean_{key}"] - cell[f"swrb_mean_{key}"]).to_numpy()
             se = np.hypot(cell[f"complete_se_{key}"].to_numpy(), cell[f"swrb_se_{key}"].to_numpy())
-            z, stat, df = pooled_z(diff, se)
+            t, p = across_cells_t(diff)
+            pooled = pooled_z(diff, se)
             out.append(
-                dict(zip(by, values))
+                (dict(zip(by, values)) if by else {"group": "all"})
                 | {
                     "key": key,
                     "cells": cell.height,
                     "complete_mean": float(cell[f"complete_mean_{key}"].mean()),
                     "swrb_mean": float(cell[f"swrb_mean_{key}"].mean()),
-                    "z": z,
-                    "p": float(2 * norm.sf(abs(z))),
-                    "chi2": stat,
-                    "df": df,
-                    "chi2_p": float(chi2.sf(stat, df)) if df else math.nan,
-                    "agrees": bool(abs(z) < threshold),
+                    "z": pooled,
+                    "t": t,
+                    "p": p,
+                    "complete_zero_variance_cells": int((cell[f"complete_var_{key}"] == 0).sum()),
+                    "agrees": bool(abs(pooled) < threshold),
                 }
             )
     return pl.DataFrame(out, infer_schema_length=None)
@@ -364,5 +389,5 @@ def action_enclosures(replicates: pl.DataFrame, alpha: float = 0.05) -> pl.DataF
 
 __all__ = [
     "COSTS", "KEYS", "MODES", "STATISTICS", "action_enclosures", "agreement_table", "comparison_table",
-    "pair_evaluations", "pooled_z", "replicate_frame", "replicate_rows", "retention_summary", "suite_frame",
+    "across_cells_t", "pair_evaluations", "pooled_z", "replicate_frame", "replicate_rows", "retention_summary", "suite_frame",
 ]

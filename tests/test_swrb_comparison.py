@@ -8,11 +8,13 @@ import math
 import numpy as np
 import polars as pl
 import pytest
+from scipy import stats
 
 from kvdiv.finite_sampling import enclosure
 from kvdiv.finite_study import suite_aggregates
 from kvdiv.generation import generate
 from kvdiv.swrb_comparison import (
+    across_cells_t,
     action_enclosures,
     agreement_table,
     comparison_table,
@@ -75,7 +77,7 @@ def test_both_modes_are_unbiased_against_exact_values():
     # SWRB integrates out the agreement event: a large variance reduction for R_H
     assert table["variance_ratio_R_H"][0] > 2
     agree = agreement_table(table, by=("action",))
-    assert agree["agrees"].all()
+    assert agree["agrees"].all() and agree["p"].is_nan().all()  # one cell: no across-cells t
 
 
 def test_costs_per_replicate():
@@ -134,16 +136,37 @@ def test_variance_ratios_and_agreement_on_known_variances():
         assert abs(math.log(row["variance_ratio_R_H"]) - math.log(sc**2 / ss**2)) < tol
         assert row["evaluation_ratio"] == pytest.approx(160 / 128)
         assert row["advantage"] == pytest.approx(row["variance_ratio_R_H"] * 128 / 160)
-    agree = agreement_table(table)
-    assert agree["agrees"].all() and agree.height == 2 * 3
-    shifted = comparison_table(synthetic_replicates(sd, means, 3, R, seed=3, shift=0.05), retention={"a": 0.5, "b": 0.9})
+    agree = agreement_table(table, by=("retention",))
+    assert agree.height == 2 * 3
+    assert (agree["z"].abs() < 4).all()
+    assert agree["agrees"].all()
+    assert (agreement_table(table, by=None)["p"] > 0.01).all()
+    # a shift of the swrb means by ≈ 5 standard errors fails both checks
+    shifted = comparison_table(synthetic_replicates(sd, means, 3, R, seed=3, shift=0.02), retention={"a": 0.5, "b": 0.9})
     assert not agreement_table(shifted)["agrees"].any()
+    assert (agreement_table(shifted, by=None)["p"] < 0.01).all()
 
 
-def test_pooled_z():
-    z, stat, df = pooled_z(np.array([1.0, -1.0, 2.0]), np.array([1.0, 1.0, 0.0]))
-    assert z == pytest.approx(2.0 / math.sqrt(2.0))
-    assert stat == pytest.approx(2.0) and df == 2
+def test_pooled_z_and_across_cells_t():
+    assert pooled_z(np.array([1.0, -1.0, 2.0]), np.array([1.0, 1.0, 0.0])) == pytest.approx(2.0 / math.sqrt(2.0))
+    d = np.array([1.0, 2.0, 3.0])
+    t, p = across_cells_t(d)
+    assert t == pytest.approx(2.0 / (1.0 / math.sqrt(3)))
+    assert p == pytest.approx(2 * stats.t.sf(t, 2))
+    assert across_cells_t(np.zeros(4)) == (0.0, 1.0)
+
+
+def test_across_cells_standard_error_is_unbiased_with_unequal_variances():
+    """E[sd(d)²/n] = Σσ_i²/n² = Var(mean d) for independent cells with their own variances (the t's premise)."""
+    rng = np.random.default_rng(5)
+    sds = np.array([0.001, 0.01, 0.1, 0.3, 0.05, 0.2, 0.02, 0.5])
+    n = sds.size
+    draws = rng.normal(0.0, sds, size=(20000, n))
+    est = draws.var(axis=1, ddof=1) / n
+    truth = float(np.sum(sds**2) / n**2)
+    assert abs(est.mean() - truth) < 4 * est.std() / math.sqrt(len(est))
+    t = np.array([across_cells_t(row)[0] for row in draws[:200]])
+    assert np.allclose(t, draws[:200].mean(axis=1) / np.sqrt(est[:200]))
 
 
 def _cells(vc, vs, cc, cs, documents):

@@ -1,0 +1,385 @@
+"""Benchmark: complete coupling vs residual-branch (SWRB) sampling on SmolLM2 — variance, cost, agreement.
+
+For synthetic documents of both families (kvdiv.documents, as the workflow generates them) and SnapKV and
+StreamingLLM (recent-token) actions at 50 %, 90 % and 99 % retention, R replicates per document in
+``mode: complete`` and in ``mode: swrb`` from independent streams (:func:`kvdiv.generation.generate` on one
+:class:`kvdiv.kernels.KernelSession` per document). Per (document, action): per-replicate variances of M vs
+Z_R (R_H), M_L vs Z_L (R_L) and capacity vs W_L (B_L), kernel-pair evaluations, rows forwarded and wall
+time; per retention the finite study's aggregates (median/range of variance ratios, mean evaluation ratio,
+variance–cost advantage as a ratio of means) with cluster-bootstrap intervals over documents, the mean
+agreement check, and the (1 − α) enclosure of R_H per action from sampled profiles
+(:mod:`kvdiv.swrb_comparison` computes every table).
+
+Replicates run in batches (``--batch`` per ``generate`` call: memory is 4 × actions × batch KV slots of
+the whole context); within a document the two modes alternate which goes first from batch to batch, so
+machine load falls on both alike. Per-document raw replicates go to ``--raw-dir`` as they finish; a rerun
+with the same settings reuses them (resume after an interruption).
+
+Run (SmolLM2 resolved by the workflow first):
+    snakemake --cores 1 results/models/smollm2/provenance.json
+    python benchmarks/swrb_llm.py                  # the recorded run: writes benchmarks/swrb_llm.md
+    python benchmarks/swrb_llm.py --quick --out /tmp/swrb_quick.md   # minutes: sizes shrunk
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import torch
+import yaml
+
+from kvdiv.documents import generate_stratum, prompt_token_ids
+from kvdiv.documents.render import chat_function
+from kvdiv.generation import chains_needed, generate
+from kvdiv.kernels import KernelSession
+from kvdiv.models import load_model
+from kvdiv.report import paper_values
+from kvdiv.swrb_comparison import (
+    action_enclosures,
+    agreement_table,
+    comparison_table,
+    replicate_frame,
+    retention_summary,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+RETENTIONS = (0.5, 0.9, 0.99)
+#: kvdiv's finite suite (benchmarks/finite_samplers.md, 24 systems, 100 000 replicates per sampler).
+FINITE_SUITE = {"variance_ratio_min": None, "variance_ratio_median": 52.1, "evaluation_ratio_mean": None,
+                "advantage_ratio_of_means": 17.6}
+
+
+def default_actions(retentions=RETENTIONS, window_size: int = 64) -> dict[str, dict]:
+    """SnapKV (observation window ``window_size``) and recent-token retention (StreamingLLMPress without
+    sink tokens, as config/config.yaml's ``recent_*``) at each retention; name → (spec, retention)."""
+    out = {}
+    for r in retentions:
+        tag = f"{round(100 * r)}"
+        out[f"snapkv_{tag}"] = ({"press": "SnapKVPress", "compression_ratio": round(1 - r, 6), "window_size": window_size}, r)
+        out[f"recent_{tag}"] = ({"press": "StreamingLLMPress", "compression_ratio": round(1 - r, 6), "n_sink": 0}, r)
+    return out
+
+
+def build_documents(loaded, *, families, length: int, per_family: int, master_seed: int, study_seed: int,
+                    horizon: int) -> list[dict]:
+    """Documents-JSONL records generated in-process as the workflow's ``documents`` rule does."""
+    chat = chat_function(loaded.tokenizer, loaded.chat_template)
+    records = []
+    for family in families:
+        docs = generate_stratum(study="swrb_llm", stratum=f"{family}_{length}", n_documents=per_family,
+                                master_seed=master_seed, study_seed=study_seed, tokenizer=loaded.tokenizer,
+                                tokenizer_name=loaded.name, chat=chat, max_context=loaded.max_context, reserve=horizon)
+        records.extend(d.to_record() for d in docs)
+    return records
+
+
+def run_document(loaded, record: dict, actions: dict[str, dict], *, horizon: int, replicates: int, batch: int,
+                 window: int, seed: int, progress: bool = False) -> pl.DataFrame:
+    """Both modes' per-replicate frame (:func:`kvdiv.swrb_comparison.replicate_frame`) for one document:
+    one prefill, then ⌈R/batch⌉ batches per mode from streams (seed, "{mode}-{batch}", document id)."""
+    ids = prompt_token_ids(record, loaded.tokenizer, loaded.chat_template)
+    doc_id = str(record["id"])
+    start = time.perf_counter()
+    session = KernelSession(loaded, torch.tensor(ids, dtype=torch.long), actions,
+                            max_chains=chains_needed(len(actions), min(batch, replicates), "swrb"),
+                            max_new_tokens=horizon + 1, seed_parts=(seed, 0, doc_id))
+    prefill = time.perf_counter() - start
+    frames = []
+    n_batches = math.ceil(replicates / batch)
+    for b in range(n_batches):
+        size = min(batch, replicates - b * batch)
+        for mode in (("complete", "swrb") if b % 2 == 0 else ("swrb", "complete")):
+            out = generate(session, list(actions), horizon=horizon, replicates=size, seed_parts=(seed, f"{mode}-{b}", doc_id),
+                           eos_token_ids=loaded.eos_token_ids, mode=mode, tv_atol=1e-6, progress=progress)
+            frame = replicate_frame(out, mode, window, doc_id)
+            frames.append(frame.with_columns(pl.col("replicate") + b * batch))
+    return pl.concat(frames).with_columns(pl.lit(len(ids)).alias("prompt_tokens"), pl.lit(prefill).alias("prefill_s"),
+                                          pl.lit(os.getloadavg()[0]).alias("load_1min"))
+
+
+def _ci(row: dict, stat: str, digits: int = 3) -> str:
+    v, lo, hi = row[stat], row[f"{stat}_lo"], row[f"{stat}_hi"]
+    return f"{v:.{digits}g} [{lo:.{digits}g}, {hi:.{digits}g}]"
+
+
+def _num(v, digits: int = 3) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "–"
+        if math.isinf(v):
+            return "∞"
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def _table(header: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_num(c) if not isinstance(c, str) else c for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def summaries(cells: pl.DataFrame, n_boot: int, seed: int) -> dict[str, pl.DataFrame]:
+    """Every summary table the report prints (per retention, per action, per D bin, for each key and cost)."""
+    d_bins = cells.with_columns(
+        pl.when(pl.col("swrb_mean_D") < 0.5).then(pl.lit("D < 0.5"))
+        .when(pl.col("swrb_mean_D") < 0.95).then(pl.lit("0.5 ≤ D < 0.95"))
+        .otherwise(pl.lit("D ≥ 0.95")).alias("divergence")
+    )
+    out = {}
+    for key in ("R_H", "R_L", "B_L"):
+        out[f"retention_{key}"] = retention_summary(cells, key=key, n_boot=n_boot, seed=seed)
+    for cost in ("rows", "wall_s"):
+        out[f"retention_{cost}"] = retention_summary(cells, cost=cost, n_boot=n_boot, seed=seed)
+    out["action"] = retention_summary(cells, by="action", n_boot=n_boot, seed=seed)
+    out["divergence"] = retention_summary(d_bins, by="divergence", n_boot=n_boot, seed=seed)
+    out["all"] = retention_summary(cells, by=None, n_boot=n_boot, seed=seed)
+    return out
+
+
+def render(replicates: pl.DataFrame, cells: pl.DataFrame, sums: dict[str, pl.DataFrame], agree: pl.DataFrame,
+           enclosures: pl.DataFrame, setup: dict) -> str:
+    """The recorded Markdown (every number computed here; prose about the regime is added by hand below the
+    generated part)."""
+    paper = paper_values().get("finite_state", {})
+    s = setup
+    md = [f"# Complete vs residual-branch (SWRB) sampling on {s['model']} (CPU)", ""]
+    md += [f"`{s['command']}` (script beside this file; {s['elapsed_min']:.0f} min in all).", ""]
+    md += [
+        "**Setup.** "
+        f"{s['documents']} synthetic documents ({', '.join(s['strata'])}; {s['per_family']} per family, generated with "
+        f"kvdiv.documents as the workflow does; {s['prompt_tokens_min']}–{s['prompt_tokens_max']} prompt tokens after the chat "
+        f"template). Actions: {', '.join(f'`{a}`' for a in s['actions'])} (SnapKV with a {s['window_size']}-token observation "
+        "window; recent = StreamingLLMPress without sink tokens, as config/config.yaml's `recent_*`). "
+        f"H = {s['horizon']}, window L = {s['window']}, temperature 1, δ_1 = 0, tv_atol 1e-6. R = {s['replicates']} replicates "
+        f"per (document, action) in each mode, {s['batch']} per `generate` call, streams (seed {s['seed']}, mode-batch, document, "
+        "action, replicate): the modes are independent. Bootstrap: "
+        f"{s['bootstrap']} cluster resamples over documents, 95 % percentile intervals; enclosure α = {s['alpha']}.",
+        "",
+        f"**Machine.** {s['machine']}; {s['threads']} torch threads; shared with other helpers' jobs (1-min load average "
+        f"{s['load_min']:.1f}–{s['load_max']:.1f} at the end of each document), so wall times are noisy; both modes "
+        "of a document run in one process, alternating which goes first per batch.",
+        "",
+        "**Definitions** (kvdiv.swrb_comparison, the finite study's aggregates, kvdiv.finite_study.suite_aggregates): "
+        "variance ratio = Var(M)/Var(Z_R) per (document, action) cell (per-replicate variances, ddof 1); evaluation "
+        "ratio = mean over cells of c̄_swrb/c̄_complete with c = kernel-pair evaluations as the paper counts them "
+        "(H complete, H + (H − J) swrb); advantage = ratio of means, mean(Var(M)·c̄_complete)/mean(Var(Z_R)·c̄_swrb). "
+        "`rows` = rows forwarded as the generation code counts them (complete 2 per step before divergence, 3 after — "
+        "the third is the fixed-history row; swrb 2 per scan step + 3 per branch step); `wall` = each action's share of "
+        "its generate call per replicate. A cell where neither mode saw any divergence has no ratio (left out of "
+        "min/median/max; counted in the ratios of means); a cell whose complete replicates never diverged has ratio 0 "
+        "(`zero-var.` counts them): the pooled variance ratio mean(Var(M))/mean(Var(Z_R)) is robust to both.",
+        "",
+    ]
+    md += ["## R_H per retention", ""]
+    head = ["retention", "cells", "zero-var.", "docs", "median var. ratio [95% CI]", "range", "pooled var. ratio [CI]", "eval. ratio [CI]",
+            "advantage (evals) [CI]", "rows ratio", "advantage (rows) [CI]", "wall ratio", "advantage (wall) [CI]"]
+    rows = []
+    by = {k: {r["retention"]: r for r in sums[k].iter_rows(named=True)} for k in ("retention_R_H", "retention_rows", "retention_wall_s")}
+    for ret, r in by["retention_R_H"].items():
+        rr, rw = by["retention_rows"][ret], by["retention_wall_s"][ret]
+        rows.append([f"{ret:.0%}", r["cells"], r["complete_zero_variance_cells"], r["documents"], _ci(r, "variance_ratio_median"),
+                     f"{_num(r['variance_ratio_min'])}–{_num(r['variance_ratio_max'])}", _ci(r, "variance_ratio_of_means"),
+                     _ci(r, "evaluation_ratio_mean"),
+                     _ci(r, "advantage_ratio_of_means"), _num(rr["evaluation_ratio_mean"]), _ci(rr, "advantage_ratio_of_means"),
+                     _num(rw["evaluation_ratio_mean"]), _ci(rw, "advantage_ratio_of_means")])
+    a = sums["all"].row(0, named=True)
+    rows.append(["all", a["cells"], a["complete_zero_variance_cells"], a["documents"], _ci(a, "variance_ratio_median"),
+                 f"{_num(a['variance_ratio_min'])}–{_num(a['variance_ratio_max'])}", _ci(a, "variance_ratio_of_means"),
+                 _ci(a, "evaluation_ratio_mean"), _ci(a, "advantage_ratio_of_means"), "", "", "", ""])
+    md += [_table(head, rows)]
+    md += ["## R_H per action and by probability of divergence", ""]
+    rows = []
+    dmean = cells.group_by("action").agg(pl.col("swrb_mean_D").mean(), pl.col("complete_mean_R_H").mean())
+    dmean = {r["action"]: r for r in dmean.iter_rows(named=True)}
+    for r in sums["action"].iter_rows(named=True):
+        rows.append([r["action"], dmean[r["action"]]["swrb_mean_D"], dmean[r["action"]]["complete_mean_R_H"], r["cells"],
+                     _ci(r, "variance_ratio_median"), f"{_num(r['variance_ratio_min'])}–{_num(r['variance_ratio_max'])}",
+                     _ci(r, "variance_ratio_of_means"), _num(r["evaluation_ratio_mean"]), _ci(r, "advantage_ratio_of_means")])
+    md += [_table(["action", "mean D", "mean M", "cells", "median var. ratio [CI]", "range", "pooled var. ratio [CI]",
+                   "eval. ratio", "advantage (evals) [CI]"], rows)]
+    md += ["", "Cells grouped by their swrb estimate of P(divergence within H), D̄ = mean over replicates of D = 1 − S_H:", ""]
+    rows = [[r["divergence"], r["cells"], r["documents"], _ci(r, "variance_ratio_median"),
+             f"{_num(r['variance_ratio_min'])}–{_num(r['variance_ratio_max'])}", _ci(r, "variance_ratio_of_means"),
+             _num(r["evaluation_ratio_mean"]), _ci(r, "advantage_ratio_of_means")] for r in sums["divergence"].iter_rows(named=True)]
+    md += [_table(["D̄", "cells", "docs", "median var. ratio [CI]", "range", "pooled var. ratio [CI]", "eval. ratio",
+                   "advantage (evals) [CI]"], rows)]
+    md += ["## Window and capacity (L = {}): M_L vs Z_L (R_L), capacity vs W_L (B_L)".format(s["window"]), ""]
+    rows = []
+    for key in ("R_L", "B_L"):
+        for r in sums[f"retention_{key}"].iter_rows(named=True):
+            rows.append([key, f"{r['retention']:.0%}", r["cells"], _ci(r, "variance_ratio_median"),
+                         f"{_num(r['variance_ratio_min'])}–{_num(r['variance_ratio_max'])}", _ci(r, "advantage_ratio_of_means")])
+    md += [_table(["quantity", "retention", "cells", "median var. ratio [CI]", "range", "advantage (evals) [CI]"], rows)]
+    md += ["## The complete mode's own TV-integrated estimator", "",
+           "Complete mode records δ_t along the coupled path, so (1/H) Σ_t δ_t (`risk_tv`) is also unbiased for R_H at no "
+           "extra cost. Median Var(risk_tv)/Var(Z_R) per retention (below 1: the complete mode's Σδ beats SWRB):", ""]
+    rt = cells.group_by("retention").agg(pl.col("variance_ratio_risk_tv").filter(pl.col("variance_ratio_risk_tv").is_not_nan()).median().alias("median"),
+                                         (pl.col("complete_var_risk_tv") / pl.col("complete_var_R_H")).filter(pl.col("complete_var_R_H") > 0).median().alias("vs_M")).sort("retention")
+    md += [_table(["retention", "median Var(risk_tv)/Var(Z_R)", "median Var(risk_tv)/Var(M)"],
+                  [[f"{r['retention']:.0%}", r["median"], r["vs_M"]] for r in rt.iter_rows(named=True)])]
+    md += ["## Mean agreement (unbiasedness on a real model)", "",
+           "Over the cells (documents × actions) of a retention, with d = mean_complete − mean_swrb per cell: pooled "
+           "z = Σ d / √(Σ (se_c² + se_s²)) with within-cell standard errors (criterion |z| < 3), and the across-cells "
+           "t = mean(d)/(sd(d)/√n) on n − 1 df, which needs no within-cell se (a complete cell whose R replicates never "
+           "diverged has se 0, an underestimate; the t in turn rejects too often when cell variances differ widely). "
+           "`zero-var.`: cells whose complete replicates all had the same value.", ""]
+    rows = [[f"{r['retention']:.0%}", r["key"], r["cells"], r["complete_mean"], r["swrb_mean"], f"{r['z']:+.2f}",
+             f"{r['t']:+.2f}", r["p"], r["complete_zero_variance_cells"], "yes" if r["agrees"] else "**no**"]
+            for r in agree.iter_rows(named=True)]
+    md += [_table(["retention", "quantity", "cells", "mean complete", "mean swrb", "pooled z", "t", "t p", "zero-var.",
+                   "agrees (|z| < 3)"], rows)]
+    md += [f"## (1 − α) enclosure of R_H per action from sampled profiles (α = {s['alpha']}, L = {s['window']})", "",
+           "[LCB(Z_L), UCB(Z_L + W_L)] at α/2 each over per-document means of the swrb replicates (paper §4.3; "
+           "kvdiv.finite_sampling.enclosure): an enclosure of the document-average R_H from a depth-L window. "
+           "Beside it the swrb and complete estimates of R_H from the full horizon.", ""]
+    rows = [[r["action"], r["documents"], r["swrb_R_L"], r["swrb_B_L"], f"[{r['enclosure_lower']:.3f}, {r['enclosure_upper']:.3f}]",
+             r["swrb_R_H"], r["complete_R_H"], "yes" if r["complete_R_H_inside"] else "no"] for r in enclosures.iter_rows(named=True)]
+    md += [_table(["action", "docs", "Z_L mean", "W_L mean", "enclosure", "Z_R mean", "M mean", "M inside"], rows)]
+    md += ["## Beside the finite-state figures", ""]
+    vr = paper.get("variance_ratio_naive_over_swrb", {})
+    md += [_table(["quantity", "paper, 24 finite systems", "kvdiv finite suite", f"{s['model']} (all cells)"], [
+        ["variance ratio, median", vr.get("median"), FINITE_SUITE["variance_ratio_median"], a["variance_ratio_median"]],
+        ["variance ratio, range", f"{_num(vr.get('min'))}–{_num(vr.get('max'))}", "–", f"{_num(a['variance_ratio_min'])}–{_num(a['variance_ratio_max'])}"],
+        ["evaluations swrb/complete", paper.get("mean_pair_evaluations_ratio"), "–", a["evaluation_ratio_mean"]],
+        ["variance–cost advantage (ratio of means)", paper.get("variance_cost_advantage_ratio_of_means"),
+         FINITE_SUITE["advantage_ratio_of_means"], a["advantage_ratio_of_means"]],
+    ])]
+    md += ["## Per (document, action) cells", ""]
+    rows = [[r["document"], r["action"], r["swrb_mean_D"], r["complete_mean_R_H"], r["swrb_mean_R_H"], r["complete_var_R_H"],
+             r["swrb_var_R_H"], r["variance_ratio_R_H"], r["evaluation_ratio"], r["rows_ratio"], r["wall_ratio"], f"{r['z_R_H']:+.2f}"]
+            for r in cells.sort("document", "retention", "action").iter_rows(named=True)]
+    md += [_table(["document", "action", "D̄", "mean M", "mean Z_R", "Var(M)", "Var(Z_R)", "var. ratio", "eval. ratio",
+                   "rows ratio", "wall ratio", "z"], rows)]
+    return "\n".join(md)
+
+
+def run(loaded, args, *, setup_extra: dict | None = None) -> dict:
+    """Run (or resume) the benchmark and write ``args.out``; returns the tables."""
+    actions_all = default_actions(window_size=args.window_size)
+    actions = {a: spec for a, (spec, _) in actions_all.items()}
+    retention = {a: r for a, (_, r) in actions_all.items()}
+    records = build_documents(loaded, families=args.families, length=args.length, per_family=args.documents,
+                              master_seed=args.seed, study_seed=args.study_seed, horizon=args.horizon)
+    raw_dir = Path(args.raw_dir)
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    settings = {k: getattr(args, k) for k in ("horizon", "replicates", "batch", "window", "seed", "window_size")}
+    settings["model"] = loaded.name
+    start = time.perf_counter()
+    frames = []
+    for i, record in enumerate(records):
+        path = raw_dir / f"{record['id']}.parquet"
+        meta = raw_dir / f"{record['id']}.json"
+        if path.is_file() and meta.is_file() and json.loads(meta.read_text()) == settings:
+            frames.append(pl.read_parquet(path))
+            print(f"[{i + 1}/{len(records)}] {record['id']}: reused {path}", flush=True)
+            continue
+        t0 = time.perf_counter()
+        frame = run_document(loaded, record, actions, horizon=args.horizon, replicates=args.replicates, batch=args.batch,
+                             window=args.window, seed=args.seed)
+        tmp = path.with_suffix(".parquet.tmp")
+        frame.write_parquet(tmp)
+        tmp.replace(path)
+        meta.write_text(json.dumps(settings))
+        frames.append(frame)
+        print(f"[{i + 1}/{len(records)}] {record['id']}: {time.perf_counter() - t0:.0f} s, load {os.getloadavg()[0]:.1f}", flush=True)
+    replicates = pl.concat(frames, how="vertical_relaxed")
+    cells = comparison_table(replicates, retention)
+    d = replicates.filter(pl.col("mode") == "swrb").group_by("document", "action").agg(pl.col("D").mean().alias("swrb_mean_D"))
+    cells = cells.join(d, on=["document", "action"], how="left")
+    sums = summaries(cells, args.bootstrap, args.seed)
+    agree = agreement_table(cells)
+    enclosures = action_enclosures(replicates, alpha=args.alpha)
+    loads = replicates.group_by("document").agg(pl.col("load_1min").first())["load_1min"]
+    setup = {
+        "model": loaded.name, "command": " ".join(["python benchmarks/swrb_llm.py", *sys.argv[1:]]),
+        "elapsed_min": (time.perf_counter() - start) / 60, "documents": len(records),
+        "strata": [f"{f}_{args.length}" for f in args.families], "per_family": args.documents,
+        "prompt_tokens_min": int(replicates["prompt_tokens"].min()), "prompt_tokens_max": int(replicates["prompt_tokens"].max()),
+        "actions": list(actions), "window_size": args.window_size, "horizon": args.horizon, "window": args.window,
+        "replicates": args.replicates, "batch": args.batch, "seed": args.seed, "bootstrap": args.bootstrap, "alpha": args.alpha,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores", "threads": torch.get_num_threads(),
+        "load_min": float(loads.min()), "load_max": float(loads.max()), **(setup_extra or {}),
+    }
+    text = render(replicates, cells, sums, agree, enclosures, setup)
+    out = Path(args.out)
+    if out.is_file() and args.keep_notes:
+        old = out.read_text()
+        marker = "\n## Interpretation"
+        if marker in old:
+            text += old[old.index(marker):]
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(out)
+    cells.write_parquet(raw_dir / "cells.parquet")
+    print(f"wrote {out}", flush=True)
+    return {"replicates": replicates, "cells": cells, "summaries": sums, "agreement": agree, "enclosures": enclosures}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--documents", type=int, default=2, help="documents per family")
+    p.add_argument("--families", nargs="+", default=["ruler", "helmet"])
+    p.add_argument("--length", type=int, default=1024, help="target prompt length in tokens")
+    p.add_argument("--replicates", type=int, default=4, help="R per (document, action) in each mode")
+    p.add_argument("--batch", type=int, default=4, help="replicates per generate call (memory: 4·actions·batch KV slots)")
+    p.add_argument("--horizon", type=int, default=128)
+    p.add_argument("--window", type=int, default=32, help="L for R_L/B_L")
+    p.add_argument("--window-size", type=int, default=64, help="SnapKV observation window")
+    p.add_argument("--seed", type=int, default=20260915)
+    p.add_argument("--study-seed", type=int, default=15)
+    p.add_argument("--bootstrap", type=int, default=2000)
+    p.add_argument("--alpha", type=float, default=0.05)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--model", default="smollm2", help="a model of config/config.yaml, resolved under --models-dir")
+    p.add_argument("--models-dir", default=str(REPO / "results/models"))
+    p.add_argument("--raw-dir", default=str(REPO / "results/benchmarks/swrb_llm"))
+    p.add_argument("--out", default=str(Path(__file__).with_suffix(".md")))
+    p.add_argument("--keep-notes", action=argparse.BooleanOptionalAction, default=True,
+                   help="keep the hand-written '## Interpretation' section of an existing --out")
+    p.add_argument("--quick", action="store_true", help="1 document per family, 512 tokens, R = 3, H = 32, L = 8, 200 resamples")
+    return p
+
+
+QUICK = {"documents": 1, "length": 512, "replicates": 3, "batch": 3, "horizon": 32, "window": 8, "bootstrap": 200}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line options; ``--quick`` swaps in :data:`QUICK` as defaults (explicit options still win)."""
+    p = parser()
+    args = p.parse_args(argv)
+    if args.quick:
+        p.set_defaults(**QUICK)
+        args = p.parse_args(argv)
+    for name in ("documents", "replicates", "batch", "horizon", "window", "bootstrap"):
+        least = 2 if name == "replicates" else 1
+        if getattr(args, name) < least:
+            p.error(f"--{name.replace('_', '-')} must be >= {least}, got {getattr(args, name)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    if args.model not in config["models"]:
+        raise SystemExit(f"--model {args.model!r} is not in config/config.yaml (has {sorted(config['models'])})")
+    spec = {**config["models"][args.model], "threads": args.threads}
+    provenance = Path(args.models_dir) / args.model / "provenance.json"
+    if not provenance.is_file():
+        raise SystemExit(f"{provenance} missing: run `snakemake --cores 1 results/models/{args.model}/provenance.json` first")
+    loaded = load_model(args.model, spec, args.models_dir)
+    torch.set_num_threads(args.threads)
+    run(loaded, args)
+
+
+if __name__ == "__main__":
+    main()
