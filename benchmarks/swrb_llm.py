@@ -13,7 +13,8 @@ agreement check, and the (1 − α) enclosure of R_H per action from sampled pro
 Replicates run in batches (``--batch`` per ``generate`` call: memory is 4 × actions × batch KV slots of
 the whole context); within a document the two modes alternate which goes first from batch to batch, so
 machine load falls on both alike. Per-document raw replicates go to ``--raw-dir`` as they finish; a rerun
-with the same settings reuses them (resume after an interruption).
+with the same settings reuses them per (document, batch): a run interrupted resumes, and a larger
+``--replicates`` only adds batches.
 
 Run (SmolLM2 resolved by the workflow first):
     snakemake --cores 1 results/models/smollm2/provenance.json
@@ -81,28 +82,27 @@ def build_documents(loaded, *, families, length: int, per_family: int, master_se
     return records
 
 
-def run_document(loaded, record: dict, actions: dict[str, dict], *, horizon: int, replicates: int, batch: int,
-                 window: int, seed: int, progress: bool = False) -> pl.DataFrame:
-    """Both modes' per-replicate frame (:func:`kvdiv.swrb_comparison.replicate_frame`) for one document:
-    one prefill, then ⌈R/batch⌉ batches per mode from streams (seed, "{mode}-{batch}", document id)."""
+def document_session(loaded, record: dict, actions: dict[str, dict], *, horizon: int, batch: int, seed: int):
+    """One prefill of ``record`` serving every action; room for one batch of swrb chains."""
     ids = prompt_token_ids(record, loaded.tokenizer, loaded.chat_template)
-    doc_id = str(record["id"])
     start = time.perf_counter()
     session = KernelSession(loaded, torch.tensor(ids, dtype=torch.long), actions,
-                            max_chains=chains_needed(len(actions), min(batch, replicates), "swrb"),
-                            max_new_tokens=horizon + 1, seed_parts=(seed, 0, doc_id))
-    prefill = time.perf_counter() - start
+                            max_chains=chains_needed(len(actions), batch, "swrb"), max_new_tokens=horizon + 1,
+                            seed_parts=(seed, 0, str(record["id"])))
+    return session, len(ids), time.perf_counter() - start
+
+
+def run_batch(loaded, session, doc_id: str, actions: dict[str, dict], *, index: int, size: int, batch: int, horizon: int,
+              window: int, seed: int, progress: bool = False) -> pl.DataFrame:
+    """Batch ``index`` of both modes (:func:`kvdiv.swrb_comparison.replicate_frame` rows, replicate ids
+    index·batch + r) from streams (seed, "{mode}-{index}", document id, action, r); the mode that goes first
+    alternates with the batch index."""
     frames = []
-    n_batches = math.ceil(replicates / batch)
-    for b in range(n_batches):
-        size = min(batch, replicates - b * batch)
-        for mode in (("complete", "swrb") if b % 2 == 0 else ("swrb", "complete")):
-            out = generate(session, list(actions), horizon=horizon, replicates=size, seed_parts=(seed, f"{mode}-{b}", doc_id),
-                           eos_token_ids=loaded.eos_token_ids, mode=mode, tv_atol=1e-6, progress=progress)
-            frame = replicate_frame(out, mode, window, doc_id)
-            frames.append(frame.with_columns(pl.col("replicate") + b * batch))
-    return pl.concat(frames).with_columns(pl.lit(len(ids)).alias("prompt_tokens"), pl.lit(prefill).alias("prefill_s"),
-                                          pl.lit(os.getloadavg()[0]).alias("load_1min"))
+    for mode in (("complete", "swrb") if index % 2 == 0 else ("swrb", "complete")):
+        out = generate(session, list(actions), horizon=horizon, replicates=size, seed_parts=(seed, f"{mode}-{index}", doc_id),
+                       eos_token_ids=loaded.eos_token_ids, mode=mode, tv_atol=1e-6, progress=progress)
+        frames.append(replicate_frame(out, mode, window, doc_id).with_columns(pl.col("replicate") + index * batch))
+    return pl.concat(frames)
 
 
 def _ci(row: dict, stat: str, digits: int = 3) -> str:
@@ -166,7 +166,7 @@ def render(replicates: pl.DataFrame, cells: pl.DataFrame, sums: dict[str, pl.Dat
         f"{s['bootstrap']} cluster resamples over documents, 95 % percentile intervals; enclosure α = {s['alpha']}.",
         "",
         f"**Machine.** {s['machine']}; {s['threads']} torch threads; shared with other helpers' jobs (1-min load average "
-        f"{s['load_min']:.1f}–{s['load_max']:.1f} at the end of each document), so wall times are noisy; both modes "
+        f"{s['load_min']:.1f}–{s['load_max']:.1f} at the end of each batch), so wall times are noisy; both modes "
         "of a document run in one process, alternating which goes first per batch.",
         "",
         "**Definitions** (kvdiv.swrb_comparison, the finite study's aggregates, kvdiv.finite_study.suite_aggregates): "
@@ -272,26 +272,39 @@ def run(loaded, args, *, setup_extra: dict | None = None) -> dict:
                               master_seed=args.seed, study_seed=args.study_seed, horizon=args.horizon)
     raw_dir = Path(args.raw_dir)
     raw_dir.mkdir(parents=True, exist_ok=True)
-    settings = {k: getattr(args, k) for k in ("horizon", "replicates", "batch", "window", "seed", "window_size")}
+    settings = {k: getattr(args, k) for k in ("horizon", "batch", "window", "seed", "window_size")}
     settings["model"] = loaded.name
     start = time.perf_counter()
     frames = []
+    n_batches = math.ceil(args.replicates / args.batch)
     for i, record in enumerate(records):
-        path = raw_dir / f"{record['id']}.parquet"
-        meta = raw_dir / f"{record['id']}.json"
-        if path.is_file() and meta.is_file() and json.loads(meta.read_text()) == settings:
-            frames.append(pl.read_parquet(path))
-            print(f"[{i + 1}/{len(records)}] {record['id']}: reused {path}", flush=True)
-            continue
-        t0 = time.perf_counter()
-        frame = run_document(loaded, record, actions, horizon=args.horizon, replicates=args.replicates, batch=args.batch,
-                             window=args.window, seed=args.seed)
-        tmp = path.with_suffix(".parquet.tmp")
-        frame.write_parquet(tmp)
-        tmp.replace(path)
-        meta.write_text(json.dumps(settings))
-        frames.append(frame)
-        print(f"[{i + 1}/{len(records)}] {record['id']}: {time.perf_counter() - t0:.0f} s, load {os.getloadavg()[0]:.1f}", flush=True)
+        doc_id = str(record["id"])
+        session = None
+        for b in range(n_batches):
+            size = min(args.batch, args.replicates - b * args.batch)
+            path = raw_dir / f"{doc_id}-b{b}.parquet"
+            meta = raw_dir / f"{doc_id}-b{b}.json"
+            wanted = settings | {"size": size}
+            if path.is_file() and meta.is_file() and json.loads(meta.read_text()) == wanted:
+                frames.append(pl.read_parquet(path))
+                print(f"[{i + 1}/{len(records)}] {doc_id} batch {b}: reused {path}", flush=True)
+                continue
+            t0 = time.perf_counter()
+            if session is None:
+                session, n_prompt, prefill = document_session(loaded, record, actions, horizon=args.horizon,
+                                                              batch=args.batch, seed=args.seed)
+            frame = run_batch(loaded, session, doc_id, actions, index=b, size=size, batch=args.batch,
+                              horizon=args.horizon, window=args.window, seed=args.seed)
+            frame = frame.with_columns(pl.lit(n_prompt).alias("prompt_tokens"), pl.lit(prefill).alias("prefill_s"),
+                                       pl.lit(os.getloadavg()[0]).alias("load_1min"))
+            tmp = path.with_suffix(".parquet.tmp")
+            frame.write_parquet(tmp)
+            tmp.replace(path)
+            meta.write_text(json.dumps(wanted))
+            frames.append(frame)
+            print(f"[{i + 1}/{len(records)}] {doc_id} batch {b}: {time.perf_counter() - t0:.0f} s, "
+                  f"load {os.getloadavg()[0]:.1f}", flush=True)
+        del session
     replicates = pl.concat(frames, how="vertical_relaxed")
     cells = comparison_table(replicates, retention)
     d = replicates.filter(pl.col("mode") == "swrb").group_by("document", "action").agg(pl.col("D").mean().alias("swrb_mean_D"))
@@ -299,7 +312,7 @@ def run(loaded, args, *, setup_extra: dict | None = None) -> dict:
     sums = summaries(cells, args.bootstrap, args.seed)
     agree = agreement_table(cells)
     enclosures = action_enclosures(replicates, alpha=args.alpha)
-    loads = replicates.group_by("document").agg(pl.col("load_1min").first())["load_1min"]
+    loads = replicates["load_1min"].unique()
     setup = {
         "model": loaded.name, "command": " ".join(["python benchmarks/swrb_llm.py", *sys.argv[1:]]),
         "elapsed_min": (time.perf_counter() - start) / 60, "documents": len(records),

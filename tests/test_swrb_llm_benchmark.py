@@ -52,3 +52,9 @@ def test_benchmark_runs_on_a_tiny_model(bench, tiny_llama, tmp_path):
     again = bench.run(tiny_llama, bench.parse_args(argv))
     assert again["cells"].equals(cells)
     assert out.read_text().endswith("## Interpretation\n\nhand-written\n")
+    # more replicates only add batches: batch 0's replicates are reused unchanged
+    more = bench.run(tiny_llama, bench.parse_args([*argv, "--replicates", "4"]))["replicates"]
+    assert more.height == 2 * 6 * 2 * 4
+    key = ["document", "action", "mode", "replicate"]
+    first = reps.filter(pl.col("replicate") < 2).sort(key)
+    assert more.filter(pl.col("replicate") < 2).sort(key).select(first.columns).equals(first)
