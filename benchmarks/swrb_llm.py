@@ -58,15 +58,32 @@ FINITE_SUITE = {"variance_ratio_min": None, "variance_ratio_median": 52.1, "eval
                 "advantage_ratio_of_means": 17.6}
 
 
-def default_actions(retentions=RETENTIONS, window_size: int = 64) -> dict[str, dict]:
+def default_actions(retentions=RETENTIONS, window_size: int = 64) -> dict[str, tuple[dict, float]]:
     """SnapKV (observation window ``window_size``) and recent-token retention (StreamingLLMPress without
     sink tokens, as config/config.yaml's ``recent_*``) at each retention; name → (spec, retention)."""
     out = {}
     for r in retentions:
-        tag = f"{round(100 * r)}"
-        out[f"snapkv_{tag}"] = ({"press": "SnapKVPress", "compression_ratio": round(1 - r, 6), "window_size": window_size}, r)
-        out[f"recent_{tag}"] = ({"press": "StreamingLLMPress", "compression_ratio": round(1 - r, 6), "n_sink": 0}, r)
+        out[f"snapkv_{_tag(r)}"] = (_snapkv(r, window_size), r)
+        out[f"recent_{_tag(r)}"] = ({"press": "StreamingLLMPress", "compression_ratio": round(1 - r, 6), "n_sink": 0}, r)
     return out
+
+
+def _tag(retention: float) -> str:
+    return f"{100 * retention:g}".replace(".", "p")
+
+
+def _snapkv(retention: float, window_size: int) -> dict:
+    return {"press": "SnapKVPress", "compression_ratio": round(1 - retention, 6), "window_size": window_size}
+
+
+def action_groups(args: argparse.Namespace) -> dict[str, dict[str, tuple[dict, float]]]:
+    """Actions per group; a group shares one prefill and its batches (raw files per document, group, batch).
+    ``main``: :func:`default_actions`; ``high``: SnapKV alone at ``--high-retention`` (none when 0)."""
+    groups = {"main": default_actions(window_size=args.window_size)}
+    if args.high_retention:
+        r = args.high_retention
+        groups["high"] = {f"snapkv_{_tag(r)}": (_snapkv(r, args.window_size), r)}
+    return groups
 
 
 def build_documents(loaded, *, families, length: int, per_family: int, master_seed: int, study_seed: int,
@@ -108,6 +125,10 @@ def run_batch(loaded, session, doc_id: str, actions: dict[str, dict], *, index: 
 def _ci(row: dict, stat: str, digits: int = 3) -> str:
     v, lo, hi = row[stat], row[f"{stat}_lo"], row[f"{stat}_hi"]
     return f"{v:.{digits}g} [{lo:.{digits}g}, {hi:.{digits}g}]"
+
+
+def _pct(retention: float) -> str:
+    return f"{100 * retention:g}%"
 
 
 def _num(v, digits: int = 3) -> str:
@@ -153,13 +174,14 @@ def render(replicates: pl.DataFrame, cells: pl.DataFrame, sums: dict[str, pl.Dat
     paper = paper_values().get("finite_state", {})
     s = setup
     md = [f"# Complete vs residual-branch (SWRB) sampling on {s['model']} (CPU)", ""]
-    md += [f"`{s['command']}` (script beside this file; {s['elapsed_min']:.0f} min in all).", ""]
+    md += [f"`{s['command']}` (script beside this file; {s['compute_min']:.0f} min of prefills and generate calls in all).", ""]
     md += [
         "**Setup.** "
         f"{s['documents']} synthetic documents ({', '.join(s['strata'])}; {s['per_family']} per family, generated with "
         f"kvdiv.documents as the workflow does; {s['prompt_tokens_min']}–{s['prompt_tokens_max']} prompt tokens after the chat "
         f"template). Actions: {', '.join(f'`{a}`' for a in s['actions'])} (SnapKV with a {s['window_size']}-token observation "
-        "window; recent = StreamingLLMPress without sink tokens, as config/config.yaml's `recent_*`). "
+        "window; recent = StreamingLLMPress without sink tokens, as config/config.yaml's `recent_*`; "
+        f"{s['high']}). "
         f"H = {s['horizon']}, window L = {s['window']}, temperature 1, δ_1 = 0, tv_atol 1e-6. R = {s['replicates']} replicates "
         f"per (document, action) in each mode, {s['batch']} per `generate` call, streams (seed {s['seed']}, mode-batch, document, "
         "action, replicate): the modes are independent. Bootstrap: "
@@ -187,7 +209,7 @@ def render(replicates: pl.DataFrame, cells: pl.DataFrame, sums: dict[str, pl.Dat
     by = {k: {r["retention"]: r for r in sums[k].iter_rows(named=True)} for k in ("retention_R_H", "retention_rows", "retention_wall_s")}
     for ret, r in by["retention_R_H"].items():
         rr, rw = by["retention_rows"][ret], by["retention_wall_s"][ret]
-        rows.append([f"{ret:.0%}", r["cells"], r["complete_zero_variance_cells"], r["documents"], _ci(r, "variance_ratio_median"),
+        rows.append([_pct(ret), r["cells"], r["complete_zero_variance_cells"], r["documents"], _ci(r, "variance_ratio_median"),
                      f"{_num(r['variance_ratio_min'])}–{_num(r['variance_ratio_max'])}", _ci(r, "variance_ratio_of_means"),
                      _ci(r, "evaluation_ratio_mean"),
                      _ci(r, "advantage_ratio_of_means"), _num(rr["evaluation_ratio_mean"]), _ci(rr, "advantage_ratio_of_means"),
@@ -217,7 +239,7 @@ def render(replicates: pl.DataFrame, cells: pl.DataFrame, sums: dict[str, pl.Dat
     rows = []
     for key in ("R_L", "B_L"):
         for r in sums[f"retention_{key}"].iter_rows(named=True):
-            rows.append([key, f"{r['retention']:.0%}", r["cells"], _ci(r, "variance_ratio_median"),
+            rows.append([key, _pct(r['retention']), r["cells"], _ci(r, "variance_ratio_median"),
                          f"{_num(r['variance_ratio_min'])}–{_num(r['variance_ratio_max'])}", _ci(r, "advantage_ratio_of_means")])
     md += [_table(["quantity", "retention", "cells", "median var. ratio [CI]", "range", "advantage (evals) [CI]"], rows)]
     md += ["## The complete mode's own TV-integrated estimator", "",
@@ -226,14 +248,14 @@ def render(replicates: pl.DataFrame, cells: pl.DataFrame, sums: dict[str, pl.Dat
     rt = cells.group_by("retention").agg(pl.col("variance_ratio_risk_tv").filter(pl.col("variance_ratio_risk_tv").is_not_nan()).median().alias("median"),
                                          (pl.col("complete_var_risk_tv") / pl.col("complete_var_R_H")).filter(pl.col("complete_var_R_H") > 0).median().alias("vs_M")).sort("retention")
     md += [_table(["retention", "median Var(risk_tv)/Var(Z_R)", "median Var(risk_tv)/Var(M)"],
-                  [[f"{r['retention']:.0%}", r["median"], r["vs_M"]] for r in rt.iter_rows(named=True)])]
+                  [[_pct(r['retention']), r["median"], r["vs_M"]] for r in rt.iter_rows(named=True)])]
     md += ["## Mean agreement (unbiasedness on a real model)", "",
            "Over the cells (documents × actions) of a retention, with d = mean_complete − mean_swrb per cell: pooled "
            "z = Σ d / √(Σ (se_c² + se_s²)) with within-cell standard errors (criterion |z| < 3), and the across-cells "
            "t = mean(d)/(sd(d)/√n) on n − 1 df, which needs no within-cell se (a complete cell whose R replicates never "
            "diverged has se 0, an underestimate; the t in turn rejects too often when cell variances differ widely). "
            "`zero-var.`: cells whose complete replicates all had the same value.", ""]
-    rows = [[f"{r['retention']:.0%}", r["key"], r["cells"], r["complete_mean"], r["swrb_mean"], f"{r['z']:+.2f}",
+    rows = [[_pct(r['retention']), r["key"], r["cells"], r["complete_mean"], r["swrb_mean"], f"{r['z']:+.2f}",
              f"{r['t']:+.2f}", r["p"], r["complete_zero_variance_cells"], "yes" if r["agrees"] else "**no**"]
             for r in agree.iter_rows(named=True)]
     md += [_table(["retention", "quantity", "cells", "mean complete", "mean swrb", "pooled z", "t", "t p", "zero-var.",
@@ -265,46 +287,46 @@ def render(replicates: pl.DataFrame, cells: pl.DataFrame, sums: dict[str, pl.Dat
 
 def run(loaded, args, *, setup_extra: dict | None = None) -> dict:
     """Run (or resume) the benchmark and write ``args.out``; returns the tables."""
-    actions_all = default_actions(window_size=args.window_size)
-    actions = {a: spec for a, (spec, _) in actions_all.items()}
-    retention = {a: r for a, (_, r) in actions_all.items()}
+    groups = action_groups(args)
+    retention = {a: r for group in groups.values() for a, (_, r) in group.items()}
     records = build_documents(loaded, families=args.families, length=args.length, per_family=args.documents,
                               master_seed=args.seed, study_seed=args.study_seed, horizon=args.horizon)
     raw_dir = Path(args.raw_dir)
     raw_dir.mkdir(parents=True, exist_ok=True)
     settings = {k: getattr(args, k) for k in ("horizon", "batch", "window", "seed", "window_size")}
     settings["model"] = loaded.name
-    start = time.perf_counter()
     frames = []
     n_batches = math.ceil(args.replicates / args.batch)
     for i, record in enumerate(records):
         doc_id = str(record["id"])
-        session = None
-        for b in range(n_batches):
-            size = min(args.batch, args.replicates - b * args.batch)
-            path = raw_dir / f"{doc_id}-b{b}.parquet"
-            meta = raw_dir / f"{doc_id}-b{b}.json"
-            wanted = settings | {"size": size}
-            if path.is_file() and meta.is_file() and json.loads(meta.read_text()) == wanted:
-                frames.append(pl.read_parquet(path))
-                print(f"[{i + 1}/{len(records)}] {doc_id} batch {b}: reused {path}", flush=True)
-                continue
-            t0 = time.perf_counter()
-            if session is None:
-                session, n_prompt, prefill = document_session(loaded, record, actions, horizon=args.horizon,
-                                                              batch=args.batch, seed=args.seed)
-            frame = run_batch(loaded, session, doc_id, actions, index=b, size=size, batch=args.batch,
-                              horizon=args.horizon, window=args.window, seed=args.seed)
-            frame = frame.with_columns(pl.lit(n_prompt).alias("prompt_tokens"), pl.lit(prefill).alias("prefill_s"),
-                                       pl.lit(os.getloadavg()[0]).alias("load_1min"))
-            tmp = path.with_suffix(".parquet.tmp")
-            frame.write_parquet(tmp)
-            tmp.replace(path)
-            meta.write_text(json.dumps(wanted))
-            frames.append(frame)
-            print(f"[{i + 1}/{len(records)}] {doc_id} batch {b}: {time.perf_counter() - t0:.0f} s, "
-                  f"load {os.getloadavg()[0]:.1f}", flush=True)
-        del session
+        for group, specs in groups.items():
+            actions = {a: spec for a, (spec, _) in specs.items()}
+            session = None
+            for b in range(n_batches):
+                size = min(args.batch, args.replicates - b * args.batch)
+                path = raw_dir / f"{doc_id}-{group}-b{b}.parquet"
+                meta = raw_dir / f"{doc_id}-{group}-b{b}.json"
+                wanted = settings | {"size": size, "actions": actions}
+                if path.is_file() and meta.is_file() and json.loads(meta.read_text()) == wanted:
+                    frames.append(pl.read_parquet(path))
+                    print(f"[{i + 1}/{len(records)}] {doc_id} {group} batch {b}: reused {path}", flush=True)
+                    continue
+                t0 = time.perf_counter()
+                if session is None:
+                    session, n_prompt, prefill = document_session(loaded, record, actions, horizon=args.horizon,
+                                                                  batch=args.batch, seed=args.seed)
+                frame = run_batch(loaded, session, doc_id, actions, index=b, size=size, batch=args.batch,
+                                  horizon=args.horizon, window=args.window, seed=args.seed)
+                frame = frame.with_columns(pl.lit(n_prompt).alias("prompt_tokens"), pl.lit(prefill).alias("prefill_s"),
+                                           pl.lit(os.getloadavg()[0]).alias("load_1min"))
+                tmp = path.with_suffix(".parquet.tmp")
+                frame.write_parquet(tmp)
+                tmp.replace(path)
+                meta.write_text(json.dumps(wanted))
+                frames.append(frame)
+                print(f"[{i + 1}/{len(records)}] {doc_id} {group} batch {b}: {time.perf_counter() - t0:.0f} s, "
+                      f"load {os.getloadavg()[0]:.1f}", flush=True)
+            del session
     replicates = pl.concat(frames, how="vertical_relaxed")
     cells = comparison_table(replicates, retention)
     d = replicates.filter(pl.col("mode") == "swrb").group_by("document", "action").agg(pl.col("D").mean().alias("swrb_mean_D"))
@@ -313,12 +335,16 @@ def run(loaded, args, *, setup_extra: dict | None = None) -> dict:
     agree = agreement_table(cells)
     enclosures = action_enclosures(replicates, alpha=args.alpha)
     loads = replicates["load_1min"].unique()
+    high = [a for a in groups.get("high", {})]
     setup = {
+        "high": (f"`{high[0]}` runs as a second group beyond the issue's three retentions (its own prefill and "
+                 "batches), to reach the regime of rare divergence") if high else "no extra action",
         "model": loaded.name, "command": " ".join(["python benchmarks/swrb_llm.py", *sys.argv[1:]]),
-        "elapsed_min": (time.perf_counter() - start) / 60, "documents": len(records),
+        "compute_min": (float(replicates["wall_s"].sum()) + float(replicates.group_by("document", "prompt_tokens", "prefill_s")
+                        .agg(pl.len())["prefill_s"].sum())) / 60, "documents": len(records),
         "strata": [f"{f}_{args.length}" for f in args.families], "per_family": args.documents,
         "prompt_tokens_min": int(replicates["prompt_tokens"].min()), "prompt_tokens_max": int(replicates["prompt_tokens"].max()),
-        "actions": list(actions), "window_size": args.window_size, "horizon": args.horizon, "window": args.window,
+        "actions": list(retention), "window_size": args.window_size, "horizon": args.horizon, "window": args.window,
         "replicates": args.replicates, "batch": args.batch, "seed": args.seed, "bootstrap": args.bootstrap, "alpha": args.alpha,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores", "threads": torch.get_num_threads(),
         "load_min": float(loads.min()), "load_max": float(loads.max()), **(setup_extra or {}),
@@ -348,6 +374,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--horizon", type=int, default=128)
     p.add_argument("--window", type=int, default=32, help="L for R_L/B_L")
     p.add_argument("--window-size", type=int, default=64, help="SnapKV observation window")
+    p.add_argument("--high-retention", type=float, default=0.999,
+                   help="one more SnapKV action beyond the three retentions, run as its own group (0: none)")
     p.add_argument("--seed", type=int, default=20260915)
     p.add_argument("--study-seed", type=int, default=15)
     p.add_argument("--bootstrap", type=int, default=2000)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+import torch
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "swrb_llm.py"
 
@@ -27,26 +28,35 @@ def test_quick_defaults_and_explicit_options(bench):
         bench.parse_args(["--replicates", "1"])
 
 
-def test_benchmark_runs_on_a_tiny_model(bench, tiny_llama, tmp_path):
+@pytest.fixture
+def one_thread():
+    """Tiny matrices: one torch thread (two spin against each other on a loaded 2-core machine)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_benchmark_runs_on_a_tiny_model(bench, tiny_llama, tmp_path, one_thread):
     out = tmp_path / "swrb.md"
     argv = ["--quick", "--length", "512", "--horizon", "8", "--window", "2", "--replicates", "3", "--batch", "2",
             "--bootstrap", "20", "--window-size", "16", "--raw-dir", str(tmp_path / "raw"), "--out", str(out)]
     tables = bench.run(tiny_llama, bench.parse_args(argv))
     reps = tables["replicates"]
     actions = list(bench.default_actions())
-    assert len(actions) == 6
+    assert len(actions) == 6 and bench.parse_args([]).high_retention == 0.999
     # 2 documents × 6 actions × 2 modes × 3 replicates, replicate ids 0..2 across the two batches
-    assert reps.height == 2 * 6 * 2 * 3
+    assert reps.height == 2 * 7 * 2 * 3
     per_cell = reps.group_by("document", "action", "mode").agg(pl.col("replicate").sort())
     assert all(r == [0, 1, 2] for r in per_cell["replicate"].to_list())
     cells = tables["cells"]
-    assert cells.height == 12 and set(cells["retention"].to_list()) == {0.5, 0.9, 0.99}
+    assert cells.height == 14 and set(cells["retention"].to_list()) == {0.5, 0.9, 0.99, 0.999}
     assert (cells["complete_pair_evaluations"] == 8).all()
     assert ((cells["swrb_pair_evaluations"] >= 8) & (cells["swrb_pair_evaluations"] <= 14)).all()
     text = out.read_text()
     for heading in ("## R_H per retention", "## Mean agreement", "## (1 − α) enclosure", "## Beside the finite-state figures"):
         assert heading in text
-    assert "| 99% |" in text
+    assert "| 99% |" in text and "| 99.9% |" in text and "snapkv_99p9" in text
     # a hand-written interpretation survives a rerun, which reuses the per-document raw files
     out.write_text(text + "\n## Interpretation\n\nhand-written\n")
     again = bench.run(tiny_llama, bench.parse_args(argv))
@@ -54,7 +64,7 @@ def test_benchmark_runs_on_a_tiny_model(bench, tiny_llama, tmp_path):
     assert out.read_text().endswith("## Interpretation\n\nhand-written\n")
     # more replicates only add batches: batch 0's replicates are reused unchanged
     more = bench.run(tiny_llama, bench.parse_args([*argv, "--replicates", "4"]))["replicates"]
-    assert more.height == 2 * 6 * 2 * 4
+    assert more.height == 2 * 7 * 2 * 4
     key = ["document", "action", "mode", "replicate"]
     first = reps.filter(pl.col("replicate") < 2).sort(key)
     assert more.filter(pl.col("replicate") < 2).sort(key).select(first.columns).equals(first)
