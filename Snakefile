@@ -16,7 +16,7 @@ include: "rules/common.smk"
 include: "rules/models.smk"
 include: "rules/documents.smk"
 include: "rules/trajectories.smk"
-include: "rules/estimators.smk"
+include: "rules/metrics.smk"
 include: "rules/finite_state.smk"
 include: "rules/figures.smk"
 

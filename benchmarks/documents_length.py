@@ -21,10 +21,9 @@ from pathlib import Path
 import numpy as np
 from transformers import AutoTokenizer
 
-from kvdiv.documents.generate import build_prompt
 from kvdiv.documents.length import largest_fitting
 from kvdiv.documents.registry import get_task
-from kvdiv.documents.study import chat_function
+from kvdiv.documents.render import build_prompt, chat_function
 
 REPO = Path(__file__).resolve().parents[1]
 

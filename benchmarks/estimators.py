@@ -1,7 +1,7 @@
-"""Benchmark: kvdiv.estimators' Numba kernel `replicate_counts` against a vectorised NumPy baseline, and the
+"""Benchmark: kvdiv.metrics' Numba kernel `replicate_counts` against a vectorised NumPy baseline, and the
 whole `compute_metrics` on a paper-sized cube (288 documents × 3 actions × R replicates × H = 128).
 
-Run: python benchmarks/estimators.py  (results recorded in benchmarks/estimators.md)
+Run: python benchmarks/metrics.py  (results recorded in benchmarks/metrics.md)
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import time
 
 import numpy as np
 
-from kvdiv.estimators import compute_metrics, replicate_counts
-from kvdiv.synthetic import simulate_cube
+from kvdiv.metrics import compute_metrics, replicate_counts
+from kvdiv.trajectories.synthetic import simulate_cube
 
 
 def numpy_counts(mismatch: np.ndarray, tv: np.ndarray, fixed_tv: np.ndarray, eos_any: np.ndarray, window: int):
@@ -71,20 +71,24 @@ def main() -> None:
 
 def analysis_timings() -> None:
     """Figures 5-7 data and Tables 2-3 for one model at the paper's scale, 2 000 bootstrap resamples."""
-    from kvdiv import analysis as an
+    from kvdiv.analysis.inputs import Metrics
+    from kvdiv.analysis.items import build_item
 
     strata = [f"{f}_{n}" for f in ("ruler", "helmet") for n in (4096, 8192, 16384)]
     ds = simulate_cube({"snapkv_half": 0.03, "snapkv_512": 0.1, "recent_half": 0.12}, 288, 1, 128, seed=1,
                        strata=strata, eos_hazard=0.005)
     t = compute_metrics(ds, 32)
-    m = an.Metrics(t["replicates"], t["profiles_aligned"], t["profiles_clock"])
+    m = Metrics(t["replicates"], t["profiles_aligned"], t["profiles_clock"])
     pairs = [["snapkv_512", "snapkv_half"], ["recent_half", "snapkv_half"]]
+    settings = dict(n_boot=2000, seed=1, confidence=0.95, contrasts=pairs, cohort_max_tau=64, early=[1, 16],
+                    late=[49, 64], blocks=[[1, 32], [33, 64], [65, 128]], contrast=pairs[0], short_window=[1, 32],
+                    folds=5, ridge_alpha=1.0, criterion=0.02)
     jobs = {
-        "Figure 5 data": lambda: an.figure5_data(m, pairs, 2000, 1, 0.95),
-        "Figure 6 data": lambda: an.figure6_data(m, 64, [1, 16], [49, 64], 2000, 1, 0.95),
-        "Figure 7 data": lambda: an.figure7_data(m, pairs, 64, [1, 16], [49, 64], 2000, 1, 0.95),
-        "Table 2": lambda: an.clock_block_gaps(m, pairs, [[1, 32], [33, 64], [65, 128]], 2000, 1, 0.95),
-        "Table 3": lambda: an.prediction_table(m, pairs[0], [1, 32], 2000, 1, 0.95),
+        "Figure 5 data": lambda: build_item("figure5", m, **settings),
+        "Figure 6 data": lambda: build_item("figure6", m, **settings),
+        "Figure 7 data": lambda: build_item("figure7", m, **settings),
+        "Table 2": lambda: build_item("table2", m, **settings),
+        "Table 3": lambda: build_item("table3", m, **settings),
     }
     for name, job in jobs.items():
         print(f"{name}, 288 documents x 3 actions, B=2000: {best_of(job, repeat=1):.2f} s")

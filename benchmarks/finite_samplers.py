@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from kvdiv.finite_sampling import sample
-from kvdiv.finite_study import comparison_table, estimate_table, exact_table, paper_comparison, to_markdown
-from kvdiv.finite_suite import build_suite
+from kvdiv.finite.sampling import sample
+from kvdiv.finite.study import comparison_table, estimate_table, exact_table, paper_comparison, to_markdown
+from kvdiv.finite.suite import build_suite
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,6 +1,6 @@
 """Benchmark: a coupled trajectory job (complete mode) against plain sampling of the same tokens.
 
-Candidate: one :class:`kvdiv.kernels.KernelSession` (one prefill) + :func:`kvdiv.generation.generate`
+Candidate: one :class:`kvdiv.llm.session.KernelSession` (one prefill) + :func:`kvdiv.trajectories.generate.generate`
 for the three 50%-retention actions of config/config.yaml, R = 1, H tokens: per step ONE batched forward
 over P at x, Q at y and Q at x for every action.
 Baseline: ``model.generate`` sampling H tokens (temperature 1, no top-k/top-p, EOS suppressed so every
@@ -24,13 +24,14 @@ from pathlib import Path
 import torch
 import yaml
 
-from kvdiv.actions import build_press
+from kvdiv.llm.presses.registry import build_press
 from kvdiv.documents import generate_stratum
 from kvdiv.documents.render import prompt_token_ids
-from kvdiv.models import apply_chat_template
-from kvdiv.generation import chains_needed, generate
-from kvdiv.kernels import KernelSession
-from kvdiv.models import load_model
+from kvdiv.llm.tokenization import apply_chat_template
+from kvdiv.trajectories.base import chains_needed
+from kvdiv.trajectories.generate import generate
+from kvdiv.llm.session import KernelSession
+from kvdiv.llm.loading import load_model
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -61,7 +62,7 @@ def candidate(loaded, ids: torch.Tensor, actions: dict, horizon: int, seed: int)
     """Seconds of one coupled job: prefill + H coupled steps for every action (complete mode, R = 1)."""
     start = time.perf_counter()
     session = KernelSession(loaded, ids[0], actions, max_chains=chains_needed(len(actions), 1, "complete"),
-                            max_new_tokens=horizon + 1)
+                            horizon=horizon)
     prefill = time.perf_counter() - start
     generate(session, list(actions), horizon=horizon, replicates=1, seed_parts=(seed, 0, "bench"),
              eos_token_ids=loaded.eos_token_ids, tv_atol=1e-6, progress=False)
@@ -84,7 +85,7 @@ def main() -> None:
     chat = (lambda text: apply_chat_template(loaded.tokenizer, text)) if loaded.chat_template else None
     doc = generate_stratum(study="retention50", stratum="ruler_1024", n_documents=1, master_seed=config["seed"],
                            study_seed=config["studies"]["retention50"]["seed"], tokenizer=loaded.tokenizer,
-                           tokenizer_name="smollm2", chat=chat, max_context=loaded.max_context, reserve=args.horizon)[0]
+                           tokenizer_name="smollm2", chat=chat, max_context=loaded.max_context, horizon=args.horizon)[0]
     ids = torch.tensor([prompt_token_ids(doc.to_record(), loaded.tokenizer, loaded.chat_template)])
     print(f"document {doc.id}: {ids.shape[1]} prompt tokens; actions {list(actions)}; H={args.horizon}; "
           f"threads {torch.get_num_threads()}", flush=True)

@@ -1,7 +1,7 @@
 """GPU benchmark: the coupled job (complete mode) on a random Llama-3.1-8B-shaped model, against the HBM floor.
 
-Candidate: exactly the workflow's trajectory job minus storage — one :class:`kvdiv.kernels.KernelSession`
-(one prefill serving P and every action's evicted cache) + :func:`kvdiv.generation.generate` in complete
+Candidate: exactly the workflow's trajectory job minus storage — one :class:`kvdiv.llm.session.KernelSession`
+(one prefill serving P and every action's evicted cache) + :func:`kvdiv.trajectories.generate.generate` in complete
 mode for the three 50%-retention actions of config/config.yaml (snapkv_half, snapkv_512, recent_half),
 R replicates, H steps. Baseline: a plain decode step of the same model, ``model(...)`` with a
 ``DynamicCache``, batch 1, on the same prompt (greedy next token, so every step is a model step).
@@ -12,7 +12,7 @@ initialised directly on the device in the target dtype (no download, no CPU init
 ids below 128000 (no special tokens, so never an EOS), one per document. ``--tiny`` swaps in a 2-layer
 config (hidden 256, 4 heads, 2 KV heads, intermediate 512, same vocabulary), 640-token prompts (SnapKV
 with a 512-token window needs more than 512) and H = 32 for a CPU
-check. It is wrapped as a :class:`kvdiv.models.LoadedModel` directly (no tokenizer is needed: the session
+check. It is wrapped as a :class:`kvdiv.llm.loading.LoadedModel` directly (no tokenizer is needed: the session
 takes ids; the weight hash is not computed, hashing 16 GB would dominate the run).
 
 How things are counted
@@ -64,9 +64,10 @@ def _placeholder_datasets() -> None:
         import types
 
         module = types.ModuleType("datasets")
+        reason = str(err)  # `err` is unbound once the except block ends
 
         def load_dataset(*args, **kwargs):
-            raise ImportError(f"datasets is not importable here ({err}); gpu_coupled.py uses no press that needs it")
+            raise ImportError(f"datasets is not importable here ({reason}); gpu_coupled.py uses no press that needs it")
 
         module.load_dataset = load_dataset
         sys.modules["datasets"] = module
@@ -78,9 +79,10 @@ _placeholder_datasets()
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
-from kvdiv.generation import chains_needed, generate  # noqa: E402
-from kvdiv.kernels import KernelSession  # noqa: E402
-from kvdiv.models import LoadedModel  # noqa: E402
+from kvdiv.trajectories.base import chains_needed  # noqa: E402
+from kvdiv.trajectories.generate import generate  # noqa: E402
+from kvdiv.llm.session import KernelSession  # noqa: E402
+from kvdiv.llm.loading import LoadedModel  # noqa: E402
 
 LLAMA31_8B = dict(
     hidden_size=4096,
@@ -104,7 +106,7 @@ LLAMA31_8B = dict(
     },
 )
 TINY = dict(hidden_size=256, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=512)
-EOS_IDS = [128009, 128001, 128008]  # <|eot_id|> first, as kvdiv.models.eos_token_ids orders Llama-3.1-Instruct's
+EOS_IDS = [128009, 128001, 128008]  # <|eot_id|> first, as kvdiv.llm.tokenization.eos_token_ids orders Llama-3.1-Instruct's
 PROMPT_ID_LIMIT = 128000  # ids below the special tokens
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
@@ -205,7 +207,7 @@ def run_coupled(loaded: LoadedModel, ids: torch.Tensor, actions: dict, horizon: 
     sync(device)
     start = time.perf_counter()
     session = KernelSession(loaded, ids, actions, max_chains=chains_needed(len(actions), replicates, "complete"),
-                            max_new_tokens=horizon + 1)
+                            horizon=horizon)
     sync(device)
     prefill_s = time.perf_counter() - start
     recorder = StepRecorder(session)

@@ -1,4 +1,4 @@
-"""Benchmark: kvdiv.kernels (one prefill for all actions, batched slot-buffer decoding) vs plain baselines.
+"""Benchmark: kvdiv.llm.session (one prefill for all actions, batched slot-buffer decoding) vs plain baselines.
 
 On SmolLM2-135M-Instruct with a 2048-token prompt and 2 CPU threads, in one process, baseline and
 candidate interleaved round by round (medians reported):
@@ -24,9 +24,9 @@ import torch
 import yaml
 from transformers import DynamicCache
 
-from kvdiv.actions import build_press
-from kvdiv.kernels import REFERENCE, KernelSession
-from kvdiv.models import load_model
+from kvdiv.llm.presses.registry import build_press
+from kvdiv.llm.session import REFERENCE, KernelSession
+from kvdiv.llm.loading import load_model
 
 ACTIONS = {
     "snapkv_half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 64},
@@ -84,7 +84,7 @@ def main() -> None:
         t_each.append(timed(per_action_prefill))
         session = None
         t = time.perf_counter()
-        session = KernelSession(loaded, ids, ACTIONS, max_new_tokens=args.rounds * args.steps * 2 + 8)
+        session = KernelSession(loaded, ids, ACTIONS, horizon=args.rounds * args.steps * 2 + 7)
         t_once.append(time.perf_counter() - t)
 
     # decoding

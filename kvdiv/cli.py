@@ -11,7 +11,7 @@ import importlib
 import sys
 
 # Modules that contribute sub-commands (each defines ``register(subparsers)``).
-COMMAND_MODULES = ("kvdiv.finite_cli", "kvdiv.inspect", "kvdiv.models_cli")
+COMMAND_MODULES = ("kvdiv.finite.cli", "kvdiv.trajectories.cli", "kvdiv.llm.cli", "kvdiv.show.command")
 
 
 def build_parser() -> argparse.ArgumentParser:

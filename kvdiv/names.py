@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from typing import Iterable, Mapping
 
+from kvdiv.layout import RESULTS_ENTRIES, stratum_name
+
 #: The allowed names (the same pattern is ``$defs.name.pattern`` in config/schema.yaml).
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 #: The pattern without anchors, for Snakemake ``wildcard_constraints``.
@@ -31,9 +33,7 @@ MAX_COMPOSED_LENGTH = 200
 #: Names a kind may not take (lower case): top-level entries of ``results/`` that are not studies (a study of
 #: that name would write into them), and the metadata file of a Zarr store (actions are its groups).
 RESERVED = {
-    "study": frozenset(
-        {"models", "finite_state", "figures", "tables", "analysis", "benchmarks", "report.md", "report.html", "readme.md"}
-    ),
+    "study": frozenset(entry.lower() for entry in RESULTS_ENTRIES),
     "action": frozenset({"zarr.json"}),
 }
 #: The kinds of names the config holds (the config section that defines each).
@@ -87,5 +87,5 @@ def check_config_names(config: Mapping) -> None:
     for kind, section in KINDS.items():
         check_names(config.get(section) or {}, kind, section)
     for study, spec in (config.get("studies") or {}).items():
-        strata = [f"{s.get('family')}_{s.get('length')}" for s in spec.get("strata") or []]
+        strata = [stratum_name(s.get("family"), str(s.get("length"))) for s in spec.get("strata") or []]
         check_names(strata, "stratum", f"studies.{study}.strata")

@@ -11,6 +11,8 @@ sys.path.insert(0, str(Path(workflow.basedir)))
 # also what the conda env (envs/kvdiv.yaml: dependencies only) relies on.
 os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [str(Path(workflow.basedir)), os.environ.get("PYTHONPATH")])))
 
+from kvdiv import layout  # noqa: E402
+from kvdiv.analysis import items  # noqa: E402
 from kvdiv.codehash import code_hash  # noqa: E402
 from kvdiv.names import NAME_REGEX, check_config_names  # noqa: E402
 
@@ -19,6 +21,12 @@ validate(config, "../config/schema.yaml")
 check_config_names(config)
 
 ENV = "../envs/kvdiv.yaml"
+
+
+def script_code(script):
+    """The `code` param of a job running workflow_scripts/{script}, i.e. the hash of every kvdiv module the script
+    imports, transitively, and of the data files they read (kvdiv.codehash): editing that code reruns the job."""
+    return code_hash(str(Path(workflow.basedir) / "workflow_scripts" / script))
 
 # Each stage's rule file appends the targets `rule all` builds.
 FINAL_TARGETS = []
@@ -81,20 +89,20 @@ def get_action_specs(study):
 
 def get_strata(study):
     """Stratum names `{family}_{length}` of a study, in config order."""
-    return [f"{s['family']}_{s['length']}" for s in get_study(study)["strata"]]
+    return [layout.stratum_name(s["family"], s["length"]) for s in get_study(study)["strata"]]
 
 
 # --- models (rules/models.smk) ---
 
 
 def get_model_dir(model):
-    """The resolved directory of a model (load it with kvdiv.models.load_model)."""
-    return f"results/models/{model}"
+    """The resolved directory of a model (load it with kvdiv.llm.loading.load_model)."""
+    return layout.model_dir(model)
 
 
 def get_model_ready(model):
     """The file marking a model as resolved: the input of every rule that loads the model."""
-    return f"results/models/{model}/provenance.json"
+    return layout.model_ready(model)
 
 
 def get_model_seed(model):
@@ -116,7 +124,7 @@ def get_model_resolve_inputs(wildcards):
             raise ValueError(f"model {wildcards.model!r}: tokenizer {tokenizer!r} is neither 'bytes' nor a configured model")
         return [get_model_ready(tokenizer)]
     if spec["source"] in ("local", "gguf"):
-        from kvdiv.models import source_files
+        from kvdiv.llm.sources import source_files
 
         return [str(path) for path in source_files(spec)]
     return []
@@ -132,9 +140,9 @@ def get_finite_state():
 
 def get_finite_system_files():
     """One system file per member of the finite-state suite, named after its design factors."""
-    from kvdiv.finite_suite import suite_specs
+    from kvdiv.finite.suite import suite_specs
 
-    return [f"results/finite_state/systems/{spec.name}.json" for spec in suite_specs(get_finite_state())]
+    return [layout.finite_system(spec.name) for spec in suite_specs(get_finite_state())]
 
 
 # --- documents (rules/documents.smk) ---
@@ -151,14 +159,14 @@ def get_reference_tokenizer(study):
 def get_stratum_spec(study, stratum):
     """The config entry of one stratum `{family}_{length}` of a study."""
     for spec in get_study(study)["strata"]:
-        if f"{spec['family']}_{spec['length']}" == stratum:
+        if layout.stratum_name(spec["family"], spec["length"]) == stratum:
             return spec
     raise ValueError(f"study {study!r} has no stratum {stratum!r} (has {', '.join(get_strata(study))})")
 
 
 def get_documents_source(study):
     """A study's `documents` section (default: synthetic generation)."""
-    return canonical(dict(get_study(study).get("documents") or {"source": "synthetic"}))
+    return canonical(dict(get_study(study)["documents"]))
 
 
 def get_documents_source_files(study, stratum):
@@ -172,7 +180,7 @@ def get_documents_source_files(study, stratum):
 
 def get_documents_file(study, stratum):
     """The JSONL of one stratum of a study."""
-    return f"results/{study}/documents/{stratum}.jsonl"
+    return layout.documents_file(study, stratum)
 
 
 def get_documents(study):
@@ -182,7 +190,7 @@ def get_documents(study):
 
 def get_document_file(study, doc_id):
     """The one-record JSON(L) of one document: the input of its trajectory jobs."""
-    return f"results/{study}/documents/{get_trajectory_stratum(study, doc_id)}/{doc_id}.json"
+    return layout.document_file(study, get_trajectory_stratum(study, doc_id), doc_id)
 
 
 def get_stratum_document_files(study, stratum):
@@ -194,13 +202,13 @@ def get_document_index(study, stratum, doc_id):
     """The index i of document id `{study}-{stratum}-{i:04d}` (checked against the study's config)."""
     if (stratum, doc_id) not in get_document_ids(study):
         raise ValueError(f"study {study!r} stratum {stratum!r} has no document {doc_id!r}")
-    return int(doc_id.rsplit("-", 1)[1])
+    return layout.document_index(doc_id)
 
 
 def get_document_ids(study):
     """[(stratum, document id)] of a study, known from the config alone (ids `{study}-{stratum}-{i:04d}`)."""
-    n = get_study(study).get("documents_per_stratum", 4)
-    return [(s, f"{study}-{s}-{i:04d}") for s in get_strata(study) for i in range(n)]
+    n = get_study(study)["documents_per_stratum"]
+    return [(s, layout.document_id(study, s, i)) for s in get_strata(study) for i in range(n)]
 
 
 def check_study_seeds():
@@ -257,7 +265,7 @@ check_documents_rendered()
 
 def check_actions():
     """Every configured action builds its press (the press exists, accepts the arguments, and their values are in
-    range: kvdiv.actions.check_argument) when the workflow starts, not inside a trajectory job after models and
+    range: kvdiv.llm.presses.registry.check_argument) when the workflow starts, not inside a trajectory job after models and
     documents. Only in the main process (a cluster job re-reading the workflow skips it), and once per actions
     section, checking code and kvpress version (a marker under .snakemake/kvdiv/ spares the kvpress import later)."""
     from importlib.metadata import version
@@ -267,10 +275,10 @@ def check_actions():
     if not workflow.is_main_process:
         return
     actions = canonical(config.get("actions") or {})
-    marker = Path(".snakemake/kvdiv") / f"actions-valid-{fingerprint(actions, code_hash('actions', 'probabilistic_press'), version('kvpress'))}"
+    marker = Path(".snakemake/kvdiv") / f"actions-valid-{fingerprint(actions, code_hash('kvdiv.llm.presses.registry'), version('kvpress'))}"
     if marker.is_file():
         return
-    from kvdiv.actions import validate_action
+    from kvdiv.llm.presses.registry import validate_action
 
     for name, spec in actions.items():
         try:
@@ -286,12 +294,10 @@ check_actions()
 
 def check_analysis():
     """The analysis windows (blocks, short_window, early, late) lie within the horizon of the study feeding each
-    figure/table, first <= last (kvdiv.analysis.check_analysis_windows), checked when the workflow starts."""
-    from kvdiv.analysis import check_analysis_windows
-
+    figure/table, first <= last (kvdiv.analysis.items.check_analysis_windows), checked when the workflow starts."""
     analysis = config["analysis"]
     horizons = {item: get_study(study)["horizon"] for item, study in analysis["studies"].items() if study in get_studies()}
-    check_analysis_windows(analysis, horizons)
+    items.check_analysis_windows(analysis, horizons)
 
 
 check_analysis()
@@ -310,7 +316,7 @@ def get_trajectory_stratum(study, doc_id):
 
 def get_trajectory_store(study, model, doc_id):
     """The per-document store of one trajectory job."""
-    return f"results/{study}/trajectories/{model}/{doc_id}.zarr"
+    return layout.trajectory_store(study, model, doc_id)
 
 
 def get_trajectory_stores(study, model):
@@ -320,7 +326,7 @@ def get_trajectory_stores(study, model):
 
 def get_cube(study, model):
     """The cube of a (study, model)."""
-    return f"results/{study}/cube/{model}.zarr"
+    return layout.cube(study, model)
 
 
 def get_trajectory_settings(study):
@@ -332,10 +338,10 @@ def get_trajectory_settings(study):
 
 def get_trajectory_gpus(model):
     """1 for a model on a CUDA device (a counter locally; --gpus= on SLURM), else 0."""
-    return 1 if str(get_model_spec(model).get("device", "cpu")).startswith("cuda") else 0
+    return 1 if str(get_model_spec(model)["device"]).startswith("cuda") else 0
 
 
-# --- estimators, figures, tables, report (rules/estimators.smk, rules/figures.smk) ---
+# --- metrics, figures, tables, report (rules/metrics.smk, rules/figures.smk) ---
 
 
 def get_analysis():
@@ -345,16 +351,12 @@ def get_analysis():
 
 def get_metrics_dir(study, model):
     """Folder of one (study, model)'s metric Parquet files."""
-    return f"results/{study}/metrics/{model}"
+    return layout.metrics_dir(study, model)
 
 
 def get_metrics_files(study):
     """Every metric file of a study, all its models."""
-    return [
-        f"{get_metrics_dir(study, model)}/{name}.parquet"
-        for model in get_study_models(study)
-        for name in ("replicates", "profiles_aligned", "profiles_clock")
-    ]
+    return [layout.metrics_file(study, model, table) for model in get_study_models(study) for table in layout.METRIC_TABLES]
 
 
 def get_analysis_study(item):
@@ -368,37 +370,20 @@ def get_analysis_study(item):
     return study
 
 
-ANALYSIS_DIR = "results/analysis"
-ANALYSIS_TABLES = {
-    "figure5": ["decomposition", "survival", "entry"],
-    "figure6": ["profiles", "late_minus_early"],
-    "figure7": ["decomposition", "late_minus_early", "late_minus_early_strata", "eos"],
-}
+FIGURE_ITEMS = items.FIGURES
+TABLE_ITEMS = items.TABLES
 
 
 def get_analysis_outputs(item):
-    """{table name: parquet path} of one figure's analysis data."""
-    return {name: f"{ANALYSIS_DIR}/{item}/{name}.parquet" for name in ANALYSIS_TABLES[item]}
+    """{table name: parquet path} of one figure item's analysis tables (kvdiv.analysis.items)."""
+    return {table: layout.analysis_table(item, table) for table in items.get_item(item).tables}
 
 
-def get_analysis_params(item):
-    """Every analysis setting one item uses (so a change reruns exactly that item and what follows)."""
+def get_analysis_params(item, table):
+    """The settings one table of an item uses (kvdiv.analysis.items: so a change reruns exactly what uses it)."""
     a = get_analysis()
     common = {"bootstrap": a["bootstrap"], "confidence": a["confidence"], "seed": config["seed"]}
-    extra = {
-        "figure5": {"contrasts": a["contrasts"]},
-        "figure6": {"cohort_max_tau": a["cohort_max_tau"], "early": a["early"], "late": a["late"]},
-        "figure7": {"contrasts": a["contrasts"], "cohort_max_tau": a["cohort_max_tau"], "early": a["early"], "late": a["late"]},
-        "table2": {"contrasts": a["contrasts"], "blocks": a["blocks"]},
-        "table3": {
-            "contrast": a["table3_contrast"],
-            "short_window": a["short_window"],
-            "folds": a["folds"],
-            "ridge_alpha": a["ridge_alpha"],
-            "criterion": a["criterion_pp"] / 100,
-        },
-    }[item]
-    return {**common, **extra}
+    return {**common, **items.table_settings(item, table, a)}
 
 
 def get_report_setting():

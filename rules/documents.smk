@@ -10,10 +10,10 @@ rule document:
         model=lambda wildcards: get_model_ready(get_reference_tokenizer(wildcards.study)),
         source=lambda wildcards: get_documents_source_files(wildcards.study, wildcards.stratum),
     output:
-        "results/{study}/documents/{stratum}/{doc_id}.json",
+        layout.document_file("{study}", "{stratum}", "{doc_id}"),
     wildcard_constraints:
         study=NAME_REGEX,
-        stratum=r"[A-Za-z0-9]+_[0-9]+",
+        stratum=layout.STRATUM_REGEX,
         doc_id=NAME_REGEX,
     params:
         index=lambda wildcards: get_document_index(wildcards.study, wildcards.stratum, wildcards.doc_id),
@@ -23,12 +23,12 @@ rule document:
         model=lambda wildcards: get_reference_tokenizer(wildcards.study),
         model_spec=lambda wildcards: get_model_spec(get_reference_tokenizer(wildcards.study)),
         source=lambda wildcards: get_documents_source(wildcards.study),
-        reserve=lambda wildcards: get_study(wildcards.study).get("horizon", 128),
-        code=code_hash("documents", "seeds", "io"),
+        horizon=lambda wildcards: get_study(wildcards.study)["horizon"],
+        code=script_code("document.py"),
     log:
-        "logs/document/{study}/{stratum}/{doc_id}.log",
+        layout.log("document", "{study}/{stratum}/{doc_id}"),
     benchmark:
-        "results/benchmarks/document/{study}/{stratum}/{doc_id}.tsv"
+        layout.job_benchmark("document", "{study}/{stratum}/{doc_id}")
     conda:
         ENV
     script:
@@ -39,14 +39,14 @@ rule documents:
     input:
         lambda wildcards: get_stratum_document_files(wildcards.study, wildcards.stratum),
     output:
-        "results/{study}/documents/{stratum}.jsonl",
+        layout.documents_file("{study}", "{stratum}"),
     wildcard_constraints:
         study=NAME_REGEX,
-        stratum=r"[A-Za-z0-9]+_[0-9]+",
+        stratum=layout.STRATUM_REGEX,
     params:
-        code=code_hash("documents", "io"),
+        code=script_code("documents.py"),
     log:
-        "logs/documents/{study}/{stratum}.log",
+        layout.log("documents", "{study}/{stratum}"),
     conda:
         ENV
     script:

@@ -1,76 +1,45 @@
 # stage: figures/tables/report — metrics -> analysis tables (kvdiv.analysis, cluster bootstrap) ->
-# Figures 5–7 (kvdiv.plotting), Tables 2–3 (kvdiv.tables) and results/report.md (kvdiv.report).
-# Which study feeds which item is config analysis.studies; plotting options reach only the figure rules.
+# Figures 5–7 and Tables 2–3 (kvdiv.outputs) and results/report.md (kvdiv.outputs.report).
+# The items (figures and tables), their tables and the settings each uses are kvdiv.analysis.items; which study
+# feeds which item is config analysis.studies; plotting options reach only the figure rule.
 
-# Helpers: rules/common.smk (section "estimators, figures, tables, report").
+# Helpers: rules/common.smk (section "metrics, figures, tables, report").
 
 
-rule analysis_figure5:
+rule analysis:
     input:
-        metrics=lambda wildcards: get_metrics_files(get_analysis_study("figure5")),
+        metrics=lambda wildcards: get_metrics_files(get_analysis_study(wildcards.item)),
     output:
-        **with_checksums(get_analysis_outputs("figure5")),
+        **with_checksums({"table": layout.analysis_table("{item}", "{table}")}),
     params:
-        item="figure5",
-        settings=lambda wildcards: get_analysis_params("figure5"),
-        code=code_hash("analysis", "seeds", "io"),
+        settings=lambda wildcards: get_analysis_params(wildcards.item, wildcards.table),
+        code=script_code("analysis.py"),
+    wildcard_constraints:
+        item="|".join(FIGURE_ITEMS),
+        table=r"[a-z0-9_]+",
     log:
-        "logs/analysis_figure5/analysis_figure5.log",
+        layout.log("analysis", "{item}/{table}"),
     conda:
         ENV
     script:
-        "../workflow_scripts/analysis_figure.py"
-
-
-rule analysis_figure6:
-    input:
-        metrics=lambda wildcards: get_metrics_files(get_analysis_study("figure6")),
-    output:
-        **with_checksums(get_analysis_outputs("figure6")),
-    params:
-        item="figure6",
-        settings=lambda wildcards: get_analysis_params("figure6"),
-        code=code_hash("analysis", "seeds", "io"),
-    log:
-        "logs/analysis_figure6/analysis_figure6.log",
-    conda:
-        ENV
-    script:
-        "../workflow_scripts/analysis_figure.py"
-
-
-rule analysis_figure7:
-    input:
-        metrics=lambda wildcards: get_metrics_files(get_analysis_study("figure7")),
-    output:
-        **with_checksums(get_analysis_outputs("figure7")),
-    params:
-        item="figure7",
-        settings=lambda wildcards: get_analysis_params("figure7"),
-        code=code_hash("analysis", "seeds", "io"),
-    log:
-        "logs/analysis_figure7/analysis_figure7.log",
-    conda:
-        ENV
-    script:
-        "../workflow_scripts/analysis_figure.py"
+        "../workflow_scripts/analysis.py"
 
 
 rule figure:
     input:
         unpack(lambda wildcards: get_analysis_outputs(wildcards.item)),
     output:
-        pdf=report("results/figures/{item}.pdf", caption="../report/figure.rst", category="Figures"),
-        png=report("results/figures/{item}.png", caption="../report/figure.rst", category="Figures"),
+        pdf=report(layout.figure("{item}", "pdf"), caption="../report/figure.rst", category="Figures"),
+        png=report(layout.figure("{item}", "png"), caption="../report/figure.rst", category="Figures"),
     params:
         early=lambda wildcards: get_analysis()["early"],
         late=lambda wildcards: get_analysis()["late"],
         dpi=lambda wildcards: config["plotting"]["dpi"],
-        code=code_hash("plotting", "io"),
+        code=script_code("figure.py"),
     wildcard_constraints:
-        item="figure5|figure6|figure7",
+        item="|".join(FIGURE_ITEMS),
     log:
-        "logs/figure/{item}.log",
+        layout.log("figure", "{item}"),
     conda:
         ENV
     script:
@@ -81,16 +50,16 @@ rule table:
     input:
         metrics=lambda wildcards: get_metrics_files(get_analysis_study(wildcards.item)),
     output:
-        csv=report("results/tables/{item}.csv", caption="../report/table.rst", category="Tables"),
-        md="results/tables/{item}.md",
-        tex="results/tables/{item}.tex",
+        csv=report(layout.table("{item}", "csv"), caption="../report/table.rst", category="Tables"),
+        md=layout.table("{item}", "md"),
+        tex=layout.table("{item}", "tex"),
     params:
-        settings=lambda wildcards: get_analysis_params(wildcards.item),
-        code=code_hash("analysis", "tables", "seeds", "io"),
+        settings=lambda wildcards: get_analysis_params(wildcards.item, "numbers"),
+        code=script_code("table.py"),
     wildcard_constraints:
-        item="table2|table3",
+        item="|".join(TABLE_ITEMS),
     log:
-        "logs/table/{item}.log",
+        layout.log("table", "{item}"),
     conda:
         ENV
     script:
@@ -99,17 +68,18 @@ rule table:
 
 rule report_md:
     input:
-        analysis=[path for item in ANALYSIS_TABLES for path in get_analysis_outputs(item).values()],
-        tables=expand("results/tables/{item}.{ext}", item=["table2", "table3"], ext=["csv", "md"]),
+        analysis=[path for item in FIGURE_ITEMS for path in get_analysis_outputs(item).values()],
+        tables=[layout.table(item, ext) for item in TABLE_ITEMS for ext in ("csv", "md")],
     output:
-        report("results/report.md", caption="../report/report.rst", category="Report"),
+        report(layout.REPORT, caption="../report/report.rst", category="Report"),
     params:
-        analysis={item: get_analysis_outputs(item) for item in ANALYSIS_TABLES},
-        figures={item: f"results/figures/{item}.png" for item in ANALYSIS_TABLES},
+        analysis={item: get_analysis_outputs(item) for item in FIGURE_ITEMS},
+        tables={item: {"numbers": layout.table(item, "csv"), "markdown": layout.table(item, "md")} for item in TABLE_ITEMS},
+        figures={item: layout.figure(item, "png") for item in FIGURE_ITEMS},
         setting=lambda wildcards: get_report_setting(),
-        code=code_hash("report", "analysis", "tables", "data", "io"),
+        code=script_code("report.py"),
     log:
-        "logs/report_md/report_md.log",
+        layout.log("report_md", "report_md"),
     conda:
         ENV
     script:
@@ -117,7 +87,7 @@ rule report_md:
 
 
 FINAL_TARGETS.extend(
-    [f"results/figures/{item}.{ext}" for item in ANALYSIS_TABLES for ext in ("pdf", "png")]
-    + [f"results/tables/{item}.{ext}" for item in ("table2", "table3") for ext in ("csv", "md", "tex")]
-    + ["results/report.md"]
+    [layout.figure(item, ext) for item in FIGURE_ITEMS for ext in ("pdf", "png")]
+    + [layout.table(item, ext) for item in TABLE_ITEMS for ext in ("csv", "md", "tex")]
+    + [layout.REPORT]
 )

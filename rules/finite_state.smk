@@ -1,6 +1,5 @@
 # stage: finite_state — the 24 enumerable kernel pairs of paper section 4.4 and Figure 4.
 # systems (JSON) -> exact values (enumeration) + naive/SWRB estimates (Numba) -> comparison -> Figure 4.
-FINITE_DIR = "results/finite_state"
 
 
 rule finite_systems:
@@ -8,9 +7,9 @@ rule finite_systems:
         get_finite_system_files(),
     params:
         suite=lambda wildcards: {k: v for k, v in get_finite_state().items() if k not in ("replicates", "window", "alpha")},
-        code=code_hash("finite", "finite_suite", "seeds", "io"),
+        code=script_code("finite_systems.py"),
     log:
-        "logs/finite_systems/finite_systems.log",
+        layout.log("finite_systems", "finite_systems"),
     conda:
         ENV
     script:
@@ -21,12 +20,12 @@ rule finite_exact:
     input:
         systems=get_finite_system_files(),
     output:
-        with_checksums([f"{FINITE_DIR}/exact.parquet"]),
+        with_checksums([layout.finite_file("exact.parquet")]),
     params:
         window=lambda wildcards: get_finite_state()["window"],
-        code=code_hash("finite", "finite_study", "io"),
+        code=script_code("finite_exact.py"),
     log:
-        "logs/finite_exact/finite_exact.log",
+        layout.log("finite_exact", "finite_exact"),
     conda:
         ENV
     script:
@@ -37,17 +36,17 @@ rule finite_estimates:
     input:
         systems=get_finite_system_files(),
     output:
-        with_checksums([f"{FINITE_DIR}/estimates.parquet"]),
+        with_checksums([layout.finite_file("estimates.parquet")]),
     params:
         replicates=lambda wildcards: get_finite_state()["replicates"],
         seed=lambda wildcards: get_finite_state()["seed"],
         window=lambda wildcards: get_finite_state()["window"],
         alpha=lambda wildcards: get_finite_state()["alpha"],
-        code=code_hash("finite", "finite_sampling", "finite_study", "seeds", "io"),
+        code=script_code("finite_estimates.py"),
     log:
-        "logs/finite_estimates/finite_estimates.log",
+        layout.log("finite_estimates", "finite_estimates"),
     benchmark:
-        "results/benchmarks/finite_estimates/finite_estimates.tsv"
+        layout.job_benchmark("finite_estimates", "finite_estimates")
     conda:
         ENV
     script:
@@ -56,17 +55,17 @@ rule finite_estimates:
 
 rule finite_compare:
     input:
-        exact=f"{FINITE_DIR}/exact.parquet",
-        estimates=f"{FINITE_DIR}/estimates.parquet",
+        exact=layout.finite_file("exact.parquet"),
+        estimates=layout.finite_file("estimates.parquet"),
         paper="kvdiv/data/paper_reported_values.yaml",
     output:
-        **with_checksums({"comparison": f"{FINITE_DIR}/comparison.parquet"}),
-        csv=report(f"{FINITE_DIR}/paper_comparison.csv", caption="../report/finite_state_table.rst", category="Finite-state study"),
-        md=f"{FINITE_DIR}/paper_comparison.md",
+        **with_checksums({"comparison": layout.finite_file("comparison.parquet")}),
+        csv=report(layout.finite_file("paper_comparison.csv"), caption="../report/finite_state_table.rst", category="Finite-state study"),
+        md=layout.finite_file("paper_comparison.md"),
     params:
-        code=code_hash("finite_study", "io"),
+        code=script_code("finite_compare.py"),
     log:
-        "logs/finite_compare/finite_compare.log",
+        layout.log("finite_compare", "finite_compare"),
     conda:
         ENV
     script:
@@ -75,16 +74,16 @@ rule finite_compare:
 
 rule finite_figure4:
     input:
-        comparison=f"{FINITE_DIR}/comparison.parquet",
-        paper_table=f"{FINITE_DIR}/paper_comparison.csv",
+        comparison=layout.finite_file("comparison.parquet"),
+        paper_table=layout.finite_file("paper_comparison.csv"),
     output:
-        pdf=report(f"{FINITE_DIR}/figure4.pdf", caption="../report/figure4.rst", category="Finite-state study"),
-        png=report(f"{FINITE_DIR}/figure4.png", caption="../report/figure4.rst", category="Finite-state study"),
+        pdf=report(layout.finite_file("figure4.pdf"), caption="../report/figure4.rst", category="Finite-state study"),
+        png=report(layout.finite_file("figure4.png"), caption="../report/figure4.rst", category="Finite-state study"),
     params:
         dpi=lambda wildcards: config["plotting"]["dpi"],
-        code=code_hash("plotting", "io"),
+        code=script_code("finite_figure4.py"),
     log:
-        "logs/finite_figure4/finite_figure4.log",
+        layout.log("finite_figure4", "finite_figure4"),
     conda:
         ENV
     script:
@@ -93,9 +92,9 @@ rule finite_figure4:
 
 FINAL_TARGETS.extend(
     [
-        f"{FINITE_DIR}/figure4.png",
-        f"{FINITE_DIR}/figure4.pdf",
-        f"{FINITE_DIR}/paper_comparison.csv",
-        f"{FINITE_DIR}/paper_comparison.md",
+        layout.finite_file("figure4.png"),
+        layout.finite_file("figure4.pdf"),
+        layout.finite_file("paper_comparison.csv"),
+        layout.finite_file("paper_comparison.md"),
     ]
 )

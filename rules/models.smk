@@ -1,5 +1,5 @@
 # stage: models — resolve each configured model once into results/models/{model}/
-# (safetensors + config + tokenizer + provenance.json; see kvdiv.models). The directory is built
+# (safetensors + config + tokenizer + provenance.json; see kvdiv.llm.sources). The directory is built
 # beside its final path and renamed into place whole, with provenance.json written last inside it,
 # so provenance.json (the rule's output) exists only in a complete model directory.
 # Helpers for downstream rules (rules/common.smk): get_model_dir(model), get_model_ready(model).
@@ -17,11 +17,11 @@ rule resolve_model:
     params:
         spec=lambda wildcards: get_model_spec(wildcards.model),
         seed=lambda wildcards: get_model_seed(wildcards.model),
-        code=code_hash("models", "io", "seeds"),
+        code=script_code("resolve_model.py"),
     log:
-        "logs/resolve_model/{model}.log",
+        layout.log("resolve_model", "{model}"),
     benchmark:
-        "results/benchmarks/resolve_model/{model}.tsv"
+        layout.job_benchmark("resolve_model", "{model}")
     conda:
         ENV
     script:

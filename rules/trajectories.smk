@@ -1,5 +1,5 @@
 # stage: trajectories — per (study, model, document) one coupled-generation job writing a Zarr store
-# (kvdiv.generation.run_document; layout in docs/internals.md), then per (study, model) the cube.
+# (kvdiv.trajectories.job.run_document; layout in docs/internals.md), then per (study, model) the cube.
 # Each job renders the document's user message with its own model's chat template (kvdiv.documents.render),
 # checks prompt + horizon against that model's context, and records the prompt ids it fed in the store.
 # Document ids are known from the config alone (get_document_ids in rules/documents.smk), so the DAG
@@ -14,7 +14,7 @@ rule trajectories:
         documents=lambda wildcards: get_document_file(wildcards.study, wildcards.doc_id),
         model=lambda wildcards: get_model_ready(wildcards.model),
     output:
-        directory("results/{study}/trajectories/{model}/{doc_id}.zarr"),
+        directory(layout.trajectory_store("{study}", "{model}", "{doc_id}")),
     wildcard_constraints:
         study=NAME_REGEX,
         doc_id=NAME_REGEX,
@@ -27,14 +27,11 @@ rule trajectories:
         model_spec=lambda wildcards: get_model_spec(wildcards.model),
         actions=lambda wildcards: get_action_specs(wildcards.study),
         settings=lambda wildcards: get_trajectory_settings(wildcards.study),
-        code=code_hash(
-            "generation", "coupling", "kernels", "actions", "probabilistic_press", "models", "store", "seeds", "io",
-            "documents.render",
-        ),
+        code=script_code("trajectories.py"),
     log:
-        "logs/trajectories/{study}/{model}/{doc_id}.log",
+        layout.log("trajectories", "{study}/{model}/{doc_id}"),
     benchmark:
-        "results/benchmarks/trajectories/{study}/{model}/{doc_id}.tsv"
+        layout.job_benchmark("trajectories", "{study}/{model}/{doc_id}")
     conda:
         ENV
     script:
@@ -45,15 +42,15 @@ rule cube:
     input:
         stores=lambda wildcards: get_trajectory_stores(wildcards.study, wildcards.model),
     output:
-        directory("results/{study}/cube/{model}.zarr"),
+        directory(layout.cube("{study}", "{model}")),
     wildcard_constraints:
         study=NAME_REGEX,
     params:
-        code=code_hash("store", "generation", "io"),
+        code=script_code("cube.py"),
     log:
-        "logs/cube/{study}/{model}.log",
+        layout.log("cube", "{study}/{model}"),
     benchmark:
-        "results/benchmarks/cube/{study}/{model}.tsv"
+        layout.job_benchmark("cube", "{study}/{model}")
     conda:
         ENV
     script:

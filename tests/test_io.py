@@ -49,7 +49,7 @@ def test_missing_checksum_is_an_error(tmp_path):
 
 
 def test_load_metrics_names_a_truncated_metrics_file(tmp_path):
-    from kvdiv.analysis import load_metrics
+    from kvdiv.analysis.inputs import load_metrics
 
     for name in ("replicates", "profiles_aligned", "profiles_clock"):
         write_parquet(frame(), tmp_path / f"{name}.parquet")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kvdiv import models as M
+from kvdiv.llm import loading, sources
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = sorted(
@@ -38,7 +38,7 @@ def test_shipped_model_code_never_runs(tmp_path):
     must not import that code."""
     marker = tmp_path / "REMOTE_CODE_RAN"
     src = tmp_path / "shipped"
-    M.resolve_model("base", {"source": "random", "architecture": "llama", "tokenizer": "bytes"}, src, seed=0)
+    sources.resolve_model("base", {"source": "random", "architecture": "llama", "tokenizer": "bytes"}, src, seed=0)
     (src / "provenance.json").unlink()
     (src / "modeling_evil.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n")
     config = json.loads((src / "config.json").read_text())
@@ -46,8 +46,8 @@ def test_shipped_model_code_never_runs(tmp_path):
     (src / "config.json").write_text(json.dumps(config))
     spec = {"source": "local", "path": str(src)}
     try:
-        M.resolve_model("shipped", spec, tmp_path / "models" / "shipped")
-        M.load_model("shipped", spec, tmp_path / "models")
+        sources.resolve_model("shipped", spec, tmp_path / "models" / "shipped")
+        loading.load_model("shipped", spec, tmp_path / "models")
     except ValueError as err:  # transformers may refuse outright; what matters is that nothing ran
         assert "trust_remote_code" in str(err)
     assert not marker.exists(), "the model directory's own Python code ran"

@@ -1,13 +1,13 @@
 """Snakemake script of rule `cube`: a (study, model)'s per-document stores -> one cube store.
 
-Each store is verified as it is read (kvdiv.store.read_store_arrays): an incomplete or corrupt store stops the
+Each store is verified as it is read (kvdiv.trajectories.store.read_store_arrays): an incomplete or corrupt store stops the
 job with an error naming the store and the array.
 """
 
 import logging
 
 from kvdiv.joblog import job_log
-from kvdiv.store import build_cube
+from kvdiv.trajectories.store import build_cube
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 

@@ -22,7 +22,7 @@ with job_log(snakemake.log[0]):
         models_dir=str(Path(snakemake.input.model).parent.parent),
         source=dict(p.source),
         tasks=list(p.tasks) if p.tasks else None,
-        reserve=int(p.reserve),
+        horizon=int(p.horizon),
         progress=False,
     )
     logging.info("%s %s: %d tokens (target %d)", doc.id, doc.task, doc.n_tokens, doc.target_length)

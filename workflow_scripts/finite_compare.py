@@ -4,7 +4,7 @@ import logging
 
 import yaml
 
-from kvdiv.finite_study import comparison_table, paper_comparison, to_markdown
+from kvdiv.finite.study import comparison_table, paper_comparison, to_markdown
 from kvdiv.io import atomic_path, read_parquet, write_parquet
 from kvdiv.joblog import job_log
 

@@ -1,11 +1,11 @@
-"""Snakemake script of rule finite_estimates: naive and SWRB estimates per system (kvdiv.finite_sampling)."""
+"""Snakemake script of rule finite_estimates: naive and SWRB estimates per system (kvdiv.finite.sampling)."""
 
 import logging
 
 from tqdm import tqdm
 
-from kvdiv.finite import load_system
-from kvdiv.finite_study import estimate_table
+from kvdiv.finite.system import load_system
+from kvdiv.finite.study import estimate_table
 from kvdiv.io import write_parquet
 from kvdiv.joblog import job_log
 

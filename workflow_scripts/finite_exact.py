@@ -2,8 +2,8 @@
 
 import logging
 
-from kvdiv.finite import load_system
-from kvdiv.finite_study import exact_table
+from kvdiv.finite.system import load_system
+from kvdiv.finite.study import exact_table
 from kvdiv.io import write_parquet
 from kvdiv.joblog import job_log
 

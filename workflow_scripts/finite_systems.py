@@ -1,10 +1,10 @@
-"""Snakemake script of rule finite_systems: write the suite's system files (see kvdiv.finite_suite)."""
+"""Snakemake script of rule finite_systems: write the suite's system files (see kvdiv.finite.suite)."""
 
 import logging
 from pathlib import Path
 
-from kvdiv.finite import save_system
-from kvdiv.finite_suite import build_suite
+from kvdiv.finite.system import save_system
+from kvdiv.finite.suite import build_suite
 from kvdiv.joblog import job_log
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake

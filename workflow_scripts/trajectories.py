@@ -4,9 +4,9 @@ import logging
 from pathlib import Path
 
 from kvdiv.documents import read_jsonl
-from kvdiv.generation import run_document
+from kvdiv.trajectories.job import run_document
 from kvdiv.joblog import job_log
-from kvdiv.models import load_model
+from kvdiv.llm.loading import load_model
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 

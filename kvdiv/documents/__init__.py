@@ -9,20 +9,12 @@ is fed), :mod:`~kvdiv.documents.scoring` (RULER / HELMET metrics) and :mod:`~kvd
 (the real RULER / HELMET data, when a user has it).
 """
 
-from kvdiv.documents.generate import (
-    Document,
-    document_seed,
-    generate_prompt,
-    generate_stratum,
-    parse_stratum,
-    read_jsonl,
-    stratum_name,
-    write_jsonl,
-)
+from kvdiv.documents.generate import Document, document_seed, generate_prompt, generate_stratum, read_jsonl, write_jsonl
 from kvdiv.documents.length import LengthError, count_tokens, tolerance
 from kvdiv.documents.registry import FAMILY_TASKS, TASKS, family_tasks, get_task
 from kvdiv.documents.render import prompt_token_ids, render_prompt
 from kvdiv.documents.scoring import score, string_match_all, string_match_part, substring_exact_match
+from kvdiv.layout import parse_stratum, stratum_name
 
 __all__ = [
     "Document",

@@ -3,7 +3,7 @@
 A document stores the **untemplated** user message (``prompt``) and the start of the answer
 (``answer_prefix``); every model renders them with its own chat template (:mod:`kvdiv.documents.render`).
 Sizing uses the reference model's rendering, so ``n_tokens`` counts that rendering.
-A stratum is (family, target length), named ``{family}_{length}``. Document ``i`` of a stratum cycles
+A stratum is (family, target length), named ``{family}_{length}`` (:func:`kvdiv.layout.stratum_name`). Document ``i`` of a stratum cycles
 through the stratum's tasks in a seeded order (:func:`task_cycle`) and draws everything from
 ``derive_seed(master seed, study seed, "documents", stratum, i)``, so the same seeds give identical
 bytes and two studies with different seeds get independent document sets. The record format is fixed by
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -25,10 +24,10 @@ from kvdiv.documents.length import check_context, count_tokens, fit_length
 from kvdiv.documents.registry import family_tasks, get_task
 from kvdiv.documents.render import build_prompt
 from kvdiv.io import atomic_path, jsonl_records
+from kvdiv.layout import document_id, parse_stratum
 from kvdiv.names import MAX_COMPOSED_LENGTH, check_name
 from kvdiv.seeds import derive_seed
 
-_STRATUM = re.compile(r"^([A-Za-z0-9]+)_([0-9]+)$")
 RECORD_KEYS = (
     "id", "family", "task", "stratum", "target_length", "prompt", "answer_prefix", "rendered", "answers",
     "n_tokens", "tokenizer", "seed",
@@ -104,19 +103,6 @@ class Document:
         return cls(**{k: record[k] for k in RECORD_KEYS})
 
 
-def stratum_name(family: str, length: int) -> str:
-    """``{family}_{length}``, e.g. ``ruler_1024``."""
-    return f"{family}_{int(length)}"
-
-
-def parse_stratum(name: str) -> tuple[str, int]:
-    """``"ruler_1024"`` → ``("ruler", 1024)``."""
-    m = _STRATUM.match(name)
-    if not m:
-        raise ValueError(f"stratum name {name!r} is not of the form '{{family}}_{{length}}', e.g. 'ruler_1024'")
-    return m.group(1), int(m.group(2))
-
-
 def document_seed(master_seed: int, study_seed: int, stratum: str, index: int) -> int:
     """Seed of document ``index`` of ``stratum`` in the study with ``study_seed``."""
     return derive_seed(master_seed, study_seed, "documents", stratum, index)
@@ -142,7 +128,7 @@ def generate_prompt(
     chat: Callable[[str], str] | None = None,
     max_context: int | None = None,
     model: str = "model",
-    reserve: int = 0,
+    horizon: int = 0,
 ) -> tuple[str, str, list[str], int]:
     """One task instance sized so that its rendering with ``chat`` has ``target_length`` tokens of ``tokenizer``.
 
@@ -153,8 +139,8 @@ def generate_prompt(
     target_length : target prompt length in tokens (after the chat template)
     tokenizer : the model's tokenizer (anything with ``encode(text, add_special_tokens=False)``)
     chat : user message -> chat-templated text (None: no template)
-    max_context, model, reserve : the model's context, its name for errors, and tokens it must keep free
-        for generation; ``target_length + reserve > max_context`` is an error
+    max_context, model, horizon : the model's context, its name for errors, and the horizon H of generated
+        tokens it must keep free; ``target_length + horizon > max_context`` is an error
 
     Returns
     -------
@@ -162,7 +148,7 @@ def generate_prompt(
     answers, and the token count of ``build_prompt(message, answer_prefix, chat)``.
     """
     spec = get_task(task)
-    check_context(target_length, max_context, model, reserve)
+    check_context(target_length, max_context, model, horizon)
     inst = spec.build(np.random.default_rng(seed), target_length)
 
     def render(units: int, pad: int) -> str:
@@ -191,16 +177,16 @@ def generate_stratum(
     chat: Callable[[str], str] | None = None,
     tasks: Sequence[str] | None = None,
     max_context: int | None = None,
-    reserve: int = 0,
+    horizon: int = 0,
     progress: bool = False,
     first: int = 0,
 ) -> list[Document]:
     """Documents ``first .. n_documents-1`` of one stratum of one study (ids ``{study}-{stratum}-{i:04d}``)."""
     family, length = parse_stratum(stratum)
-    check_context(length, max_context, tokenizer_name, reserve)
+    check_context(length, max_context, tokenizer_name, horizon)
     common = dict(
         study=study, stratum=stratum, master_seed=master_seed, study_seed=study_seed, tokenizer=tokenizer,
-        tokenizer_name=tokenizer_name, chat=chat, tasks=tasks, max_context=max_context, reserve=reserve,
+        tokenizer_name=tokenizer_name, chat=chat, tasks=tasks, max_context=max_context, horizon=horizon,
     )
     return [
         generate_document(i, **common)
@@ -220,7 +206,7 @@ def generate_document(
     chat: Callable[[str], str] | None = None,
     tasks: Sequence[str] | None = None,
     max_context: int | None = None,
-    reserve: int = 0,
+    horizon: int = 0,
 ) -> Document:
     """Document ``index`` of a stratum (id ``{study}-{stratum}-{index:04d}``): a pure function of the seeds,
     the stratum and the index, independent of how many documents the stratum has."""
@@ -230,10 +216,10 @@ def generate_document(
     task = task[index % len(task)]
     message, answer_prefix, answers, n_tokens = generate_prompt(
         task, seed=seed, target_length=length, tokenizer=tokenizer, chat=chat,
-        max_context=max_context, model=tokenizer_name, reserve=reserve,
+        max_context=max_context, model=tokenizer_name, horizon=horizon,
     )
     return Document(
-        id=f"{study}-{stratum}-{index:04d}", family=family, task=task, stratum=stratum, target_length=length,
+        id=document_id(study, stratum, index), family=family, task=task, stratum=stratum, target_length=length,
         prompt=message, answer_prefix=answer_prefix, rendered=False, answers=answers, n_tokens=n_tokens,
         tokenizer=tokenizer_name, seed=seed,
     )

@@ -31,11 +31,11 @@ def count_tokens(tokenizer, text: str) -> int:
     return len(tokenizer.encode(text, add_special_tokens=False))
 
 
-def check_context(target: int, max_context: int | None, model: str, reserve: int = 0) -> None:
-    """Raise :class:`LengthError` when ``target`` prompt tokens plus ``reserve`` generated tokens exceed the
+def check_context(target: int, max_context: int | None, model: str, horizon: int = 0) -> None:
+    """Raise :class:`LengthError` when ``target`` prompt tokens plus ``horizon`` (H) generated tokens exceed the
     context ``max_context`` of ``model`` (None: no limit known)."""
-    if max_context is not None and target + reserve > max_context:
-        extra = f" plus {reserve} generated tokens" if reserve else ""
+    if max_context is not None and target + horizon > max_context:
+        extra = f" plus {horizon} generated tokens" if horizon else ""
         raise LengthError(
             f"target length {target}{extra} exceeds the context of model {model!r} (max_context {max_context}); "
             f"lower the stratum length or raise the model's max_context"

@@ -19,10 +19,11 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from kvdiv.documents.generate import Document, parse_stratum, read_jsonl_lines
+from kvdiv.documents.generate import Document, read_jsonl_lines
 from kvdiv.documents.length import check_context, count_tokens
 from kvdiv.documents.render import render_with
 from kvdiv.io import jsonl_records
+from kvdiv.layout import document_id, parse_stratum
 
 TEXT_FIELDS = ("input", "prompt", "context", "text")
 ANSWER_FIELDS = ("outputs", "answers", "answer", "output")
@@ -92,12 +93,12 @@ def select_documents(
     chat: Callable[[str], str] | None,
     rendered: bool = False,
     max_context: int | None = None,
-    reserve: int = 0,
+    horizon: int = 0,
 ) -> list[Document]:
     """The ``n_documents`` longest records that fit the stratum's target length (after the reference
     model's rendering with ``chat``, or as they are when ``rendered``)."""
     family, length = parse_stratum(stratum)
-    check_context(length, max_context, tokenizer_name, reserve)
+    check_context(length, max_context, tokenizer_name, horizon)
     rng = np.random.default_rng(seed)
     scored = []
     for rec, tie in zip(records, rng.permutation(len(records))):
@@ -112,7 +113,7 @@ def select_documents(
     scored.sort(key=lambda s: (s[0], s[1]))
     return [
         Document(
-            id=f"{study}-{stratum}-{i:04d}", family=family, task=rec["task"], stratum=stratum, target_length=length,
+            id=document_id(study, stratum, i), family=family, task=rec["task"], stratum=stratum, target_length=length,
             prompt=prompt, rendered=rendered, answers=rec["answers"], n_tokens=n, tokenizer=tokenizer_name, seed=seed,
         )
         for i, (_, _, rec, prompt, n) in enumerate(scored[:n_documents])
@@ -121,7 +122,7 @@ def select_documents(
 
 def own_documents(
     path: str | os.PathLike, *, study: str, stratum: str, n_documents: int, tokenizer, tokenizer_name: str,
-    rendered: bool, chat: Callable[[str], str] | None = None, max_context: int | None = None, reserve: int = 0,
+    rendered: bool, chat: Callable[[str], str] | None = None, max_context: int | None = None, horizon: int = 0,
 ) -> list[Document]:
     """The first ``n_documents`` of a user's JSONL in kvdiv's own format whose ``stratum`` matches,
     re-counted with the reference model's rendering and renamed ``{study}-{stratum}-{i:04d}``.
@@ -131,7 +132,7 @@ def own_documents(
     (``family`` and ``target_length``) and fit it (at most ``target_length`` tokens of the reference model's
     rendering); an error names the file, the line and the field."""
     family, length = parse_stratum(stratum)
-    check_context(length, max_context, tokenizer_name, reserve)
+    check_context(length, max_context, tokenizer_name, horizon)
     docs = [(lineno, d) for lineno, d in read_jsonl_lines(path, rendered=rendered) if d.stratum == stratum]
     if len(docs) < n_documents:
         raise ValueError(f"{path}: stratum {stratum!r} has {len(docs)} documents; {n_documents} are needed")
@@ -148,11 +149,11 @@ def own_documents(
                 f"{where}: field 'prompt' has {n} tokens of {tokenizer_name!r} (rendered), more than the stratum's "
                 f"target_length {length}"
             )
-        if max_context is not None and n + reserve > max_context:
+        if max_context is not None and n + horizon > max_context:
             raise ValueError(f"{where}: document {d.id!r} has {n} tokens; model {tokenizer_name!r} holds {max_context}")
         out.append(
             Document(
-                id=f"{study}-{stratum}-{i:04d}", family=d.family, task=d.task, stratum=stratum, target_length=length,
+                id=document_id(study, stratum, i), family=d.family, task=d.task, stratum=stratum, target_length=length,
                 prompt=d.prompt, answer_prefix=d.answer_prefix, rendered=d.rendered, answers=d.answers, n_tokens=n,
                 tokenizer=tokenizer_name, seed=d.seed,
             )

@@ -1,6 +1,6 @@
 """A study's stratum of documents from the config pieces the ``documents`` rule passes.
 
-Loads the reference tokenizer from the resolved model directory (kvdiv.models), works out the
+Loads the reference tokenizer from the resolved model directory (kvdiv.llm), works out the
 model's context and chat template, and generates (source ``synthetic``) or loads (``jsonl``,
 ``ruler``, ``helmet``) the stratum's documents.
 """
@@ -23,7 +23,7 @@ def model_context(model_dir: str | os.PathLike, tokenizer, spec: dict) -> int:
     """The context length a resolved model holds (the spec's ``max_context`` first)."""
     from transformers import AutoConfig
 
-    from kvdiv.models import max_context
+    from kvdiv.llm.loading import max_context
 
     if spec.get("max_context"):
         return int(spec["max_context"])
@@ -42,13 +42,14 @@ def stratum_documents(
     models_dir: str | os.PathLike,
     source: dict | None = None,
     tasks: list[str] | None = None,
-    reserve: int = 0,
+    horizon: int = 0,
     progress: bool = True,
     first: int = 0,
 ) -> list[Document]:
     """Documents ``first .. n_documents-1`` of one stratum, sized with the tokenizer of ``model``
     (resolved under ``models_dir``)."""
-    from kvdiv.models import load_tokenizer, model_dir, uses_chat_template
+    from kvdiv.llm.loading import load_tokenizer, model_dir
+    from kvdiv.llm.tokenization import uses_chat_template
 
     source = dict(source or {"source": "synthetic"})
     kind = source.get("source", "synthetic")
@@ -71,7 +72,7 @@ def stratum_documents(
     if kind == "synthetic":
         return generate_stratum(
             **common, master_seed=master_seed, study_seed=study_seed, chat=chat, tasks=tasks,
-            max_context=context, reserve=reserve, progress=progress, first=first,
+            max_context=context, horizon=horizon, progress=progress, first=first,
         )
     from kvdiv.documents import loaders
 
@@ -79,12 +80,12 @@ def stratum_documents(
         if not source.get("path"):
             raise ValueError(f"study {study!r}: documents.source 'jsonl' needs documents.path")
         return loaders.own_documents(
-            source["path"], **common, rendered=bool(rendered), chat=chat, max_context=context, reserve=reserve,
+            source["path"], **common, rendered=bool(rendered), chat=chat, max_context=context, horizon=horizon,
         )[first:]
     records = loaders.load_source(source, stratum=stratum)
     return loaders.select_documents(
         records, **common, seed=document_seed(master_seed, study_seed, stratum, 0), chat=chat,
-        rendered=bool(rendered), max_context=context, reserve=reserve,
+        rendered=bool(rendered), max_context=context, horizon=horizon,
     )[first:]
 
 

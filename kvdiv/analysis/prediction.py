@@ -1,0 +1,114 @@
+"""Table 3: do generation positions 1–32 or the fixed-history TV recover the full-horizon gap?
+
+**Table 3 predictors.** y_d is document d's full-horizon mismatch gap (a − b, replicate mean). Features,
+both from generation positions 1–32 only (``short_window``): the observed mismatch gap there
+(``short_window``) and the fixed-history TV gap there (``fixed_history``: both kernels at the reference
+history x_<t, so no divergence is needed to compute it). Methods: ``raw`` (the feature read as the
+gap), ``cell_mean`` (feature plus the stratum's mean residual y − feature on the training folds) and
+``ridge`` (ridge regression of y on the feature and stratum indicators); calibrated methods are fitted
+out-of-fold (K folds over documents), so their population average is not fitted to itself. A predictor
+*recovers* the population-average gap when the bootstrap interval of mean(ŷ) − mean(y) lies inside
+±``criterion`` (2 pp); document-level MAE and RMSE of ŷ − y are reported beside it.
+"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+
+from kvdiv.analysis.bootstrap import cluster_bootstrap, stat_seed
+from kvdiv.analysis.inputs import Metrics, applicable_contrasts, contrast_name, document_means, paired
+from kvdiv.analysis.windows import in_window
+
+
+def _folds(n: int, k: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.permutation(np.arange(n) % max(1, min(k, n)))
+
+
+def cross_fit_predictions(y: np.ndarray, feature: np.ndarray, cells: np.ndarray, folds: np.ndarray, alpha: float) -> dict[str, np.ndarray]:
+    """Out-of-fold predictions ŷ of the full-horizon gap from one feature: raw, cell_mean, ridge."""
+    n = y.size
+    pred = {"raw": feature.copy(), "cell_mean": np.empty(n), "ridge": np.empty(n)}
+    levels = np.unique(cells)
+    onehot = (cells[:, None] == levels[None, :]).astype(float)
+    design = np.column_stack([feature, onehot[:, 1:]]) if levels.size > 1 else feature[:, None]
+    for f in np.unique(folds):
+        test, train = folds == f, folds != f
+        if not train.any():  # a single fold: fit on everything
+            train = np.ones(n, dtype=bool)
+        resid = y[train] - feature[train]
+        overall = resid.mean()
+        for lev in levels:
+            sel = train & (cells == lev)
+            offset = (y[sel] - feature[sel]).mean() if sel.any() else overall
+            pred["cell_mean"][test & (cells == lev)] = feature[test & (cells == lev)] + offset
+        x_tr = design[train]
+        mu, sd = x_tr.mean(0), x_tr.std(0)
+        sd = np.where(sd > 0, sd, 1.0)
+        z_tr = (x_tr - mu) / sd
+        y_mu = y[train].mean()
+        coef = np.linalg.solve(z_tr.T @ z_tr + alpha * np.eye(z_tr.shape[1]), z_tr.T @ (y[train] - y_mu))
+        pred["ridge"][test] = y_mu + ((design[test] - mu) / sd) @ coef
+    return pred
+
+
+def prediction_table(metrics: Metrics, contrast: Sequence[str], short_window: Sequence[int], n_boot: int, seed: int,
+                     confidence: float, folds: int = 5, ridge_alpha: float = 1.0, criterion: float = 0.02) -> pl.DataFrame:
+    """Table 3: does the positions-1–32 window or the fixed-history TV recover the full-horizon gap?
+
+    Needs complete-mode metrics: in swrb mode the stores hold no fixed-history TV along the reference
+    continuation x (only the branch path), so the fixed-history predictor is undefined and a
+    ``ValueError`` naming the study and the mode is raised instead of a table of NaN.
+    """
+    a, b = contrast
+    rep = metrics.replicates
+    if "z_r" in rep.columns or "branch_start" in rep.columns:
+        studies = sorted(str(s) for s in rep["study"].unique().to_list()) if "study" in rep.columns else ["?"]
+        raise ValueError(
+            f"Table 3: study {', '.join(map(repr, studies))} ran in mode 'swrb', where the fixed-history predictor "
+            f"is undefined (swrb stores carry no fixed-history TV along the reference continuation x); feed Table 3 "
+            f"a study in mode 'complete' (config analysis.studies.table3)"
+        )
+    doc = document_means(metrics.replicates)
+    if not applicable_contrasts([contrast], doc["action"].unique()):
+        raise ValueError(f"analysis.table3_contrast {list(contrast)!r}: actions not in the study's metrics")
+    wide = paired(doc, a, b, ["mismatch"])
+    short = (
+        metrics.clock.filter(in_window(pl.col("step"), short_window))
+        .group_by("model", "document", "action").agg(pl.col("mismatch").mean(), pl.col("fixed_tv").mean())
+    )
+    sw = (short.filter(pl.col("action") == a).select("model", "document", pl.col("mismatch").alias("sa"), pl.col("fixed_tv").alias("fa"))
+          .join(short.filter(pl.col("action") == b).select("model", "document", pl.col("mismatch").alias("sb"), pl.col("fixed_tv").alias("fb")),
+                on=["model", "document"]))
+    wide = wide.join(sw, on=["model", "document"]).sort("model", "document")
+    rows: list[dict] = []
+    for model in sorted(wide["model"].unique().to_list()):
+        sub = wide.filter(pl.col("model") == model)
+        y = (sub["mismatch_a"] - sub["mismatch_b"]).to_numpy()
+        features = {"short_window": (sub["sa"] - sub["sb"]).to_numpy(),
+                    "fixed_history": (sub["fa"] - sub["fb"]).to_numpy()}
+        cells = sub["stratum"].to_numpy().astype(str)
+        fold = _folds(y.size, folds, stat_seed(seed, "table3_folds", model))
+        for fname, feat in features.items():
+            for method, yhat in cross_fit_predictions(y, feat, cells, fold, ridge_alpha).items():
+                res = cluster_bootstrap(
+                    {"y": y, "yhat": yhat},
+                    lambda m: {"population_gap": m["y"], "predicted_gap": m["yhat"], "difference": m["yhat"] - m["y"]},
+                    n_boot, stat_seed(seed, "table3", model, fname, method), confidence,
+                )
+                d_est, d_lo, d_hi = res["difference"]
+                err = yhat - y
+                rows.append({
+                    "model": model, "contrast": contrast_name(a, b), "predictor": fname, "method": method,
+                    "n_documents": int(y.size),
+                    "population_gap": float(res["population_gap"][0]), "predicted_gap": float(res["predicted_gap"][0]),
+                    "difference": float(d_est), "lower": float(d_lo), "upper": float(d_hi),
+                    "point_within": bool(abs(d_est) <= criterion),
+                    "interval_within": bool(-criterion <= d_lo and d_hi <= criterion),
+                    "mae": float(np.abs(err).mean()), "rmse": float(np.sqrt((err ** 2).mean())),
+                })
+    return pl.DataFrame(rows)

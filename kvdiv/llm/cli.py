@@ -1,0 +1,83 @@
+"""``kvdiv models``: resolve a configured model, or show a resolved model's provenance."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from kvdiv.layout import MODELS_DIR, PROVENANCE
+
+
+def register(subparsers) -> None:
+    """Add the ``models`` sub-command group."""
+    parser = subparsers.add_parser("models", help="resolve models and inspect resolved model directories")
+    sub = parser.add_subparsers(dest="models_command", required=True)
+
+    resolve = sub.add_parser("resolve", help="materialise results/models/NAME/ from a config's model spec")
+    resolve.add_argument("name", help="model name in the config's `models` section")
+    resolve.add_argument("--config", default="config/config.yaml", help="config file (default: config/config.yaml)")
+    resolve.add_argument("--models-dir", default=MODELS_DIR, help=f"where resolved models live (default: {MODELS_DIR})")
+    resolve.set_defaults(func=_resolve)
+
+    info = sub.add_parser("info", help="print the provenance JSON of a resolved model directory")
+    info.add_argument("dir", help="a resolved model directory, e.g. results/models/smollm2")
+    info.set_defaults(func=_info)
+
+
+def _load_config(path: str) -> dict:
+    import yaml
+    from snakemake.utils import validate
+
+    from kvdiv.names import check_config_names
+
+    config_path = Path(path)
+    if not config_path.is_file():
+        raise FileNotFoundError(f"config file {config_path} does not exist")
+    config = yaml.safe_load(config_path.read_text()) or {}
+    if not isinstance(config, dict):
+        raise ValueError(f"{config_path}: a config is a YAML mapping, got {type(config).__name__}")
+    schema = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
+    if schema.is_file():
+        try:
+            validate(config, str(schema))  # fills defaults, as the workflow does
+        except Exception as err:  # snakemake's WorkflowError wraps jsonschema's multi-line message
+            raise ValueError(f"{config_path}: {_validation_summary(str(err))}") from None
+    check_config_names(config)
+    if "models" not in config:
+        raise ValueError(f"{config_path} has no `models:` section")
+    return config
+
+
+def _validation_summary(text: str) -> str:
+    """One line from snakemake's config validation error: jsonschema's reason and where it applies."""
+    lines = [line.strip() for line in text.splitlines()]
+    reason = next((line for line in lines if line.startswith("ValidationError:")), lines[0] if lines else text)
+    where = next((line.rstrip(":") for line in lines if line.startswith("On instance")), "")
+    return f"{reason} ({where})" if where else reason
+
+
+def _resolve(args: argparse.Namespace) -> int:
+    from kvdiv.llm.sources import resolve_model
+    from kvdiv.names import check_name
+    from kvdiv.seeds import derive_seed
+
+    check_name(args.name, "model")  # before anything is read or written: the name becomes a directory
+    config = _load_config(args.config)
+    models = config.get("models", {})
+    if args.name not in models:
+        raise KeyError(f"model {args.name!r} is not in {args.config}; configured: {sorted(models)}")
+    seed = derive_seed(int(config.get("seed", 0)), "model", args.name)
+    out = resolve_model(args.name, models[args.name], Path(args.models_dir) / args.name, seed=seed)
+    print(out)
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    from kvdiv.llm.loading import read_provenance
+
+    path = Path(args.dir)
+    if not (path / PROVENANCE).is_file():
+        raise FileNotFoundError(f"{path} is not a resolved model directory (no {PROVENANCE})")
+    print(json.dumps(read_provenance(path), indent=2, sort_keys=True))
+    return 0

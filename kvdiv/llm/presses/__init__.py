@@ -1,0 +1,7 @@
+"""Eviction actions: a config entry ``{press: <name>, **arguments}`` → a press (kvpress's, or kvdiv's own).
+
+Modules: :mod:`~kvdiv.llm.presses.registry` (every nameable press, argument checks, :func:`build_press
+<kvdiv.llm.presses.registry.build_press>`, provenance records) and one module per kvdiv press, as kvpress
+keeps them: :mod:`~kvdiv.llm.presses.probabilistic_press` (probabilistic eviction with decode-time correction,
+arXiv 2608.28293). Adding a press: see ``KVDIV_PRESSES`` in the registry.
+"""

@@ -1,0 +1,256 @@
+"""Eviction actions: a config entry ``{press: <name>, **arguments}`` → a kvpress press instance.
+
+An action names any press class that :mod:`kvpress` exports (every class subclassing its
+``BasePress``) or kvdiv's own :class:`~kvdiv.llm.presses.probabilistic_press.ProbabilisticPress`; the other keys
+are the press's dataclass fields. Wrapper presses take their inner press as a nested action:
+``{press: AdaKVPress, wraps: {press: SnapKVPress, compression_ratio: 0.5}}`` (``wraps`` fills the
+wrapper's field named ``press``; any other argument whose value is a ``{press: ...}`` mapping, or a list
+of them, is built the same way).
+
+Every argument is checked before the press is built (:func:`check_argument`): its type against the press's
+annotation (an ``int`` field takes no ``1.5``, ``"3"`` or ``true``; a number field no string) and its value against
+the ranges of kvpress's recurring hyperparameters (:func:`argument_bounds`), because kvpress accepts many
+out-of-range values silently: SnapKV's ``window_size: -1`` slices ``keys[..., 1:]`` and StreamingLLM's
+``n_sink: -3`` keeps all but the last three tokens as sinks. The workflow validates every configured action
+this way when it starts (rules/common.smk), not inside trajectory jobs.
+
+>>> build_press({"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 64})
+SnapKVPress(compression_ratio=0.5, window_size=64, kernel_size=5)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+import typing
+from functools import lru_cache
+from typing import Any, Mapping
+
+import kvpress
+from kvpress import BasePress
+
+from kvdiv.llm.presses.probabilistic_press import ProbabilisticPress
+
+#: kvdiv's own presses, nameable beside kvpress's. Adding a method: write a kvpress-style ``@dataclass``
+#: subclassing ``BasePress`` (hyperparameters as typed fields, validation in ``__post_init__``, a docstring
+#: citing the paper) in ``kvdiv/llm/presses/<name>_press.py``, list it here, and add it to the press list of
+#: tests/llm/default_presses.py (the parametrised tests check it against kvpress's own prefill and HF decoding).
+KVDIV_PRESSES: tuple[type[BasePress], ...] = (ProbabilisticPress,)
+#: The key of an action spec that names the press.
+PRESS_KEY = "press"
+#: The key of a wrapper action's nested spec (fills the wrapper press's own field named ``press``).
+WRAPS_KEY = "wraps"
+
+
+@lru_cache(maxsize=1)
+def press_classes() -> dict[str, type[BasePress]]:
+    """Every press class an action may name: kvpress's exported ``BasePress`` subclasses + kvdiv's."""
+    classes: dict[str, type[BasePress]] = {}
+    for name in dir(kvpress):
+        obj = getattr(kvpress, name)
+        if inspect.isclass(obj) and issubclass(obj, BasePress) and obj is not BasePress:
+            classes[name] = obj
+    for cls in KVDIV_PRESSES:
+        classes[cls.__name__] = cls
+    return dict(sorted(classes.items()))
+
+
+def press_arguments(press_name: str) -> list[str]:
+    """The argument names (dataclass fields accepted by ``__init__``) of the press named ``press_name``."""
+    cls = _press_class(press_name)
+    return [f.name for f in dataclasses.fields(cls) if f.init]
+
+
+def _press_class(press_name: Any) -> type[BasePress]:
+    classes = press_classes()
+    if not isinstance(press_name, str) or press_name not in classes:
+        raise ValueError(f"unknown press {press_name!r}; valid presses: {', '.join(classes)}")
+    return classes[press_name]
+
+
+def _is_spec(value: Any) -> bool:
+    return isinstance(value, Mapping) and PRESS_KEY in value
+
+
+#: Integer fields that count something of which there must be at least one (a window, a chunk, a kernel).
+POSITIVE_INTEGERS = ("window", "beta", "num_samples", "sketch_dimension", "sample_seq_len")
+POSITIVE_INTEGER_SUFFIXES = ("_size", "_length", "_interval")
+
+
+def argument_bounds(field: str, kind: type | None) -> tuple[float, float, bool, bool] | None:
+    """``(low, high, low_inclusive, high_inclusive)`` for a press argument named ``field`` of type ``kind``, or
+    None when kvdiv knows no range for it.
+
+    - ``*compression_ratio`` (and each of ``compression_ratios``): [0, 1) — the share of the cache evicted;
+    - other ``*_ratio`` and ``*_fraction`` arguments and ``alpha_safeguard``: [0, 1];
+    - ``epsilon``: ≥ 0; ``score_temperature``: > 0;
+    - integer arguments: ≥ 0 (token counts, sinks, seeds), and ≥ 1 for sizes, lengths and intervals
+      (``window_size``, ``kernel_size``, ``chunk_length``, ...).
+    """
+    if field.endswith("compression_ratio") or field == "compression_ratios":
+        return (0.0, 1.0, True, False)
+    if field.endswith(("_ratio", "_fraction")) or field == "alpha_safeguard":
+        return (0.0, 1.0, True, True)
+    if field == "epsilon":
+        return (0.0, math.inf, True, False)
+    if field == "score_temperature":
+        return (0.0, math.inf, False, False)
+    if kind is int:
+        positive = field in POSITIVE_INTEGERS or field.endswith(POSITIVE_INTEGER_SUFFIXES)
+        return (1.0 if positive else 0.0, math.inf, True, False)
+    return None
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:  # annotations naming types that do not resolve: fall back to the raw ones
+        return {f.name: f.type for f in dataclasses.fields(cls)}
+
+
+def _scalar_kind(annotation: Any) -> tuple[type | None, tuple | None]:
+    """(int/float/bool/str or None, the allowed values of a Literal or None) of a field's annotation."""
+    if typing.get_origin(annotation) in (typing.Union, getattr(__import__("types"), "UnionType", ())):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) != 1:
+            return None, None
+        annotation = args[0]
+    if typing.get_origin(annotation) is typing.Literal:
+        return None, typing.get_args(annotation)
+    if annotation in (int, float, bool, str):
+        return annotation, None
+    return None, None
+
+
+def check_argument(cls: type, field: str, value: Any, name: str = "action") -> None:
+    """Raise ``ValueError`` naming the action, the argument and the value unless ``value`` has the type the press
+    annotates ``field`` with and lies in :func:`argument_bounds`. ``None`` passes (an optional argument)."""
+    if value is None:
+        return
+    kind, allowed = _scalar_kind(_field_types(cls).get(field))
+    where = f"action {name!r}: {cls.__name__} argument {field!r}"
+    if allowed is not None and value not in allowed:
+        raise ValueError(f"{where} = {value!r} is not one of {', '.join(map(repr, allowed))}")
+    if kind is bool and not isinstance(value, bool):
+        raise ValueError(f"{where} must be true or false, got {value!r}")
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ValueError(f"{where} must be an integer, got {value!r}")
+    if kind is float and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise ValueError(f"{where} must be a number, got {value!r}")
+    if kind is str and not isinstance(value, str):
+        raise ValueError(f"{where} must be a string, got {value!r}")
+    bounds = argument_bounds(field, kind)
+    if bounds is None:
+        return
+    values = value if isinstance(value, (list, tuple)) else [value]
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"{where} must be a number, got {v!r}")
+        low, high, low_in, high_in = bounds
+        if not ((v > low or (low_in and v == low)) and (v < high or (high_in and v == high))):
+            interval = f"{'[' if low_in else '('}{low:g}, {high:g}{']' if high_in else ')'}"
+            raise ValueError(f"{where} = {v!r} is out of range: it must lie in {interval}")
+
+
+def validate_action(spec: Mapping[str, Any], name: str = "action") -> None:
+    """Raise ``ValueError`` naming the action and the bad key unless ``spec`` builds a press."""
+    build_press(spec, name=name)
+
+
+def build_press(spec: Mapping[str, Any], name: str = "action") -> BasePress:
+    """Build the press an action spec names.
+
+    Parameters
+    ----------
+    spec : mapping
+        ``{press: <class name>, **arguments}``; see the module docstring for nested presses.
+    name : str
+        The action's name, used in error messages.
+
+    Returns
+    -------
+    BasePress
+        A fresh press instance (presses keep per-run state, so build one per use).
+
+    Raises
+    ------
+    ValueError
+        Unknown press (lists the valid presses), unknown argument (lists the press's arguments), or an
+        argument value the press rejects.
+    """
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"action {name!r}: expected a mapping {{press: <name>, ...}}, got {spec!r}")
+    if PRESS_KEY not in spec:
+        raise ValueError(f"action {name!r}: missing key {PRESS_KEY!r} (the press class name)")
+    try:
+        cls = _press_class(spec[PRESS_KEY])
+    except ValueError as err:
+        raise ValueError(f"action {name!r}: {err}") from None
+    valid = press_arguments(cls.__name__)
+    kwargs: dict[str, Any] = {}
+    for key, value in spec.items():
+        if key == PRESS_KEY:
+            continue
+        field = "press" if key == WRAPS_KEY and "press" in valid else key
+        if field not in valid:
+            shown = [WRAPS_KEY if a == "press" else a for a in valid]
+            raise ValueError(
+                f"action {name!r}: unknown argument {key!r} for {cls.__name__}; "
+                f"valid arguments: {', '.join(shown) if shown else '(none)'}"
+            )
+        if _is_spec(value):
+            value = build_press(value, name=f"{name}.{key}")
+        elif isinstance(value, (list, tuple)) and value and all(_is_spec(v) for v in value):
+            value = [build_press(v, name=f"{name}.{key}[{i}]") for i, v in enumerate(value)]
+        else:
+            check_argument(cls, field, value, name)
+        kwargs[field] = value
+    _check_scorer_kwargs(cls, kwargs, name)
+    try:
+        return cls(**kwargs)
+    except (AssertionError, ValueError, TypeError) as err:
+        raise ValueError(f"action {name!r}: {cls.__name__}({kwargs}) rejected its arguments: {err}") from None
+
+
+def _check_scorer_kwargs(cls: type, kwargs: Mapping[str, Any], name: str) -> None:
+    """A press that builds a named scorer press from ``scorer_kwargs`` (kvdiv's ProbabilisticPress): check those
+    arguments against the scorer like any other."""
+    defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.init}
+    scorer, scorer_kwargs = kwargs.get("scorer", defaults.get("scorer")), kwargs.get("scorer_kwargs")
+    if not isinstance(scorer, str) or not isinstance(scorer_kwargs, Mapping):
+        return
+    classes = press_classes()
+    if scorer in classes:
+        for key, value in scorer_kwargs.items():
+            check_argument(classes[scorer], key, value, f"{name}.scorer_kwargs")
+
+
+def describe(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Provenance record of an action: the press's full argument list (defaults filled) and its origin.
+
+    Returns a JSON-serialisable dict ``{press, module, arguments}`` (nested presses described recursively).
+    """
+    return _describe_press(build_press(spec))
+
+
+def _describe_press(press: BasePress) -> dict[str, Any]:
+    arguments: dict[str, Any] = {}
+    for f in dataclasses.fields(press):
+        if not f.init:
+            continue
+        value = getattr(press, f.name)
+        if isinstance(value, BasePress):
+            value = _describe_press(value)
+        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, BasePress) for v in value):
+            value = [_describe_press(v) for v in value]
+        elif not isinstance(value, (int, float, str, bool, type(None), list, dict)):
+            value = repr(value)
+        arguments[f.name] = value
+    cls = type(press)
+    version = getattr(kvpress, "__version__", None)
+    if version is None:
+        from importlib.metadata import version as _version
+
+        version = _version("kvpress")
+    return {"press": cls.__name__, "module": cls.__module__, "kvpress_version": version, "arguments": arguments}

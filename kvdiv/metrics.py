@@ -1,0 +1,318 @@
+"""Metrics over a cube: per-replicate divergence metrics and profiles (arXiv 2609.16617, §3–§5); rule ``metrics``
+writes them to ``results/{study}/metrics/{model}/``.
+
+Notation of the paper (docs/internals.md): steps t = 1..H (array index t−1), H = ``horizon``; δ_t = ``tv``; a row
+is one (document, action, replicate) pair of coupled chains x ~ P, y ~ Q.
+
+Per row (``replicates.parquet``):
+
+- τ = ``tau`` = first t with x_t ≠ y_t (null when the chains agree through H); ``diverged`` = 1{τ ≤ H}
+- ``occurrence`` = 1{τ ≤ H}/H, ``exposure`` = (H − τ)/H · 1{τ ≤ H}
+- ``occupation`` = (1/H) Σ_{t>τ} 1{x_t ≠ y_t}, ``mismatch_rate`` = occupation/exposure (post-divergence,
+  null when exposure = 0)
+- ``mismatch`` = M = (1/H) Σ_t 1{x_t ≠ y_t}; per row M = occurrence + occupation exactly (R = O + Π)
+- ``risk_tv`` = Σ_t δ_t / H (its mean is R_H too: P(x_t ≠ y_t | past) = δ_t)
+- EOS split: with t_e the first step at which either chain has emitted EOS (``first_eos``, null if
+  none), ``mismatch_pre_eos`` = (1/H) Σ_{t ≤ t_e} 1{x_t ≠ y_t} and ``mismatch_post_eos`` the rest
+  (their sum is M). ``mismatch_strict_pre_eos`` counts only t < t_e.
+- ``fixed_tv_mean`` = (1/H) Σ_t fixed_tv_t, the fixed-history TV along the reference continuation
+- window L (config ``analysis.window``), the coupled-sample versions of R_L and B_L:
+  ``risk_window`` = occurrence + (1/H) Σ_{ℓ=1}^{min(L, H−τ)} 1{x_{τ+ℓ} ≠ y_{τ+ℓ}},
+  ``capacity`` = max(0, H − τ − L)/H · 1{τ ≤ H}
+- swrb-mode cubes (``overlap_tv``, ``branch_start`` = J): S_t = Π_{s≤t}(1−δ_s) along the overlap scan,
+  D = 1 − S_H (``d``), and the SWRB estimators of :mod:`kvdiv.estimands` (the one definition the finite-state
+  sampler shares): ``z_o`` = D/H, ``z_pi`` = D Σ_{t>J} δ_t / H, ``z_r`` = D(1 + Σ_{t>J} δ_t)/H = z_o + z_pi,
+  ``z_l`` = D(1 + Σ_{t=J+1}^{min(J+L,H)} δ_t)/H, ``z_t`` = z_r − z_l, ``w_l`` = D max(0, H−J−L)/H,
+  ``z_e`` = D (H−J)/H; E[Z_R] = R_H, E[Z_L] = R_L, E[Z_T] = R_H − R_L, E[W_L] = B_L, E[Z_E] = E_H.
+- ``weight``: 1 in complete mode; D in swrb mode. There the tokens describe the branch path, which starts
+  diverging at τ = J ~ w_j/D, so a path quantity g has E[D·g] = E[g; τ ≤ H] under the complete coupling
+  (every mismatch-based quantity vanishes without divergence): population means are weighted means with
+  ``weight`` (``kvdiv.analysis`` does this and uses the z columns for O, Π, R).
+
+Profiles: ``profiles_aligned.parquet`` holds, for every diverged row and depth ℓ = t − τ ≥ 1, the branch
+TV δ_{τ+ℓ}, the mismatch, the pre-EOS flag and the row's ``weight``; ``profiles_clock.parquet`` holds, per
+(document, action, step t), replicate means of per-row unbiased estimates of P(x_t ≠ y_t) (``mismatch``),
+E[δ_t] (``tv``), the fixed-history TV and the EOS flag. In swrb mode these are D·1{x_t ≠ y_t} on the path
+and S_{t−1}·δ^overlap_t + D·1{J < t}·δ_t; ``fixed_tv`` and ``eos`` are null there (the overlap path's own
+continuation past J is not stored).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numba
+import numpy as np
+import polars as pl
+import xarray as xr
+
+from kvdiv.estimands import SWRB_COLUMNS, swrb_estimates
+from kvdiv.io import write_parquet
+from kvdiv.layout import METRIC_TABLES
+from kvdiv.trajectories.store import DOCUMENT_COORDS, open_cube
+
+log = logging.getLogger(__name__)
+
+CUBE_VARIABLES = ("match", "tv", "fixed_tv", "eos_x", "eos_y")
+
+
+@numba.njit(cache=True)
+def first_true(flags: np.ndarray) -> np.ndarray:
+    """1-based index of the first True per row of ``flags`` [N, H]; H + 1 where there is none."""
+    n, horizon = flags.shape
+    out = np.full(n, horizon + 1, dtype=np.int64)
+    for i in range(n):
+        for t in range(horizon):
+            if flags[i, t]:
+                out[i] = t + 1
+                break
+    return out
+
+
+@numba.njit(cache=True)
+def replicate_counts(mismatch: np.ndarray, tv: np.ndarray, fixed_tv: np.ndarray, eos_any: np.ndarray, window: int):
+    """Per-row sums behind the replicate metrics.
+
+    Parameters
+    ----------
+    mismatch, eos_any : bool [N, H]
+    tv, fixed_tv : float [N, H]
+    window : int, L
+
+    Returns
+    -------
+    tau, first_eos : int64 [N] (1-based; H + 1 = none)
+    sums : float64 [N, 7] — Σ mismatch, Σ_{t>τ} mismatch, Σ δ, Σ fixed δ, Σ_{t≤t_e} mismatch,
+        Σ_{t<t_e} mismatch, Σ_{ℓ=1}^{min(L,H−τ)} mismatch_{τ+ℓ}
+    """
+    n, horizon = mismatch.shape
+    tau = first_true(mismatch)
+    first_eos = first_true(eos_any)
+    sums = np.zeros((n, 7))
+    for i in range(n):
+        for t in range(1, horizon + 1):
+            m = 1.0 if mismatch[i, t - 1] else 0.0
+            sums[i, 0] += m
+            if t > tau[i]:
+                sums[i, 1] += m
+                if t <= tau[i] + window:
+                    sums[i, 6] += m
+            sums[i, 2] += tv[i, t - 1]
+            sums[i, 3] += fixed_tv[i, t - 1]
+            if t <= first_eos[i]:
+                sums[i, 4] += m
+            if t < first_eos[i]:
+                sums[i, 5] += m
+    return tau, first_eos, sums
+
+
+#: The swrb-mode columns of ``replicates.parquet`` and the estimator of :mod:`kvdiv.estimands` each holds.
+SWRB_METRICS = {"d": "D", "z_o": "Z_O", "z_pi": "Z_Pi", "z_r": "Z_R", "z_l": "Z_L", "z_t": "Z_T", "w_l": "W_L", "z_e": "Z_E"}
+
+
+@numba.njit(cache=True)
+def swrb_estimators(overlap_tv: np.ndarray, tv: np.ndarray, branch_start: np.ndarray, window: int) -> np.ndarray:
+    """SWRB conditional Monte Carlo per row: columns :data:`kvdiv.estimands.SWRB_COLUMNS` from
+    :func:`kvdiv.estimands.swrb_estimates`.
+
+    ``overlap_tv`` [N, H]: hazards along the overlap scan (D = 1 − Π_t (1 − δ_t)); ``tv`` [N, H]: δ along the
+    branch path; ``branch_start`` [N]: 1-based J (0 when D = 0).
+    """
+    n, horizon = tv.shape
+    out = np.zeros((n, len(SWRB_COLUMNS)))
+    for i in range(n):
+        survival = 1.0
+        for t in range(horizon):
+            survival *= 1.0 - overlap_tv[i, t]
+        d = 1.0 - survival
+        j = branch_start[i]
+        if j <= 0:
+            d = 0.0
+        branch = 0.0
+        near = 0.0
+        if j > 0:
+            for t in range(j + 1, horizon + 1):
+                branch += tv[i, t - 1]
+                if t <= j + window:
+                    near += tv[i, t - 1]
+        swrb_estimates(d, j, horizon, window, branch, near, out[i])
+    return out
+
+
+@numba.njit(cache=True)
+def aligned_profile(tau: np.ndarray, tv: np.ndarray, mismatch: np.ndarray, first_eos: np.ndarray):
+    """Long-format divergence-aligned profile: for each row with τ ≤ H and depth ℓ = 1..H−τ, the
+    row index, ℓ, δ_{τ+ℓ}, 1{x_{τ+ℓ} ≠ y_{τ+ℓ}} and whether τ+ℓ < t_e (strictly before any EOS)."""
+    n, horizon = tv.shape
+    total = 0
+    for i in range(n):
+        if tau[i] <= horizon:
+            total += horizon - tau[i]
+    row = np.empty(total, dtype=np.int64)
+    depth = np.empty(total, dtype=np.int32)
+    out_tv = np.empty(total, dtype=np.float32)
+    out_m = np.empty(total, dtype=np.bool_)
+    pre_eos = np.empty(total, dtype=np.bool_)
+    k = 0
+    for i in range(n):
+        if tau[i] > horizon:
+            continue
+        for t in range(tau[i] + 1, horizon + 1):
+            row[k] = i
+            depth[k] = t - tau[i]
+            out_tv[k] = tv[i, t - 1]
+            out_m[k] = mismatch[i, t - 1]
+            pre_eos[k] = t < first_eos[i]
+            k += 1
+    return row, depth, out_tv, out_m, pre_eos
+
+
+def _plain(values) -> np.ndarray:
+    """Coordinate values as a plain numpy array (strings of any numpy string dtype become ``str``)."""
+    arr = np.asarray(values)
+    if arr.dtype.kind in "OTUS":
+        return np.array([str(v) for v in arr.tolist()], dtype=str)
+    return arr
+
+
+def _array(ds: xr.Dataset, name: str, dims: tuple[str, ...]) -> np.ndarray:
+    if name not in ds:
+        raise KeyError(f"cube has no variable {name!r} (has {sorted(ds.data_vars)})")
+    return np.ascontiguousarray(ds[name].transpose(*dims).values)
+
+
+def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study: str | None = None) -> dict[str, pl.DataFrame]:
+    """All metric tables of one cube (see the module docstring).
+
+    Returns ``{"replicates": ..., "profiles_aligned": ..., "profiles_clock": ...}``.
+    """
+    if window < 1:
+        raise ValueError(f"analysis.window must be >= 1, got {window}")
+    dims4 = ("document", "action", "replicate", "step")
+    for dim in dims4:
+        if dim not in ds.dims:
+            raise KeyError(f"cube lacks dimension {dim!r} (has {list(ds.dims)})")
+    n_d, n_a, n_r, horizon = (ds.sizes[d] for d in dims4)
+    model = model or str(ds.attrs.get("model", "unknown"))
+    study = study or str(ds.attrs.get("study", "unknown"))
+    arrays = {name: _array(ds, name, dims4) for name in CUBE_VARIABLES}
+    n = n_d * n_a * n_r
+    mismatch = ~arrays["match"].astype(bool).reshape(n, horizon)
+    tv = arrays["tv"].astype(np.float64).reshape(n, horizon)
+    fixed_tv = arrays["fixed_tv"].astype(np.float64).reshape(n, horizon)
+    eos_any = (arrays["eos_x"].astype(bool) | arrays["eos_y"].astype(bool)).reshape(n, horizon)
+
+    tau, first_eos, sums = replicate_counts(mismatch, tv, fixed_tv, eos_any, window)
+    diverged = tau <= horizon
+    exposure = np.where(diverged, (horizon - tau) / horizon, 0.0)
+    occupation = sums[:, 1] / horizon
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.where(exposure > 0, occupation / exposure, np.nan)
+    occurrence = diverged / horizon
+
+    doc_idx, act_idx, rep_idx = np.unravel_index(np.arange(n), (n_d, n_a, n_r))
+    documents = _plain(ds["document"].values)
+    actions = _plain(ds["action"].values)
+    meta = {c: _plain(ds[c].values) for c in DOCUMENT_COORDS if c in ds.coords}
+    columns = {
+        "model": np.full(n, model),
+        "study": np.full(n, study),
+        "document": documents[doc_idx],
+        **{c: v[doc_idx] for c, v in meta.items()},
+        "action": actions[act_idx],
+        "replicate": rep_idx.astype(np.int32),
+        "horizon": np.full(n, horizon, dtype=np.int32),
+        "window": np.full(n, window, dtype=np.int32),
+        "diverged": diverged,
+        "occurrence": occurrence,
+        "exposure": exposure,
+        "occupation": occupation,
+        "mismatch_rate": rate,
+        "mismatch": sums[:, 0] / horizon,
+        "risk_tv": sums[:, 2] / horizon,
+        "fixed_tv_mean": sums[:, 3] / horizon,
+        "mismatch_pre_eos": sums[:, 4] / horizon,
+        "mismatch_post_eos": (sums[:, 0] - sums[:, 4]) / horizon,
+        "mismatch_strict_pre_eos": sums[:, 5] / horizon,
+        "risk_window": occurrence + sums[:, 6] / horizon,
+        "capacity": np.where(diverged, np.maximum(0, horizon - tau - window) / horizon, 0.0),
+    }
+    replicates = pl.DataFrame(columns).with_columns(
+        pl.Series("tau", np.where(diverged, tau, 0), dtype=pl.Int32).set(pl.Series(~diverged), None),
+        pl.Series("first_eos", np.where(first_eos <= horizon, first_eos, 0), dtype=pl.Int32)
+        .set(pl.Series(first_eos > horizon), None),
+        pl.col("mismatch_rate").fill_nan(None),
+    )
+    swrb = "overlap_tv" in ds or ds.attrs.get("mode") == "swrb"
+    weight = np.ones(n)
+    if swrb:
+        overlap = _array(ds, "overlap_tv", dims4).astype(np.float64).reshape(n, horizon)
+        start = _array(ds, "branch_start", dims4[:3]).astype(np.int64).reshape(n)
+        z = swrb_estimators(overlap, tv, start, window)
+        weight = z[:, SWRB_COLUMNS.index("D")]
+        replicates = replicates.with_columns(
+            pl.Series("branch_start", start.astype(np.int32)),
+            *(pl.Series(name, z[:, SWRB_COLUMNS.index(column)]) for name, column in SWRB_METRICS.items()),
+        )
+    replicates = replicates.with_columns(pl.Series("weight", weight))
+
+    row, depth, a_tv, a_m, a_pre = aligned_profile(tau, tv.astype(np.float32), mismatch, first_eos)
+    aligned = pl.DataFrame(
+        {
+            "model": np.full(row.size, model),
+            "document": documents[doc_idx[row]],
+            "action": actions[act_idx[row]],
+            "replicate": rep_idx[row].astype(np.int32),
+            "tau": tau[row].astype(np.int32),
+            "depth": depth,
+            "step": (tau[row] + depth).astype(np.int32),
+            "tv": a_tv,
+            "mismatch": a_m,
+            "pre_eos": a_pre,
+            "weight": weight[row],
+        }
+    )
+
+    shape = (n_d, n_a, n_r, horizon)
+    if swrb:
+        steps = np.arange(1, horizon + 1)
+        survival_before = np.cumprod(np.concatenate([np.ones((n, 1)), 1.0 - overlap[:, :-1]], axis=1), axis=1)
+        per_row = {
+            "mismatch": weight[:, None] * mismatch,
+            "tv": survival_before * overlap + weight[:, None] * (steps[None, :] > start[:, None]) * tv,
+            "fixed_tv": np.full((n, horizon), np.nan),
+            "eos": np.full((n, horizon), np.nan),
+        }
+    else:
+        per_row = {"mismatch": mismatch, "tv": tv, "fixed_tv": fixed_tv, "eos": eos_any}
+    clock_means = {k: v.astype(np.float64).reshape(shape).mean(axis=2) for k, v in per_row.items()}
+    d_i, a_i, t_i = np.unravel_index(np.arange(n_d * n_a * horizon), (n_d, n_a, horizon))
+    clock = pl.DataFrame(
+        {
+            "model": np.full(d_i.size, model),
+            "document": documents[d_i],
+            "action": actions[a_i],
+            "step": (t_i + 1).astype(np.int32),
+            **{k: pl.Series(k, v.reshape(-1)).fill_nan(None) for k, v in clock_means.items()},
+            "replicates": np.full(d_i.size, n_r, dtype=np.int32),
+        }
+    )
+    return {"replicates": replicates, "profiles_aligned": aligned, "profiles_clock": clock}
+
+
+def write_metrics(cube: str | Path, out_dir: str | Path, window: int, model: str | None = None, study: str | None = None) -> dict[str, Path]:
+    """Compute the metrics of cube store ``cube`` and write the Parquet files of :data:`kvdiv.layout.METRIC_TABLES`
+    into ``out_dir`` (``{table}.parquet``, as :func:`kvdiv.layout.metrics_file` names them)."""
+    ds = open_cube(cube)
+    log.info("cube %s: %s", cube, dict(ds.sizes))
+    tables = compute_metrics(ds, window, model=model, study=study)
+    out_dir = Path(out_dir)
+    paths = {}
+    for name in METRIC_TABLES:
+        frame = tables[name]
+        path = out_dir / f"{name}.parquet"
+        write_parquet(frame, path)  # + its checksum file, which the next rule verifies
+        log.info("wrote %s (%d rows)", path, frame.height)
+        paths[name] = path
+    return paths

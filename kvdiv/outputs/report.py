@@ -1,0 +1,368 @@
+"""``results/report.md``: every headline number of arXiv 2609.16617 §5 beside the paper's reported value.
+
+Our numbers come from the analysis tables of :mod:`kvdiv.analysis` (bootstrap intervals over documents; the
+sections follow its registry of items, :mod:`kvdiv.analysis.items`); the paper's values and setting come from
+``kvdiv/data/paper_reported_values.yaml`` (shipped with the package), the only copy kvdiv keeps. Each row says
+which of our models and how many documents produced it, and the report opens with where this run's
+setting differs from the paper's (models, lengths, document counts, horizon, replicates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import yaml
+
+from kvdiv.analysis.blocks import block_pattern_counts
+from kvdiv.analysis.inputs import POOLED, contrast_name
+from kvdiv.analysis.items import FIGURES, ITEMS
+from kvdiv.io import atomic_path, read_parquet
+from kvdiv.layout import parse_stratum
+from kvdiv.outputs.tables import interval, pp
+
+#: The paper's reported values and setting, shipped with the package (the only copy kvdiv keeps).
+PAPER_VALUES = "data/paper_reported_values.yaml"
+
+
+def paper_values() -> dict:
+    """The paper's reported values (package data :data:`PAPER_VALUES`)."""
+    return yaml.safe_load(resources.files("kvdiv").joinpath(PAPER_VALUES).read_text(encoding="utf-8"))
+
+
+def _ci(row: Mapping | None, digits: int = 2, key: str = "estimate") -> str:
+    if row is None:
+        return "–"
+    return interval(row[key], row["lower"], row["upper"], digits)
+
+
+_MISSING = object()
+
+
+def _lookup(values: Mapping, path: tuple[str, ...]) -> object:
+    """The entry of the nested mapping ``values`` at ``path`` (``_MISSING`` when absent)."""
+    node: object = values
+    for p in path:
+        if not isinstance(node, Mapping) or p not in node:
+            return _MISSING
+        node = node[p]
+    return node
+
+
+def _paper(values: Mapping, *path: str) -> str:
+    node = _lookup(values, path)
+    if node is _MISSING:
+        return "–"
+    if isinstance(node, list):
+        return "[" + ", ".join(str(v) for v in node) + "]"
+    return str(node)
+
+
+def _num(row: Mapping, digits: int = 2) -> str:
+    """``est [lo, hi]`` without scaling; ``–`` for missing values."""
+    f = lambda v: "–" if v is None or v != v else f"{round(v, digits) + 0.0:.{digits}f}"  # noqa: E731
+    return f"{f(row['estimate'])} [{f(row['lower'])}, {f(row['upper'])}]"
+
+
+def _count(values: pl.Series, threshold: float) -> str:
+    """``k of n`` cells above ``threshold`` among cells with an estimate (NaN cells are named, not counted)."""
+    v = values.cast(pl.Float64).to_numpy()
+    finite = np.isfinite(v)
+    text = f"{int((v[finite] > threshold).sum())} of {int(finite.sum())}"
+    missing = int((~finite).sum())
+    return text + (f" ({missing} without data)" if missing else "")
+
+
+def _paper_item(values: Mapping, index: int, *path: str) -> str:
+    node = _lookup(values, path)
+    return str(node[index]) if isinstance(node, list) and index < len(node) else "–"
+
+
+def _one(frame: pl.DataFrame, **eq: object) -> dict | None:
+    sub = frame
+    for k, v in eq.items():
+        if k not in sub.columns:
+            return None
+        sub = sub.filter(pl.col(k) == v)
+    return sub.row(0, named=True) if sub.height else None
+
+
+class _Table:
+    """Rows: quantity | our model | documents | ours | paper llama | paper qwen."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, ...]] = []
+
+    def add(self, quantity: str, model: str, n_docs: object, ours: str, llama: str = "–", qwen: str = "–") -> None:
+        self.rows.append((quantity, model, str(n_docs), ours, llama, qwen))
+
+    def markdown(self) -> str:
+        head = "| quantity | our model | documents | ours (95% CI) | paper: llama | paper: qwen |\n|---|---|---|---|---|---|\n"
+        return head + "".join("| " + " | ".join(r) + " |\n" for r in self.rows) if self.rows else "_No rows: the analysis tables are empty._\n"
+
+
+def _setting_section(setting: Mapping, paper: Mapping) -> str:
+    lines = ["## This run versus the paper's setting", ""]
+    lines.append("| | this run | paper |")
+    lines.append("|---|---|---|")
+    models = ", ".join(f"{name} ({spec})" for name, spec in setting.get("models", {}).items())
+    lines.append(f"| models | {models} | {paper['models']} |")
+    for study, spec in setting.get("studies", {}).items():
+        strata = ", ".join(spec.get("strata", []))
+        lines.append(f"| {study}: documents | {spec.get('documents', '?')} ({spec.get('documents_per_stratum', '?')} per stratum) | "
+                     f"{paper['documents']} ({paper['documents_per_stratum']} per stratum) |")
+        lines.append(f"| {study}: strata | {strata} | {paper['strata']} |")
+        lines.append(f"| {study}: horizon H, replicates | {spec.get('horizon', '?')}, {spec.get('replicates', '?')} | {paper['horizon']}, – |")
+        lines.append(f"| {study}: actions | {', '.join(spec.get('actions', []))} | {paper['actions']} |")
+    lines.append("")
+    diffs = []
+    model_names = set(setting.get("models", {}))
+    if model_names != set(paper["model_keys"]):
+        diffs.append(f"the models are {', '.join(sorted(model_names))}, not the paper's Llama-3.1-8B-Instruct and "
+                     "Qwen2.5-7B-Instruct, so every number below describes a different model; the paper's columns are a "
+                     "reference for direction and magnitude, not a target to match")
+    for study, spec in setting.get("studies", {}).items():
+        if spec.get("documents") != paper["documents"]:
+            diffs.append(f"{study} uses {spec.get('documents')} documents, not {paper['documents']}: intervals are wider "
+                         "and per-stratum cells hold few documents")
+        if spec.get("horizon") != paper["horizon"]:
+            diffs.append(f"{study} uses H = {spec.get('horizon')}, not {paper['horizon']}: position blocks and depth windows are set within it")
+        diffs.append(f"{study}'s prompt lengths are {', '.join(str(n) for n in sorted({parse_stratum(s)[1] for s in spec.get('strata', [])}))} "
+                     "tokens (synthetic RULER/HELMET-style documents generated offline), not the paper's benchmark documents")
+    if diffs:
+        lines.append("**Where this run differs from the paper:**")
+        lines.append("")
+        lines += [f"- {d}." for d in diffs]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Mapping[str, str | Path],
+                 figures: Mapping[str, str | Path], setting: Mapping, out: str | Path) -> str:
+    """Write ``results/report.md``.
+
+    Parameters
+    ----------
+    analysis
+        ``{"figure5": {"decomposition": path, ...}, "figure6": {...}, "figure7": {...}}`` (Parquet), plus
+        ``"table2"``/``"table3"`` → ``{"numbers": csv path}``.
+    tables_md
+        ``{"table2": path, "table3": path}`` Markdown tables to embed.
+    figures
+        ``{"figure5": png path, ...}`` written into the report as paths relative to its folder.
+    setting
+        What ran: ``models`` (name → short description), ``studies`` (name → documents,
+        documents_per_stratum, strata, horizon, replicates, actions), ``figure_studies`` (figure → study),
+        ``contrasts``, ``cohort_max_tau``, ``early``, ``late``, ``bootstrap``, ``confidence``.
+    """
+    paper = paper_values()
+    out = Path(out)
+    frames = {fig: {name: read_parquet(p) for name, p in parts.items()} for fig, parts in analysis.items()
+              if fig in FIGURES}
+    study_of = setting.get("figure_studies", {})
+    parts: list[str] = [
+        "# kvdiv report: divergence timing and cumulative disagreement under KV-cache eviction",
+        "",
+        "Reproduction of arXiv 2609.16617 §5 by kvdiv. Every interval is a percentile interval of a cluster "
+        f"bootstrap over documents ({setting.get('bootstrap', '?')} resamples, {100 * setting.get('confidence', 0.95):.0f}%). "
+        "Percentages are in percent, differences in percentage points (pp). The paper's values are those it "
+        "reports for its two models; where a row names one of our models, the paper columns show the paper's "
+        "value for the same quantity on its models.",
+        "",
+        _setting_section(setting, paper["setting"]),
+    ]
+
+    # ---------------------------------------------------------------- Figure 5 / §5.2
+    f5 = frames.get("figure5", {})
+    t = _Table()
+    p50 = paper.get("retention50", {})
+    if f5:
+        entry, dec = f5["entry"], f5["decomposition"]
+        for model in sorted(entry["model"].unique().to_list()):
+            for action in sorted(entry["action"].unique().to_list()):
+                r = _one(entry, model=model, stratum=POOLED, action=action, statistic="mean_tau_diverged")
+                if r:
+                    t.add(f"mean first-divergence step among diverged, {action}", model, r["n_documents"],
+                          _num(r),
+                          _paper(p50, "mean_first_divergence_step_among_diverged", "llama", action),
+                          _paper(p50, "mean_first_divergence_step_among_diverged", "qwen", action))
+                r = _one(entry, model=model, stratum=POOLED, action=action, statistic="diverged")
+                if r:
+                    t.add(f"diverged by step H (%), {action}", model, r["n_documents"], _ci(r),
+                          _paper(p50, "diverged_by_step_128_percent", "llama", action),
+                          _paper(p50, "diverged_by_step_128_percent", "qwen", action))
+            for contrast in list(dict.fromkeys(dec.filter(pl.col("model") == model)["contrast"].to_list())):
+                key = contrast.replace(" − ", "_minus_")
+                r = _one(dec, model=model, stratum=POOLED, contrast=contrast, statistic="exposure_share")
+                g = _one(dec, model=model, stratum=POOLED, contrast=contrast, statistic="gap")
+                if g:
+                    t.add(f"mismatch gap (pp), {contrast}", model, g["n_documents"], _ci(g))
+                if r:
+                    t.add(f"exposure share of gap (%), {contrast}", model, r["n_documents"], _ci(r, 1),
+                          _paper(p50, "exposure_share_of_gap_percent", key, "llama"),
+                          _paper(p50, "exposure_share_of_gap_percent", key, "qwen"))
+            cells = dec.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED) & (pl.col("statistic") == "exposure_share"))
+            if cells.height:
+                t.add("decompositions with exposure majority (stratum × contrast)", model, "–",
+                      _count(cells["estimate"], 0.5), _paper(p50, "decompositions_with_exposure_majority"), "")
+            rates = dec.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED)
+                               & pl.col("statistic").is_in(["rate_a", "rate_b"]))["estimate"].drop_nans()
+            if rates.len():
+                t.add("post-divergence mismatch rate C, range over cells (%)", model, "–",
+                      f"[{pp(rates.min())}, {pp(rates.max())}]", _paper(p50, "post_divergence_mismatch_percent_range"), "")
+    parts += [f"## {ITEMS['figure5'].title} ({study_of.get('figure5', '?')})", "",
+              "Exposure share = (ΔO + ΔE·C̄)/ΔR, branch-mismatch share = Ē·ΔC/ΔR (midpoint split of Π = E·C; the two "
+              "shares sum to 1 and do not depend on the order of the two actions).", "",
+              f"![{ITEMS['figure5'].label}]({_rel(figures.get('figure5'), out)})", "", t.markdown()]
+
+    # ---------------------------------------------------------------- Figure 6 / §5.3
+    f6 = frames.get("figure6", {})
+    t = _Table()
+    ref_action = _reference_action(setting.get("contrasts", []), f6.get("late_minus_early"))
+    if f6:
+        lme = f6["late_minus_early"]
+        for model in sorted(lme["model"].unique().to_list()):
+            for which in ("early", "late"):
+                r = _one(lme, model=model, stratum=POOLED, action=ref_action, statistic=which)
+                if r:
+                    t.add(f"branch TV, τ ≤ {setting.get('cohort_max_tau', 64)}, {ref_action}, {which} window (%)", model,
+                          r["n_documents"], _ci(r),
+                          _paper(p50, "branch_tv_snapkv_half_tau_le_64_percent", "llama", which),
+                          _paper(p50, "branch_tv_snapkv_half_tau_le_64_percent", "qwen", which))
+            cells = lme.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED) & (pl.col("statistic") == "late_minus_early"))
+            if cells.height:
+                t.add("late − early branch TV positive (stratum × action)", model, "–",
+                      _count(cells["estimate"], 0.0), _paper(p50, "late_minus_early_positive"), "")
+    parts += [f"## {ITEMS['figure6'].title} ({study_of.get('figure6', '?')})", "",
+              f"Early window: depths {setting.get('early')}; late window: depths {setting.get('late')}; "
+              f"cohort τ ≤ {setting.get('cohort_max_tau')}.", "",
+              f"![{ITEMS['figure6'].label}]({_rel(figures.get('figure6'), out)})", "", t.markdown()]
+
+    # ---------------------------------------------------------------- Figure 7 / §5.4–5.5
+    f7 = frames.get("figure7", {})
+    t = _Table()
+    p90 = paper.get("retention90", {})
+    if f7:
+        dec, lme, eos = f7["decomposition"], f7["late_minus_early"], f7["eos"]
+        for model in sorted(dec["model"].unique().to_list()):
+            for contrast in list(dict.fromkeys(dec.filter(pl.col("model") == model)["contrast"].to_list())):
+                g = _one(dec, model=model, family=POOLED, contrast=contrast, statistic="gap")
+                r = _one(dec, model=model, family=POOLED, contrast=contrast, statistic="exposure_share")
+                if g:
+                    t.add(f"mismatch gap (pp), {contrast}", model, g["n_documents"], _ci(g),
+                          _paper(p90, "mismatch_gap_pp", "llama"), _paper(p90, "mismatch_gap_pp", "qwen"))
+                if r:
+                    t.add(f"exposure share of gap (%), {contrast}", model, r["n_documents"], _ci(r, 1),
+                          _paper(p90, "exposure_share_of_gap_percent", "llama"), _paper(p90, "exposure_share_of_gap_percent", "qwen"))
+                for fam in sorted(set(eos.filter(pl.col("model") == model)["family"].to_list())):
+                    e = _one(eos, model=model, family=fam, contrast=contrast, statistic="eos_share")
+                    if e:
+                        t.add(f"EOS share of gap (%), {fam}, {contrast}", model, e["n_documents"], _ci(e),
+                              _paper(p90, "eos_share_percent", "llama", fam) if fam != POOLED else "–",
+                              _paper(p90, "eos_share_percent", "qwen") if fam == POOLED else "–")
+            pooled = lme.filter((pl.col("model") == model) & (pl.col("family") == POOLED))
+            main = pooled.filter(pl.col("statistic") == "late_minus_early")
+            for r in main.iter_rows(named=True):
+                t.add(f"late − early branch TV (pp), {r['action']}", model, r["n_documents"], _ci(r),
+                      _paper(p90, "late_minus_early_branch_tv_pp_range"), "")
+                s = _one(pooled, action=r["action"], statistic="late_minus_early_strict_pre_eos")
+                if s:
+                    t.add(f"strict pre-EOS late − early (pp), {r['action']}", model, s["n_documents"], _ci(s),
+                          _paper(p90, "strict_pre_eos_late_minus_early_pp", "llama"),
+                          _paper(p90, "strict_pre_eos_late_minus_early_pp", "qwen"))
+            if main.height:
+                t.add("prespecified late − early intervals above zero (action)", model, "–",
+                      _count(main["lower"], 0.0),
+                      _paper(p90, "prespecified_branch_tv_intervals_above_zero"), "")
+            strata = f7.get("late_minus_early_strata")
+            if strata is not None and strata.height:
+                cells = strata.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED)
+                                      & (pl.col("statistic") == "late_minus_early"))
+                if cells.height:
+                    t.add("late − early branch TV positive (stratum × action)", model, "–",
+                          _count(cells["estimate"], 0.0),
+                          _paper(p90, "late_minus_early_positive_strata"), "")
+    parts += [f"## {ITEMS['figure7'].title} ({study_of.get('figure7', '?')})", "",
+              f"![{ITEMS['figure7'].label}]({_rel(figures.get('figure7'), out)})", "", t.markdown()]
+
+    # ---------------------------------------------------------------- Tables 2 and 3
+    t2_path = analysis.get("table2", {}).get("numbers")
+    t = _Table()
+    if t2_path:
+        t2 = pl.read_csv(t2_path, schema_overrides={"length": pl.Utf8})
+        blocks = list(dict.fromkeys(t2["block"].to_list()))
+        words = {"fall": ("falls across later blocks", "below"), "rise": ("rises across later blocks", "above")}
+        for r in block_pattern_counts(t2).iter_rows(named=True):
+            verb, side = words[r["direction"]]
+            missing = f" ({r['missing']} without data)" if r["missing"] else ""
+            t.add(f"{r['family'].upper()} model–length comparisons whose gap {verb} (gap at positions {r['last_block']} "
+                  f"{side} positions {r['first_block']}; point estimates), {r['contrast']}", r["models"], r["n_documents"],
+                  f"{r['hits']} of {r['comparisons']}{missing}",
+                  *(_paper(p90, "table2_pattern_comparisons", m) for m in ("llama", "qwen")))
+        for r in t2.filter(pl.col("stratum") == POOLED).iter_rows(named=True):
+            k = blocks.index(r["block"])
+            t.add(f"pooled generation-clock gap (pp), positions {r['block']}, {r['contrast']}", r["model"], r["n_documents"],
+                  _ci(r, key="gap"),
+                  *(_paper_item(p90, k, "table2_pooled_generation_clock_gap_pp", m) for m in ("llama", "qwen")))
+    parts += [f"## {ITEMS['table2'].title} ({study_of.get('table2', '?')})", "",
+              f"Paper: {_paper(p90, 'table2_pattern')}.", "",
+              "Pattern check on our data: a comparison is one model × length of a task family for one contrast (the "
+              "per-stratum rows); its gap *falls across later blocks* when the point estimate at the last block is "
+              "strictly below the one at the first block, and *rises* when strictly above (middle blocks need not be "
+              "monotone; intervals are not used).", "", t.markdown(), "", _read(tables_md.get("table2"))]
+
+    t3_path = analysis.get("table3", {}).get("numbers")
+    t = _Table()
+    pp3 = paper.get("prediction", {})
+    if t3_path:
+        t3 = pl.read_csv(t3_path)
+        for r in t3.iter_rows(named=True):
+            llama = qwen = "–"
+            if r["predictor"] == "short_window" and r["method"] == "raw":
+                llama, qwen = (_paper(pp3, "short_window_document_mae_pp", m) for m in ("llama", "qwen"))
+            elif r["predictor"] == "fixed_history":
+                llama, qwen = (_paper(pp3, "fixed_history_mae_rmse_pp", m) for m in ("llama", "qwen"))
+            t.add(f"{r['predictor']}/{r['method']}: document MAE / RMSE (pp)", r["model"], r["n_documents"],
+                  f"{pp(r['mae'])} / {pp(r['rmse'])}", llama, qwen)
+            within = "yes" if r["interval_within"] else ("point only" if r["point_within"] else "no")
+            t.add(f"{r['predictor']}/{r['method']}: population gap recovered within ±2 pp", r["model"], r["n_documents"],
+                  f"{within}: {_ci(r, key='difference')}")
+    parts += [f"## {ITEMS['table3'].title} ({study_of.get('table3', '?')})", "",
+              "Predictors use generation positions 1–32 only; calibrated methods (cell_mean, ridge) are fitted "
+              "out-of-fold over documents (see kvdiv.analysis). A predictor recovers the gap when the interval of "
+              f"predicted − full lies inside ±{_paper(pp3, 'criterion_pp')} pp. Paper: {_paper(pp3, 'short_window')}.",
+              "", t.markdown(), "", _read(tables_md.get("table3"))]
+
+    text = "\n".join(parts) + "\n"
+    with atomic_path(out) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return text
+
+
+def _reference_action(contrasts: Sequence[Sequence[str]], lme: pl.DataFrame | None) -> str:
+    """The action the paper's Figure 6 headline is about: the b side of the first contrast present."""
+    present = set(lme["action"].to_list()) if lme is not None and lme.height else set()
+    for c in contrasts:
+        if c[1] in present:
+            return str(c[1])
+    return sorted(present)[0] if present else "–"
+
+
+def _rel(path: str | Path | None, out: Path) -> str:
+    if path is None:
+        return ""
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(out.resolve().parent))
+    except ValueError:
+        return str(path)
+
+
+def _read(path: str | Path | None) -> str:
+    return Path(path).read_text(encoding="utf-8") if path else ""
+
+
+__all__ = ["build_report", "paper_values", "contrast_name"]

@@ -1,1 +1,0 @@
-"""Figures: one module per figure, sharing one style (:mod:`kvdiv.plotting.style`)."""

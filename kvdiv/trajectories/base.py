@@ -1,0 +1,121 @@
+"""What both samplers share: the per-action records, the session protocol, EOS folding and pair bookkeeping.
+
+A pair k is one (action a, replicate r) of coupled chains; :class:`ActionTrajectories` holds one action's R pairs
+as arrays (replicate, step), step t at index t − 1 (the layout of a per-document store,
+:mod:`kvdiv.trajectories.store`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+from kvdiv.trajectories.coupling import fold_eos
+
+MODES = ("complete", "swrb")
+
+
+#: The ``eos_folding`` store attribute of models with several end ids.
+EOS_FOLDING = "mass of every id in eos_token_ids folded onto eos_token_ids[0] before coupling and TV"
+
+
+class Session(Protocol):
+    """The part of the :class:`~kvdiv.llm.session.KernelSession` API the samplers use (docs/internals.md)."""
+
+    def initial_probs(self, cache: str) -> np.ndarray: ...
+    def new_chain(self, cache: str) -> int: ...
+    def fork(self, chain: int) -> int: ...
+    def step(self, chains: Sequence[int], tokens: Sequence[int]) -> Any: ...
+    def release(self, chains: Sequence[int]) -> None: ...
+
+
+@dataclass
+class ActionTrajectories:
+    """Per-step records of one action's R replicates; arrays are (replicate, step), step t at index t−1."""
+
+    x: np.ndarray  # int32: reference chain tokens
+    y: np.ndarray  # int32: intervention chain tokens
+    tv: np.ndarray  # float32: δ_t at the paired histories
+    fixed_tv: np.ndarray  # float32: TV(P(·|x_<t), Q(·|x_<t))
+    match: np.ndarray  # bool: x == y
+    eos_x: np.ndarray  # bool: x chain has emitted EOS at some step ≤ t
+    eos_y: np.ndarray  # bool
+    overlap_tv: np.ndarray | None = None  # float32 (swrb): hazards along the overlap scan
+    branch_start: np.ndarray | None = None  # int32 [R] (swrb): J, 0 when D = 0
+    wall_time_s: float = 0.0
+    rows: int = field(default=0, repr=False)  # kernel rows this action used (for the time split)
+
+
+def chains_needed(n_actions: int, replicates: int, mode: str) -> int:
+    """The most chains alive at once: 3 per pair in complete mode, 4 in swrb (scan + snapshot)."""
+    return (3 if mode == "complete" else 4) * n_actions * replicates
+
+
+def to_numpy(probs: Any) -> np.ndarray:
+    if hasattr(probs, "detach"):
+        probs = probs.detach().to("cpu").numpy()
+    return np.asarray(probs, dtype=np.float64)
+
+
+def eos_flags(tokens: np.ndarray, eos_token_ids: Sequence[int]) -> np.ndarray:
+    is_eos = np.isin(tokens, np.asarray(list(eos_token_ids), dtype=np.int64))
+    return np.logical_or.accumulate(is_eos, axis=1) if tokens.shape[1] else is_eos
+
+
+class FoldedSession:
+    """A session whose laws have every EOS id's mass folded onto the absorbing id (module docstring)."""
+
+    def __init__(self, session: Session, eos_token_ids: Sequence[int]):
+        self.session = session
+        self.eos_token_ids = list(eos_token_ids)
+
+    def initial_probs(self, cache: str) -> np.ndarray:
+        return fold_eos(to_numpy(self.session.initial_probs(cache)), self.eos_token_ids)
+
+    def step(self, chains: Sequence[int], tokens: Sequence[int]) -> np.ndarray:
+        return fold_eos(to_numpy(self.session.step(chains, tokens)), self.eos_token_ids)
+
+    def new_chain(self, cache: str) -> int:
+        return self.session.new_chain(cache)
+
+    def fork(self, chain: int) -> int:
+        return self.session.fork(chain)
+
+    def release(self, chains: Sequence[int]) -> None:
+        self.session.release(chains)
+
+
+class Pairs:
+    """Bookkeeping shared by both modes: pair k = (action a, replicate r)."""
+
+    def __init__(self, actions: Sequence[str], replicates: int, horizon: int):
+        self.keys = [(a, r) for a in actions for r in range(replicates)]
+        n = len(self.keys)
+        self.x = np.zeros((n, horizon), dtype=np.int64)
+        self.y = np.zeros((n, horizon), dtype=np.int64)
+        self.tv = np.zeros((n, horizon), dtype=np.float64)
+        self.fixed_tv = np.zeros((n, horizon), dtype=np.float64)
+        self.rows = np.zeros(n, dtype=np.int64)
+
+
+class Batch:
+    """Rows of one batched ``session.step`` call."""
+
+    def __init__(self) -> None:
+        self.chains: list[int] = []
+        self.tokens: list[int] = []
+
+    def add(self, chain: int, token: int) -> int:
+        self.chains.append(chain)
+        self.tokens.append(int(token))
+        return len(self.chains) - 1
+
+
+def initial_laws(session: Session, pairs: Pairs) -> tuple[np.ndarray, np.ndarray]:
+    p0 = to_numpy(session.initial_probs("reference"))
+    q0 = {a: to_numpy(session.initial_probs(a)) for a in {a for a, _ in pairs.keys}}
+    p = np.repeat(p0[None, :], len(pairs.keys), axis=0)
+    q = np.stack([q0[a] for a, _ in pairs.keys])
+    return p, q

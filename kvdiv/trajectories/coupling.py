@@ -1,0 +1,164 @@
+"""The recursive overlap–residual maximal coupling, one step at a time, batched over rows.
+
+At step t with next-token laws p = P(·|x_<t) and q = Q(·|y_<t) (arXiv 2609.16617, §3):
+
+    δ_t = TV(p, q) = ½‖p − q‖₁,   m = min(p, q),   Σ m = 1 − δ_t.
+
+With probability 1 − δ_t draw z ~ m/(1 − δ_t) and set x_t = y_t = z; otherwise draw
+x_t ~ (p − q)⁺/δ_t and y_t ~ (q − p)⁺/δ_t independently (their supports are disjoint, so they
+differ). Each chain keeps its own law, x_t ~ p and y_t ~ q, and P(x_t ≠ y_t | past) = δ_t.
+
+Every draw here is an inverse-CDF lookup of a uniform the caller supplies (``u``) or draws from a
+seeded :class:`numpy.random.Generator`; a step always consumes the same number of uniforms per row
+(3 for :func:`couple`, 1 for :func:`overlap_draw`, 2 for :func:`residual_draw`), so a row's stream
+never depends on the outcome of another row or of its own earlier branch decisions.
+
+Numerics: laws are float64 [n, V]; tiny negative entries (round-off) are clipped to 0; each
+sub-law is normalised by its own computed mass, not by 1 − δ or δ, so δ near 0 or 1 is safe;
+when round-off leaves a residual with no mass the step falls back to the common draw, and when
+the overlap has no mass (δ = 1) the residual branch is always taken.
+
+``tv_atol``: laws computed in float32 (or bf16) carry round-off that depends on batch composition
+and padding, so two kernels that are mathematically equal (100% retention) come out with δ ~ 1e-9.
+A δ below ``tv_atol`` is treated as exactly 0 (recorded as 0; the common draw from p is taken),
+changing each chain's law by at most ``tv_atol`` per step. The default 0 keeps the exact coupling.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kvdiv.estimands import tv
+
+#: Uniforms one :func:`couple` step consumes per row: branch choice, x draw, y draw.
+COUPLE_UNIFORMS = 3
+
+
+def _as_laws(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    p = np.atleast_2d(np.asarray(p, dtype=np.float64))
+    q = np.atleast_2d(np.asarray(q, dtype=np.float64))
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same shape, got {p.shape} and {q.shape}")
+    return np.clip(p, 0.0, None), np.clip(q, 0.0, None)
+
+
+def _uniforms(rng: np.random.Generator | np.ndarray, n: int, k: int) -> np.ndarray:
+    if isinstance(rng, np.random.Generator):
+        return rng.random((n, k))
+    u = np.asarray(rng, dtype=np.float64).reshape(n, k)
+    if np.any((u < 0.0) | (u >= 1.0)):
+        raise ValueError("uniforms must lie in [0, 1)")
+    return u
+
+
+def categorical(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Inverse-CDF draws from unnormalised non-negative ``weights`` [n, V] with uniforms ``u`` [n].
+
+    Returns int64 [n]. A zero-weight index is never returned (rows with no mass return the
+    argmax, i.e. index 0 of an all-zero row; callers only pass rows with positive mass).
+    """
+    cdf = np.cumsum(weights, axis=1)
+    target = u * cdf[:, -1]
+    idx = np.sum(cdf <= target[:, None], axis=1)
+    # Round-off can push the target onto the total: fall back to the last index with mass.
+    last = weights.shape[1] - 1 - np.argmax(weights[:, ::-1] > 0, axis=1)
+    return np.minimum(idx, last)
+
+
+def fold_eos(laws: np.ndarray, eos_token_ids) -> np.ndarray:
+    """Several end ids are one EOS event: the mass of every id in ``eos_token_ids[1:]`` moved onto the
+    absorbing id ``eos_token_ids[0]``, row by row (a copy; ``laws`` itself when there is one id).
+
+    Applied to every law before coupling and before the fixed-history TV, so "P ended with id A, Q with
+    id B" is a match and contributes nothing to δ_t.
+    """
+    ids = list(dict.fromkeys(int(i) for i in eos_token_ids))
+    if len(ids) < 2:
+        return laws
+    out = np.array(laws, dtype=np.float64, copy=True)
+    out[..., ids[0]] += out[..., ids[1:]].sum(axis=-1)
+    out[..., ids[1:]] = 0.0
+    return out
+
+
+def tv_distance(p: np.ndarray, q: np.ndarray, tv_atol: float = 0.0) -> np.ndarray:
+    """δ = :func:`kvdiv.estimands.tv` per row of two laws, clipped to [0, 1] (0 below ``tv_atol``); float64 [n]."""
+    p, q = _as_laws(p, q)
+    delta = np.clip(tv(p, q), 0.0, 1.0)
+    return np.where(delta < tv_atol, 0.0, delta)
+
+
+def couple(
+    p: np.ndarray, q: np.ndarray, rng: np.random.Generator | np.ndarray, tv_atol: float = 0.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One step of the maximal coupling for every row.
+
+    Parameters
+    ----------
+    p, q : float64 [n, V]
+        Next-token laws of the reference chain (at x_<t) and the intervention chain (at y_<t).
+    rng : Generator or float [n, 3]
+        A seeded generator, or the step's uniforms (branch choice, x draw, y draw) per row.
+    tv_atol : float
+        δ below it counts as 0 (see the module docstring).
+
+    Returns
+    -------
+    x, y : int64 [n]
+        Coupled tokens: x ~ p, y ~ q, and x == y exactly when the common branch was taken.
+    tv : float64 [n]
+        δ_t = TV(p, q), as ½ the sum of the two residual masses the draw uses (= :func:`kvdiv.estimands.tv`).
+    """
+    p, q = _as_laws(p, q)
+    n = p.shape[0]
+    u = _uniforms(rng, n, COUPLE_UNIFORMS)
+    overlap = np.minimum(p, q)
+    res_p = p - overlap
+    res_q = q - overlap
+    mass_overlap = overlap.sum(axis=1)
+    mass_p = res_p.sum(axis=1)
+    mass_q = res_q.sum(axis=1)
+    delta = np.clip(0.5 * (mass_p + mass_q), 0.0, 1.0)
+    total = mass_overlap + 0.5 * (mass_p + mass_q)
+    residual_ok = (mass_p > 0) & (mass_q > 0)
+    negligible = delta < tv_atol
+    common = ((u[:, 0] * total < mass_overlap) | ~residual_ok | negligible) & (mass_overlap > 0)
+    delta = np.where(negligible, 0.0, delta)
+    z = categorical(np.where(negligible[:, None], p, overlap), u[:, 1])
+    x = np.where(common, z, categorical(res_p, u[:, 1]))
+    y = np.where(common, z, categorical(res_q, u[:, 2]))
+    return x, y, delta
+
+
+def overlap_draw(
+    p: np.ndarray, q: np.ndarray, rng: np.random.Generator | np.ndarray, tv_atol: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """One step of the SWRB overlap scan: u_t ~ m/(1 − δ_t) with m = min(p, q).
+
+    Returns the common token (int64 [n]) and the hazard δ_t (float64 [n]). Where the overlap has no
+    mass (δ_t = 1, the path has survival 0 from here on and never carries weight) the token is drawn
+    from p so the scan can continue. A δ_t below ``tv_atol`` is 0 and u_t is drawn from p.
+    """
+    p, q = _as_laws(p, q)
+    u = _uniforms(rng, p.shape[0], 1)[:, 0]
+    overlap = np.minimum(p, q)
+    delta = np.clip(tv(p, q), 0.0, 1.0)
+    negligible = delta < tv_atol
+    has_overlap = (overlap.sum(axis=1) > 0) & ~negligible
+    weights = np.where(has_overlap[:, None], overlap, p)
+    return categorical(weights, u), np.where(negligible, 0.0, delta)
+
+
+def residual_draw(p: np.ndarray, q: np.ndarray, rng: np.random.Generator | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Independent residual draws x ~ (p − q)⁺/δ, y ~ (q − p)⁺/δ (SWRB at the branch point J).
+
+    Rows must have δ > 0 (a raised ``ValueError`` names the rows that do not).
+    """
+    p, q = _as_laws(p, q)
+    u = _uniforms(rng, p.shape[0], 2)
+    overlap = np.minimum(p, q)
+    res_p, res_q = p - overlap, q - overlap
+    bad = (res_p.sum(axis=1) <= 0) | (res_q.sum(axis=1) <= 0)
+    if np.any(bad):
+        raise ValueError(f"residual draw needs δ > 0; rows {np.flatnonzero(bad).tolist()} have no residual mass")
+    return categorical(res_p, u[:, 0]), categorical(res_q, u[:, 1])

@@ -1,0 +1,50 @@
+"""kvdiv.analysis.items, the one registry of figures and tables: it agrees with the config schema, the builders'
+signatures and the outputs that draw and write its items."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kvdiv.analysis import items
+from kvdiv.outputs.figures import PLOTS
+from kvdiv.outputs.tables import DISPLAY
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_items_are_the_keys_of_analysis_studies_in_the_schema():
+    schema = yaml.safe_load((REPO / "config/schema.yaml").read_text())
+    studies = schema["properties"]["analysis"]["properties"]["studies"]
+    assert set(studies["properties"]) == set(items.ITEMS) == set(studies["default"])
+
+
+def test_every_table_builder_takes_its_settings_and_the_bootstrap_arguments():
+    for name, item in items.ITEMS.items():
+        assert item.tables and item.title.startswith(item.label) and item.kind in ("figure", "table")
+        for table, spec in item.tables.items():
+            params = inspect.signature(spec.build).parameters
+            for arg in ("n_boot", "seed", "confidence", *spec.settings, *spec.fixed):
+                assert arg in params, f"{name}/{table}: {spec.build.__name__} takes no {arg!r}"
+
+
+def test_outputs_draw_and_write_exactly_the_items():
+    assert set(PLOTS) == set(items.FIGURES) and set(DISPLAY) == set(items.TABLES)
+    assert all(items.ITEMS[t].caption and list(items.ITEMS[t].tables) == ["numbers"] for t in items.TABLES)
+
+
+def test_table_settings_come_from_the_config_section():
+    analysis = {"contrasts": [["a", "b"]], "table3_contrast": ["a", "b"], "short_window": [1, 4], "folds": 3,
+                "ridge_alpha": 0.5, "criterion_pp": 2.0, "blocks": [[1, 2]], "cohort_max_tau": 8, "early": [1, 2], "late": [3, 4]}
+    assert items.table_settings("figure5", "survival", analysis) == {}
+    assert items.table_settings("figure7", "late_minus_early", analysis) == {"cohort_max_tau": 8, "early": [1, 2], "late": [3, 4]}
+    assert items.table_settings("table3", "numbers", analysis)["criterion"] == pytest.approx(0.02)  # pp -> proportion
+    assert items.window_items("early") == ["figure6", "figure7"] and items.window_items("blocks") == ["table2"]
+
+
+def test_unknown_item_names_the_items():
+    with pytest.raises(KeyError, match="figure5"):
+        items.get_item("figure8")

@@ -1,0 +1,315 @@
+"""KernelSession: one prefill for every action == kvpress's own prefill, batched decoding == per-chain
+decoding == plain HF decoding, no-eviction invariant, EOS absorption, cache immutability."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from default_presses import DEFAULT_PRESSES, NO_EVICTION
+from transformers import DynamicCache
+
+from kvdiv.llm.presses.registry import build_press
+from kvdiv.estimands import tv
+from kvdiv.llm.session import REFERENCE, KernelSession
+
+PROMPT_LEN = 48
+
+PRESS_SPECS = DEFAULT_PRESSES
+
+
+@pytest.fixture(scope="module")
+def llama(tiny_model_factory):
+    # a larger init than the default 0.02 makes attention and next-token laws far from uniform
+    return tiny_model_factory("llama", initializer_range=0.25)
+
+
+@pytest.fixture(scope="module")
+def qwen2(tiny_model_factory):
+    return tiny_model_factory("qwen2", initializer_range=0.25)
+
+
+def prompt(loaded, n: int = PROMPT_LEN, seed: int = 0) -> torch.Tensor:
+    vocab = loaded.model.config.vocab_size
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(10, vocab, (n,), generator=g)
+    eos = set(loaded.eos_token_ids)
+    return torch.tensor([t if t not in eos else 11 for t in ids.tolist()])
+
+
+@pytest.fixture(scope="module")
+def session(llama):
+    return KernelSession(llama, prompt(llama), {**PRESS_SPECS, "none": NO_EVICTION})
+
+
+def kvpress_prefill(loaded, ids, spec):
+    """The press run by kvpress inside its own prefill: (cache, attention modules)."""
+    model = loaded.model
+    press = build_press(spec)
+    cache = DynamicCache(config=model.config)
+    with torch.no_grad(), press(model):
+        model(input_ids=ids[None], past_key_values=cache, use_cache=True)
+    return cache, press
+
+
+def hf_decode(model, cache, tokens, start_position):
+    """Plain HF decoding of ``tokens`` one at a time with ``cache``; positions start_position, … ."""
+    laws = []
+    with torch.no_grad():
+        for i, t in enumerate(tokens):
+            pos = torch.tensor([[start_position + i]])
+            out = model(input_ids=torch.tensor([[t]]), past_key_values=cache, position_ids=pos,
+                        cache_position=pos[0], use_cache=True)
+            laws.append(torch.softmax(out.logits[0, -1].double(), -1))
+    return torch.stack(laws)
+
+
+@pytest.mark.parametrize("name", list(PRESS_SPECS))
+def test_one_prefill_equals_kvpress_prefill(session, llama, name):
+    """Each action's cache == the press's own kvpress prefill: same tensors, same kept positions."""
+    ids = session.prompt_ids
+    cache, press = kvpress_prefill(llama, ids, PRESS_SPECS[name])
+    prefix = session._prefixes[name]
+    ref = session._prefixes[REFERENCE]
+    kept = session.kept_indices(name)
+    attn = [layer.self_attn for layer in llama.model.model.layers]
+    for layer in range(session.n_layers):
+        k_own, v_own = cache.layers[layer].keys[0], cache.layers[layer].values[0]
+        n_kept = k_own.shape[1]
+        assert torch.equal(prefix.keys[layer][:, :n_kept], k_own)
+        assert torch.equal(prefix.values[layer][:, :n_kept], v_own)
+        assert torch.isinf(prefix.bias[layer][:, n_kept:]).all()  # padding (PyramidKV) never attended
+        idx = kept[layer]
+        assert idx is not None
+        # kept positions per head: the reference keys at those positions are the press's keys
+        own_masked = getattr(attn[layer], "masked_key_indices", None)
+        if name.startswith("prob"):  # kept positions = the press's own record, heads padded with −1 and masked
+            own = press.kept_indices[layer][0]
+            assert torch.equal(idx, own)
+            for h in range(session.kv_heads):
+                keep = own[h] >= 0
+                assert torch.equal(ref.keys[layer][h, own[h][keep]], k_own[h, : int(keep.sum())])
+                masked = set() if own_masked is None else set(own_masked[2][own_masked[1] == h].tolist())
+                assert masked == set(range(int(keep.sum()), n_kept))
+            attn[layer].masked_key_indices = None
+        elif own_masked is None:
+            assert idx.shape == (session.kv_heads, n_kept)
+            gathered = ref.keys[layer].gather(1, idx.unsqueeze(-1).expand(-1, -1, session.head_dim))
+            assert torch.equal(gathered, k_own)
+        else:  # head-wise press: same masked positions per head
+            _, heads, seqs = own_masked
+            for h in range(session.kv_heads):
+                masked = set(seqs[heads == h].tolist())
+                kept_h = {i for i in idx[h].tolist() if i >= 0}
+                assert kept_h == set(range(n_kept)) - masked
+            attn[layer].masked_key_indices = None
+
+
+@pytest.mark.parametrize("name", ["snapkv", "streaming", "adakv", "pyramid"])
+def test_action_law_equals_kvpress_decoding(session, llama, name):
+    """Q from the session == HF decoding with kvpress's compressed cache at positions n, n+1, …"""
+    ids = session.prompt_ids
+    cache, _ = kvpress_prefill(llama, ids, PRESS_SPECS[name])
+    tokens = [17, 42, 99]
+    expected = hf_decode(llama.model, cache, tokens, session.prompt_length)
+    for attn in (layer.self_attn for layer in llama.model.model.layers):
+        attn.masked_key_indices = None
+    c = session.new_chain(name)
+    got = torch.stack([session.step([c], [t])[0] for t in tokens])
+    session.release([c])
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
+    assert not torch.allclose(got, hf_decode(llama.model, full_cache(llama, ids), tokens, session.prompt_length), atol=1e-4)
+
+
+def full_cache(loaded, ids):
+    cache = DynamicCache(config=loaded.model.config)
+    with torch.no_grad():
+        loaded.model(input_ids=ids[None], past_key_values=cache, use_cache=True)
+    return cache
+
+
+def test_reference_cache_never_mutated(session, llama):
+    """After deriving every action, the reference cache equals a fresh plain prefill bit for bit."""
+    fresh = full_cache(llama, session.prompt_ids)
+    ref = session._prefixes[REFERENCE]
+    for layer in range(session.n_layers):
+        assert torch.equal(ref.keys[layer], fresh.layers[layer].keys[0])
+        assert torch.equal(ref.values[layer], fresh.layers[layer].values[0])
+        assert (ref.bias[layer] == 0).all()
+    c = session.new_chain(REFERENCE)
+    expected = torch.softmax(llama.model(session.prompt_ids[None]).logits[0, -1].double(), -1)
+    torch.testing.assert_close(session.initial_probs(REFERENCE), expected.detach())
+    for name in session.caches:
+        assert torch.equal(session.initial_probs(name), session.initial_probs(REFERENCE))  # δ_1 = 0
+    session.release([c])
+
+
+@pytest.fixture(scope="module")
+def long_session(llama):
+    # long enough that evicted and full caches fall into separate attention runs
+    return KernelSession(llama, prompt(llama, n=200, seed=9), {**PRESS_SPECS, "none": NO_EVICTION})
+
+
+@pytest.mark.parametrize("which", ["session", "long_session"])
+def test_batched_step_equals_single_chain_decoding(which, llama, request):
+    """One batched step over chains with different caches (incl. non-contiguous slots and forks) ==
+    each chain decoded alone, and the reference rows == plain HF decoding with DynamicCache."""
+    session = request.getfixturevalue(which)
+    names = [REFERENCE, "snapkv", "prob", "adakv", "pyramid", REFERENCE]
+    chains = [session.new_chain(n) for n in names]
+    gap = session.new_chain("streaming")  # released below: a hole in the slot range
+    chains.append(session.new_chain("knorm"))
+    names.append("knorm")
+    session.release([gap])
+    g = torch.Generator().manual_seed(1)
+    vocab = session.initial_probs().numel()
+    seqs = torch.randint(10, vocab, (len(chains), 4), generator=g)
+    seqs[5] = seqs[0]  # a second reference chain with the same tokens
+    batched = []
+    for t in range(seqs.shape[1]):
+        if t == 2:  # fork mid-way: the fork continues like its source
+            chains.append(session.fork(chains[1]))
+            names.append(names[1])
+            seqs = torch.cat([seqs, seqs[1:2]])
+            batched = [torch.cat([b, b[1:2]]) for b in batched]
+        batched.append(session.step(chains, seqs[:, t]))
+    batched = torch.stack(batched, 1)  # [chains, steps, V]
+    session.release(chains)
+    for i, name in enumerate(names):
+        c = session.new_chain(name)
+        alone = torch.stack([session.step([c], [int(t)])[0] for t in seqs[i]])
+        session.release([c])
+        torch.testing.assert_close(batched[i], alone, atol=1e-5, rtol=0)
+    expected = hf_decode(llama.model, full_cache(llama, session.prompt_ids), seqs[0].tolist(), session.prompt_length)
+    torch.testing.assert_close(batched[0], expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(batched[5], batched[0], atol=1e-6, rtol=0)  # same cache, same tokens (float32 noise)
+    torch.testing.assert_close(batched[-1], batched[1], atol=1e-6, rtol=0)  # fork == source
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_no_eviction_gives_q_equal_p(arch, request):
+    """compression_ratio 0 evicts nothing: TV(P, Q) < 1e-6 at every step along a sampled path."""
+    loaded = request.getfixturevalue(arch)
+    s = KernelSession(loaded, prompt(loaded, seed=2), {"none": NO_EVICTION, "prob0": {"press": "ProbabilisticPress"}})
+    p = s.initial_probs(REFERENCE)
+    assert tv(p, s.initial_probs("none")) < 1e-6
+    chains = [s.new_chain(REFERENCE), s.new_chain("none"), s.new_chain("prob0")]
+    g = torch.Generator().manual_seed(3)
+    eos = set(loaded.eos_token_ids)
+    for _ in range(8):
+        x = int(torch.multinomial(p.float(), 1, generator=g))
+        if x in eos:
+            break
+        laws = s.step(chains, [x] * 3)
+        assert tv(laws[0], laws[1]) < 1e-6 and tv(laws[0], laws[2]) < 1e-6
+        p = laws[0]
+
+
+def test_eos_is_absorbing(session):
+    eos = session.eos_token_ids
+    c, d = session.new_chain(REFERENCE), session.new_chain("snapkv")
+    laws = session.step([c, d], [eos[-1], 20])
+    point = torch.zeros_like(laws[0])
+    point[eos[0]] = 1.0
+    assert torch.equal(laws[0], point) and session.is_done(c) and not session.is_done(d)
+    assert laws[1].sum().item() == pytest.approx(1.0) and laws[1].max() < 1
+    n_before = session.generated_length(c)
+    laws = session.step([c, d], [30, 21])  # after EOS any token keeps the point mass; not run
+    assert torch.equal(laws[0], point) and session.generated_length(c) == n_before
+    f = session.fork(c)
+    assert session.is_done(f) and torch.equal(session.step([f], [5])[0], point)
+    session.release([c, d, f])
+
+
+def test_positions_and_kept_indices(session):
+    """Generated tokens continue from the prompt length in evicted caches; StreamingLLM keeps sinks + tail."""
+    c = session.new_chain("streaming")
+    session.step([c], [12])
+    assert session.generated_length(c) == 1
+    session.release([c])
+    n = session.prompt_length
+    n_kept = int(n * 0.5)
+    expected = sorted(list(range(2)) + list(range(n - n_kept + 2, n)))
+    for idx in session.kept_indices("streaming"):
+        for head in idx:
+            assert sorted(head.tolist()) == expected
+
+
+def test_evict_first_step(llama):
+    """evict_first_step: Q at step 1 == kvpress's press on prompt[:-1], then the last token at position n−1."""
+    ids = prompt(llama, seed=4)
+    spec = PRESS_SPECS["snapkv"]
+    s = KernelSession(llama, ids, {"snapkv": spec}, evict_first_step=True)
+    cache, _ = kvpress_prefill(llama, ids[:-1], spec)
+    expected = hf_decode(llama.model, cache, [int(ids[-1]), 33], len(ids) - 1)
+    torch.testing.assert_close(s.initial_probs("snapkv"), expected[0], atol=1e-6, rtol=1e-5)
+    full = torch.softmax(llama.model(ids[None]).logits[0, -1].double(), -1).detach()
+    torch.testing.assert_close(s.initial_probs(REFERENCE), full, atol=1e-6, rtol=1e-5)
+    assert tv(s.initial_probs(REFERENCE), s.initial_probs("snapkv")) > 1e-4
+    c = s.new_chain("snapkv")
+    torch.testing.assert_close(s.step([c], [33])[0], expected[1], atol=1e-6, rtol=1e-5)
+
+
+def test_session_errors(llama):
+    ids = prompt(llama)
+    with pytest.raises(ValueError, match="unknown press 'NoSuchPress'.*SnapKVPress"):
+        KernelSession(llama, ids, {"a": {"press": "NoSuchPress"}})
+    with pytest.raises(ValueError, match="reserved"):
+        KernelSession(llama, ids, {REFERENCE: NO_EVICTION})
+    s = KernelSession(llama, ids, {})
+    with pytest.raises(KeyError, match="unknown cache"):
+        s.new_chain("snapkv")
+    c = s.new_chain()
+    s.release([c])
+    with pytest.raises(KeyError, match="released"):
+        s.step([c], [3])
+
+
+def test_smollm2_no_eviction(smollm2):
+    """SmolLM2: nothing evicted → Q ≡ P along a sampled path; SnapKV-half differs."""
+    text = "The quick brown fox jumps over the lazy dog. " * 12
+    ids = smollm2.tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids[0]
+    s = KernelSession(smollm2, ids, {"none": {"press": "SnapKVPress", "compression_ratio": 0.0},
+                                     "half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 16}})
+    chains = [s.new_chain(REFERENCE), s.new_chain("none"), s.new_chain("half")]
+    p = s.initial_probs(REFERENCE)
+    g = torch.Generator().manual_seed(0)
+    diffs = []
+    for _ in range(4):
+        x = int(torch.multinomial(p.float(), 1, generator=g))
+        laws = s.step(chains, [x] * 3)
+        assert tv(laws[0], laws[1]) < 1e-6
+        diffs.append(float(tv(laws[0], laws[2])))
+        p = laws[0]
+    assert max(diffs) > 1e-6
+
+
+@pytest.mark.parametrize("arch", ["mistral", "qwen3", "phi3", "gemma3"])
+def test_other_architectures(arch, tiny_model_factory):
+    """Reference and a SnapKV action == plain HF decoding / kvpress's own prefill on other architectures."""
+    loaded = tiny_model_factory(arch, initializer_range=0.25)
+    ids = prompt(loaded, n=40, seed=5)
+    spec = PRESS_SPECS["snapkv"]
+    s = KernelSession(loaded, ids, {"snapkv": spec})
+    chains = [s.new_chain(REFERENCE), s.new_chain("snapkv")]
+    tokens = [21, 57]
+    got = torch.stack([s.step(chains, [t, t]) for t in tokens], 1)
+    ref = hf_decode(loaded.model, full_cache(loaded, ids), tokens, len(ids))
+    cache, _ = kvpress_prefill(loaded, ids, spec)
+    act = hf_decode(loaded.model, cache, tokens, len(ids))
+    torch.testing.assert_close(got[0], ref, atol=1e-5, rtol=0)
+    torch.testing.assert_close(got[1], act, atol=1e-5, rtol=0)
+    assert tv(got[0], got[1]).max() > 1e-4
+
+
+def test_slots_and_capacity_grow(llama):
+    """Starting with 1 slot and room for 1 new token, buffers grow on demand without changing laws."""
+    ids = prompt(llama, seed=6)
+    actions = {"snapkv": PRESS_SPECS["snapkv"]}
+    small = KernelSession(llama, ids, actions, max_chains=1, horizon=0)
+    big = KernelSession(llama, ids, actions, max_chains=8, horizon=15)
+    out = []
+    for s in (small, big):
+        chains = [s.new_chain(REFERENCE), s.new_chain("snapkv"), s.new_chain("snapkv")]
+        out.append(torch.stack([s.step(chains, [30 + t, 40 + t, 50 + t]) for t in range(6)]))
+    assert small._n_slots >= 3 and small._capacity >= small._prefixes[REFERENCE].length + 6
+    torch.testing.assert_close(out[0], out[1], atol=1e-6, rtol=0)

@@ -1,0 +1,188 @@
+"""The workflow as a user runs it: lint, dry runs of every shipped config, and the smoke study end to end
+with Snakemake's rerun behaviour (nothing to do; a plotting option reruns only figures; a new document
+reruns only its own job and what depends on it).
+
+Snakemake runs in a subprocess in a temporary copy of the repository (its API changes the working dir).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
+def run_snakemake(workdir: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    """Run snakemake in ``workdir``; fail the test with its output if it exits non-zero."""
+    env = dict(os.environ, PYTHONPATH=str(workdir))
+    proc = subprocess.run(
+        [*SNAKEMAKE, *args], cwd=workdir, capture_output=True, text=True, timeout=timeout, env=env
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
+    return proc
+
+
+def copy_repo(dest: Path) -> Path:
+    """A copy of the workflow (no results, no venv, no git) to run snakemake in."""
+    ignore = shutil.ignore_patterns(".venv", ".git", "results", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info")
+    shutil.copytree(REPO, dest, ignore=ignore)
+    return dest
+
+
+def test_lint_is_clean():
+    proc = run_snakemake(REPO, "--lint", "--cores", "1")
+    assert "Congratulations" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("configfile", ["config/config.yaml", "config/smoke.yaml", "config/paper.yaml"])
+def test_dry_run_builds_dag(configfile, tmp_path):
+    work = copy_repo(tmp_path / "wf")
+    proc = run_snakemake(work, "-n", "--cores", "2", "--configfile", configfile, "--quiet", "rules")
+    jobs = planned_jobs(proc.stdout + proc.stderr)
+    assert jobs["trajectories"] > 0 and jobs["figure"] == 3 and jobs["finite_figure4"] == 1, jobs
+
+
+def test_paper_config_replaces_default_models(tmp_path):
+    """--configfile paper.yaml must not inherit the embedded default's SmolLM2 model (no config merge)."""
+    work = copy_repo(tmp_path / "wf")
+    proc = run_snakemake(work, "-n", "--cores", "2", "--configfile", "config/paper.yaml", "--printshellcmds")
+    out = proc.stdout + proc.stderr
+    assert "models/smollm2" not in out
+    assert "llama" in out and "qwen" in out
+
+
+def planned_jobs(out: str) -> dict[str, int]:
+    """{rule: job count} from the job table snakemake prints for a dry run with ``--quiet rules``."""
+    jobs = {}
+    for line in out.splitlines():
+        m = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s+(\d+)\s*", line)
+        if m and m.group(1) not in {"total", "job", "count"}:
+            jobs[m.group(1)] = int(m.group(2))
+    return jobs
+
+
+def write_variant(work: Path, name: str, edit) -> str:
+    """A copy of config/smoke.yaml changed by ``edit(config)``, written as ``name``."""
+    config = yaml.safe_load((work / "config/smoke.yaml").read_text())
+    edit(config)
+    (work / name).write_text(yaml.safe_dump(config, sort_keys=False))
+    return name
+
+
+@pytest.mark.workflow
+def test_smoke_study_end_to_end_and_reruns(tmp_path):
+    """`snakemake` on config/smoke.yaml builds Figures 4-7, Tables 2-3 and the report; a second run does
+    nothing; a plotting option reruns only figure rules; one more document per stratum in one study reruns
+    only the new documents' jobs and what depends on them."""
+    work = copy_repo(tmp_path / "wf")
+    run_snakemake(work, "--cores", "2", "--configfile", "config/smoke.yaml")
+    results = work / "results"
+    for name in ["finite_state/figure4", "figures/figure5", "figures/figure6", "figures/figure7"]:
+        for ext in ("pdf", "png"):
+            assert (results / f"{name}.{ext}").stat().st_size > 1000, f"{name}.{ext} missing or empty"
+    for table in ("table2", "table3"):
+        for ext in ("csv", "md", "tex"):
+            assert (results / f"tables/{table}.{ext}").stat().st_size > 0
+    report = (results / "report.md").read_text()
+    assert "Figure 5" in report and "paper" in report
+    for study in ("retention50", "retention90"):
+        assert (results / study / "documents/ruler_768.jsonl").read_text().count("\n") == 2
+        assert (results / study / "cube/tiny.zarr").is_dir()
+
+    out = run_snakemake(work, "-n", "--cores", "2", "--configfile", "config/smoke.yaml").stdout
+    assert "Nothing to be done" in out
+
+    # the same config with every model and action spec's keys in reverse order: nothing to do
+    def reverse_keys(config):
+        for section in ("models", "actions"):
+            config[section] = {name: dict(reversed(list(spec.items()))) for name, spec in config[section].items()}
+
+    reordered = write_variant(work, "smoke_reordered.yaml", reverse_keys)
+    out = run_snakemake(work, "-n", "--cores", "2", "--configfile", reordered).stdout
+    assert "Nothing to be done" in out
+
+    # a plotting option: only figure rules rerun
+    dpi = write_variant(work, "smoke_dpi.yaml", lambda c: c["plotting"].update(dpi=90))
+    jobs = planned_jobs(run_snakemake(work, "-n", "--cores", "2", "--configfile", dpi, "--quiet", "rules").stdout)
+    assert jobs and set(jobs) - {"all"} <= {"figure", "finite_figure4"}, jobs
+    assert jobs.get("figure", 0) == 3
+
+    # one more document per stratum in retention50: its document + trajectory jobs and what depends on them
+    def add_document(config):
+        config["studies"]["retention50"]["documents_per_stratum"] = 3
+
+    more = write_variant(work, "smoke_more.yaml", add_document)
+    jobs = planned_jobs(run_snakemake(work, "-n", "--cores", "2", "--configfile", more, "--quiet", "rules").stdout)
+    assert jobs.get("document") == 2 and jobs.get("trajectories") == 2, jobs  # one new document per stratum
+    assert jobs.get("cube") == 1 and jobs.get("metrics") == 1, jobs  # retention50 only
+    assert not {"resolve_model", "finite_systems", "finite_exact", "finite_estimates"} & set(jobs), jobs
+
+
+def test_paper_dag_through_the_slurm_workflow_profile(tmp_path):
+    """The paper's study (2 models x 576 documents) plans through profiles/slurm: one GPU trajectory job per
+    (study, model, document), documents grouped 48 to a SLURM job."""
+    work = copy_repo(tmp_path / "wf")
+    proc = run_snakemake(work, "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/paper.yaml",
+                         "--quiet", "rules")
+    jobs = planned_jobs(proc.stdout + proc.stderr)
+    assert jobs["trajectories"] == 2 * 2 * 288 and jobs["document"] == 2 * 288, jobs
+    assert jobs["cube"] == 4 and jobs["resolve_model"] == 2, jobs
+
+
+def test_conda_env_pins_match_pyproject():
+    """envs/kvdiv.yaml (for --sdm conda) installs exactly the dependencies pyproject.toml pins."""
+    import tomllib
+
+    pins = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    env = yaml.safe_load((REPO / "envs/kvdiv.yaml").read_text())
+    pip = next(item["pip"] for item in env["dependencies"] if isinstance(item, dict) and "pip" in item)
+    assert sorted(pip) == sorted(pins)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda c: c["studies"]["retention50"]["actions"].append("snapkv_typo"), "studies.retention50.actions: 'snapkv_typo'"),
+        (lambda c: c["studies"]["retention90"].update(models=["gpt5"]), "studies.retention90.models: 'gpt5'"),
+        (lambda c: c["models"]["tiny"].update(source="ftp"), "ftp"),
+        # actions are validated when the workflow starts, not inside trajectory jobs
+        (lambda c: c["actions"]["snapkv_half"].update(window_size=-1), "'window_size' = -1 is out of range"),
+        (lambda c: c["actions"]["recent_half"].update(n_sink=-3), "'n_sink' = -3 is out of range"),
+        (lambda c: c["actions"]["snapkv_90"].update(compression_ratio=1.5), "'compression_ratio' = 1.5 is out of range"),
+        (lambda c: c["actions"]["snapkv_90"].update(press="SnapKV"), "unknown press 'SnapKV'"),
+        # analysis windows past H or reversed
+        (lambda c: c["analysis"].update(blocks=[[1, 4], [5, 8], [9, 32]]), "analysis.blocks[2] = [9, 32]"),
+        (lambda c: c["analysis"].update(blocks=[[4, 1]]), "analysis.blocks[0] = [4, 1]"),
+        (lambda c: c["analysis"].update(late=[12, 16]), "analysis.late = [12, 16]"),
+        (lambda c: c.pop("models"), "'models' is a required property"),
+    ],
+)
+def test_bad_config_is_a_clear_error(tmp_path, edit, message):
+    work = copy_repo(tmp_path / "wf")
+    bad = write_variant(work, "bad.yaml", edit)
+    proc = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1", "--configfile", bad], cwd=work, capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(work)))
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr
+
+
+def test_a_changed_action_is_validated_again(tmp_path):
+    """Validation is skipped for an actions section already validated (a marker under .snakemake/kvdiv/), never
+    for a changed one."""
+    work = copy_repo(tmp_path / "wf")
+    run_snakemake(work, "-n", "--cores", "1", "--configfile", "config/smoke.yaml")
+    assert len(list((work / ".snakemake/kvdiv").glob("actions-valid-*"))) == 1
+    bad = write_variant(work, "bad.yaml", lambda c: c["actions"]["snapkv_half"].update(window_size=-1))
+    proc = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1", "--configfile", bad], cwd=work, capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(work)))
+    assert proc.returncode != 0 and "'window_size' = -1 is out of range" in proc.stdout + proc.stderr
