@@ -2,13 +2,14 @@
 
 For synthetic documents of both families (kvdiv.documents, as the workflow generates them) and SnapKV and
 StreamingLLM (recent-token) actions at 50 %, 90 % and 99 % retention, R replicates per document in
-``mode: complete`` and in ``mode: swrb`` from independent streams (:func:`kvdiv.generation.generate` on one
-:class:`kvdiv.kernels.KernelSession` per document). Per (document, action): per-replicate variances of M vs
+``mode: complete`` and in ``mode: swrb`` from independent streams (:func:`kvdiv.trajectories.generate.generate` on one
+:class:`kvdiv.llm.session.KernelSession` per document). Per (document, action): per-replicate variances of M vs
 Z_R (R_H), M_L vs Z_L (R_L) and capacity vs W_L (B_L), kernel-pair evaluations, rows forwarded and wall
 time; per retention the finite study's aggregates (median/range of variance ratios, mean evaluation ratio,
 variance–cost advantage as a ratio of means) with cluster-bootstrap intervals over documents, the mean
 agreement check, and the (1 − α) enclosure of R_H per action from sampled profiles
-(:mod:`kvdiv.swrb_comparison` computes every table).
+(:func:`kvdiv.metrics.trajectory_replicates` gives the replicates, :mod:`kvdiv.analysis.swrb_comparison`
+computes every table).
 
 Replicates run in batches (``--batch`` per ``generate`` call: memory is 4 × actions × batch KV slots of
 the whole context); within a document the two modes alternate which goes first from batch to batch, so
@@ -19,6 +20,7 @@ with the same settings reuses them per (document, batch): a run interrupted resu
 Run (SmolLM2 resolved by the workflow first):
     snakemake --cores 1 results/models/smollm2/provenance.json
     python benchmarks/swrb_llm.py                  # the recorded run: writes benchmarks/swrb_llm.md
+    (in a worktree whose kvdiv is not the installed one: PYTHONPATH=. python benchmarks/swrb_llm.py)
     python benchmarks/swrb_llm.py --quick --out /tmp/swrb_quick.md   # minutes: sizes shrunk
 """
 
@@ -39,15 +41,16 @@ import yaml
 
 from kvdiv.documents import generate_stratum, prompt_token_ids
 from kvdiv.documents.render import chat_function
-from kvdiv.generation import chains_needed, generate
-from kvdiv.kernels import KernelSession
-from kvdiv.models import load_model
-from kvdiv.report import paper_values
-from kvdiv.swrb_comparison import (
+from kvdiv.llm.loading import load_model
+from kvdiv.llm.session import KernelSession
+from kvdiv.metrics import trajectory_replicates
+from kvdiv.outputs.report import paper_values
+from kvdiv.trajectories.base import chains_needed
+from kvdiv.trajectories.generate import generate
+from kvdiv.analysis.swrb_comparison import (
     action_enclosures,
     agreement_table,
     comparison_table,
-    replicate_frame,
     retention_summary,
 )
 
@@ -94,7 +97,7 @@ def build_documents(loaded, *, families, length: int, per_family: int, master_se
     for family in families:
         docs = generate_stratum(study="swrb_llm", stratum=f"{family}_{length}", n_documents=per_family,
                                 master_seed=master_seed, study_seed=study_seed, tokenizer=loaded.tokenizer,
-                                tokenizer_name=loaded.name, chat=chat, max_context=loaded.max_context, reserve=horizon)
+                                tokenizer_name=loaded.name, chat=chat, max_context=loaded.max_context, horizon=horizon)
         records.extend(d.to_record() for d in docs)
     return records
 
@@ -104,21 +107,21 @@ def document_session(loaded, record: dict, actions: dict[str, dict], *, horizon:
     ids = prompt_token_ids(record, loaded.tokenizer, loaded.chat_template)
     start = time.perf_counter()
     session = KernelSession(loaded, torch.tensor(ids, dtype=torch.long), actions,
-                            max_chains=chains_needed(len(actions), batch, "swrb"), max_new_tokens=horizon + 1,
+                            max_chains=chains_needed(len(actions), batch, "swrb"), horizon=horizon,
                             seed_parts=(seed, 0, str(record["id"])))
     return session, len(ids), time.perf_counter() - start
 
 
 def run_batch(loaded, session, doc_id: str, actions: dict[str, dict], *, index: int, size: int, batch: int, horizon: int,
               window: int, seed: int, progress: bool = False) -> pl.DataFrame:
-    """Batch ``index`` of both modes (:func:`kvdiv.swrb_comparison.replicate_frame` rows, replicate ids
+    """Batch ``index`` of both modes (:func:`kvdiv.metrics.trajectory_replicates` rows, replicate ids
     index·batch + r) from streams (seed, "{mode}-{index}", document id, action, r); the mode that goes first
     alternates with the batch index."""
     frames = []
     for mode in (("complete", "swrb") if index % 2 == 0 else ("swrb", "complete")):
         out = generate(session, list(actions), horizon=horizon, replicates=size, seed_parts=(seed, f"{mode}-{index}", doc_id),
                        eos_token_ids=loaded.eos_token_ids, mode=mode, tv_atol=1e-6, progress=progress)
-        frames.append(replicate_frame(out, mode, window, doc_id).with_columns(pl.col("replicate") + index * batch))
+        frames.append(trajectory_replicates(out, mode, window, doc_id).with_columns(pl.col("replicate") + index * batch))
     return pl.concat(frames)
 
 
@@ -191,7 +194,7 @@ def render(replicates: pl.DataFrame, cells: pl.DataFrame, sums: dict[str, pl.Dat
         f"{s['load_min']:.1f}–{s['load_max']:.1f} at the end of each batch), so wall times are noisy; both modes "
         "of a document run in one process, alternating which goes first per batch.",
         "",
-        "**Definitions** (kvdiv.swrb_comparison, the finite study's aggregates, kvdiv.finite_study.suite_aggregates): "
+        "**Definitions** (kvdiv.analysis.swrb_comparison; the finite study's aggregates, kvdiv.estimands.variance_cost_aggregates): "
         "variance ratio = Var(M)/Var(Z_R) per (document, action) cell (per-replicate variances, ddof 1); evaluation "
         "ratio = mean over cells of c̄_swrb/c̄_complete with c = kernel-pair evaluations as the paper counts them "
         "(H complete, H + (H − J) swrb); advantage = ratio of means, mean(Var(M)·c̄_complete)/mean(Var(Z_R)·c̄_swrb). "
@@ -262,7 +265,7 @@ def render(replicates: pl.DataFrame, cells: pl.DataFrame, sums: dict[str, pl.Dat
                    "agrees (|z| < 3)"], rows)]
     md += [f"## (1 − α) enclosure of R_H per action from sampled profiles (α = {s['alpha']}, L = {s['window']})", "",
            "[LCB(Z_L), UCB(Z_L + W_L)] at α/2 each over per-document means of the swrb replicates (paper §4.3; "
-           "kvdiv.finite_sampling.enclosure): an enclosure of the document-average R_H from a depth-L window. "
+           "kvdiv.estimands.enclosure): an enclosure of the document-average R_H from a depth-L window. "
            "Beside it the swrb and complete estimates of R_H from the full horizon.", ""]
     rows = [[r["action"], r["documents"], r["swrb_R_L"], r["swrb_B_L"], f"[{r['enclosure_lower']:.3f}, {r['enclosure_upper']:.3f}]",
              r["swrb_R_H"], r["complete_R_H"], "yes" if r["complete_R_H_inside"] else "no"] for r in enclosures.iter_rows(named=True)]
@@ -380,7 +383,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--study-seed", type=int, default=15)
     p.add_argument("--bootstrap", type=int, default=2000)
     p.add_argument("--alpha", type=float, default=0.05)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads (1: on the loaded shared 2-core machine 1 thread ran a batch 7-9x faster than 2)")
     p.add_argument("--model", default="smollm2", help="a model of config/config.yaml, resolved under --models-dir")
     p.add_argument("--models-dir", default=str(REPO / "results/models"))
     p.add_argument("--raw-dir", default=str(REPO / "results/benchmarks/swrb_llm"))

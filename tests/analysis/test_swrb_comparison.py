@@ -1,5 +1,6 @@
-"""kvdiv.swrb_comparison: per-replicate values from trajectories, the per-cell table, the finite study's
-aggregates with bootstrap intervals, the mean-agreement check and the enclosure from sampled profiles."""
+"""kvdiv.analysis.swrb_comparison: the per-cell table of both modes, the finite study's aggregates with bootstrap
+intervals, the mean-agreement check, the enclosure from sampled profiles, and the analysis item ``swrb`` on
+synthetic swrb and complete cubes with known answers (the complete coupling's Var(M) estimated from swrb draws)."""
 
 from __future__ import annotations
 
@@ -10,21 +11,26 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from kvdiv.finite_sampling import enclosure
-from kvdiv.finite_study import suite_aggregates
-from kvdiv.generation import generate
-from kvdiv.swrb_comparison import (
+from kvdiv.analysis import items
+from kvdiv.analysis.inputs import Metrics
+from kvdiv.analysis.swrb_comparison import (
     across_cells_t,
     action_enclosures,
     agreement_table,
     comparison_table,
-    pair_evaluations,
     pooled_z,
-    replicate_frame,
-    replicate_rows,
     retention_summary,
+    study_cells,
+    study_enclosures,
+    swrb_enclosure,
+    swrb_variance,
 )
-from kvdiv.testing import ToyKernelSession, constant_kernel, history_kernel, mixture_kernel
+from kvdiv.estimands import enclosure
+from kvdiv.finite.study import suite_aggregates
+from kvdiv.metrics import compute_metrics, trajectory_replicates
+from kvdiv.testing import ToyKernelSession, constant_kernel
+from kvdiv.trajectories.generate import generate
+from kvdiv.trajectories.synthetic import simulate_cube
 
 P0 = [0.5, 0.3, 0.2]
 Q0 = [0.3, 0.3, 0.4]
@@ -53,8 +59,8 @@ def _both_modes(session_factory, actions, horizon, replicates, window, document=
         session = session_factory()
         out = generate(session, actions, horizon=horizon, replicates=replicates, seed_parts=(7, stream, document),
                        eos_token_ids=[], mode=mode, progress=False)
-        frame = replicate_frame(out, mode, window, document)
-        # the reconstruction of rows equals what the session was handed (replicate_frame also checks the
+        frame = trajectory_replicates(out, mode, window, document)
+        # the reconstruction of rows equals what the session was handed (trajectory_replicates also checks the
         # generation's own count and raises on a mismatch)
         assert int(frame["rows"].sum()) == session.step_rows
         frames.append(frame)
@@ -78,30 +84,6 @@ def test_both_modes_are_unbiased_against_exact_values():
     assert table["variance_ratio_R_H"][0] > 2
     agree = agreement_table(table, by=("action",))
     assert agree["agrees"].all() and agree["p"].is_nan().all()  # one cell: no across-cells t
-
-
-def test_costs_per_replicate():
-    """Pair evaluations H (complete) and H + (H − J) (swrb); rows 2(H−1) + (H − τ) and 2(H−1) + 3(H − J)."""
-    H = 5
-    assert pair_evaluations("complete", H, replicates=3).tolist() == [5, 5, 5]
-    assert pair_evaluations("swrb", H, np.array([0, 1, 5])).tolist() == [5, 9, 5]
-    assert replicate_rows("complete", H, np.array([6, 1, 5])).tolist() == [8, 12, 8]
-    assert replicate_rows("swrb", H, None, np.array([0, 1, 5])).tolist() == [8, 20, 8]
-    with pytest.raises(ValueError, match="mode"):
-        replicate_rows("naive", H, np.array([1]))
-
-
-def test_replicate_frame_columns_and_row_check():
-    """swrb rows carry D and J; complete rows τ; a wrong generation row count is an error."""
-    ref = history_kernel(3, seed=1)
-    factory = lambda: ToyKernelSession(ref, {"q": mixture_kernel(ref, history_kernel(3, seed=2), 0.5)})  # noqa: E731
-    out = generate(factory(), ["q"], horizon=6, replicates=20, seed_parts=(1, 1, "d"), eos_token_ids=[], mode="swrb", progress=False)
-    frame = replicate_frame(out, "swrb", 2, "d")
-    assert frame["D"].min() > 0 and frame["J"].min() >= 2
-    assert (frame["pair_evaluations"] == 6 + 6 - frame["J"]).all()
-    out["q"].rows += 1
-    with pytest.raises(RuntimeError, match="row accounting"):
-        replicate_frame(out, "swrb", 2, "d")
 
 
 def synthetic_replicates(sd: dict[str, tuple[float, float]], means: dict[str, float], documents: int, replicates: int,

@@ -1,50 +1,45 @@
 """Complete coupling vs residual-branch conditional Monte Carlo (SWRB) on a real model (arXiv 2609.16617, §4).
 
-The finite-state study (:mod:`kvdiv.finite_study`) compares the two samplers on enumerable systems; this
-module does the same for trajectories of an LLM (:func:`kvdiv.generation.generate`), per (document,
-action), from R replicates of each mode drawn from independent streams.
+The finite-state study (:mod:`kvdiv.finite.study`) compares the two samplers on enumerable systems; this module
+does the same for trajectories of an LLM, per (document, action) cell, in two ways:
 
-**Per replicate** (:func:`replicate_frame`; window L, horizon H), the estimate of each quantity:
+**Both modes run** (benchmarks/swrb_llm.py): R replicates per cell in each mode from independent streams, one row
+per replicate (:func:`kvdiv.metrics.trajectory_replicates`: complete M, M_L, capacity; swrb Z_R, Z_L, W_L; their
+costs). :func:`comparison_table` gives per cell the means, per-replicate variances (ddof 1) and standard errors
+of each mode, the variance ratio Var(complete)/Var(swrb) per key (R_H, R_L, B_L), cost ratios
+c̄_swrb/c̄_complete (``pair_evaluations`` as the paper counts them, ``rows`` forwarded, ``wall_s``),
+``advantage`` = variance ratio / evaluation ratio and z = (mean_complete − mean_swrb)/√(se_c² + se_s²).
 
-=====  ==============================================  ================================================
-key    complete mode (one coupled sample)              swrb mode (conditional on the overlap path)
-=====  ==============================================  ================================================
-R_H    M = (1/H) Σ_t 1{x_t ≠ y_t}                      Z_R = D(1 + Σ_{t>J} δ_t)/H
-R_L    M_L = (1{τ≤H} + Σ_{ℓ=1}^{min(L,H−τ)} 1{x_{τ+ℓ}≠y_{τ+ℓ}})/H   Z_L = D(1 + Σ_{t=J+1}^{min(J+L,H)} δ_t)/H
-B_L    max(0, H − τ − L)/H · 1{τ ≤ H}                  W_L = D max(0, H − J − L)/H
-=====  ==============================================  ================================================
+**One swrb-mode study** (the workflow's metrics; :func:`study_cells`): the complete coupling's variance of M is
+estimated from the swrb draws themselves. A swrb row's tokens are the branch path, which has the law of the
+complete coupling's path given τ = J, and J ~ w_j/D has the law of τ given τ ≤ H; so for a path quantity g that
+vanishes without divergence E[g] = E[D·g(path)] under the complete coupling (the row ``weight`` of
+:mod:`kvdiv.metrics`). With M² such a quantity and Z̄, s² the mean and variance of Z_R over the cell's n rows,
 
-(computed by :func:`kvdiv.estimators.replicate_counts` and :func:`kvdiv.estimators.swrb_estimators`, the
-workflow's own estimators), and ``risk_tv`` = (1/H) Σ_t δ_t in complete mode (also unbiased for R_H).
+    Var̂(M) = mean(D·M²) − (Z̄² − s²/n)        (unbiased: E[Z̄²] = R_H² + Var(Z_R)/n),
 
-**Costs per replicate.** ``pair_evaluations``, the paper's count of kernel-pair evaluations: H for a
-complete sample, H + (H − J) for SWRB (J = 0, no branch: H). ``rows``: the rows the generation code hands to
-``session.step`` (what a forward pass costs): complete 2(H − 1) + (H − τ)·1{τ ≤ H} (P at x, Q at y, and Q at
-x after divergence, for the fixed-history TV); swrb 2(H − 1) for the scan + 3(H − J)·1{J > 0} for the branch.
-Their sum over replicates is checked against the generation's own count. ``wall_s``: the action's share of
-its ``generate`` call (apportioned by rows, :class:`kvdiv.generation.ActionTrajectories`) per replicate.
+and the evaluation ratio is 1 + mean((H − J)/H) = 1 + mean(``exposure``) along the sampled paths.
 
-**Per (document, action)** (:func:`comparison_table`): means, per-replicate variances (ddof 1) and standard
-errors of each mode, the variance ratio Var(complete)/Var(swrb) per key, cost ratios c̄_swrb/c̄_complete,
-``advantage`` = variance ratio / evaluation ratio, and z = (mean_complete − mean_swrb)/√(se_c² + se_s²).
+**Aggregates** (:func:`retention_summary`) are the finite study's (:func:`kvdiv.estimands.variance_cost_aggregates`,
+cells in place of systems): min/median/max of the variance ratios, the mean of the per-cell cost ratios, the
+variance–cost advantage as a ratio of means mean(Var(M)·c̄_complete)/mean(Var(Z_R)·c̄_swrb), and the pooled variance
+ratio mean(Var(M))/mean(Var(Z_R)) (robust where rare divergence leaves a cell's complete replicates all 0);
+intervals are percentile intervals of a cluster bootstrap over documents (a document's cells travel together).
 
-**Aggregates** (:func:`retention_summary`) use the finite study's definitions (:func:`kvdiv.finite_study.
-suite_aggregates`, cells in place of systems): min/median/max of the variance ratios, the mean of the
-per-cell cost ratios, and the variance–cost advantage as a ratio of means,
-mean(Var(M)·c̄_complete) / mean(Var(Z_R)·c̄_swrb), and beside them the pooled variance ratio
-mean(Var(M)) / mean(Var(Z_R)) (robust where rare divergence leaves a cell's complete replicates all 0); intervals are percentile intervals of a cluster
-bootstrap over documents (:func:`kvdiv.analysis.bootstrap_counts`: a document's cells travel together).
+**Agreement** (:func:`agreement_table`; E[M] = E[Z_R] = R_H, E[M_L] = E[Z_L] = R_L, E[capacity] = E[W_L] = B_L):
+per group of cells with mean differences d_i = m̄_complete − m̄_swrb, the pooled z = Σ d_i / √(Σ (se_c² + se_s²))
+with within-cell standard errors (the criterion), and beside it the across-cells t = mean(d)/(sd(d)/√n) on n − 1 df
+(:func:`across_cells_t`), which needs no within-cell standard error — a complete cell whose R replicates never
+diverged has se 0, an underestimate.
 
-**Agreement** (:func:`agreement_table`; E[M] = E[Z_R] = R_H, E[M_L] = E[Z_L] = R_L, E[capacity] = E[W_L] = B_L:
-both modes are unbiased): per group of cells i with mean differences d_i = m̄_complete − m̄_swrb, the pooled
-z = Σ d_i / √(Σ (se_c² + se_s²)) with within-cell standard errors (the criterion), and beside it the
-across-cells t = mean(d)/(sd(d)/√n) on n − 1 df (:func:`across_cells_t`), which needs no within-cell standard
-error — a complete cell whose R replicates never diverged has se 0, an underestimate.
+**Enclosure** (paper §4.3; :func:`kvdiv.estimands.enclosure`): per action, the (1 − α) enclosure of the
+document-average R_H, [LCB(Z_L), UCB(Z_L + W_L)] each at α/2, over per-document means of the sampled profiles
+(the spread across documents carries both the between- and the within-document variance): from a benchmark's
+swrb replicates (:func:`action_enclosures`) or from a study's metrics in either mode (:func:`study_enclosures`:
+Z_L, W_L in swrb mode; the window mismatch M_L and the tail capacity, also unbiased for R_L and B_L, in complete
+mode).
 
-**Enclosure** (:func:`action_enclosures`, paper §4.3): per action, the (1 − α) enclosure of the
-document-average R_H, [LCB(Z_L), UCB(Z_L + W_L)] each at α/2, from per-document means of the sampled
-profiles (:func:`kvdiv.finite_sampling.enclosure`; the spread across documents carries both the
-between-document and the within-document variance).
+The analysis items ``swrb`` (:mod:`kvdiv.analysis.items`) are :func:`swrb_variance` and :func:`swrb_enclosure`.
 """
 
 from __future__ import annotations
@@ -56,106 +51,15 @@ import numpy as np
 import polars as pl
 from scipy.stats import t as student_t
 
-from kvdiv.analysis import bootstrap_counts
-from kvdiv.estimators import replicate_counts, swrb_estimators
-from kvdiv.finite_sampling import enclosure
-from kvdiv.finite_study import suite_aggregates
+from kvdiv.analysis.bootstrap import bootstrap_counts, cluster_bootstrap, stat_seed
+from kvdiv.analysis.inputs import POOLED, Metrics, document_means
+from kvdiv.estimands import enclosure, variance_cost_aggregates
 
 MODES = ("complete", "swrb")
 #: Quantities estimated per replicate in both modes (DESIGN.md: R_H, R_L, B_L).
 KEYS = ("R_H", "R_L", "B_L")
 #: Cost columns and the names their ratios and advantages take.
 COSTS = {"pair_evaluations": "evaluation", "rows": "rows", "wall_s": "wall"}
-
-
-def replicate_rows(mode: str, horizon: int, tau: np.ndarray, branch_start: np.ndarray | None = None) -> np.ndarray:
-    """Rows handed to ``session.step`` per replicate (module docstring); ``tau`` 1-based, H + 1 = none."""
-    H = int(horizon)
-    if mode == "complete":
-        tau = np.asarray(tau)
-        return 2 * (H - 1) + np.where(tau <= H, H - tau, 0)
-    if mode == "swrb":
-        j = np.asarray(branch_start)
-        return 2 * (H - 1) + np.where(j > 0, 3 * (H - j), 0)
-    raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-
-
-def pair_evaluations(mode: str, horizon: int, branch_start: np.ndarray | None = None, replicates: int = 0) -> np.ndarray:
-    """Kernel-pair evaluations per replicate as the paper counts them: H (complete); H + (H − J) (swrb)."""
-    H = int(horizon)
-    if mode == "complete":
-        return np.full(int(replicates), H, dtype=np.int64)
-    if mode == "swrb":
-        j = np.asarray(branch_start, dtype=np.int64)
-        return H + np.where(j > 0, H - j, 0)
-    raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-
-
-def replicate_frame(trajectories: Mapping, mode: str, window: int, document: str) -> pl.DataFrame:
-    """Per-replicate estimates and costs of one ``generate`` call (one document, every action).
-
-    ``trajectories``: action → :class:`kvdiv.generation.ActionTrajectories` of ``mode``. Columns:
-    document, action, mode, replicate, R_H, R_L, B_L, risk_tv (complete; null in swrb), D and J (swrb),
-    tau (complete, null without divergence), pair_evaluations, rows, wall_s.
-    """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if int(window) < 1:
-        raise ValueError(f"window L must be >= 1, got {window}")
-    frames = []
-    for action, traj in trajectories.items():
-        mismatch = ~np.asarray(traj.match, dtype=bool)
-        n, H = mismatch.shape
-        tv = np.ascontiguousarray(traj.tv, dtype=np.float64)
-        eos_any = np.asarray(traj.eos_x, dtype=bool) | np.asarray(traj.eos_y, dtype=bool)
-        cols: dict[str, object] = {"replicate": np.arange(n, dtype=np.int32)}
-        if mode == "complete":
-            fixed = np.ascontiguousarray(traj.fixed_tv, dtype=np.float64)
-            tau, _, sums = replicate_counts(mismatch, tv, fixed, eos_any, int(window))
-            diverged = tau <= H
-            occurrence = diverged / H
-            cols |= {
-                "R_H": sums[:, 0] / H,
-                "R_L": occurrence + sums[:, 6] / H,
-                "B_L": np.where(diverged, np.maximum(0, H - tau - window) / H, 0.0),
-                "risk_tv": sums[:, 2] / H,
-                "D": np.full(n, np.nan),
-                "J": np.zeros(n, dtype=np.int32),
-                "tau": np.where(diverged, tau, 0).astype(np.int32),
-                "pair_evaluations": pair_evaluations(mode, H, replicates=n),
-                "rows": replicate_rows(mode, H, tau),
-            }
-        else:
-            if traj.overlap_tv is None or traj.branch_start is None:
-                raise ValueError(f"action {action!r}: swrb trajectories lack overlap_tv/branch_start")
-            j = np.asarray(traj.branch_start, dtype=np.int64)
-            z = swrb_estimators(np.ascontiguousarray(traj.overlap_tv, dtype=np.float64), tv, j, int(window))
-            cols |= {
-                "R_H": z[:, 3],
-                "R_L": z[:, 4],
-                "B_L": z[:, 6],
-                "risk_tv": np.full(n, np.nan),
-                "D": z[:, 0],
-                "J": j.astype(np.int32),
-                "tau": np.zeros(n, dtype=np.int32),
-                "pair_evaluations": pair_evaluations(mode, H, j),
-                "rows": replicate_rows(mode, H, None, j),
-            }
-        counted = int(np.sum(cols["rows"]))
-        if traj.rows and counted != int(traj.rows):
-            raise RuntimeError(
-                f"action {action!r} ({mode}): {counted} rows reconstructed from the trajectories but the generation "
-                f"counted {traj.rows}; the row accounting of kvdiv.generation changed"
-            )
-        cols["wall_s"] = np.full(n, float(traj.wall_time_s) / n)
-        frame = pl.DataFrame(cols).with_columns(
-            pl.lit(str(document)).alias("document"), pl.lit(str(action)).alias("action"), pl.lit(mode).alias("mode"),
-            pl.col("risk_tv").fill_nan(None), pl.col("D").fill_nan(None),
-            pl.when(pl.col("tau") > 0).then(pl.col("tau")).otherwise(None).alias("tau"),
-        )
-        frames.append(frame)
-    order = ["document", "action", "mode", "replicate", *KEYS, "risk_tv", "D", "J", "tau", *COSTS]
-    return pl.concat(frames).select(order)
 
 
 def _moments(values: np.ndarray) -> tuple[float, float, float]:
@@ -217,40 +121,26 @@ def comparison_table(replicates: pl.DataFrame, retention: Mapping[str, float] | 
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
-def suite_frame(table: pl.DataFrame, key: str = "R_H", cost: str = "pair_evaluations") -> pl.DataFrame:
-    """The cells of :func:`comparison_table` in the finite study's column names (naive = complete), so that
-    :func:`kvdiv.finite_study.suite_aggregates` computes their aggregates."""
-    if cost not in COSTS:
-        raise ValueError(f"cost must be one of {list(COSTS)}, got {cost!r}")
-    return table.select(
-        pl.col(f"complete_var_{key}").alias("naive_variance"),
-        pl.col(f"swrb_var_{key}").alias("swrb_variance"),
-        pl.col(f"complete_{cost}").alias("naive_evaluations"),
-        pl.col(f"swrb_{cost}").alias("swrb_evaluations"),
-        pl.col(f"variance_ratio_{key}").alias("variance_ratio"),
-    ).with_columns(
-        (pl.col("swrb_evaluations") / pl.col("naive_evaluations")).alias("evaluation_ratio"),
-    ).with_columns((pl.col("variance_ratio") / pl.col("evaluation_ratio")).alias("advantage"))
-
-
 def _aggregates(table: pl.DataFrame, key: str, cost: str) -> dict[str, float]:
-    """The finite study's aggregates (:func:`kvdiv.finite_study.suite_aggregates`) of the cells of ``table``.
+    """The finite study's aggregates (:func:`kvdiv.estimands.variance_cost_aggregates`) of the cells of ``table``.
 
     A cell whose modes both have zero variance (no divergence in any replicate) has no variance ratio: it is
     left out of min/median/max; it adds 0 to both sums of the ratio of means and counts in the cost ratio.
     """
-    frame = suite_frame(table, key, cost)
-    ratios = frame.filter(pl.col("variance_ratio").is_not_nan())
-    with np.errstate(invalid="ignore", divide="ignore"):
-        every = suite_aggregates(frame)
-        spread = suite_aggregates(ratios) if ratios.height else {k: math.nan for k in every}
+    if cost not in COSTS:
+        raise ValueError(f"cost must be one of {list(COSTS)}, got {cost!r}")
+    columns = [f"complete_var_{key}", f"swrb_var_{key}", f"complete_{cost}", f"swrb_{cost}"]
+    every = variance_cost_aggregates(*(table[c].to_numpy() for c in columns))
+    ratios = table.filter(pl.col(f"variance_ratio_{key}").is_not_nan())
+    spread = variance_cost_aggregates(*(ratios[c].to_numpy() for c in columns)) if ratios.height else \
+        {k: math.nan for k in every}
     return {
         "variance_ratio_min": spread["variance_ratio_min"],
         "variance_ratio_median": spread["variance_ratio_median"],
         "variance_ratio_max": spread["variance_ratio_max"],
         "evaluation_ratio_mean": every["evaluation_ratio_mean"],
         "advantage_ratio_of_means": every["advantage_ratio_of_means"],
-        "variance_ratio_of_means": _ratio(float(frame["naive_variance"].mean()), float(frame["swrb_variance"].mean())),
+        "variance_ratio_of_means": _ratio(float(table[columns[0]].mean()), float(table[columns[1]].mean())),
     }
 
 
@@ -363,10 +253,9 @@ def agreement_table(table: pl.DataFrame, by: Sequence[str] | None = ("retention"
 
 
 def action_enclosures(replicates: pl.DataFrame, alpha: float = 0.05) -> pl.DataFrame:
-    """Per action, the (1 − α) enclosure of the document-average R_H from swrb-mode sampled profiles
-    (module docstring), beside the swrb estimates of R_L, B_L, R_H and the complete mode's mean M.
-
-    Needs at least two documents per action.
+    """Per action, the (1 − α) enclosure of the document-average R_H from the swrb replicates of a benchmark
+    (:func:`kvdiv.metrics.trajectory_replicates` rows; module docstring), beside the swrb estimates of R_L, B_L, R_H
+    and the complete mode's mean M. Needs at least two documents per action.
     """
     doc = replicates.group_by(["action", "mode", "document"], maintain_order=True).agg(pl.col(k).mean() for k in KEYS)
     out = []
@@ -387,7 +276,101 @@ def action_enclosures(replicates: pl.DataFrame, alpha: float = 0.05) -> pl.DataF
     return pl.DataFrame(out, infer_schema_length=None)
 
 
+def study_cells(replicates: pl.DataFrame) -> pl.DataFrame:
+    """Per (model, document, action) of a swrb-mode study's ``replicates.parquet``: the complete coupling's Var̂(M)
+    estimated from the swrb rows and Var(Z_R) (module docstring), in :func:`comparison_table`'s column names for
+    R_H, with costs per H: ``complete_pair_evaluations`` = 1, ``swrb_pair_evaluations`` = 1 + mean(exposure).
+    Also ``swrb_mean_R_H`` (mean Z_R), ``complete_mean_R_H`` (mean D·M, the same expectation) and ``swrb_mean_D``."""
+    missing = [c for c in ("z_r", "weight", "mismatch", "exposure", "model", "document", "action") if c not in replicates.columns]
+    if missing:
+        raise KeyError(f"swrb metrics lack columns {missing} (is the study in mode: swrb?)")
+    cells = (
+        replicates.group_by("model", "document", "action")
+        .agg(
+            pl.len().alias("replicates_swrb"),
+            pl.col("z_r").mean().alias("swrb_mean_R_H"),
+            pl.col("z_r").var(ddof=1).alias("swrb_var_R_H"),
+            (pl.col("weight") * pl.col("mismatch")).mean().alias("complete_mean_R_H"),
+            (pl.col("weight") * pl.col("mismatch") ** 2).mean().alias("second_moment_M"),
+            (1.0 + pl.col("exposure")).mean().alias("swrb_pair_evaluations"),
+            pl.col("weight").mean().alias("swrb_mean_D"),
+        )
+        .sort("model", "document", "action")
+    )
+    if (cells["replicates_swrb"] < 2).any():
+        raise ValueError("the variance of Z_R needs >= 2 replicates per (document, action)")
+    return cells.with_columns(
+        (pl.col("second_moment_M") - pl.col("swrb_mean_R_H") ** 2 + pl.col("swrb_var_R_H") / pl.col("replicates_swrb"))
+        .alias("complete_var_R_H"),
+        pl.lit(1.0).alias("complete_pair_evaluations"),
+    ).with_columns(
+        pl.struct("complete_var_R_H", "swrb_var_R_H")
+        .map_elements(lambda r: _ratio(r["complete_var_R_H"], r["swrb_var_R_H"]), return_dtype=pl.Float64)
+        .alias("variance_ratio_R_H"),
+    ).drop("second_moment_M")
+
+
+#: The statistics of :func:`swrb_variance`, in its row order.
+VARIANCE_STATISTICS = ("variance_ratio_median", "variance_ratio_min", "variance_ratio_max", "variance_ratio_of_means",
+                       "evaluation_ratio_mean", "advantage_ratio_of_means")
+
+
+def swrb_variance(metrics: Metrics, n_boot: int, seed: int, confidence: float) -> pl.DataFrame:
+    """The ``swrb/variance`` table: per model × action (and all actions, ``action`` = "all") of a swrb-mode study,
+    the variance–cost aggregates of :func:`retention_summary` over the cells of :func:`study_cells` (R_H,
+    kernel-pair evaluations), long format: model, action, statistic, estimate, lower, upper, n_documents, cells,
+    mean_D. Empty (same columns) for a complete-mode study: its rows hold no SWRB draws."""
+    schema = {"model": pl.Utf8, "action": pl.Utf8, "statistic": pl.Utf8, "estimate": pl.Float64, "lower": pl.Float64,
+              "upper": pl.Float64, "n_documents": pl.Int64, "cells": pl.Int64, "mean_D": pl.Float64}
+    if "z_r" not in metrics.replicates.columns:
+        return pl.DataFrame(schema=schema)
+    cells = study_cells(metrics.replicates)
+    rows = []
+    for model in sorted(cells["model"].unique().to_list()):
+        part = cells.filter(pl.col("model") == model)
+        groups = [(a, part.filter(pl.col("action") == a)) for a in sorted(part["action"].unique().to_list())]
+        for action, sub in [*groups, (POOLED, part)]:
+            summary = retention_summary(sub, by=None, n_boot=n_boot, seed=stat_seed(seed, "swrb_variance", model, action),
+                                        confidence=confidence).row(0, named=True)
+            for stat in VARIANCE_STATISTICS:
+                rows.append({"model": model, "action": action, "statistic": stat, "estimate": summary[stat],
+                             "lower": summary[f"{stat}_lo"], "upper": summary[f"{stat}_hi"],
+                             "n_documents": summary["documents"], "cells": summary["cells"],
+                             "mean_D": float(sub["swrb_mean_D"].mean())})
+    return pl.DataFrame(rows, schema=schema)
+
+
+def study_enclosures(replicates: pl.DataFrame, alpha: float, n_boot: int, seed: int, confidence: float) -> pl.DataFrame:
+    """Per model × action of a study (either mode): the (1 − α) enclosure of the document-average R_H from the
+    per-document means of the sampled profiles (module docstring), beside the estimates of R_L, B_L and R_H
+    (document means; R_H with a cluster-bootstrap interval) and whether the R_H estimate lies inside."""
+    doc = document_means(replicates)
+    rows = []
+    for (model, action), sub in sorted(doc.group_by(["model", "action"]), key=lambda kv: kv[0]):
+        sub = sub.sort("document")
+        if sub.height < 2:
+            raise ValueError(f"model {model!r}, action {action!r}: the enclosure needs >= 2 documents, got {sub.height}")
+        lo, hi = enclosure(sub["risk_window"].to_numpy(), sub["capacity"].to_numpy(), alpha)
+        res = cluster_bootstrap({"r": sub["mismatch"].to_numpy()}, lambda m: {"R_H": m["r"]}, n_boot,
+                                stat_seed(seed, "swrb_enclosure", model, action), confidence)
+        est, r_lo, r_hi = (float(v) for v in res["R_H"])
+        rows.append({"model": model, "action": action, "n_documents": sub.height, "alpha": float(alpha),
+                     "R_L": float(sub["risk_window"].mean()), "B_L": float(sub["capacity"].mean()),
+                     "enclosure_lower": lo, "enclosure_upper": hi, "R_H": est, "R_H_lower": r_lo, "R_H_upper": r_hi,
+                     "R_H_inside": bool(lo <= est <= hi)})
+    return pl.DataFrame(rows)
+
+
+def swrb_enclosure(metrics: Metrics, n_boot: int, seed: int, confidence: float) -> pl.DataFrame:
+    """The ``swrb/enclosure`` table: :func:`study_enclosures` at α = 1 − ``confidence`` (window L: the metrics'
+    ``analysis.window``, column ``window``)."""
+    out = study_enclosures(metrics.replicates, 1.0 - confidence, n_boot, seed, confidence)
+    window = int(metrics.replicates["window"].max()) if "window" in metrics.replicates.columns else None
+    return out.with_columns(pl.lit(window, dtype=pl.Int32).alias("window"))
+
+
 __all__ = [
-    "COSTS", "KEYS", "MODES", "STATISTICS", "action_enclosures", "agreement_table", "comparison_table",
-    "across_cells_t", "pair_evaluations", "pooled_z", "replicate_frame", "replicate_rows", "retention_summary", "suite_frame",
+    "COSTS", "KEYS", "MODES", "STATISTICS", "VARIANCE_STATISTICS", "action_enclosures", "agreement_table",
+    "across_cells_t", "comparison_table", "pooled_z", "retention_summary", "study_cells", "study_enclosures",
+    "swrb_enclosure", "swrb_variance",
 ]
