@@ -51,6 +51,7 @@ from kvdiv.analysis.swrb_comparison import (
     action_enclosures,
     agreement_table,
     comparison_table,
+    complete_variance_check,
     retention_summary,
 )
 
@@ -171,7 +172,7 @@ def summaries(cells: pl.DataFrame, n_boot: int, seed: int) -> dict[str, pl.DataF
 
 
 def render(replicates: pl.DataFrame, cells: pl.DataFrame, sums: dict[str, pl.DataFrame], agree: pl.DataFrame,
-           enclosures: pl.DataFrame, setup: dict) -> str:
+           enclosures: pl.DataFrame, setup: dict, check: pl.DataFrame | None = None) -> str:
     """The recorded Markdown (every number computed here; prose about the regime is added by hand below the
     generated part)."""
     paper = paper_values().get("finite_state", {})
@@ -270,6 +271,18 @@ def render(replicates: pl.DataFrame, cells: pl.DataFrame, sums: dict[str, pl.Dat
     rows = [[r["action"], r["documents"], r["swrb_R_L"], r["swrb_B_L"], f"[{r['enclosure_lower']:.3f}, {r['enclosure_upper']:.3f}]",
              r["swrb_R_H"], r["complete_R_H"], "yes" if r["complete_R_H_inside"] else "no"] for r in enclosures.iter_rows(named=True)]
     md += [_table(["action", "docs", "Z_L mean", "W_L mean", "enclosure", "Z_R mean", "M mean", "M inside"], rows)]
+    md += ["## The complete coupling's Var(M) estimated from swrb draws (the report's method)", "",
+           "A study in `mode: swrb` has no complete draws; the report (item `swrb`) estimates Var(M) from the swrb "
+           "rows as mean(D·M_path²) − (Z̄² − s²/n) (kvdiv.analysis.swrb_comparison.study_cells). Here, per retention, "
+           "the mean over cells of that estimate beside the complete mode's measured Var(M) of the same cells, and "
+           "their ratio (sums over a document's cells, cluster bootstrap over documents; 1 = right). Only batches "
+           "run with `M_path` recorded count.", ""]
+    if check is not None and check.height:
+        md += [_table(["retention", "cells", "docs", "mean measured Var(M)", "mean estimated Var(M)", "estimated/measured [CI]"],
+                      [[_pct(r["retention"]), r["cells"], r["documents"], r["measured"], r["estimated"],
+                        f"{_num(r['ratio'])} [{_num(r['ratio_lower'])}, {_num(r['ratio_upper'])}]"] for r in check.iter_rows(named=True)])]
+    else:
+        md += ["_No batch with `M_path`._", ""]
     md += ["## Beside the finite-state figures", ""]
     vr = paper.get("variance_ratio_naive_over_swrb", {})
     md += [_table(["quantity", "paper, 24 finite systems", "kvdiv finite suite", f"{s['model']} (all cells)"], [
@@ -330,13 +343,16 @@ def run(loaded, args, *, setup_extra: dict | None = None) -> dict:
                 print(f"[{i + 1}/{len(records)}] {doc_id} {group} batch {b}: {time.perf_counter() - t0:.0f} s, "
                       f"load {os.getloadavg()[0]:.1f}", flush=True)
             del session
-    replicates = pl.concat(frames, how="vertical_relaxed")
+    replicates = pl.concat(frames, how="diagonal_relaxed")  # batches written before M_path existed lack it
     cells = comparison_table(replicates, retention)
     d = replicates.filter(pl.col("mode") == "swrb").group_by("document", "action").agg(pl.col("D").mean().alias("swrb_mean_D"))
     cells = cells.join(d, on=["document", "action"], how="left")
     sums = summaries(cells, args.bootstrap, args.seed)
     agree = agreement_table(cells)
     enclosures = action_enclosures(replicates, alpha=args.alpha)
+    if "M_path" not in replicates.columns:
+        replicates = replicates.with_columns(pl.lit(None, dtype=pl.Float64).alias("M_path"))
+    check = complete_variance_check(replicates, args.horizon, retention, args.bootstrap, args.seed)
     loads = replicates["load_1min"].unique()
     high = [a for a in groups.get("high", {})]
     setup = {
@@ -352,7 +368,7 @@ def run(loaded, args, *, setup_extra: dict | None = None) -> dict:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores", "threads": torch.get_num_threads(),
         "load_min": float(loads.min()), "load_max": float(loads.max()), **(setup_extra or {}),
     }
-    text = render(replicates, cells, sums, agree, enclosures, setup)
+    text = render(replicates, cells, sums, agree, enclosures, setup, check)
     out = Path(args.out)
     if out.is_file() and args.keep_notes:
         old = out.read_text()
@@ -364,7 +380,8 @@ def run(loaded, args, *, setup_extra: dict | None = None) -> dict:
     tmp.replace(out)
     cells.write_parquet(raw_dir / "cells.parquet")
     print(f"wrote {out}", flush=True)
-    return {"replicates": replicates, "cells": cells, "summaries": sums, "agreement": agree, "enclosures": enclosures}
+    return {"replicates": replicates, "cells": cells, "summaries": sums, "agreement": agree, "enclosures": enclosures,
+            "variance_check": check}
 
 
 def parser() -> argparse.ArgumentParser:

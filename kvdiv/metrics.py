@@ -321,7 +321,7 @@ def replicate_rows(mode: str, horizon: int, tau: np.ndarray, branch_start: np.nd
 
 #: The columns of :func:`trajectory_replicates`.
 TRAJECTORY_COLUMNS = ("document", "action", "mode", "replicate", "R_H", "R_L", "B_L", "risk_tv", "D", "J", "tau",
-                      "pair_evaluations", "rows", "wall_s")
+                      "M_path", "pair_evaluations", "rows", "wall_s")
 
 
 def trajectory_replicates(trajectories: dict, mode: str, window: int, document: str) -> pl.DataFrame:
@@ -329,7 +329,9 @@ def trajectory_replicates(trajectories: dict, mode: str, window: int, document: 
 
     ``trajectories``: action → :class:`kvdiv.trajectories.base.ActionTrajectories` of ``mode``. Columns
     :data:`TRAJECTORY_COLUMNS`: R_H, R_L, B_L (complete: M, M_L, capacity; swrb: Z_R, Z_L, W_L), ``risk_tv`` = Σδ/H
-    (complete; null in swrb), D and J (swrb), τ (complete; null without divergence), ``pair_evaluations``
+    (complete; null in swrb), D and J (swrb), τ (complete; null without divergence), ``M_path`` (swrb: the mismatch
+    rate along the sampled branch path, whose D-weighted moments are the complete coupling's; null in complete),
+    ``pair_evaluations``
     (:func:`kvdiv.estimands.pair_evaluations`), ``rows`` (:func:`replicate_rows`, checked against the count of the
     samplers) and ``wall_s`` (the action's share of the call's time per replicate).
     """
@@ -356,6 +358,7 @@ def trajectory_replicates(trajectories: dict, mode: str, window: int, document: 
                 "D": np.full(n, np.nan),
                 "J": np.zeros(n, dtype=np.int32),
                 "tau": np.where(diverged, tau, 0).astype(np.int32),
+                "M_path": np.full(n, np.nan),
                 "pair_evaluations": pair_evaluations(mode, horizon, replicates=n),
                 "rows": replicate_rows(mode, horizon, tau),
             }
@@ -372,6 +375,7 @@ def trajectory_replicates(trajectories: dict, mode: str, window: int, document: 
                 "D": z[:, SWRB_COLUMNS.index("D")],
                 "J": j.astype(np.int32),
                 "tau": np.zeros(n, dtype=np.int32),
+                "M_path": mismatch.sum(axis=1) / horizon,
                 "pair_evaluations": pair_evaluations(mode, horizon, j),
                 "rows": replicate_rows(mode, horizon, None, j),
             }
@@ -384,7 +388,7 @@ def trajectory_replicates(trajectories: dict, mode: str, window: int, document: 
         cols["wall_s"] = np.full(n, float(traj.wall_time_s) / n)
         frames.append(pl.DataFrame(cols).with_columns(
             pl.lit(str(document)).alias("document"), pl.lit(str(action)).alias("action"), pl.lit(mode).alias("mode"),
-            pl.col("risk_tv").fill_nan(None), pl.col("D").fill_nan(None),
+            pl.col("risk_tv").fill_nan(None), pl.col("D").fill_nan(None), pl.col("M_path").fill_nan(None),
             pl.when(pl.col("tau") > 0).then(pl.col("tau")).otherwise(None).alias("tau"),
         ))
     return pl.concat(frames).select(TRAJECTORY_COLUMNS)

@@ -372,6 +372,7 @@ def get_analysis_study(item):
 
 FIGURE_ITEMS = items.FIGURES
 TABLE_ITEMS = items.TABLES
+ANALYSED_ITEMS = items.ANALYSED
 
 
 def get_analysis_outputs(item):
@@ -400,6 +401,7 @@ def get_report_setting():
             "replicates": spec["replicates"],
             "actions": list(spec["actions"]),
             "models": get_study_models(study),
+            "mode": spec["mode"],
         }
     models = {}
     for name in get_models():

@@ -54,8 +54,12 @@ def test_benchmark_runs_on_a_tiny_model(bench, tiny_llama, tmp_path, one_thread)
     assert (cells["complete_pair_evaluations"] == 8).all()
     assert ((cells["swrb_pair_evaluations"] >= 8) & (cells["swrb_pair_evaluations"] <= 14)).all()
     text = out.read_text()
-    for heading in ("## R_H per retention", "## Mean agreement", "## (1 − α) enclosure", "## Beside the finite-state figures"):
+    for heading in ("## R_H per retention", "## Mean agreement", "## (1 − α) enclosure", "## Beside the finite-state figures",
+                    "## The complete coupling's Var(M) estimated from swrb draws"):
         assert heading in text
+    check = tables["variance_check"]
+    assert check.height == 4 and (check["cells"] == 2 * (check["retention"] == 0.999).cast(int) + 4 * (check["retention"] != 0.999).cast(int)).all()
+    assert reps.filter(pl.col("mode") == "swrb")["M_path"].null_count() == 0
     assert "| 99% |" in text and "| 99.9% |" in text and "snapkv_99p9" in text
     # a hand-written interpretation survives a rerun, which reuses the per-document raw files
     out.write_text(text + "\n## Interpretation\n\nhand-written\n")

@@ -310,6 +310,46 @@ def study_cells(replicates: pl.DataFrame) -> pl.DataFrame:
     ).drop("second_moment_M")
 
 
+def swrb_rows_as_metrics(replicates: pl.DataFrame, horizon: int) -> pl.DataFrame:
+    """The swrb rows of a benchmark frame (:func:`kvdiv.metrics.trajectory_replicates`, with ``M_path``) in the
+    column names of a study's ``replicates.parquet`` that :func:`study_cells` reads (z_r, weight = D, mismatch =
+    M_path, exposure = (H − J)/H)."""
+    h = int(horizon)
+    return replicates.filter((pl.col("mode") == "swrb") & pl.col("M_path").is_not_null()).select(
+        pl.lit("benchmark").alias("model"), "document", "action",
+        pl.col("R_H").alias("z_r"), pl.col("D").fill_null(0.0).alias("weight"), pl.col("M_path").alias("mismatch"),
+        pl.when(pl.col("J") > 0).then((h - pl.col("J")) / h).otherwise(0.0).alias("exposure"),
+    )
+
+
+def complete_variance_check(replicates: pl.DataFrame, horizon: int, retention: Mapping[str, float], n_boot: int,
+                            seed: int, confidence: float = 0.95) -> pl.DataFrame:
+    """Per retention: the complete mode's measured Var(M) beside the Var̂(M) that :func:`study_cells` estimates from
+    the swrb rows of the same cells (module docstring), as means over cells and their ratio estimated/measured
+    with a cluster-bootstrap interval over documents (1 when the estimate is right). Cells without ``M_path`` rows
+    are left out."""
+    rows = swrb_rows_as_metrics(replicates, horizon)
+    schema = {"retention": pl.Float64, "cells": pl.Int64, "documents": pl.Int64, "measured": pl.Float64,
+              "estimated": pl.Float64, "ratio": pl.Float64, "ratio_lower": pl.Float64, "ratio_upper": pl.Float64}
+    if not rows.height:
+        return pl.DataFrame(schema=schema)
+    estimated = study_cells(rows).select("document", "action", pl.col("complete_var_R_H").alias("estimated"))
+    measured = (replicates.filter(pl.col("mode") == "complete").group_by("document", "action")
+                .agg(pl.col("R_H").var(ddof=1).alias("measured")))
+    cells = estimated.join(measured, on=["document", "action"], how="inner").with_columns(
+        pl.col("action").replace_strict(dict(retention), default=None, return_dtype=pl.Float64).alias("retention"))
+    out = []
+    for (ret,), part in cells.sort("retention", "document").group_by(["retention"], maintain_order=True):
+        doc = part.group_by("document", maintain_order=True).agg(pl.col("measured").sum(), pl.col("estimated").sum())
+        res = cluster_bootstrap({"m": doc["measured"].to_numpy(), "e": doc["estimated"].to_numpy()},
+                                lambda m: {"ratio": m["e"] / m["m"]}, n_boot, stat_seed(seed, "variance_check", ret),
+                                confidence)["ratio"]
+        out.append({"retention": ret, "cells": part.height, "documents": doc.height,
+                    "measured": float(part["measured"].mean()), "estimated": float(part["estimated"].mean()),
+                    "ratio": float(res[0]), "ratio_lower": float(res[1]), "ratio_upper": float(res[2])})
+    return pl.DataFrame(out, schema=schema)
+
+
 #: The statistics of :func:`swrb_variance`, in its row order.
 VARIANCE_STATISTICS = ("variance_ratio_median", "variance_ratio_min", "variance_ratio_max", "variance_ratio_of_means",
                        "evaluation_ratio_mean", "advantage_ratio_of_means")
@@ -371,6 +411,6 @@ def swrb_enclosure(metrics: Metrics, n_boot: int, seed: int, confidence: float) 
 
 __all__ = [
     "COSTS", "KEYS", "MODES", "STATISTICS", "VARIANCE_STATISTICS", "action_enclosures", "agreement_table",
-    "across_cells_t", "comparison_table", "pooled_z", "retention_summary", "study_cells", "study_enclosures",
+    "across_cells_t", "comparison_table", "complete_variance_check", "pooled_z", "swrb_rows_as_metrics", "retention_summary", "study_cells", "study_enclosures",
     "swrb_enclosure", "swrb_variance",
 ]
