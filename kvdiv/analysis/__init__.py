@@ -6,6 +6,7 @@ captions), :mod:`~kvdiv.analysis.inputs` (metrics, document means, contrasts, ce
 :mod:`~kvdiv.analysis.decomposition` (Figures 5, 7: the gap split into exposure and branch-mismatch shares; EOS
 shares), :mod:`~kvdiv.analysis.timing` (Figure 5: survival and entry times), :mod:`~kvdiv.analysis.profiles`
 (Figures 6, 7: branch TV by depth, late minus early), :mod:`~kvdiv.analysis.blocks` (Table 2) and
-:mod:`~kvdiv.analysis.prediction` (Table 3). Proportions (0–1) throughout; :mod:`kvdiv.outputs` prints
+:mod:`~kvdiv.analysis.prediction` (Table 3), and :mod:`~kvdiv.analysis.swrb_comparison` (the report's section
+SWRB: variance–cost of residual-branch estimation and the enclosure of R_H; the complete-vs-swrb benchmark). Proportions (0–1) throughout; :mod:`kvdiv.outputs` prints
 percentage points.
 """
