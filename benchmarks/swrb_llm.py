@@ -39,6 +39,15 @@ import polars as pl
 import torch
 import yaml
 
+from kvdiv.analysis.swrb_comparison import (
+    KEYS,
+    action_enclosures,
+    agreement_table,
+    comparison_table,
+    complete_variance_check,
+    retention_summary,
+    with_divergence,
+)
 from kvdiv.documents import generate_stratum, prompt_token_ids
 from kvdiv.documents.render import chat_function
 from kvdiv.llm.loading import load_model
@@ -47,13 +56,6 @@ from kvdiv.metrics import trajectory_replicates
 from kvdiv.outputs.report import paper_values
 from kvdiv.trajectories.base import chains_needed
 from kvdiv.trajectories.generate import generate
-from kvdiv.analysis.swrb_comparison import (
-    action_enclosures,
-    agreement_table,
-    comparison_table,
-    complete_variance_check,
-    retention_summary,
-)
 
 REPO = Path(__file__).resolve().parents[1]
 RETENTIONS = (0.5, 0.9, 0.99)
@@ -258,7 +260,8 @@ def render(replicates: pl.DataFrame, cells: pl.DataFrame, sums: dict[str, pl.Dat
            "z = Σ d / √(Σ (se_c² + se_s²)) with within-cell standard errors (criterion |z| < 3), and the across-cells "
            "t = mean(d)/(sd(d)/√n) on n − 1 df, which needs no within-cell se (a complete cell whose R replicates never "
            "diverged has se 0, an underestimate; the t in turn rejects too often when cell variances differ widely). "
-           "`zero-var.`: cells whose complete replicates all had the same value.", ""]
+           "`zero-var.`: cells whose complete replicates all had the same value. P_div: P(τ ≤ H), estimated by 1{τ ≤ H} "
+           "(complete) and D (swrb).", ""]
     rows = [[_pct(r['retention']), r["key"], r["cells"], r["complete_mean"], r["swrb_mean"], f"{r['z']:+.2f}",
              f"{r['t']:+.2f}", r["p"], r["complete_zero_variance_cells"], "yes" if r["agrees"] else "**no**"]
             for r in agree.iter_rows(named=True)]
@@ -278,9 +281,11 @@ def render(replicates: pl.DataFrame, cells: pl.DataFrame, sums: dict[str, pl.Dat
            "their ratio (sums over a document's cells, cluster bootstrap over documents; 1 = right). Only batches "
            "run with `M_path` recorded count.", ""]
     if check is not None and check.height:
-        md += [_table(["retention", "cells", "docs", "mean measured Var(M)", "mean estimated Var(M)", "estimated/measured [CI]"],
+        md += [_table(["retention", "cells", "docs", "mean measured Var(M)", "mean estimated Var(M)", "estimated/measured [CI]",
+                       "mean Var(Z_R)", "pooled ratio, measured Var(M)", "pooled ratio, estimated Var(M)"],
                       [[_pct(r["retention"]), r["cells"], r["documents"], r["measured"], r["estimated"],
-                        f"{_num(r['ratio'])} [{_num(r['ratio_lower'])}, {_num(r['ratio_upper'])}]"] for r in check.iter_rows(named=True)])]
+                        f"{_num(r['ratio'])} [{_num(r['ratio_lower'])}, {_num(r['ratio_upper'])}]", r["swrb"],
+                        r["pooled_ratio_measured"], r["pooled_ratio_estimated"]] for r in check.iter_rows(named=True)])]
     else:
         md += ["_No batch with `M_path`._", ""]
     md += ["## Beside the finite-state figures", ""]
@@ -344,11 +349,12 @@ def run(loaded, args, *, setup_extra: dict | None = None) -> dict:
                       f"load {os.getloadavg()[0]:.1f}", flush=True)
             del session
     replicates = pl.concat(frames, how="diagonal_relaxed")  # batches written before M_path existed lack it
-    cells = comparison_table(replicates, retention)
+    replicates = with_divergence(replicates)
+    cells = comparison_table(replicates, retention, keys=(*KEYS, "P_div"))
     d = replicates.filter(pl.col("mode") == "swrb").group_by("document", "action").agg(pl.col("D").mean().alias("swrb_mean_D"))
     cells = cells.join(d, on=["document", "action"], how="left")
     sums = summaries(cells, args.bootstrap, args.seed)
-    agree = agreement_table(cells)
+    agree = agreement_table(cells, keys=(*KEYS, "P_div"))
     enclosures = action_enclosures(replicates, alpha=args.alpha)
     if "M_path" not in replicates.columns:
         replicates = replicates.with_columns(pl.lit(None, dtype=pl.Float64).alias("M_path"))

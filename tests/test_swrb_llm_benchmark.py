@@ -57,6 +57,8 @@ def test_benchmark_runs_on_a_tiny_model(bench, tiny_llama, tmp_path, one_thread)
     for heading in ("## R_H per retention", "## Mean agreement", "## (1 − α) enclosure", "## Beside the finite-state figures",
                     "## The complete coupling's Var(M) estimated from swrb draws"):
         assert heading in text
+    agree = tables["agreement"]
+    assert set(agree["key"]) == {"R_H", "R_L", "B_L", "P_div"} and "| 99% | P_div |" in text
     check = tables["variance_check"]
     assert check.height == 4 and (check["cells"] == 2 * (check["retention"] == 0.999).cast(int) + 4 * (check["retention"] != 0.999).cast(int)).all()
     assert reps.filter(pl.col("mode") == "swrb")["M_path"].null_count() == 0

@@ -75,17 +75,21 @@ def _ratio(num: float, den: float) -> float:
     return math.nan if num == 0 or math.isnan(num) else math.inf
 
 
-def comparison_table(replicates: pl.DataFrame, retention: Mapping[str, float] | None = None) -> pl.DataFrame:
-    """One row per (document, action) from :func:`replicate_frame` rows of both modes (module docstring).
+def comparison_table(replicates: pl.DataFrame, retention: Mapping[str, float] | None = None,
+                     keys: Sequence[str] = KEYS) -> pl.DataFrame:
+    """One row per (document, action) from :func:`kvdiv.metrics.trajectory_replicates` rows of both modes (module
+    docstring).
 
     Columns: document, action, retention (from ``retention``: action → kept fraction; null if absent),
-    replicates_complete/_swrb; for K in R_H, R_L, B_L: ``{mode}_mean_K``, ``{mode}_var_K``, ``{mode}_se_K``,
+    replicates_complete/_swrb; for K in ``keys`` (R_H, R_L, B_L and any other column estimated by both modes, such
+    as :func:`with_divergence`'s ``P_div``): ``{mode}_mean_K``, ``{mode}_var_K``, ``{mode}_se_K``,
     ``variance_ratio_K`` and ``z_K``; ``complete_var_risk_tv`` and ``variance_ratio_risk_tv`` (the
     complete mode's TV-integrated estimator against Z_R); mean costs ``{mode}_{cost}`` for pair_evaluations,
     rows, wall_s, the ratios ``evaluation_ratio``, ``rows_ratio``, ``wall_ratio`` (swrb/complete) and
     ``advantage``, ``advantage_rows``, ``advantage_wall`` (variance ratio of R_H / the cost ratio).
     """
-    missing = [c for c in ("document", "action", "mode", *KEYS, "risk_tv", *COSTS) if c not in replicates.columns]
+    keys = list(dict.fromkeys(["R_H", *keys]))
+    missing = [c for c in ("document", "action", "mode", *keys, "risk_tv", *COSTS) if c not in replicates.columns]
     if missing:
         raise KeyError(f"replicate frame lacks columns {missing}")
     rows = []
@@ -101,7 +105,7 @@ def comparison_table(replicates: pl.DataFrame, retention: Mapping[str, float] | 
             "replicates_complete": by_mode["complete"].height,
             "replicates_swrb": by_mode["swrb"].height,
         }
-        for key in KEYS:
+        for key in keys:
             for m in MODES:
                 mean, var, se = _moments(by_mode[m][key].to_numpy().astype(float))
                 row[f"{m}_mean_{key}"], row[f"{m}_var_{key}"], row[f"{m}_se_{key}"] = mean, var, se
@@ -119,6 +123,13 @@ def comparison_table(replicates: pl.DataFrame, retention: Mapping[str, float] | 
             row[f"advantage{suffix}"] = _ratio(row["variance_ratio_R_H"], row[f"{name}_ratio"])
         rows.append(row)
     return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def with_divergence(replicates: pl.DataFrame) -> pl.DataFrame:
+    """Add ``P_div``, each mode's per-replicate estimate of P(τ ≤ H): 1{τ ≤ H} (complete), D (swrb)."""
+    return replicates.with_columns(
+        pl.when(pl.col("mode") == "complete").then(pl.col("tau").is_not_null().cast(pl.Float64))
+        .otherwise(pl.col("D")).alias("P_div"))
 
 
 def _aggregates(table: pl.DataFrame, key: str, cost: str) -> dict[str, float]:
@@ -280,7 +291,9 @@ def study_cells(replicates: pl.DataFrame) -> pl.DataFrame:
     """Per (model, document, action) of a swrb-mode study's ``replicates.parquet``: the complete coupling's Var̂(M)
     estimated from the swrb rows and Var(Z_R) (module docstring), in :func:`comparison_table`'s column names for
     R_H, with costs per H: ``complete_pair_evaluations`` = 1, ``swrb_pair_evaluations`` = 1 + mean(exposure).
-    Also ``swrb_mean_R_H`` (mean Z_R), ``complete_mean_R_H`` (mean D·M, the same expectation) and ``swrb_mean_D``."""
+    Also ``swrb_mean_R_H`` (mean Z_R), ``complete_mean_R_H`` (mean D·M, the same expectation) and ``swrb_mean_D``.
+    ``complete_var_R_H`` is the unbiased estimate (negative in some cells with few replicates; the ratios of means
+    use it), the per-cell ``variance_ratio_R_H`` uses max(Var̂(M), 0)."""
     missing = [c for c in ("z_r", "weight", "mismatch", "exposure", "model", "document", "action") if c not in replicates.columns]
     if missing:
         raise KeyError(f"swrb metrics lack columns {missing} (is the study in mode: swrb?)")
@@ -305,7 +318,7 @@ def study_cells(replicates: pl.DataFrame) -> pl.DataFrame:
         pl.lit(1.0).alias("complete_pair_evaluations"),
     ).with_columns(
         pl.struct("complete_var_R_H", "swrb_var_R_H")
-        .map_elements(lambda r: _ratio(r["complete_var_R_H"], r["swrb_var_R_H"]), return_dtype=pl.Float64)
+        .map_elements(lambda r: _ratio(max(r["complete_var_R_H"], 0.0), r["swrb_var_R_H"]), return_dtype=pl.Float64)
         .alias("variance_ratio_R_H"),
     ).drop("second_moment_M")
 
@@ -326,14 +339,16 @@ def complete_variance_check(replicates: pl.DataFrame, horizon: int, retention: M
                             seed: int, confidence: float = 0.95) -> pl.DataFrame:
     """Per retention: the complete mode's measured Var(M) beside the Var̂(M) that :func:`study_cells` estimates from
     the swrb rows of the same cells (module docstring), as means over cells and their ratio estimated/measured
-    with a cluster-bootstrap interval over documents (1 when the estimate is right). Cells without ``M_path`` rows
-    are left out."""
+    with a cluster-bootstrap interval over documents (1 when the estimate is right), and the mean Var(Z_R) with the
+    pooled variance ratios it gives with either Var(M). Cells without ``M_path`` rows are left out."""
     rows = swrb_rows_as_metrics(replicates, horizon)
     schema = {"retention": pl.Float64, "cells": pl.Int64, "documents": pl.Int64, "measured": pl.Float64,
-              "estimated": pl.Float64, "ratio": pl.Float64, "ratio_lower": pl.Float64, "ratio_upper": pl.Float64}
+              "estimated": pl.Float64, "ratio": pl.Float64, "ratio_lower": pl.Float64, "ratio_upper": pl.Float64,
+              "swrb": pl.Float64, "pooled_ratio_measured": pl.Float64, "pooled_ratio_estimated": pl.Float64}
     if not rows.height:
         return pl.DataFrame(schema=schema)
-    estimated = study_cells(rows).select("document", "action", pl.col("complete_var_R_H").alias("estimated"))
+    estimated = study_cells(rows).select("document", "action", pl.col("complete_var_R_H").alias("estimated"),
+                                         pl.col("swrb_var_R_H").alias("swrb"))
     measured = (replicates.filter(pl.col("mode") == "complete").group_by("document", "action")
                 .agg(pl.col("R_H").var(ddof=1).alias("measured")))
     cells = estimated.join(measured, on=["document", "action"], how="inner").with_columns(
@@ -346,7 +361,10 @@ def complete_variance_check(replicates: pl.DataFrame, horizon: int, retention: M
                                 confidence)["ratio"]
         out.append({"retention": ret, "cells": part.height, "documents": doc.height,
                     "measured": float(part["measured"].mean()), "estimated": float(part["estimated"].mean()),
-                    "ratio": float(res[0]), "ratio_lower": float(res[1]), "ratio_upper": float(res[2])})
+                    "ratio": float(res[0]), "ratio_lower": float(res[1]), "ratio_upper": float(res[2]),
+                    "swrb": float(part["swrb"].mean()),
+                    "pooled_ratio_measured": _ratio(float(part["measured"].mean()), float(part["swrb"].mean())),
+                    "pooled_ratio_estimated": _ratio(float(part["estimated"].mean()), float(part["swrb"].mean()))})
     return pl.DataFrame(out, schema=schema)
 
 
@@ -411,6 +429,6 @@ def swrb_enclosure(metrics: Metrics, n_boot: int, seed: int, confidence: float) 
 
 __all__ = [
     "COSTS", "KEYS", "MODES", "STATISTICS", "VARIANCE_STATISTICS", "action_enclosures", "agreement_table",
-    "across_cells_t", "comparison_table", "complete_variance_check", "pooled_z", "swrb_rows_as_metrics", "retention_summary", "study_cells", "study_enclosures",
+    "across_cells_t", "comparison_table", "complete_variance_check", "pooled_z", "swrb_rows_as_metrics", "with_divergence", "retention_summary", "study_cells", "study_enclosures",
     "swrb_enclosure", "swrb_variance",
 ]
