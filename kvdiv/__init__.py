@@ -13,7 +13,7 @@ Eviction") as a library plus a Snakemake workflow. One package per pipeline stag
 - :mod:`kvdiv.show` — a pair of continuations decoded side by side (terminal, HTML, a gallery per action).
 
 Shared by all: :mod:`kvdiv.layout` (result paths, stratum names, document ids), :mod:`kvdiv.names` (which names
-are allowed), :mod:`kvdiv.estimands` (TV and the SWRB estimators, written once), :mod:`kvdiv.seeds`, :mod:`kvdiv.io`
+are allowed), :mod:`kvdiv.estimands` (TV, the SWRB estimators, the enclosure of R_H and the variance–cost aggregates, written once), :mod:`kvdiv.seeds`, :mod:`kvdiv.io`
 (atomic writes, checksummed Parquet), :mod:`kvdiv.joblog` (workflow job logs), :mod:`kvdiv.codehash` (each rule's
 code hash), :mod:`kvdiv.cli` (the ``kvdiv`` command) and :mod:`kvdiv.testing` (toy kernels for tests).
 """

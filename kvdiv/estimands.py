@@ -16,9 +16,24 @@ for t > J the TV along the branch. With Σ = Σ_{t>J} δ_t and Σ_L = Σ_{t=J+1}
 
 with E[Z_R] = R_H, E[Z_O] = O_H, E[Z_Π] = Π_H, E[Z_E] = E_H, E[D] = P(τ ≤ H), E[Z_L] = R_L, E[Z_T] = R_H − R_L
 and E[W_L] = B_L. All vanish when D = 0.
+
+**Enclosure from sampled profiles** (§4.3): from n independent (Z_L, W_L) measurements (or their complete-mode
+counterparts, the window mismatch and the tail capacity), [LCB(Z_L), UCB(Z_L + W_L)], each one-sided at α/2 with
+the normal approximation, holds R_H with probability at least 1 − α, because R_L ≤ R_H ≤ R_L + B_L
+(:func:`enclosure`).
+
+**Variance–cost comparison** (§4.4, Figure 4) of a naive (complete-coupling) and a SWRB estimator over a set of
+cells (systems, or (document, action) pairs): per cell the variance ratio Var_naive/Var_swrb and the evaluation
+ratio c̄_swrb/c̄_naive; over the cells min/median/max variance ratio, the mean evaluation ratio and the
+variance–cost advantage as a ratio of means, mean(Var_naive·c̄_naive)/mean(Var_swrb·c̄_swrb)
+(:func:`variance_cost_aggregates`). Kernel-pair evaluations per replicate as the paper counts them: H for a
+complete sample, H + (H − J) for SWRB (H when D = 0; :func:`pair_evaluations`).
 """
 
 from __future__ import annotations
+
+import math
+from statistics import NormalDist
 
 import numba
 import numpy as np
@@ -62,3 +77,58 @@ def swrb_estimates(d: float, j: int, horizon: int, window: int, branch: float, n
     out[6] = d * (branch - near) / horizon
     out[7] = d * max(0, horizon - j - window) / horizon
     out[8] = j
+
+
+def enclosure(z_window: np.ndarray, w_capacity: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
+    """The (1 − α) enclosure of R_H from sampled profiles: [LCB(Z_L), UCB(Z_L + W_L)], each at α/2.
+
+    Normal-approximation one-sided bounds: mean ∓ z_{1−α/2} · stderr over the n measurements (n ≥ 2).
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    z_window = np.asarray(z_window, dtype=np.float64)
+    w_capacity = np.asarray(w_capacity, dtype=np.float64)
+    if z_window.shape != w_capacity.shape or z_window.ndim != 1:
+        raise ValueError(f"z_window and w_capacity must be 1-d of one length, got {z_window.shape}, {w_capacity.shape}")
+    n = len(z_window)
+    if n < 2:
+        raise ValueError(f"the enclosure needs >= 2 measurements, got {n}")
+    z = NormalDist().inv_cdf(1 - alpha / 2)
+    upper = z_window + w_capacity
+    lo = z_window.mean() - z * z_window.std(ddof=1) / math.sqrt(n)
+    hi = upper.mean() + z * upper.std(ddof=1) / math.sqrt(n)
+    return float(lo), float(hi)
+
+
+def pair_evaluations(mode: str, horizon: int, branch_start: np.ndarray | None = None, replicates: int = 0) -> np.ndarray:
+    """Kernel-pair evaluations per replicate as the paper counts them: H (``complete``, ``replicates`` of them);
+    H + (H − J) (``swrb``; J = ``branch_start``, 0 when D = 0: H)."""
+    h = int(horizon)
+    if mode == "complete":
+        return np.full(int(replicates), h, dtype=np.int64)
+    if mode == "swrb":
+        j = np.asarray(branch_start, dtype=np.int64)
+        return h + np.where(j > 0, h - j, 0)
+    raise ValueError(f"mode must be 'complete' or 'swrb', got {mode!r}")
+
+
+def variance_cost_aggregates(naive_variance, swrb_variance, naive_cost, swrb_cost) -> dict[str, float]:
+    """Aggregates of per-cell variances and mean costs of the two estimators (module docstring): ``cells``,
+    ``variance_ratio_min/median/max``, ``evaluation_ratio_mean``, ``advantage_ratio_of_means``, ``advantage_median``
+    (per-cell variance ratio / evaluation ratio) and ``variance_ratio_of_means`` = mean Var_naive / mean Var_swrb."""
+    vn, vs, cn, cs = (np.asarray(v, dtype=np.float64) for v in (naive_variance, swrb_variance, naive_cost, swrb_cost))
+    if not vn.size or not vn.shape == vs.shape == cn.shape == cs.shape:
+        raise ValueError(f"need equal, non-empty numbers of cells, got {vn.shape}, {vs.shape}, {cn.shape}, {cs.shape}")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        vr = vn / vs
+        er = cs / cn
+        return {
+            "cells": int(vn.size),
+            "variance_ratio_min": float(vr.min()),
+            "variance_ratio_median": float(np.median(vr)),
+            "variance_ratio_max": float(vr.max()),
+            "evaluation_ratio_mean": float(er.mean()),
+            "advantage_ratio_of_means": float((vn * cn).mean() / (vs * cs).mean()),
+            "advantage_median": float(np.median(vr / er)),
+            "variance_ratio_of_means": float(vn.mean() / vs.mean()),
+        }

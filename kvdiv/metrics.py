@@ -34,6 +34,10 @@ Answers (when the rule gives :mod:`kvdiv.trajectories.answers`' table of the cub
 gold-answer span, null when x holds none), joined per row, and ``diverged_before_answer`` = 1{τ ≤ answer_end}
 (null when ``answer_end`` is null; false when the chains agree through H).
 
+In-memory trajectories (one ``generate`` call, no cube): :func:`trajectory_replicates` gives per replicate the
+estimates of R_H, R_L and B_L the mode provides (complete: M, M_L = ``risk_window``, ``capacity``; swrb: Z_R, Z_L,
+W_L) and its costs (the benchmark of the two modes, benchmarks/swrb_llm.py, and kvdiv.analysis.swrb_comparison).
+
 Profiles: ``profiles_aligned.parquet`` holds, for every diverged row and depth ℓ = t − τ ≥ 1, the branch
 TV δ_{τ+ℓ}, the mismatch, the pre-EOS flag and the row's ``weight``; ``profiles_clock.parquet`` holds, per
 (document, action, step t), replicate means of per-row unbiased estimates of P(x_t ≠ y_t) (``mismatch``),
@@ -52,7 +56,7 @@ import numpy as np
 import polars as pl
 import xarray as xr
 
-from kvdiv.estimands import SWRB_COLUMNS, swrb_estimates
+from kvdiv.estimands import SWRB_COLUMNS, pair_evaluations, swrb_estimates
 from kvdiv.io import read_parquet, write_parquet
 from kvdiv.layout import METRIC_TABLES
 from kvdiv.trajectories.store import DOCUMENT_COORDS, open_cube
@@ -335,6 +339,95 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
         }
     )
     return {"replicates": replicates, "profiles_aligned": aligned, "profiles_clock": clock}
+
+
+def replicate_rows(mode: str, horizon: int, tau: np.ndarray, branch_start: np.ndarray | None = None) -> np.ndarray:
+    """Rows the samplers hand to ``session.step`` per replicate (kvdiv.trajectories): complete 2(H − 1) +
+    (H − τ)·1{τ ≤ H} (P at x, Q at y, and Q at x after divergence for the fixed-history TV); swrb 2(H − 1) for
+    the scan + 3(H − J)·1{J > 0} for the branch. ``tau`` 1-based, H + 1 = none."""
+    h = int(horizon)
+    if mode == "complete":
+        tau = np.asarray(tau)
+        return 2 * (h - 1) + np.where(tau <= h, h - tau, 0)
+    if mode == "swrb":
+        j = np.asarray(branch_start)
+        return 2 * (h - 1) + np.where(j > 0, 3 * (h - j), 0)
+    raise ValueError(f"mode must be 'complete' or 'swrb', got {mode!r}")
+
+
+#: The columns of :func:`trajectory_replicates`.
+TRAJECTORY_COLUMNS = ("document", "action", "mode", "replicate", "R_H", "R_L", "B_L", "risk_tv", "D", "J", "tau",
+                      "M_path", "pair_evaluations", "rows", "wall_s")
+
+
+def trajectory_replicates(trajectories: dict, mode: str, window: int, document: str) -> pl.DataFrame:
+    """Per-replicate estimates and costs of one ``generate`` call (one document, every action; module docstring).
+
+    ``trajectories``: action → :class:`kvdiv.trajectories.base.ActionTrajectories` of ``mode``. Columns
+    :data:`TRAJECTORY_COLUMNS`: R_H, R_L, B_L (complete: M, M_L, capacity; swrb: Z_R, Z_L, W_L), ``risk_tv`` = Σδ/H
+    (complete; null in swrb), D and J (swrb), τ (complete; null without divergence), ``M_path`` (swrb: the mismatch
+    rate along the sampled branch path, whose D-weighted moments are the complete coupling's; null in complete),
+    ``pair_evaluations``
+    (:func:`kvdiv.estimands.pair_evaluations`), ``rows`` (:func:`replicate_rows`, checked against the count of the
+    samplers) and ``wall_s`` (the action's share of the call's time per replicate).
+    """
+    if mode not in ("complete", "swrb"):
+        raise ValueError(f"mode must be 'complete' or 'swrb', got {mode!r}")
+    if int(window) < 1:
+        raise ValueError(f"window L must be >= 1, got {window}")
+    frames = []
+    for action, traj in trajectories.items():
+        mismatch = ~np.asarray(traj.match, dtype=bool)
+        n, horizon = mismatch.shape
+        tv = np.ascontiguousarray(traj.tv, dtype=np.float64)
+        eos_any = np.asarray(traj.eos_x, dtype=bool) | np.asarray(traj.eos_y, dtype=bool)
+        cols: dict[str, object] = {"replicate": np.arange(n, dtype=np.int32)}
+        if mode == "complete":
+            fixed = np.ascontiguousarray(traj.fixed_tv, dtype=np.float64)
+            tau, _, sums = replicate_counts(mismatch, tv, fixed, eos_any, int(window))
+            diverged = tau <= horizon
+            cols |= {
+                "R_H": sums[:, 0] / horizon,
+                "R_L": diverged / horizon + sums[:, 6] / horizon,
+                "B_L": np.where(diverged, np.maximum(0, horizon - tau - window) / horizon, 0.0),
+                "risk_tv": sums[:, 2] / horizon,
+                "D": np.full(n, np.nan),
+                "J": np.zeros(n, dtype=np.int32),
+                "tau": np.where(diverged, tau, 0).astype(np.int32),
+                "M_path": np.full(n, np.nan),
+                "pair_evaluations": pair_evaluations(mode, horizon, replicates=n),
+                "rows": replicate_rows(mode, horizon, tau),
+            }
+        else:
+            if traj.overlap_tv is None or traj.branch_start is None:
+                raise ValueError(f"action {action!r}: swrb trajectories lack overlap_tv/branch_start")
+            j = np.asarray(traj.branch_start, dtype=np.int64)
+            z = swrb_estimators(np.ascontiguousarray(traj.overlap_tv, dtype=np.float64), tv, j, int(window))
+            cols |= {
+                "R_H": z[:, SWRB_COLUMNS.index("Z_R")],
+                "R_L": z[:, SWRB_COLUMNS.index("Z_L")],
+                "B_L": z[:, SWRB_COLUMNS.index("W_L")],
+                "risk_tv": np.full(n, np.nan),
+                "D": z[:, SWRB_COLUMNS.index("D")],
+                "J": j.astype(np.int32),
+                "tau": np.zeros(n, dtype=np.int32),
+                "M_path": mismatch.sum(axis=1) / horizon,
+                "pair_evaluations": pair_evaluations(mode, horizon, j),
+                "rows": replicate_rows(mode, horizon, None, j),
+            }
+        counted = int(np.sum(cols["rows"]))
+        if traj.rows and counted != int(traj.rows):
+            raise RuntimeError(
+                f"action {action!r} ({mode}): {counted} rows reconstructed from the trajectories but the samplers "
+                f"counted {traj.rows}; the row accounting of kvdiv.trajectories changed"
+            )
+        cols["wall_s"] = np.full(n, float(traj.wall_time_s) / n)
+        frames.append(pl.DataFrame(cols).with_columns(
+            pl.lit(str(document)).alias("document"), pl.lit(str(action)).alias("action"), pl.lit(mode).alias("mode"),
+            pl.col("risk_tv").fill_nan(None), pl.col("D").fill_nan(None), pl.col("M_path").fill_nan(None),
+            pl.when(pl.col("tau") > 0).then(pl.col("tau")).otherwise(None).alias("tau"),
+        ))
+    return pl.concat(frames).select(TRAJECTORY_COLUMNS)
 
 
 def write_metrics(cube: str | Path, out_dir: str | Path, window: int, model: str | None = None, study: str | None = None,

@@ -373,6 +373,7 @@ def get_analysis_study(item):
 # The items this config builds: those named in analysis.studies (kvdiv.analysis.items order).
 FIGURE_ITEMS = tuple(item for item in items.FIGURES if item in get_analysis()["studies"])
 TABLE_ITEMS = tuple(item for item in items.TABLES if item in get_analysis()["studies"])
+ANALYSED_ITEMS = tuple(item for item in items.ANALYSED if item in get_analysis()["studies"])
 
 
 def get_analysis_outputs(item):
@@ -401,6 +402,7 @@ def get_report_setting():
             "replicates": spec["replicates"],
             "actions": list(spec["actions"]),
             "models": get_study_models(study),
+            "mode": spec["mode"],
         }
     models = {}
     for name in get_models():

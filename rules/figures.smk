@@ -1,5 +1,6 @@
 # stage: figures/tables/report — metrics -> analysis tables (kvdiv.analysis, cluster bootstrap) ->
-# Figures 5–7 and Tables 2–3 (kvdiv.outputs) and results/report.md (kvdiv.outputs.report).
+# Figures 5–7 and Tables 2–3 (kvdiv.outputs) and results/report.md (kvdiv.outputs.report; with the sections such
+# as swrb whose tables rule analysis writes but no figure draws).
 # The items (figures and tables), their tables and the settings each uses are kvdiv.analysis.items; which study
 # feeds which item is config analysis.studies; plotting options reach only the figure rule.
 
@@ -15,7 +16,7 @@ rule analysis:
         settings=lambda wildcards: get_analysis_params(wildcards.item, wildcards.table),
         code=script_code("analysis.py"),
     wildcard_constraints:
-        item="|".join(FIGURE_ITEMS),
+        item="|".join(ANALYSED_ITEMS),
         table=r"[a-z0-9_]+",
     log:
         layout.log("analysis", "{item}/{table}"),
@@ -68,12 +69,12 @@ rule table:
 
 rule report_md:
     input:
-        analysis=[path for item in FIGURE_ITEMS for path in get_analysis_outputs(item).values()],
+        analysis=[path for item in ANALYSED_ITEMS for path in get_analysis_outputs(item).values()],
         tables=[layout.table(item, ext) for item in TABLE_ITEMS for ext in ("csv", "md")],
     output:
         report(layout.REPORT, caption="../report/report.rst", category="Report"),
     params:
-        analysis={item: get_analysis_outputs(item) for item in FIGURE_ITEMS},
+        analysis={item: get_analysis_outputs(item) for item in ANALYSED_ITEMS},
         tables={item: {"numbers": layout.table(item, "csv"), "markdown": layout.table(item, "md")} for item in TABLE_ITEMS},
         figures={item: layout.figure(item, "png") for item in FIGURE_ITEMS},
         setting=lambda wildcards: get_report_setting(),

@@ -1,12 +1,13 @@
 """The registry of analysis items: every figure and table of the paper's §5 that the workflow builds, in one place.
 
-An item (``figure5`` ... ``table3``, and ``probabilistic``, the decode-time correction study of
-config/probabilistic.yaml; the key of ``analysis.studies`` that names its study and the stem of its
-output files, :mod:`kvdiv.layout`) has a kind, a title and caption, and its **tables**: the frames it is made of,
-each built by one function of this package from one study's metrics and the analysis settings it names. A
-figure's tables are written to ``results/analysis/{item}/{table}.parquet`` (rule ``analysis``, one job per
-table) and drawn by :mod:`kvdiv.outputs`; a table item has one table, ``numbers``, written as CSV, Markdown and
-LaTeX (rule ``table``). rules/common.smk, :mod:`kvdiv.outputs.report` and the tests read this registry.
+An item (``figure5`` ... ``table3``, ``accuracy``, ``swrb``, and ``probabilistic``, the decode-time correction
+study of config/probabilistic.yaml; the key of ``analysis.studies`` that names its study and the stem of its output
+files, :mod:`kvdiv.layout`) has a kind, a title and caption, and its **tables**: the frames it is made of, each built
+by one function of this package from one study's metrics and the analysis settings it names. A figure's tables are
+written to ``results/analysis/{item}/{table}.parquet`` (rule ``analysis``, one job per table) and drawn by
+:mod:`kvdiv.outputs`; a section's tables (kind ``section``: beyond the paper's figures and tables, e.g. ``swrb``)
+are written the same way and only shown in the report; a table item has one table, ``numbers``, written as CSV,
+Markdown and LaTeX (rule ``table``). rules/common.smk, :mod:`kvdiv.outputs.report` and the tests read this registry.
 
 Every table is built with ``n_boot`` (``analysis.bootstrap``), ``seed`` (the master seed) and ``confidence``
 (``analysis.confidence``), plus the settings it lists (builder argument ← ``analysis`` config key), so changing a
@@ -26,6 +27,7 @@ from kvdiv.analysis.blocks import clock_block_gaps
 from kvdiv.analysis.decomposition import eos_shares, gap_decomposition
 from kvdiv.analysis.inputs import Metrics
 from kvdiv.analysis.prediction import prediction_table
+from kvdiv.analysis.swrb_comparison import swrb_enclosure, swrb_variance
 from kvdiv.analysis.profiles import branch_tv_profiles, late_minus_early
 from kvdiv.analysis.timing import entry_times, survival_curves
 from kvdiv.analysis.windows import check_window
@@ -45,7 +47,8 @@ class AnalysisTable:
 
 @dataclass(frozen=True)
 class AnalysisItem:
-    """A figure or table of the paper: ``name`` (figure5, ...), ``kind`` (figure or table), ``label`` (Figure 5),
+    """A figure or table of the paper, or a report section: ``name`` (figure5, ...), ``kind`` (figure, table or
+    section), ``label`` (Figure 5),
     ``title`` (the heading of its section of results/report.md), ``caption`` (of a table's CSV/Markdown/LaTeX) and
     its ``tables``."""
 
@@ -121,11 +124,22 @@ ITEMS: dict[str, AnalysisItem] = {
         "chains diverged at or before the end of x's first answer span (early) or after it (late), per model × stratum "
         "× action, with 95% cluster-bootstrap intervals over documents.",
     ),
+    "swrb": AnalysisItem(
+        "swrb", "section", "SWRB", "SWRB: residual-branch estimation on the LLM study — variance–cost and the "
+        "enclosure of R_H",
+        {
+            "variance": AnalysisTable(swrb_variance),
+            "enclosure": AnalysisTable(swrb_enclosure),
+        },
+    ),
 }
 
-#: Figure items (rule ``analysis`` and rule ``figure``) and table items (rule ``table``), in order.
+#: Figure items (rule ``analysis`` and rule ``figure``), table items (rule ``table``) and report sections (rule
+#: ``analysis`` only), in order; ``ANALYSED``: the items whose tables rule ``analysis`` writes.
 FIGURES = tuple(name for name, item in ITEMS.items() if item.kind == "figure")
 TABLES = tuple(name for name, item in ITEMS.items() if item.kind == "table")
+SECTIONS = tuple(name for name, item in ITEMS.items() if item.kind == "section")
+ANALYSED = FIGURES + SECTIONS
 
 
 def get_item(name: str) -> AnalysisItem:

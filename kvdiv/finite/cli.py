@@ -26,7 +26,8 @@ def _exact(args: argparse.Namespace) -> int:
 
 
 def _sample(args: argparse.Namespace) -> int:
-    from kvdiv.finite.sampling import enclosure, sample, summarize
+    from kvdiv.estimands import enclosure
+    from kvdiv.finite.sampling import sample, summarize
     from kvdiv.finite.system import load_system
 
     system = load_system(args.file)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from statistics import NormalDist
 
 import numba
 import numpy as np
@@ -481,18 +480,3 @@ def summarize(result: SampleResult, window: bool = False) -> dict:
         "variance": {k: _none_if_nan(var[k]) for k in order},
         "pair_evaluations": float(result.pair_evaluations.mean()),
     }
-
-
-def enclosure(z_window: np.ndarray, w_capacity: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
-    """The (1 − α) enclosure of R_H from sampled profiles: [LCB(Z_L), UCB(Z_L + W_L)], each at α/2.
-
-    Normal-approximation one-sided bounds: mean ∓ z_{1−α/2} · stderr.
-    """
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
-    z = NormalDist().inv_cdf(1 - alpha / 2)
-    n = len(z_window)
-    upper = z_window + w_capacity
-    lo = z_window.mean() - z * z_window.std(ddof=1) / math.sqrt(n)
-    hi = upper.mean() + z * upper.std(ddof=1) / math.sqrt(n)
-    return float(lo), float(hi)

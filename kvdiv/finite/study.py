@@ -16,11 +16,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-import numpy as np
 import polars as pl
 
 from kvdiv.finite.exact import enumerate_exact
-from kvdiv.finite.sampling import METHODS, enclosure, sample, summarize
+from kvdiv.estimands import enclosure, variance_cost_aggregates
+from kvdiv.finite.sampling import METHODS, sample, summarize
 from kvdiv.finite.system import FiniteSystem
 from kvdiv.seeds import derive_seed
 
@@ -122,19 +122,13 @@ def comparison_table(exact: pl.DataFrame, estimates: pl.DataFrame) -> pl.DataFra
 
 
 def suite_aggregates(comparison: pl.DataFrame) -> dict[str, float]:
-    """min/median/max variance ratio, mean evaluation ratio, variance–cost advantage (ratio of means)."""
-    vr = comparison["variance_ratio"].to_numpy()
-    naive_cost = (comparison["naive_variance"] * comparison["naive_evaluations"]).to_numpy()
-    swrb_cost = (comparison["swrb_variance"] * comparison["swrb_evaluations"]).to_numpy()
-    return {
-        "systems": int(comparison.height),
-        "variance_ratio_min": float(vr.min()),
-        "variance_ratio_median": float(np.median(vr)),
-        "variance_ratio_max": float(vr.max()),
-        "evaluation_ratio_mean": float(comparison["evaluation_ratio"].mean()),
-        "advantage_ratio_of_means": float(naive_cost.mean() / swrb_cost.mean()),
-        "advantage_median": float(comparison["advantage"].median()),
-    }
+    """min/median/max variance ratio, mean evaluation ratio, variance–cost advantage (ratio of means) and the median
+    advantage over the systems (:func:`kvdiv.estimands.variance_cost_aggregates`)."""
+    agg = variance_cost_aggregates(comparison["naive_variance"], comparison["swrb_variance"],
+                                   comparison["naive_evaluations"], comparison["swrb_evaluations"])
+    keys = ("variance_ratio_min", "variance_ratio_median", "variance_ratio_max", "evaluation_ratio_mean",
+            "advantage_ratio_of_means", "advantage_median")
+    return {"systems": agg["cells"], **{k: agg[k] for k in keys}}
 
 
 def paper_comparison(comparison: pl.DataFrame, paper: dict) -> pl.DataFrame:

@@ -19,7 +19,7 @@ import yaml
 
 from kvdiv.analysis.blocks import block_pattern_counts
 from kvdiv.analysis.inputs import POOLED, contrast_name
-from kvdiv.analysis.items import FIGURES, ITEMS
+from kvdiv.analysis.items import ANALYSED, ITEMS
 from kvdiv.io import atomic_path, read_parquet
 from kvdiv.layout import parse_stratum
 from kvdiv.outputs.report_probabilistic import probabilistic_section
@@ -148,21 +148,21 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
     Parameters
     ----------
     analysis
-        ``{"figure5": {"decomposition": path, ...}, "figure6": {...}, "figure7": {...}}`` (Parquet), plus
-        ``"table2"``/``"table3"`` → ``{"numbers": csv path}``.
+        ``{"figure5": {"decomposition": path, ...}, "figure6": {...}, "figure7": {...}, "swrb": {...}}`` (Parquet,
+        every item of :data:`kvdiv.analysis.items.ANALYSED`), plus ``"table2"``/``"table3"`` → ``{"numbers": csv path}``.
     tables_md
         ``{"table2": path, "table3": path}`` Markdown tables to embed.
     figures
         ``{"figure5": png path, ...}`` written into the report as paths relative to its folder.
     setting
         What ran: ``models`` (name → short description), ``studies`` (name → documents,
-        documents_per_stratum, strata, horizon, replicates, actions), ``figure_studies`` (figure → study),
+        documents_per_stratum, strata, horizon, replicates, actions, mode), ``figure_studies`` (item → study),
         ``contrasts``, ``cohort_max_tau``, ``early``, ``late``, ``bootstrap``, ``confidence``.
     """
     paper = paper_values()
     out = Path(out)
-    frames = {fig: {name: read_parquet(p) for name, p in parts.items()} for fig, parts in analysis.items()
-              if fig in FIGURES}
+    frames = {item: {name: read_parquet(p) for name, p in parts.items()} for item, parts in analysis.items()
+              if item in ANALYSED}
     study_of = setting.get("figure_studies", {})
     built = set(analysis)  # the items this run built (the workflow passes those named in analysis.studies)
     parts: list[str] = [
@@ -349,8 +349,12 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
             frames["probabilistic"], f"{ITEMS['probabilistic'].title} ({study_of.get('probabilistic', '?')})",
             _rel(figures.get("probabilistic"), out))
 
-    parts += _accuracy_section(analysis.get("accuracy", {}).get("numbers"), tables_md.get("accuracy"),
-                               study_of.get("accuracy", "?"))
+    if "accuracy" in built:
+        parts += _accuracy_section(analysis.get("accuracy", {}).get("numbers"), tables_md.get("accuracy"),
+                                   study_of.get("accuracy", "?"))
+
+    if "swrb" in built:
+        parts += _swrb_section(frames.get("swrb", {}), study_of.get("swrb"), setting, paper.get("finite_state", {}))
 
     text = "\n".join(parts) + "\n"
     with atomic_path(out) as tmp:
@@ -381,6 +385,85 @@ def _accuracy_section(numbers: str | Path | None, markdown: str | Path | None, s
     if len(rows) == 2:
         rows = ["_No rows: no document of the study has gold answers._"]
     return lines + rows + ["", "Per stratum:", "", _read(markdown), ""]
+
+
+def _ratio_ci(row: Mapping | None, digits: int = 3) -> str:
+    """``est [lo, hi]`` of a ratio (no scaling; 3 significant digits)."""
+    if row is None:
+        return "–"
+    f = lambda v: "–" if v is None or v != v else ("∞" if v == float("inf") else f"{v:.{digits}g}")  # noqa: E731
+    return f"{f(row['estimate'])} [{f(row['lower'])}, {f(row['upper'])}]"
+
+
+def _swrb_section(frames: Mapping[str, pl.DataFrame], study: str | None, setting: Mapping, finite: Mapping) -> list[str]:
+    """The SWRB section (item ``swrb``): the measured variance–cost of residual-branch estimation on the study beside
+    the paper's finite-system figures, and the (1 − α) enclosure of R_H per action (paper §4.3)."""
+    item = ITEMS["swrb"]
+    mode = setting.get("studies", {}).get(study, {}).get("mode", "?")
+    parts = [f"## {item.title} ({study or '?'}, mode {mode})", ""]
+    variance = frames.get("variance")
+    head = "| quantity | model | action | documents | ours (95% CI) | paper: 24 finite systems |\n|---|---|---|---|---|---|\n"
+    vr = finite.get("variance_ratio_naive_over_swrb", {})
+    paper_of = {
+        "variance_ratio_median": _paper(vr, "median"),
+        "variance_ratio_min": _paper(vr, "min"),
+        "variance_ratio_max": _paper(vr, "max"),
+        "evaluation_ratio_mean": _paper(finite, "mean_pair_evaluations_ratio"),
+        "advantage_ratio_of_means": _paper(finite, "variance_cost_advantage_ratio_of_means"),
+    }
+    names = {
+        "variance_ratio_median": "variance ratio Var(M)/Var(Z_R), median over (document, action) cells",
+        "variance_ratio_min": "variance ratio, smallest cell",
+        "variance_ratio_max": "variance ratio, largest cell",
+        "variance_ratio_of_means": "pooled variance ratio mean Var(M) / mean Var(Z_R)",
+        "evaluation_ratio_mean": "kernel-pair evaluations swrb/complete (mean over cells)",
+        "advantage_ratio_of_means": "variance–cost advantage (ratio of means)",
+    }
+    if variance is not None and variance.height:
+        rows = []
+        for r in variance.iter_rows(named=True):
+            label = f"{names.get(r['statistic'], r['statistic'])}"
+            rows.append(f"| {label} | {r['model']} | {r['action']} (mean D {r['mean_D']:.3f}) | {r['n_documents']} | "
+                        f"{_ratio_ci(r)} | {paper_of.get(r['statistic'], '–') if r['action'] == POOLED else '–'} |\n")
+        parts += [
+            "Per (document, action) cell of the study, Var(Z_R) is the variance of the SWRB estimator over the cell's "
+            "replicates and Var(M) that of the complete coupling's mismatch rate M, estimated from the same swrb draws "
+            "(E[M²] = E[D·M²] along the sampled branch path; kvdiv.analysis.swrb_comparison). Costs are kernel-pair "
+            "evaluations as the paper counts them (H per complete sample, H + (H − J) per SWRB sample). Aggregates "
+            "as the paper's Figure 4 (cells in place of finite systems); the paper column is its 24-system suite, "
+            "set beside ours for direction and magnitude (different systems entirely). Intervals: cluster bootstrap "
+            "over documents. A cell whose swrb replicates never branched has no ratio (left out of min/median/max).",
+            "", head + "".join(rows),
+        ]
+    else:
+        parts += [
+            f"The study {study or '?'} runs in mode {mode}: its rows hold no SWRB draws, so the variance–cost of "
+            "residual-branch estimation is not measured here (run a study with `mode: swrb`; README, \"When to choose "
+            "`mode: swrb`\"). The paper's finite-system figures, for reference: variance ratio naive/SWRB "
+            f"{_paper(vr, 'min')}–{_paper(vr, 'max')} (median {_paper(vr, 'median')}), kernel-pair evaluations ×"
+            f"{_paper(finite, 'mean_pair_evaluations_ratio')}, variance–cost advantage "
+            f"{_paper(finite, 'variance_cost_advantage_ratio_of_means')} (ratio of means).", "",
+        ]
+    enclosure = frames.get("enclosure")
+    if enclosure is not None and enclosure.height:
+        r0 = enclosure.row(0, named=True)
+        window, alpha = r0.get("window"), r0["alpha"]
+        lines = ["| action | model | documents | R_L (%) | B_L (%) | enclosure of R_H (%) | R_H estimate (%) (95% CI) | "
+                 "estimate inside |", "|---|---|---|---|---|---|---|---|"]
+        for r in enclosure.sort("model", "action").iter_rows(named=True):
+            lines.append(f"| {r['action']} | {r['model']} | {r['n_documents']} | {pp(r['R_L'])} | {pp(r['B_L'])} | "
+                         f"[{pp(r['enclosure_lower'])}, {pp(r['enclosure_upper'])}] | "
+                         f"{interval(r['R_H'], r['R_H_lower'], r['R_H_upper'])} | {'yes' if r['R_H_inside'] else '**no**'} |")
+        parts += [
+            f"**Enclosure of R_H from sampled profiles** (paper §4.3): with window L = {window}, per action "
+            f"[LCB(Z_L), UCB(Z_L + W_L)], each one-sided at α/2 = {alpha / 2:g} over per-document means, holds the "
+            f"document-average R_H with probability at least {1 - alpha:g} (R_L ≤ R_H ≤ R_L + B_L). In mode swrb Z_L "
+            "and W_L are the SWRB window and capacity estimators; in mode complete the coupled sample's window "
+            "mismatch M_L and tail capacity, unbiased for the same R_L and B_L. Its width is what a depth-L window "
+            "leaves unobserved (B_L) plus sampling error; the full-horizon estimate beside it is not needed for it.",
+            "", "\n".join(lines), "",
+        ]
+    return parts
 
 
 def _reference_action(contrasts: Sequence[Sequence[str]], lme: pl.DataFrame | None) -> str:

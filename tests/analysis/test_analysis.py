@@ -273,17 +273,40 @@ def test_figures_tables_and_report(study50, tmp_path):
         paths = [tmp_path / "tables" / f"{name}.{ext}" for ext in ("csv", "md", "tex")]
         tables.write_table(numbers, display, paths, name, f"tab:{name}")
         analysis[name] = {"numbers": paths[0]}
+    dsw = simulate_cube({"snapkv_90": 0.03, "recent_90": 0.09}, 8, 6, 32, seed=5, strata=STRATA, swrb=True,
+                        study="swrb90", model="tiny")
+    sw = items.build_item("swrb", metrics_of(dsw), **settings)
+    assert all(f.height > 0 for f in sw.values())
+    analysis["swrb"] = {name: tmp_path / "analysis" / "swrb" / f"{name}.parquet" for name in sw}
+    for name, frame in sw.items():
+        write_parquet(frame, analysis["swrb"][name])
     setting = {
         "models": {"tiny": "random"},
         "studies": {"retention50": {"documents": 16, "documents_per_stratum": 4, "strata": list(STRATA), "horizon": 128,
-                                    "replicates": 3, "actions": ["snapkv_half", "snapkv_512", "recent_half"]}},
-        "figure_studies": {"figure5": "retention50", "figure7": "retention90"},
+                                    "replicates": 3, "actions": ["snapkv_half", "snapkv_512", "recent_half"],
+                                    "mode": "complete"},
+                    "swrb90": {"documents": 8, "documents_per_stratum": 2, "strata": list(STRATA), "horizon": 32,
+                               "replicates": 6, "actions": ["snapkv_90", "recent_90"], "mode": "swrb"}},
+        "figure_studies": {"figure5": "retention50", "figure7": "retention90", "swrb": "swrb90"},
         "contrasts": CONTRASTS, "cohort_max_tau": 64, "early": EARLY, "late": LATE, "bootstrap": 50, "confidence": 0.95,
     }
     out = tmp_path / "report.md"
     text = build_report(analysis, {k: tmp_path / "tables" / f"{k}.md" for k in ("table2", "table3")},
                         {k: figs / f"{k}.png" for k in ("figure5", "figure6", "figure7")}, setting, out)
     paper = paper_values()
+    finite = paper["finite_state"]
+    section = text[text.index(f"## {items.ITEMS['swrb'].title} (swrb90, mode swrb)"):]
+    assert f"| variance–cost advantage (ratio of means) | tiny | all (mean D" in section
+    assert f"| {finite['variance_cost_advantage_ratio_of_means']} |" in section
+    assert f"| {finite['variance_ratio_naive_over_swrb']['median']} |" in section
+    assert "**Enclosure of R_H from sampled profiles**" in section and "| recent_90 | tiny | 8 |" in section
+    # the same study in complete mode: no variance rows, the paper's figures named in the text
+    write_parquet(sw["variance"].clear(), analysis["swrb"]["variance"])
+    setting["studies"]["swrb90"]["mode"] = "complete"
+    other = build_report(analysis, {k: tmp_path / "tables" / f"{k}.md" for k in ("table2", "table3")},
+                         {k: figs / f"{k}.png" for k in ("figure5", "figure6", "figure7")}, setting, tmp_path / "r2.md")
+    assert "The study swrb90 runs in mode complete: its rows hold no SWRB draws" in other
+    assert f"median {finite['variance_ratio_naive_over_swrb']['median']}" in other
     assert out.read_text() == text
     assert str(paper["retention50"]["exposure_share_of_gap_percent"]["snapkv_512_minus_snapkv_half"]["llama"]) in text
     assert str(paper["retention90"]["mismatch_gap_pp"]["qwen"]) in text

@@ -26,7 +26,7 @@ def test_items_are_the_keys_of_analysis_studies_in_the_schema():
 
 def test_every_table_builder_takes_its_settings_and_the_bootstrap_arguments():
     for name, item in items.ITEMS.items():
-        assert item.tables and item.title.startswith(item.label) and item.kind in ("figure", "table")
+        assert item.tables and item.title.startswith(item.label) and item.kind in ("figure", "table", "section")
         for table, spec in item.tables.items():
             params = inspect.signature(spec.build).parameters
             for arg in ("n_boot", "seed", "confidence", *spec.settings, *spec.fixed):
@@ -35,6 +35,8 @@ def test_every_table_builder_takes_its_settings_and_the_bootstrap_arguments():
 
 def test_outputs_draw_and_write_exactly_the_items():
     assert set(PLOTS) == set(items.FIGURES) and set(DISPLAY) == set(items.TABLES)
+    assert items.SECTIONS == ("swrb",) and items.ANALYSED == items.FIGURES + items.SECTIONS
+    assert set(items.FIGURES) | set(items.TABLES) | set(items.SECTIONS) == set(items.ITEMS)
     assert all(items.ITEMS[t].caption and list(items.ITEMS[t].tables) == ["numbers"] for t in items.TABLES)
 
 

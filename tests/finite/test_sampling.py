@@ -7,11 +7,11 @@ import pytest
 from finite_helpers import iid_system, n_nodes, random_system
 from scipy import stats
 
+from kvdiv.estimands import enclosure
 from kvdiv.finite.exact import enumerate_exact, path_laws
 from kvdiv.finite.sampling import (
     ESTIMATES,
     coupled_paths,
-    enclosure,
     sample,
     summarize,
 )

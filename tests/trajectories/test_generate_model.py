@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -140,3 +142,25 @@ def test_coupled_chains_keep_their_marginals(tiny_llama):
     assert abs(np.mean(~out.match[:, 0]) - delta1) < 4 * np.sqrt(delta1 * (1 - delta1) / R)
     assert _merged_chisquare(out.x[:, 0], p0) > 1e-3 and _merged_chisquare(out.y[:, 0], q0) > 1e-3
     assert _merged_chisquare(out.x[:, 1], p1 / p1.sum()) > 1e-3 and _merged_chisquare(out.y[:, 1], q1 / q1.sum()) > 1e-3
+
+
+def test_swrb_and_complete_estimate_the_same_divergence_and_risk(tiny_llama):
+    """Means of 1{τ ≤ H} vs D and of M vs Z_R from independent streams agree within 4 standard errors (SnapKV at 50%,
+    P(τ ≤ H) ≈ 0.12 here)."""
+    action, horizon, replicates = "snapkv_half", 10, 300
+    out = {}
+    for mode, stream in (("complete", "c"), ("swrb", "s")):
+        session = KernelSession(tiny_llama, prompt_ids(tiny_llama), {action: ACTIONS[action]}, temperature=0.7)
+        out[mode] = generate(session, [action], horizon=horizon, replicates=replicates, seed_parts=(4, stream, "doc"),
+                             eos_token_ids=tiny_llama.eos_token_ids, mode=mode, tv_atol=TV_ATOL, progress=False)[action]
+    c, s = out["complete"], out["swrb"]
+    diverged = (~c.match).any(axis=1).astype(float)
+    survival = np.prod(1.0 - s.overlap_tv.astype(np.float64), axis=1)
+    d = np.where(s.branch_start > 0, 1.0 - survival, 0.0)
+    m = (~c.match).mean(axis=1)
+    branch = np.array([s.tv[r, j:].astype(np.float64).sum() if j > 0 else 0.0 for r, j in enumerate(s.branch_start)])
+    z = d * (1.0 + branch) / horizon
+    for name, a, b in (("P(tau <= H)", diverged, d), ("R_H", m, z)):
+        se = math.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
+        assert name == "R_H" or 0.05 < a.mean() < 0.95  # the check has power
+        assert abs(a.mean() - b.mean()) < 4 * se, (name, a.mean(), b.mean(), se)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 import yaml
 
@@ -151,6 +152,18 @@ def test_swrb_mode_through_the_workflow(work):
     for idx in zip(*np.nonzero(J)):  # the sampled path agrees before J and splits at J
         assert np.all(m[idx][: J[idx] - 1]) and not m[idx][J[idx] - 1]
     assert np.all(m[J == 0])
+    # the report section swrb: rule analysis builds its tables from the swrb study's metrics
+    config = yaml.safe_load((work / cfg).read_text())
+    config["analysis"] = {"studies": {"swrb": "tiny"}, "bootstrap": 20, "window": 2, "blocks": [[1, 4], [5, 8]],
+                          "early": [1, 2], "late": [3, 4], "short_window": [1, 4], "cohort_max_tau": 4}
+    (work / "analysis_swrb.yaml").write_text(yaml.safe_dump(config))
+    targets = ["results/analysis/swrb/variance.parquet", "results/analysis/swrb/enclosure.parquet"]
+    snakemake(work, *targets, "--cores", "2", "--configfile", "analysis_swrb.yaml")
+    variance = pl.read_parquet(work / targets[0])
+    assert set(variance["action"]) == {"snapkv_half", "recent_half", "all"} and (variance["n_documents"] == 2).all()
+    enclosure = pl.read_parquet(work / targets[1])
+    assert enclosure.height == 2 and (enclosure["window"] == 2).all()
+    assert (enclosure["enclosure_lower"] <= enclosure["enclosure_upper"]).all()
 
 
 def test_killed_job_leaves_nothing_complete(work):
