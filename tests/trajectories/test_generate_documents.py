@@ -113,3 +113,45 @@ def request_other_model(loaded):
     import copy
 
     return copy.copy(loaded).__class__(**{**loaded.__dict__, "model": copy.deepcopy(loaded.model)})
+
+
+def record(d: int, **changes) -> dict:
+    return {"id": f"st-ruler_64-{d:04d}", "family": "ruler", "task": "niah", "stratum": "ruler_64", "target_length": 64,
+            "prompt": PROMPTS[d], "answer_prefix": "Answer:", "rendered": False, "answers": ["4812"], "n_tokens": 0,
+            "tokenizer": "tiny", "seed": d, **changes}
+
+
+def test_a_batch_job_writes_the_stores_of_one_document_jobs(tiny_qwen2, tmp_path, one_thread):
+    """run_documents (one load, all documents in one forward per step) writes per-document stores whose arrays and
+    attributes (but timings) equal those run_document writes for each document alone."""
+    from kvdiv.trajectories.job import run_document, run_documents
+    from kvdiv.trajectories.store import read_document_store, read_prompt_ids
+
+    settings = dict(master_seed=1, study_seed=2, horizon=H, replicates=R, temperature=1.5, progress=False)
+    docs = [record(d) for d in (2, 0, 1)]
+    batch = run_documents(tiny_qwen2, docs, ACTIONS, [tmp_path / f"b{d}.zarr" for d in range(3)], **settings)
+    timings = {"wall_time_s", "prefill_s", "wall_time_total_s", "checksums"}
+    for doc, path in zip(docs, batch):
+        single = run_document(tiny_qwen2, doc, ACTIONS, tmp_path / f"{doc['id']}.zarr", **settings)
+        (attrs_b, data_b), (attrs_s, data_s) = read_document_store(path), read_document_store(single)
+        assert {k: v for k, v in attrs_b.items() if k not in timings} == {k: v for k, v in attrs_s.items() if k not in timings}
+        assert attrs_b["checksums"] == attrs_s["checksums"]  # the sha256 of every array: the same values
+        assert read_prompt_ids(path).tolist() == read_prompt_ids(single).tolist()
+        for action in ACTIONS:
+            for name, array in data_s[action].items():
+                assert np.array_equal(data_b[action][name], array), (doc["id"], action, name)
+        assert attrs_b["wall_time_total_s"] >= attrs_b["prefill_s"] > 0
+
+
+def test_a_batch_job_checks_every_document_before_running(tiny_llama, tmp_path):
+    from kvdiv.trajectories.job import run_documents
+
+    settings = dict(master_seed=1, study_seed=2, horizon=H, replicates=1, progress=False)
+    outs = [tmp_path / "a.zarr", tmp_path / "b.zarr"]
+    with pytest.raises(ValueError, match=r"document 'st-ruler_64-0001': its rendering has \d+ prompt tokens; \+ horizon 100 "):
+        run_documents(tiny_llama, [record(0), record(1, prompt=PROMPTS[1] * 40)], ACTIONS, outs, **{**settings, "horizon": 100})
+    with pytest.raises(ValueError, match="a document appears twice in one job"):
+        run_documents(tiny_llama, [record(0), record(0)], ACTIONS, outs, **settings)
+    with pytest.raises(ValueError, match="one output per document: 2 documents, 1 outputs"):
+        run_documents(tiny_llama, [record(0), record(1)], ACTIONS, outs[:1], **settings)
+    assert not any(p.exists() for p in outs)
