@@ -5,7 +5,7 @@ Eviction") as a library plus a Snakemake workflow. One package per pipeline stag
 
 - :mod:`kvdiv.documents` — offline RULER/HELMET-style prompts at token-exact lengths, and their rendering;
 - :mod:`kvdiv.llm` — models (sources, loading, tokenizers), eviction presses, the kernel session P/Q;
-- :mod:`kvdiv.trajectories` — the coupled samplers (complete, swrb), the per-document job, stores and cubes;
+- :mod:`kvdiv.trajectories` — the coupled samplers (complete, swrb), the trajectory job (a batch of documents), stores and cubes;
 - :mod:`kvdiv.metrics` — per-replicate metrics and profiles over a cube;
 - :mod:`kvdiv.finite` — the finite-state study (exact enumeration, naive and SWRB samplers, Figure 4's suite);
 - :mod:`kvdiv.analysis` — the cluster-bootstrap analysis behind Figures 5–7 and Tables 2–3 (a registry of items);

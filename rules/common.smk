@@ -1,6 +1,7 @@
 # Config validation (schema defaults filled in place) and the small get_* helpers the rules use.
 # Rules read config only through these helpers or params:.
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -65,6 +66,16 @@ def canonical(value):
 def get_model_spec(model):
     """The config spec of one model (keys sorted, see canonical)."""
     return canonical(config["models"][model])
+
+
+# Keys of a model spec that say how jobs run, not what they compute: left out of the rules' params (changing them
+# reruns nothing) and read by the trajectory rules alone.
+SCHEDULING_KEYS = ("threads", "documents_per_job")
+
+
+def get_model_params(model):
+    """A model's spec without its scheduling keys (SCHEDULING_KEYS): the `model_spec` param of its rules."""
+    return {key: value for key, value in get_model_spec(model).items() if key not in SCHEDULING_KEYS}
 
 
 def get_studies():
@@ -314,6 +325,19 @@ def get_trajectory_stratum(study, doc_id):
     raise ValueError(f"study {study!r} has no document {doc_id!r} (ids are {study}-{{stratum}}-{{index:04d}})")
 
 
+def get_trajectory_batches(study, model):
+    """[(batch name, [document ids])] of a (study, model): per stratum, documents in blocks of the model's
+    `documents_per_job` by index (block k holds i = k*size .. k*size+size-1; named `{stratum}-{first:04d}-{last:04d}`
+    after the block's index range), so adding a document changes only its own block."""
+    size = get_model_spec(model)["documents_per_job"]
+    n = get_study(study)["documents_per_stratum"]
+    return [
+        (f"{stratum}-{k:04d}-{k + size - 1:04d}", [layout.document_id(study, stratum, i) for i in range(k, min(k + size, n))])
+        for stratum in get_strata(study)
+        for k in range(0, n, size)
+    ]
+
+
 def get_trajectory_store(study, model, doc_id):
     """The per-document store of one trajectory job."""
     return layout.trajectory_store(study, model, doc_id)
@@ -334,6 +358,28 @@ def get_trajectory_settings(study):
     spec = get_study(study)
     keys = ("horizon", "replicates", "temperature", "mode", "evict_first_step", "tv_atol")
     return {key: spec[key] for key in keys} | {"master_seed": config["seed"], "study_seed": spec["seed"]}
+
+
+def get_trajectory_rule_name(study, model, batch):
+    """The name of one trajectory batch's rule, `trajectories_` + study, model and batch, characters outside
+    [A-Za-z0-9_] as `_` (unique: checked against the names already given)."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", f"trajectories_{study}_{model}_{batch}")
+    if name in TRAJECTORY_RULE_NAMES:
+        raise ValueError(f"trajectory batches {TRAJECTORY_RULE_NAMES[name]} and {(study, model, batch)} map to one rule name {name!r}")
+    TRAJECTORY_RULE_NAMES[name] = (study, model, batch)
+    return name
+
+
+TRAJECTORY_RULE_NAMES = {}
+
+
+def get_trajectory_resources(model):
+    """Resources of a trajectory batch job: those a profile or --set-resources gives rule `trajectories` (the batch
+    rules have their own names), plus gpu (get_trajectory_gpus)."""
+    overwrite = (workflow.resource_settings.overwrite_resources or {}).get("trajectories", {})
+    # values come as given (CLI, profile) or parsed into snakemake Resource objects: take what the user wrote
+    given = {name: getattr(value, "raw", value) for name, value in overwrite.items()}
+    return {**given, "gpu": get_trajectory_gpus(model)}
 
 
 def get_trajectory_gpus(model):

@@ -21,7 +21,7 @@ rule document:
         master_seed=config["seed"],
         study_seed=lambda wildcards: get_study(wildcards.study)["seed"],
         model=lambda wildcards: get_reference_tokenizer(wildcards.study),
-        model_spec=lambda wildcards: get_model_spec(get_reference_tokenizer(wildcards.study)),
+        model_spec=lambda wildcards: get_model_params(get_reference_tokenizer(wildcards.study)),
         source=lambda wildcards: get_documents_source(wildcards.study),
         horizon=lambda wildcards: get_study(wildcards.study)["horizon"],
         code=script_code("document.py"),

@@ -15,7 +15,7 @@ rule resolve_model:
     output:
         get_model_ready("{model}"),
     params:
-        spec=lambda wildcards: get_model_spec(wildcards.model),
+        spec=lambda wildcards: get_model_params(wildcards.model),
         seed=lambda wildcards: get_model_seed(wildcards.model),
         code=script_code("resolve_model.py"),
     log:

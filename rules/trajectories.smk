@@ -1,41 +1,52 @@
-# stage: trajectories — per (study, model, document) one coupled-generation job writing a Zarr store
-# (kvdiv.trajectories.job.run_document; layout in docs/internals.md), then per (study, model) the cube.
-# Each job renders the document's user message with its own model's chat template (kvdiv.documents.render),
-# checks prompt + horizon against that model's context, and records the prompt ids it fed in the store.
-# Document ids are known from the config alone (get_document_ids in rules/documents.smk), so the DAG
-# needs no checkpoint; each job reads its record from its own document file
-# (results/{study}/documents/{stratum}/{doc_id}.json), so adding a document reruns no other job. Stores are written to a
-# temporary directory and renamed into place, inside a shadow directory: a killed job leaves nothing
-# that Snakemake takes as complete. Helpers: rules/common.smk (get_trajectory_*, get_cube).
+# stage: trajectories — per (study, model) and batch of documents one coupled-generation job writing one Zarr store
+# per document (kvdiv.trajectories.job.run_documents; layout in docs/internals.md), then per (study, model) the cube.
+# A batch is a block of a stratum's documents by index (the model's `documents_per_job`, get_trajectory_batches in
+# rules/common.smk): one process loads the model once, prefills each document, and advances the chains of all its
+# documents in one forward per step; a store holds the same values whatever batch it was written in. Each job
+# renders every document's user message with its own model's chat template (kvdiv.documents.render), checks
+# prompt + horizon against that model's context, and records the prompt ids it fed in each store.
+# Document ids are known from the config alone (get_document_ids), so the DAG needs no checkpoint; a job reads its
+# records from its documents' own files (results/{study}/documents/{stratum}/{doc_id}.json), so adding a document
+# reruns only its block's job. Snakemake output patterns cannot vary in number, so one rule is defined per batch
+# (named trajectories_<study>_<model>_<batch>, its job counted as a `trajectories` job by tests/workflow); its
+# resources are those set for `trajectories` (set-resources of a workflow profile, e.g. profiles/slurm) plus
+# gpu. Stores are written to temporary directories and renamed into place, inside a shadow directory: a killed job
+# leaves nothing that Snakemake takes as complete. Helpers: rules/common.smk (get_trajectory_*, get_cube).
 
 
-rule trajectories:
-    input:
-        documents=lambda wildcards: get_document_file(wildcards.study, wildcards.doc_id),
-        model=lambda wildcards: get_model_ready(wildcards.model),
-    output:
-        directory(layout.trajectory_store("{study}", "{model}", "{doc_id}")),
-    wildcard_constraints:
-        study=NAME_REGEX,
-        doc_id=NAME_REGEX,
-    shadow:
-        "minimal"
-    threads: lambda wildcards: get_model_spec(wildcards.model)["threads"]
-    resources:
-        gpu=lambda wildcards: get_trajectory_gpus(wildcards.model),
-    params:
-        model_spec=lambda wildcards: get_model_spec(wildcards.model),
-        actions=lambda wildcards: get_action_specs(wildcards.study),
-        settings=lambda wildcards: get_trajectory_settings(wildcards.study),
-        code=script_code("trajectories.py"),
-    log:
-        layout.log("trajectories", "{study}/{model}/{doc_id}"),
-    benchmark:
-        layout.job_benchmark("trajectories", "{study}/{model}/{doc_id}")
-    conda:
-        ENV
-    script:
-        "../workflow_scripts/trajectories.py"
+for _study in get_studies():
+    for _model in get_study_models(_study):
+        for _batch, _doc_ids in get_trajectory_batches(_study, _model):
+
+            rule:
+                name:
+                    get_trajectory_rule_name(_study, _model, _batch)
+                input:
+                    documents=[get_document_file(_study, doc_id) for doc_id in _doc_ids],
+                    model=get_model_ready(_model),
+                output:
+                    [directory(get_trajectory_store(_study, _model, doc_id)) for doc_id in _doc_ids],
+                shadow:
+                    "minimal"
+                threads: get_model_spec(_model)["threads"]
+                resources:
+                    **get_trajectory_resources(_model),
+                params:
+                    study=_study,
+                    model=_model,
+                    documents=_doc_ids,
+                    model_spec=get_model_params(_model),
+                    actions=get_action_specs(_study),
+                    settings=get_trajectory_settings(_study),
+                    code=script_code("trajectories.py"),
+                log:
+                    layout.log("trajectories", f"{_study}/{_model}/{_batch}"),
+                benchmark:
+                    layout.job_benchmark("trajectories", f"{_study}/{_model}/{_batch}")
+                conda:
+                    ENV
+                script:
+                    "../workflow_scripts/trajectories.py"
 
 
 rule cube:

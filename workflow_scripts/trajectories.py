@@ -1,28 +1,37 @@
-"""Snakemake script of rule `trajectories`: one (study, model, document) -> a per-document Zarr store."""
+"""Snakemake script of a trajectory batch rule: documents of one (study, model) -> one Zarr store per document."""
 
-import logging
-from pathlib import Path
+import os
 
-from kvdiv.documents import read_jsonl
-from kvdiv.trajectories.job import run_document
-from kvdiv.joblog import job_log
-from kvdiv.llm.loading import load_model
+# OpenMP threads sleep instead of spinning when idle (set before torch starts its runtime): beside other busy
+# processes, spinning threads stall the step's barriers (benchmarks/threads_under_load.md)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import logging  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from kvdiv.documents import read_jsonl  # noqa: E402
+from kvdiv.joblog import job_log  # noqa: E402
+from kvdiv.llm.loading import load_model  # noqa: E402
+from kvdiv.trajectories.job import run_documents  # noqa: E402
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 
 with job_log(snakemake.log[0]):  # tqdm progress and errors go to the log
-    wc, params = snakemake.wildcards, snakemake.params
-    records = {d.id: d for d in read_jsonl(snakemake.input.documents)}
-    if wc.doc_id not in records:
-        raise ValueError(f"{snakemake.input.documents}: no document with id {wc.doc_id!r}")
-    document = records[wc.doc_id].to_record()
+    params = snakemake.params
+    documents = []
+    for path, doc_id in zip(snakemake.input.documents, params.documents):
+        records = {d.id: d for d in read_jsonl(path)}
+        if doc_id not in records:
+            raise ValueError(f"{path}: no document with id {doc_id!r}")
+        documents.append(records[doc_id].to_record())
 
-    spec = dict(params.model_spec)
-    spec["threads"] = snakemake.threads  # the job's thread count, as scheduled
-    logging.info("loading model %s", wc.model)
+    spec = {**params.model_spec, "threads": snakemake.threads}  # the job's thread count, as scheduled
+    study, model = params.study, params.model
+    logging.info("loading model %s", model)
     # shadow: "minimal" links only the inputs into the job's directory: follow provenance.json to the real model dir
     models_dir = Path(snakemake.input.model).resolve().parent.parent
-    loaded = load_model(wc.model, spec, models_dir)
-    logging.info("document %s, actions %s, settings %s", wc.doc_id, list(params.actions), dict(params.settings))
-    run_document(loaded, document, dict(params.actions), snakemake.output[0], **dict(params.settings))
-    logging.info("wrote %s", snakemake.output[0])
+    loaded = load_model(model, spec, models_dir)
+    logging.info("study %s, documents %s, actions %s, settings %s", study, [d["id"] for d in documents],
+                 list(params.actions), dict(params.settings))
+    run_documents(loaded, documents, dict(params.actions), list(snakemake.output), **dict(params.settings))
+    logging.info("wrote %s", list(snakemake.output))

@@ -8,6 +8,10 @@ different caches in ONE batched forward through the model's own modules: the mod
 buffers), and attention goes through :func:`decode_attention`, registered with transformers'
 ``AttentionInterface`` as ``"kvdiv_decode"``, which reads contiguous slot ranges (views, no copies) of the
 buffers as the step's :class:`DecodePlan` lists them (set with :func:`planned` for the step).
+
+One step may serve several sessions (documents) of one model: the plan has one :class:`DecodePart` per session,
+each with its own buffers, rows and runs, so a document's attention is computed exactly as in a step of its
+own (same buffers, same runs); only the rows of the model's dense layers are shared.
 """
 
 from __future__ import annotations
@@ -26,11 +30,26 @@ _ACTIVE: dict[str, Any] = {"plan": None}
 
 
 @dataclass
-class DecodePlan:
-    """The slots of one decode step: ``runs`` of (row0, row1, slot0, slot1, valid length) and each layer's bias."""
+class DecodePart:
+    """One session's share of a decode step: its batch rows ``row0:row1``, its per-layer buffers, the slot and
+    valid length each row writes its new key/value at, and ``runs`` of (row0, row1, slot0, slot1, valid length)
+    with rows relative to the part."""
 
-    runs: list[tuple[int, int, int, int, int]]
+    row0: int
+    row1: int
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
     bias: list[torch.Tensor]
+    slots: torch.Tensor
+    lengths: torch.Tensor
+    runs: list[tuple[int, int, int, int, int]]
+
+
+@dataclass
+class DecodePlan:
+    """The parts (one per session) of one decode step, in batch-row order."""
+
+    parts: list[DecodePart]
 
 
 @contextlib.contextmanager
@@ -46,9 +65,9 @@ def planned(plan: DecodePlan) -> Iterator[None]:
 def decode_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
     """Attention of one new query per chain against that chain's buffer rows, with the additive bias.
 
-    ``key``/``value`` are the full layer buffers [slots, kv_heads, capacity, head_dim]; the plan lists runs
-    of consecutive slots (batch rows row0:row1 ↔ slots s0:s1, valid length L) so each run is one SDPA call
-    on buffer views.
+    Each part of the plan has its own layer buffers [slots, kv_heads, capacity, head_dim] (``key``/``value``
+    are ignored) and lists runs of consecutive slots (batch rows row0:row1 ↔ slots s0:s1, valid length L) so
+    each run is one matmul/softmax/matmul on buffer views.
     """
     plan = _ACTIVE["plan"]
     if plan is None:
@@ -56,28 +75,29 @@ def decode_attention(module, query, key, value, attention_mask, dropout=0.0, sca
     if kwargs.get("softcap") is not None:
         raise NotImplementedError("kvdiv decoding does not support attention softcapping")
     layer = module.layer_idx
-    bias = plan.bias[layer]
     batch, n_heads, _, head_dim = query.shape
-    kv_heads = key.shape[1]
-    groups = n_heads // kv_heads
     scale = head_dim**-0.5 if scaling is None else scaling
-    # GQA without copies: the `groups` query heads sharing a KV head form that head's query rows;
-    # (slot, kv head) pairs of a run are one batch dimension of views into the buffers
-    q = query.reshape(batch * kv_heads, groups, head_dim)
-    out = torch.empty_like(q)
-    capacity = key.shape[2]
-    for row0, row1, s0, s1, length in plan.runs:
-        rows = slice(row0 * kv_heads, row1 * kv_heads)
-        k = key[s0:s1].view(-1, capacity, head_dim)[:, :length]
-        v = value[s0:s1].view(-1, capacity, head_dim)[:, :length]
-        b = bias[s0:s1].view(-1, 1, capacity)[:, :, :length]
-        # explicit matmul/softmax: unlike CPU SDPA kernels, identical rows give bit-identical results
-        if q.dtype == torch.float32:
-            logits = torch.baddbmm(b, q[rows], k.transpose(1, 2), alpha=scale)
-        else:
-            logits = torch.bmm(q[rows], k.transpose(1, 2)).float().mul_(scale).add_(b)
-        weights = torch.softmax(logits, dim=-1).to(value.dtype)
-        torch.bmm(weights, v, out=out[rows])
+    out = torch.empty(batch, n_heads, head_dim, dtype=query.dtype, device=query.device)
+    for part in plan.parts:
+        keys, values, bias = part.keys[layer], part.values[layer], part.bias[layer]
+        kv_heads, capacity = keys.shape[1], keys.shape[2]
+        groups = n_heads // kv_heads
+        # GQA without copies: the `groups` query heads sharing a KV head form that head's query rows;
+        # (slot, kv head) pairs of a run are one batch dimension of views into the buffers
+        q = query[part.row0 : part.row1].reshape((part.row1 - part.row0) * kv_heads, groups, head_dim)
+        o = out[part.row0 : part.row1].view(-1, groups, head_dim)
+        for row0, row1, s0, s1, length in part.runs:
+            rows = slice(row0 * kv_heads, row1 * kv_heads)
+            k = keys[s0:s1].view(-1, capacity, head_dim)[:, :length]
+            v = values[s0:s1].view(-1, capacity, head_dim)[:, :length]
+            b = bias[s0:s1].view(-1, 1, capacity)[:, :, :length]
+            # explicit matmul/softmax: unlike CPU SDPA kernels, identical rows give bit-identical results
+            if q.dtype == torch.float32:
+                logits = torch.baddbmm(b, q[rows], k.transpose(1, 2), alpha=scale)
+            else:
+                logits = torch.bmm(q[rows], k.transpose(1, 2)).float().mul_(scale).add_(b)
+            weights = torch.softmax(logits, dim=-1).to(values.dtype)
+            torch.bmm(weights, v, out=o[rows])
     return out.view(batch, n_heads, 1, head_dim).transpose(1, 2).contiguous(), None
 
 
@@ -85,22 +105,21 @@ AttentionInterface.register(ATTN_IMPLEMENTATION, decode_attention)
 
 
 class SlotCache:
-    """The cache object handed to the model during a decode step: writes each row's new K/V at its
-    chain's length in the layer buffers ``keys``/``values`` and returns the whole buffers (the attention
-    function slices them)."""
+    """The cache object handed to the model during a decode step: writes each row's new K/V at its chain's
+    length in its part's layer buffers and returns the first part's buffers (:func:`decode_attention` reads
+    every part's own buffers from the plan)."""
 
     is_compileable = False
 
-    def __init__(self, keys: list[torch.Tensor], values: list[torch.Tensor], slots: torch.Tensor, lengths: torch.Tensor):
-        self.keys = keys
-        self.values = values
-        self.slots = slots
-        self.lengths = lengths
+    def __init__(self, plan: DecodePlan):
+        self.plan = plan
 
     def update(self, key_states, value_states, layer_idx, cache_kwargs=None):
-        self.keys[layer_idx][self.slots, :, self.lengths] = key_states[:, :, 0]
-        self.values[layer_idx][self.slots, :, self.lengths] = value_states[:, :, 0]
-        return self.keys[layer_idx], self.values[layer_idx]
+        for part in self.plan.parts:
+            part.keys[layer_idx][part.slots, :, part.lengths] = key_states[part.row0 : part.row1, :, 0]
+            part.values[layer_idx][part.slots, :, part.lengths] = value_states[part.row0 : part.row1, :, 0]
+        first = self.plan.parts[0]
+        return first.keys[layer_idx], first.values[layer_idx]
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
-        return int(self.lengths.max())
+        return max(int(part.lengths.max()) for part in self.plan.parts)

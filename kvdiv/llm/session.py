@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import torch
 from transformers import DynamicCache
 
-from kvdiv.llm.decode_attention import ATTN_IMPLEMENTATION, DecodePlan, SlotCache, planned
+from kvdiv.llm.decode_attention import ATTN_IMPLEMENTATION, DecodePart, DecodePlan, SlotCache, planned
 from kvdiv.llm.presses.probabilistic_press import ProbabilisticPress
 from kvdiv.llm.presses.registry import build_press
 
@@ -396,13 +396,21 @@ class KernelSession:
     def _law(self, logits: torch.Tensor) -> torch.Tensor:
         return torch.softmax(logits.to(torch.float64) / self.temperature, dim=-1).cpu()
 
-    @torch.no_grad()
     def step(self, chains: Sequence[int], tokens: Sequence[int] | torch.Tensor) -> torch.Tensor:
         """Append ``tokens[i]`` to ``chains[i]`` (one batched forward); return their next-token laws.
 
         Returns [len(chains), V] float64 (CPU). EOS is absorbing: a chain that has emitted any of
         ``eos_token_ids`` gets the point mass on ``eos_token_ids[0]`` and is not run through the model.
         """
+        return step_sessions([(self, chains, tokens)])[0]
+
+    @staticmethod
+    def step_together(requests: Sequence[tuple["KernelSession", Sequence[int], Sequence[int]]]) -> list[torch.Tensor]:
+        """One step of several sessions of one model in one forward (:func:`step_sessions`)."""
+        return step_sessions(requests)
+
+    def _prepare(self, chains: Sequence[int], tokens: Sequence[int] | torch.Tensor) -> "_StepPart":
+        """Check a step's chains and tokens, absorb EOS, grow the buffers if needed and plan the attention runs."""
         tokens = [int(t) for t in (tokens.tolist() if isinstance(tokens, torch.Tensor) else tokens)]
         if len(tokens) != len(chains):
             raise ValueError(f"{len(chains)} chains but {len(tokens)} tokens")
@@ -420,8 +428,9 @@ class KernelSession:
                 out[i] = self._eos_law
             else:
                 active.append((ch.slot, i, ch, t))
+        part = _StepPart(self, out, active, [])
         if not active:
-            return out
+            return part
         if self._window is not None and max(ch.position for _, _, ch, _ in active) >= self._window:
             raise NotImplementedError(
                 f"position {max(ch.position for _, _, ch, _ in active)} reaches the model's sliding window "
@@ -434,7 +443,6 @@ class KernelSession:
         # runs of consecutive slots whose cache lengths are alike (within ~20 %): one attention call each
         # on buffer views, little padding (a 50 % evicted chain next to a reference chain starts a new run)
         lengths = [a[2].length for a in active]
-        runs = []
         start = 0
         for j in range(1, len(active) + 1):
             if (
@@ -442,40 +450,14 @@ class KernelSession:
                 or slots[j] != slots[j - 1] + 1
                 or abs(lengths[j] - lengths[start]) > 0.2 * lengths[start] + 32
             ):
-                runs.append((start, j, slots[start], slots[j - 1] + 1, max(lengths[start:j]) + 1))
+                part.runs.append((start, j, slots[start], slots[j - 1] + 1, max(lengths[start:j]) + 1))
                 start = j
-        dev = self.device
-        slot_t = torch.tensor(slots, dtype=torch.long, device=dev)
-        len_t = torch.tensor(lengths, dtype=torch.long, device=dev)
-        pos_t = torch.tensor([[a[2].position] for a in active], dtype=torch.long, device=dev)
-        ids = torch.tensor([[a[3]] for a in active], dtype=torch.long, device=dev)
+        part.slots = torch.tensor(slots, dtype=torch.long, device=self.device)
+        part.lengths = torch.tensor(lengths, dtype=torch.long, device=self.device)
         for b in self._bias:
-            b[slot_t, :, len_t] = 0
-        cache = SlotCache(self._keys, self._values, slot_t, len_t)
-        dummy_mask = torch.zeros(len(active), 1, 1, 1, dtype=self.dtype, device=dev)
-        configs = self._configs
-        saved = {k: cfg._attn_implementation for k, cfg in configs.items()}
-        with planned(DecodePlan(runs=runs, bias=self._bias)):
-            try:
-                for cfg in configs.values():
-                    cfg._attn_implementation = ATTN_IMPLEMENTATION
-                logits = self.model(
-                    input_ids=ids,
-                    position_ids=pos_t,
-                    past_key_values=cache,
-                    attention_mask=dummy_mask,
-                    cache_position=pos_t[0],
-                    use_cache=True,
-                ).logits[:, -1]
-            finally:
-                for k, cfg in configs.items():
-                    cfg._attn_implementation = saved[k]
-        laws = self._law(logits)
-        for r, (_, i, ch, _) in enumerate(active):
-            ch.length += 1
-            ch.position += 1
-            out[i] = laws[r]
-        return out
+            b[part.slots, :, part.lengths] = 0
+        return part
+
 
     def kept_indices(self, action: str) -> list[torch.Tensor | None]:
         """Per layer, LongTensor [kv_heads, kept] of the prompt positions the action's cache keeps.
@@ -513,6 +495,112 @@ class KernelSession:
         return out
 
 
+@dataclass
+class _StepPart:
+    """One session's rows of a (possibly shared) decode step: ``out`` [chains, V] laws (EOS rows filled),
+    ``active`` (slot, row in out, chain, token) of the rows run through the model, sorted by slot."""
+
+    session: KernelSession
+    out: torch.Tensor
+    active: list[tuple[int, int, _Chain, int]]
+    runs: list[tuple[int, int, int, int, int]]
+    slots: torch.Tensor | None = None
+    lengths: torch.Tensor | None = None
+
+
+@torch.no_grad()
+def step_sessions(
+    requests: Sequence[tuple[KernelSession, Sequence[int], Sequence[int] | torch.Tensor]],
+) -> list[torch.Tensor]:
+    """One decode step of several sessions of ONE model (e.g. one per document) in one batched forward.
+
+    ``requests`` are (session, chains, tokens) as for :meth:`KernelSession.step`; returns each request's
+    [len(chains), V] float64 laws. The sessions keep their own buffers, slots and attention runs
+    (:class:`kvdiv.llm.decode_attention.DecodePart`), so a session's attention is computed exactly as in a step
+    of its own; only the model's dense layers see the rows of all sessions together.
+    """
+    if not requests:
+        return []
+    model = requests[0][0].model
+    if any(session.model is not model for session, _, _ in requests):
+        raise ValueError("step_sessions: every session must decode with the same model object")
+    if len({id(session) for session, _, _ in requests}) != len(requests):
+        raise ValueError("step_sessions: a session appears twice in one step")
+    parts = [session._prepare(chains, tokens) for session, chains, tokens in requests]
+    running = [p for p in parts if p.active]
+    if not running:
+        return [p.out for p in parts]
+    plan = DecodePlan(parts=[])
+    ids, positions, row = [], [], 0
+    for p in running:
+        s = p.session
+        plan.parts.append(DecodePart(row, row + len(p.active), s._keys, s._values, s._bias, p.slots, p.lengths, p.runs))
+        row += len(p.active)
+        ids.extend([a[3]] for a in p.active)
+        positions.extend([a[2].position] for a in p.active)
+    first = running[0].session
+    dev = first.device
+    pad = _padding_rows(row, dev)
+    if pad:
+        plan.parts.append(_padding_part(first, row, pad))
+        ids.extend([[0]] * pad)
+        positions.extend([[0]] * pad)
+        row += pad
+    pos_t = torch.tensor(positions, dtype=torch.long, device=dev)
+    ids_t = torch.tensor(ids, dtype=torch.long, device=dev)
+    dummy_mask = torch.zeros(row, 1, 1, 1, dtype=first.dtype, device=dev)
+    configs = first._configs
+    saved = {k: cfg._attn_implementation for k, cfg in configs.items()}
+    with planned(plan):
+        try:
+            for cfg in configs.values():
+                cfg._attn_implementation = ATTN_IMPLEMENTATION
+            logits = model(
+                input_ids=ids_t,
+                position_ids=pos_t,
+                past_key_values=SlotCache(plan),
+                attention_mask=dummy_mask,
+                cache_position=pos_t[0],
+                use_cache=True,
+            ).logits[:, -1]
+        finally:
+            for k, cfg in configs.items():
+                cfg._attn_implementation = saved[k]
+    for p, dp in zip(running, plan.parts):  # (the padding part, if any, comes last and is dropped)
+        laws = p.session._law(logits[dp.row0 : dp.row1])
+        for r, (_, i, ch, _) in enumerate(p.active):
+            ch.length += 1
+            ch.position += 1
+            p.out[i] = laws[r]
+    return [p.out for p in parts]
+
+
+#: CPU matrix products give a row the same bits whatever the number of rows only above a few rows: torch's CPU
+#: sgemm (torch 2.13) takes other kernels for 1–3 rows with 1 thread, and with 2 (or 8) threads also for 5–7 and 9–11
+#: rows; 4 and 12 or more rows give every row the bits it has in any larger product (measured for 1, 2, 3, 4, 8
+#: threads). A CPU step with fewer rows is padded (1 thread: to 4 rows; more: to 12), so a document's laws do not
+#: depend on how many other rows (actions, replicates, documents) share its forward.
+CPU_MIN_ROWS = {1: 4}
+CPU_MIN_ROWS_THREADED = 12
+
+
+def _padding_rows(rows: int, device: torch.device) -> int:
+    """Rows to add to a CPU step of ``rows`` rows (:data:`CPU_MIN_ROWS`); 0 on accelerators."""
+    if device.type != "cpu":
+        return 0
+    return max(CPU_MIN_ROWS.get(torch.get_num_threads(), CPU_MIN_ROWS_THREADED) - rows, 0)
+
+
+def _padding_part(session: KernelSession, row0: int, n: int) -> DecodePart:
+    """``n`` throwaway rows (token 0 at position 0) attending to their own key only, in private one-entry buffers."""
+    shape = (n, session.kv_heads, 1, session.head_dim)
+    keys = [torch.zeros(shape, dtype=session.dtype, device=session.device) for _ in range(session.n_layers)]
+    values = [torch.zeros(shape, dtype=session.dtype, device=session.device) for _ in range(session.n_layers)]
+    bias = [torch.zeros(shape[:3], dtype=torch.float32, device=session.device) for _ in range(session.n_layers)]
+    slots = torch.arange(n, device=session.device)
+    return DecodePart(row0, row0 + n, keys, values, bias, slots, torch.zeros_like(slots), [(0, n, 0, n, 1)])
+
+
 def _match_rows(ref: torch.Tensor, sub: torch.Tensor) -> torch.Tensor | None:
     """Indices i with sub[h, j] == ref[h, i[h, j]] exactly, per head h; None if some row has no match."""
     gen = torch.Generator().manual_seed(0)
@@ -532,4 +620,4 @@ def _match_rows(ref: torch.Tensor, sub: torch.Tensor) -> torch.Tensor | None:
     return idx
 
 
-__all__ = ["KernelSession", "REFERENCE"]
+__all__ = ["KernelSession", "REFERENCE", "step_sessions"]

@@ -8,13 +8,17 @@ as arrays (replicate, step), step t at index t − 1 (the layout of a per-docume
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Generator, Protocol, Sequence
 
 import numpy as np
 
 from kvdiv.trajectories.coupling import fold_eos
 
 MODES = ("complete", "swrb")
+
+#: A sampler of one document: yields each batched step's (chains, tokens), is sent back their laws
+#: ([len(chains), V] float64, EOS folded), and returns its extra arrays (swrb: overlap_tv, branch_start).
+Sampler = Generator[tuple[list[int], list[int]], np.ndarray, dict]
 
 
 #: The ``eos_folding`` store attribute of models with several end ids.
@@ -85,6 +89,48 @@ class FoldedSession:
 
     def release(self, chains: Sequence[int]) -> None:
         self.session.release(chains)
+
+
+def step_together(requests: Sequence[tuple[Session, Sequence[int], Sequence[int]]]) -> list[np.ndarray]:
+    """One step of several sessions: (session, chains, tokens) → each request's laws as float64 NumPy arrays.
+
+    Sessions whose class provides ``step_together`` (:class:`kvdiv.llm.session.KernelSession`: one batched
+    forward for all of them) step together; others (toy sessions) step one by one. A :class:`FoldedSession`'s
+    laws are folded after its inner session's step.
+    """
+    inner = [s.session if isinstance(s, FoldedSession) else s for s, _, _ in requests]
+    together = getattr(type(inner[0]), "step_together", None) if inner else None
+    if together is not None and len(inner) > 1 and all(type(s) is type(inner[0]) for s in inner):
+        raw = together([(s, chains, tokens) for s, (_, chains, tokens) in zip(inner, requests)])
+    else:
+        raw = [s.step(chains, tokens) for s, (_, chains, tokens) in zip(inner, requests)]
+    out = []
+    for (session, _, _), probs in zip(requests, raw):
+        probs = to_numpy(probs)
+        out.append(fold_eos(probs, session.eos_token_ids) if isinstance(session, FoldedSession) else probs)
+    return out
+
+
+def drive(samplers: Sequence[Sampler], sessions: Sequence[Session]) -> list[dict]:
+    """Run document samplers in lockstep: every step, the pending requests of all of them go to
+    :func:`step_together` (one batched forward for sessions of one model); returns each sampler's result."""
+    results: list[dict | None] = [None] * len(samplers)
+    pending: dict[int, tuple[list[int], list[int]]] = {}
+    for i, sampler in enumerate(samplers):
+        try:
+            pending[i] = next(sampler)
+        except StopIteration as stop:
+            results[i] = stop.value
+    while pending:
+        order = list(pending)
+        laws = step_together([(sessions[i], *pending[i]) for i in order])
+        for i, probs in zip(order, laws):
+            try:
+                pending[i] = samplers[i].send(probs)
+            except StopIteration as stop:
+                results[i] = stop.value
+                del pending[i]
+    return [r if r is not None else {} for r in results]
 
 
 class Pairs:

@@ -4,6 +4,10 @@ For t = 1..H it records x_t, y_t, δ_t = TV(P(·|x_<t), Q(·|y_<t)) (:func:`kvdi
 and the fixed-history TV TV(P(·|x_<t), Q(·|x_<t)). Before the first divergence x_<t = y_<t, so a pair needs
 two rows (P at x, Q at x). At the divergence step the y chain is forked before y_t is appended and the fork
 is fed x_t: from then on three rows (P at x, Q at y, Q at x).
+
+:func:`run_complete` is a generator (:data:`kvdiv.trajectories.base.Sampler`): it yields each batched step's
+(chains, tokens) and is sent back their laws, so one driver can advance the samplers of several documents in
+one forward per step (:func:`kvdiv.trajectories.generate.generate_documents`).
 """
 
 from __future__ import annotations
@@ -11,11 +15,11 @@ from __future__ import annotations
 import numpy as np
 from tqdm.auto import tqdm
 
-from kvdiv.trajectories.base import Batch, Pairs, Session, initial_laws, to_numpy
+from kvdiv.trajectories.base import Batch, Pairs, Sampler, Session, initial_laws
 from kvdiv.trajectories.coupling import COUPLE_UNIFORMS, couple, tv_distance
 
 
-def run_complete(session: Session, pairs: Pairs, rngs, horizon: int, tv_atol: float, progress: bool) -> dict:
+def run_complete(session: Session, pairs: Pairs, rngs, horizon: int, tv_atol: float, progress: bool) -> Sampler:
     """Fill ``pairs`` with the coupled chains of every pair (module docstring); returns no extra arrays."""
     n = len(pairs.keys)
     uniforms = np.stack([rng.random((horizon, COUPLE_UNIFORMS)) for rng in rngs])  # [n, H, 3]
@@ -40,7 +44,7 @@ def run_complete(session: Session, pairs: Pairs, rngs, horizon: int, tv_atol: fl
                 rows[k, 1] = batch.add(cy[k], y[k])
                 rows[k, 2] = rows[k, 1] if cfx[k] is None else batch.add(cfx[k], x[k])
                 pairs.rows[k] += 2 if cfx[k] is None else 3
-            probs = to_numpy(session.step(batch.chains, batch.tokens))
+            probs = yield batch.chains, batch.tokens
             p, q, qf = probs[rows[:, 0]], probs[rows[:, 1]], probs[rows[:, 2]]
     finally:
         session.release(cx + cy + [c for c in cfx if c is not None])

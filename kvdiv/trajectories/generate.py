@@ -1,4 +1,5 @@
-"""Coupled trajectory generation for one (model, document): every action, R replicates, H steps.
+"""Coupled trajectory generation for one (model, document), or several documents of one model together: every
+action, R replicates, H steps.
 
 Reference kernel P(·|h) = the model with the full prompt cache; intervention kernel Q(·|h) = the
 same model with the prompt cache evicted once by an action (arXiv 2609.16617, §3, §5). Both are
@@ -7,6 +8,11 @@ replicate advances in ONE batched ``session.step`` call per generation step.
 
 The two modes (``mode`` of a study) are :mod:`~kvdiv.trajectories.complete` (the recursive overlap–residual
 maximal coupling for all H steps) and :mod:`~kvdiv.trajectories.swrb` (residual-branch conditional Monte Carlo).
+
+Several documents (:func:`generate_documents`): one session per document (its own prefill, caches and chains);
+each document's sampler advances as it would alone, and every step the rows of all documents go through ONE
+forward (:func:`kvdiv.trajectories.base.drive`, :func:`kvdiv.llm.session.step_sessions`). A document's values do
+not depend on which documents share its forward (tests/trajectories/test_generate_documents.py).
 
 Step 1 uses ``session.initial_probs``: δ_1 = 0 unless the session evicts at the first step.
 
@@ -27,7 +33,7 @@ from typing import Sequence
 import numpy as np
 
 from kvdiv.seeds import derive_rng
-from kvdiv.trajectories.base import MODES, ActionTrajectories, FoldedSession, Pairs, Session, eos_flags
+from kvdiv.trajectories.base import MODES, ActionTrajectories, FoldedSession, Pairs, Session, drive, eos_flags
 from kvdiv.trajectories.complete import run_complete
 from kvdiv.trajectories.swrb import run_swrb
 
@@ -63,23 +69,58 @@ def generate(
     -------
     dict action → :class:`ActionTrajectories`.
     """
+    return generate_documents(
+        [session], [seed_parts], actions, horizon=horizon, replicates=replicates, eos_token_ids=eos_token_ids,
+        mode=mode, tv_atol=tv_atol, progress=progress,
+    )[0]
+
+
+def generate_documents(
+    sessions: Sequence[Session],
+    seed_parts: Sequence[Sequence[int | str]],
+    actions: Sequence[str],
+    *,
+    horizon: int,
+    replicates: int,
+    eos_token_ids: Sequence[int],
+    mode: str = "complete",
+    tv_atol: float = 0.0,
+    progress: bool = True,
+) -> list[dict[str, ActionTrajectories]]:
+    """Coupled trajectories of every action for several documents of one model, advanced together.
+
+    ``sessions[d]`` serves document d (its prefill), ``seed_parts[d]`` = (master seed, study seed, document id);
+    the other arguments are :func:`generate`'s. Returns one dict action → :class:`ActionTrajectories` per
+    document, each equal value for value to :func:`generate` on that document alone; ``wall_time_s`` splits the
+    generation's time over documents and actions by their share of kernel rows.
+    """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if horizon < 1 or replicates < 1:
         raise ValueError(f"horizon and replicates must be >= 1, got {horizon}, {replicates}")
     if len(set(actions)) != len(actions) or not actions:
         raise ValueError(f"actions must be distinct and non-empty, got {list(actions)}")
+    if len(sessions) != len(seed_parts) or not sessions:
+        raise ValueError(f"one seed_parts per session: {len(sessions)} sessions, {len(seed_parts)} seed_parts")
     start = time.perf_counter()
     if len(set(eos_token_ids)) > 1:
-        session = FoldedSession(session, eos_token_ids)
-    pairs = Pairs(actions, replicates, horizon)
-    rngs = [derive_rng(*seed_parts, a, r) for a, r in pairs.keys]
-    if mode == "complete":
-        extra = run_complete(session, pairs, rngs, horizon, tv_atol, progress)
-    else:
-        extra = run_swrb(session, pairs, rngs, horizon, tv_atol, progress)
+        sessions = [FoldedSession(session, eos_token_ids) for session in sessions]
+    run = run_complete if mode == "complete" else run_swrb
+    documents = [Pairs(actions, replicates, horizon) for _ in sessions]
+    samplers = [
+        run(session, pairs, [derive_rng(*parts, a, r) for a, r in pairs.keys], horizon, tv_atol, progress and d == 0)
+        for d, (session, pairs, parts) in enumerate(zip(sessions, documents, seed_parts))
+    ]
+    extras = drive(samplers, sessions)
     elapsed = time.perf_counter() - start
-    total_rows = max(int(pairs.rows.sum()), 1)
+    total_rows = max(sum(int(pairs.rows.sum()) for pairs in documents), 1)
+    return [_trajectories(pairs, extra, actions, eos_token_ids, mode, elapsed / total_rows)
+            for pairs, extra in zip(documents, extras)]
+
+
+def _trajectories(pairs: Pairs, extra: dict, actions: Sequence[str], eos_token_ids: Sequence[int], mode: str,
+                  seconds_per_row: float) -> dict[str, ActionTrajectories]:
+    """One document's pairs as per-action records (the layout of a store)."""
     out: dict[str, ActionTrajectories] = {}
     for a in actions:
         idx = np.array([k for k, (b, _) in enumerate(pairs.keys) if b == a])
@@ -94,7 +135,7 @@ def generate(
             eos_y=eos_flags(y, eos_token_ids),
             rows=int(pairs.rows[idx].sum()),
         )
-        traj.wall_time_s = elapsed * traj.rows / total_rows
+        traj.wall_time_s = seconds_per_row * traj.rows
         if mode == "swrb":
             traj.overlap_tv = extra["overlap_tv"][idx].astype(np.float32)
             traj.branch_start = extra["branch_start"][idx].astype(np.int32)

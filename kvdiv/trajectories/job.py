@@ -1,5 +1,8 @@
-"""The per-document trajectory job: render the document for one model, prefill once, sample every action, write
-the store (what rule ``trajectories`` runs).
+"""The trajectory job: for a batch of documents of one (study, model), render each document for the model, prefill
+it once, sample every action of every document together (one forward per step for all documents), write one store
+per document (what the rule ``trajectories`` runs, :func:`run_documents`; :func:`run_document` for one).
+
+A document's store holds the same values whichever documents share its job (:func:`kvdiv.trajectories.generate.generate_documents`).
 
 The prompt is the document's message rendered with the model's own chat template (or none:
 :func:`kvdiv.documents.render.prompt_token_ids`); the ids fed are recorded in the store. Sampling streams derive
@@ -11,12 +14,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import torch
 
 from kvdiv.trajectories.base import EOS_FOLDING, chains_needed
-from kvdiv.trajectories.generate import generate
+from kvdiv.trajectories.generate import generate_documents
 from kvdiv.trajectories.store import write_document_store
 
 
@@ -25,6 +28,17 @@ def run_document(
     document: Mapping[str, Any],
     actions: Mapping[str, Mapping[str, Any]],
     out: str | Path,
+    **settings: Any,
+) -> Path:
+    """One document's trajectory job: :func:`run_documents` with a batch of one."""
+    return run_documents(loaded, [document], actions, [out], **settings)[0]
+
+
+def run_documents(
+    loaded: Any,
+    documents: Sequence[Mapping[str, Any]],
+    actions: Mapping[str, Mapping[str, Any]],
+    outs: Sequence[str | Path],
     *,
     master_seed: int,
     study_seed: int,
@@ -35,84 +49,111 @@ def run_document(
     evict_first_step: bool = False,
     tv_atol: float = 1e-6,
     progress: bool = True,
-) -> Path:
-    """One trajectory job: render ``document`` for this model, prefill it once, generate every action,
-    write the store.
+) -> list[Path]:
+    """One trajectory job over a batch of documents: render each for this model, prefill each once, generate every
+    action of every document together, write one store per document.
 
-    ``loaded`` is a :class:`kvdiv.llm.loading.LoadedModel`; ``document`` a documents-JSONL record
+    ``loaded`` is a :class:`kvdiv.llm.loading.LoadedModel`; each document a documents-JSONL record
     (docs/internals.md) whose message is rendered with the model's own chat template (or none:
-    :func:`kvdiv.documents.render.render_prompt`); the prompt ids fed are recorded in the store, which
-    goes to ``out`` atomically. Sampling streams derive from (master_seed, study_seed, document id,
-    action, replicate); a ProbabilisticPress's draw from (master_seed, study_seed, document id, action).
+    :func:`kvdiv.documents.render.render_prompt`); the prompt ids fed are recorded in its store, which goes to
+    ``outs[d]`` atomically. Sampling streams derive from (master_seed, study_seed, document id, action,
+    replicate); a ProbabilisticPress's draw from (master_seed, study_seed, document id, action). Every document
+    is checked (keys, prompt + horizon within the context) before any prefill.
     """
-    from kvdiv import __version__
     from kvdiv.documents.render import prompt_token_ids
     from kvdiv.llm.session import KernelSession
 
-    for key in ("id", "prompt"):
-        if key not in document:
-            raise ValueError(f"document record lacks {key!r} (keys: {sorted(document)})")
-    prompt_ids = prompt_token_ids(document, loaded.tokenizer, loaded.chat_template)
-    n_prompt = len(prompt_ids)
-    if n_prompt + horizon > loaded.max_context:
-        raise ValueError(
-            f"model {loaded.name!r}, document {document['id']!r}: its rendering has {n_prompt} prompt tokens; "
-            f"+ horizon {horizon} = {n_prompt + horizon} exceeds the model's context of {loaded.max_context} "
-            f"(the document was sized to {document.get('n_tokens')} tokens with the reference model {document.get('tokenizer')!r})"
-        )
-    seed_parts = (master_seed, study_seed, str(document["id"]))
-    start = time.perf_counter()
-    session = KernelSession(
-        loaded,
-        torch.tensor(prompt_ids, dtype=torch.long),
-        actions,
-        temperature=temperature,
-        evict_first_step=evict_first_step,
-        max_chains=chains_needed(len(actions), replicates, mode),
-        horizon=horizon,
-        seed_parts=seed_parts,
-    )
-    prefill_s = time.perf_counter() - start
-    trajectories = generate(
-        session,
+    if len(documents) != len(outs) or not documents:
+        raise ValueError(f"one output per document: {len(documents)} documents, {len(outs)} outputs")
+    prompts = []
+    for document in documents:
+        for key in ("id", "prompt"):
+            if key not in document:
+                raise ValueError(f"document record lacks {key!r} (keys: {sorted(document)})")
+        prompt_ids = prompt_token_ids(document, loaded.tokenizer, loaded.chat_template)
+        n_prompt = len(prompt_ids)
+        if n_prompt + horizon > loaded.max_context:
+            raise ValueError(
+                f"model {loaded.name!r}, document {document['id']!r}: its rendering has {n_prompt} prompt tokens; "
+                f"+ horizon {horizon} = {n_prompt + horizon} exceeds the model's context of {loaded.max_context} "
+                f"(the document was sized to {document.get('n_tokens')} tokens with the reference model {document.get('tokenizer')!r})"
+            )
+        prompts.append(prompt_ids)
+    ids = [str(document["id"]) for document in documents]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"a document appears twice in one job: {ids}")
+    seed_parts = [(master_seed, study_seed, doc_id) for doc_id in ids]
+    sessions, prefill_s = [], []
+    for prompt_ids, parts in zip(prompts, seed_parts):
+        start = time.perf_counter()
+        sessions.append(KernelSession(
+            loaded,
+            torch.tensor(prompt_ids, dtype=torch.long),
+            actions,
+            temperature=temperature,
+            evict_first_step=evict_first_step,
+            max_chains=chains_needed(len(actions), replicates, mode),
+            horizon=horizon,
+            seed_parts=parts,
+        ))
+        prefill_s.append(time.perf_counter() - start)
+    trajectories = generate_documents(
+        sessions,
+        seed_parts,
         list(actions),
         horizon=horizon,
         replicates=replicates,
-        seed_parts=seed_parts,
         eos_token_ids=loaded.eos_token_ids,
         mode=mode,
         tv_atol=tv_atol,
         progress=progress,
     )
-    attrs = {
+    settings = dict(master_seed=master_seed, study_seed=study_seed, horizon=horizon, replicates=replicates,
+                    temperature=temperature, mode=mode, evict_first_step=evict_first_step, tv_atol=tv_atol)
+    paths = []
+    for document, out, prompt_ids, session, traj, prefill in zip(documents, outs, prompts, sessions, trajectories, prefill_s):
+        attrs = _attributes(loaded, document, actions, prompt_ids, session, settings)
+        attrs["prefill_s"] = prefill
+        # this document's prefill + its share (by kernel rows) of the batch's generation
+        attrs["wall_time_total_s"] = prefill + sum(t.wall_time_s for t in traj.values())
+        paths.append(write_document_store(out, traj, attrs, prompt_ids=prompt_ids))
+    return paths
+
+
+def _attributes(loaded: Any, document: Mapping[str, Any], actions: Mapping[str, Mapping[str, Any]],
+                prompt_ids: Sequence[int], session: Any, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A document store's root attributes (docs/internals.md), without the timings."""
+    from kvdiv import __version__
+
+    mode = settings["mode"]
+    evict_first_step = settings["evict_first_step"]
+    return {
         "kvdiv_version": __version__,
         "model": loaded.name,
         "model_spec": dict(loaded.spec),
         "weight_hash": loaded.weight_hash,
         "document": {k: v for k, v in document.items() if k != "prompt"},
         "actions": {name: dict(spec) for name, spec in actions.items()},
-        "horizon": horizon,
-        "replicates": replicates,
-        "temperature": temperature,
-        "seed": {"master": master_seed, "study": study_seed, "streams": "derive_seed(master, study, doc id, action, replicate)"},
+        "horizon": settings["horizon"],
+        "replicates": settings["replicates"],
+        "temperature": settings["temperature"],
+        "seed": {"master": settings["master_seed"], "study": settings["study_seed"],
+                 "streams": "derive_seed(master, study, doc id, action, replicate)"},
         "mode": mode,
         "evict_first_step": evict_first_step,
-        "tv_atol": tv_atol,
+        "tv_atol": settings["tv_atol"],
         "first_step": "Q evaluated through the evicted cache" if evict_first_step else "delta_1 = 0: step 1 drawn from the prefill's law under both kernels",
         "swrb_restore": "retention (reservoir-chosen snapshot of the scan chains)" if mode == "swrb" else None,
-        "prompt_tokens": n_prompt,
+        "prompt_tokens": len(prompt_ids),
         "prompt_rendering": _rendering(document, loaded),
         "eos_token_ids": list(loaded.eos_token_ids),
         "eos_folding": EOS_FOLDING if len(loaded.eos_token_ids) > 1 else None,
         "press_seeds": session.press_seeds(),
-        "prefill_s": prefill_s,
         # presses that report what they kept (ProbabilisticPress: effective retention per layer/head)
         "effective_retention": {
             name: press.effective_retention() for name, press in session.presses.items() if hasattr(press, "effective_retention")
         },
-        "wall_time_total_s": time.perf_counter() - start,
     }
-    return write_document_store(out, trajectories, attrs, prompt_ids=prompt_ids)
 
 
 def _rendering(document: Mapping[str, Any], loaded: Any) -> str:

@@ -11,6 +11,8 @@
 ``branch_start`` = J (1-based), 0 when D = 0 (then x = y = u for all H steps). Cost: H + (H − J) batched
 steps (the continuation of all replicates shares step calls). The estimators over these paths (Z_O, Z_Π, ...)
 are :mod:`kvdiv.estimands`.
+
+:func:`run_swrb` is a generator (:data:`kvdiv.trajectories.base.Sampler`), as :func:`kvdiv.trajectories.complete.run_complete`.
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ from __future__ import annotations
 import numpy as np
 from tqdm.auto import tqdm
 
-from kvdiv.trajectories.base import Batch, Pairs, Session, initial_laws, to_numpy
+from kvdiv.trajectories.base import Batch, Pairs, Sampler, Session, initial_laws
 from kvdiv.trajectories.coupling import COUPLE_UNIFORMS, couple, overlap_draw, residual_draw, tv_distance
 
 
-def run_swrb(session: Session, pairs: Pairs, rngs, horizon: int, tv_atol: float, progress: bool) -> dict:
+def run_swrb(session: Session, pairs: Pairs, rngs, horizon: int, tv_atol: float, progress: bool) -> Sampler:
     """Fill ``pairs`` along each pair's sampled path (module docstring); returns ``overlap_tv`` and ``branch_start``."""
     n = len(pairs.keys)
     scan_u = np.stack([rng.random((horizon, 2)) for rng in rngs])  # overlap draw, reservoir
@@ -57,7 +59,7 @@ def run_swrb(session: Session, pairs: Pairs, rngs, horizon: int, tv_atol: float,
             survival = survival * (1.0 - hazard)
             bar.update()
             if t < horizon:
-                probs = to_numpy(session.step(ux + uy, np.concatenate([u, u])))
+                probs = yield ux + uy, [int(v) for v in np.concatenate([u, u])]
                 pairs.rows += 2
                 p, q = probs[:n], probs[n:]
         session.release(ux + uy)
@@ -99,7 +101,7 @@ def run_swrb(session: Session, pairs: Pairs, rngs, horizon: int, tv_atol: float,
                 cx, cy, cf = chains[k]
                 rows[i] = (batch.add(cx, pairs.x[k, t - 1]), batch.add(cy, pairs.y[k, t - 1]), batch.add(cf, pairs.x[k, t - 1]))
                 pairs.rows[k] += 3
-            probs = to_numpy(session.step(batch.chains, batch.tokens))
+            probs = yield batch.chains, batch.tokens
             for i, k in enumerate(order):
                 laws[k] = (probs[rows[i, 0]], probs[rows[i, 1]], probs[rows[i, 2]])
         bar.close()

@@ -78,8 +78,9 @@ def test_stores_and_cube(work):
     assert np.all((tv >= 0) & (tv <= 1)) and np.all(tv[..., 0] == 0)
     assert np.array_equal(ds["match"].values, ds["x"].values == ds["y"].values)
     assert summarize(work / CUBE)["actions"]["snapkv_half"]["replicates"] == 4
-    assert (work / "results/benchmarks/trajectories/tiny/tiny/tiny-ruler_512-0000.tsv").is_file()
-    assert (work / "logs/trajectories/tiny/tiny/tiny-ruler_512-0000.log").is_file()
+    # one job for the stratum's block of documents 0-3 (documents_per_job 4)
+    assert (work / "results/benchmarks/trajectories/tiny/tiny/ruler_512-0000-0003.tsv").is_file()
+    assert (work / "logs/trajectories/tiny/tiny/ruler_512-0000-0003.log").is_file()
 
 
 def store_values(root: Path) -> dict:
@@ -169,7 +170,7 @@ def test_swrb_mode_through_the_workflow(work):
 def test_killed_job_leaves_nothing_complete(work):
     # near-greedy sampling of the random model rarely hits EOS: thousands of decode steps
     cfg = write_config(work, "tiny_long.yaml", horizon=3000, replicates=4, temperature=0.05)
-    log_name = "logs/trajectories/tiny/tiny/tiny-ruler_512-0000.log"
+    log_name = "logs/trajectories/tiny/tiny/ruler_512-0000-0003.log"
     store = work / STORE
     (work / log_name).unlink()
     shutil.rmtree(store)

@@ -66,12 +66,17 @@ def test_paper_config_replaces_default_models(tmp_path):
 
 
 def planned_jobs(out: str) -> dict[str, int]:
-    """{rule: job count} from the job table snakemake prints for a dry run with ``--quiet rules``."""
-    jobs = {}
+    """{rule: job count} from the job table snakemake prints for a dry run with ``--quiet rules``; the trajectory
+    batch rules (``trajectories_<study>_<model>_<batch>``, rules/trajectories.smk) count as ``trajectories``."""
+    by_rule = {}
     for line in out.splitlines():
         m = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s+(\d+)\s*", line)
         if m and m.group(1) not in {"total", "job", "count"}:
-            jobs[m.group(1)] = int(m.group(2))
+            by_rule[m.group(1)] = int(m.group(2))  # (the table may be printed twice)
+    jobs = {}
+    for rule, count in by_rule.items():
+        rule = "trajectories" if rule.startswith("trajectories_") else rule
+        jobs[rule] = jobs.get(rule, 0) + count
     return jobs
 
 
@@ -144,7 +149,8 @@ def test_smoke_study_end_to_end_and_reruns(tmp_path):
 
     more = write_variant(work, "smoke_more.yaml", add_document)
     jobs = planned_jobs(run_snakemake(work, "-n", "--cores", "2", "--configfile", more, "--quiet", "rules").stdout)
-    assert jobs.get("document") == 2 and jobs.get("trajectories") == 2, jobs  # one new document per stratum
+    # one new document per stratum: its document job and its block's trajectory job (documents 0-3 of the stratum)
+    assert jobs.get("document") == 2 and jobs.get("trajectories") == 2, jobs
     assert jobs.get("cube") == 1 and jobs.get("metrics") == 1 and jobs.get("answers") == 1, jobs  # retention50 only
     assert jobs.get("gallery") == 1, jobs
     assert not {"resolve_model", "finite_systems", "finite_exact", "finite_estimates"} & set(jobs), jobs
@@ -152,12 +158,20 @@ def test_smoke_study_end_to_end_and_reruns(tmp_path):
 
 def test_paper_dag_through_the_slurm_workflow_profile(tmp_path):
     """The paper's study (2 models x 576 documents) plans through profiles/slurm: one GPU trajectory job per
-    (study, model, document), documents grouped 48 to a SLURM job."""
+    (study, model, block of 4 documents), with the profile's resources for `trajectories`; documents grouped 48 to
+    a SLURM job."""
     work = copy_repo(tmp_path / "wf")
     proc = run_snakemake(work, "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/paper.yaml",
                          "--quiet", "rules")
     jobs = planned_jobs(proc.stdout + proc.stderr)
-    assert jobs["trajectories"] == 2 * 2 * 288 and jobs["document"] == 2 * 288, jobs
+    assert jobs["trajectories"] == 2 * 2 * 6 * (48 // 4) and jobs["document"] == 2 * 288, jobs
+    # the profile's set-resources for `trajectories` reach every batch rule
+    store = "results/retention50/trajectories/llama/retention50-ruler_4096-0005.zarr"
+    out = run_snakemake(work, store, "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/paper.yaml")
+    block = out.stdout[out.stdout.index("rule trajectories_retention50_llama_ruler_4096_0004_0007"):]
+    resources = next(line for line in block.splitlines() if line.strip().startswith("resources:"))
+    for setting in ("slurm_partition=gpu", "gpu=1", "gpu_model=a100", "cpus_per_task=4", "runtime=120", "mem_mb=64000"):
+        assert setting in resources, resources
     assert jobs["cube"] == 4 and jobs["resolve_model"] == 2, jobs
 
 

@@ -5,3 +5,7 @@ Modules: :mod:`~kvdiv.llm.presses.registry` (every nameable press, argument chec
 keeps them: :mod:`~kvdiv.llm.presses.probabilistic_press` (probabilistic eviction with decode-time correction,
 arXiv 2608.28293). Adding a press: see ``KVDIV_PRESSES`` in the registry.
 """
+
+from kvdiv.llm.presses.lazy_datasets import import_kvpress
+
+import_kvpress()  # before any press module imports kvpress: no `datasets` unless a press uses it

@@ -1,0 +1,137 @@
+"""Benchmark: per-document cost of a trajectory job batching B documents (one forward per step for all of them).
+
+SmolLM2-135M-Instruct (float32, CPU, 1 thread, OMP_WAIT_POLICY=PASSIVE as the workflow's jobs), the first 8
+``ruler_1024`` documents of study ``retention50`` (generated in-process with kvdiv.documents), its three actions,
+R = 1, complete mode. For B in ``--batches``: prefill B documents and run
+:func:`kvdiv.trajectories.generate.generate_documents` over them (what :func:`kvdiv.trajectories.job.run_documents`
+does, without writing stores); the per-document cost is the batch's time / B. B values are interleaved within each
+round (order reversed every other round); each round's costs are divided by that round's B = 1 cost, and the
+table reports min and median of those ratios. ``--busy`` runs the same rounds beside one busy process
+(``python -c "while True: pass"``). Also measured once: a fresh process's imports + model load (the fixed cost a
+job pays once per batch instead of once per document).
+
+Run (after `snakemake --cores 1 results/models/smollm2/provenance.json`):
+    python benchmarks/document_batching.py --horizon 64 --rounds 3 --busy-rounds 2
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as workflow_scripts/trajectories.py, before torch starts
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
+import yaml  # noqa: E402
+
+from kvdiv.documents import generate_stratum  # noqa: E402
+from kvdiv.documents.render import prompt_token_ids  # noqa: E402
+from kvdiv.llm.loading import load_model  # noqa: E402
+from kvdiv.llm.session import KernelSession  # noqa: E402
+from kvdiv.llm.tokenization import apply_chat_template  # noqa: E402
+from kvdiv.trajectories.base import chains_needed  # noqa: E402
+from kvdiv.trajectories.generate import generate_documents  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+FIXED_COST = r"""
+import time; start = time.perf_counter()
+import os; os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import sys, yaml
+from kvdiv.documents import read_jsonl
+from kvdiv.joblog import job_log
+from kvdiv.llm.loading import load_model
+from kvdiv.trajectories.job import run_documents
+imported = time.perf_counter()
+config = yaml.safe_load(open("config/config.yaml"))
+load_model("smollm2", {**config["models"]["smollm2"], "threads": 1}, sys.argv[1])
+print(imported - start, time.perf_counter() - imported, "datasets" in sys.modules)
+"""
+
+
+def batch_seconds(loaded, prompts: list[list[int]], doc_ids: list[str], actions: dict, horizon: int) -> tuple[float, float]:
+    """(prefill seconds, total seconds) of one batch: every document prefilled, then generated together."""
+    start = time.perf_counter()
+    sessions = [KernelSession(loaded, torch.tensor(p), actions, horizon=horizon,
+                              max_chains=chains_needed(len(actions), 1, "complete"), seed_parts=(1, 2, d))
+                for p, d in zip(prompts, doc_ids)]
+    prefill = time.perf_counter() - start
+    generate_documents(sessions, [(1, 2, d) for d in doc_ids], list(actions), horizon=horizon, replicates=1,
+                       eos_token_ids=loaded.eos_token_ids, tv_atol=1e-6, progress=False)
+    return prefill, time.perf_counter() - start
+
+
+def rounds(loaded, prompts, doc_ids, actions, horizon, batches, n_rounds, label) -> dict[int, list[dict]]:
+    out: dict[int, list[dict]] = {b: [] for b in batches}
+    for r in range(n_rounds):
+        order = batches if r % 2 == 0 else batches[::-1]
+        row = {}
+        for b in order:
+            prefill, total = batch_seconds(loaded, prompts[:b], doc_ids[:b], actions, horizon)
+            row[b] = {"prefill_s": prefill, "total_s": total, "per_document_s": total / b}
+        for b in batches:
+            row[b]["ratio"] = row[b]["per_document_s"] / row[1]["per_document_s"]
+            out[b].append(row[b])
+        print(json.dumps({"label": label, "round": r, **{str(b): row[b] for b in batches}}), flush=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--horizon", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--busy-rounds", type=int, default=2)
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument("--models-dir", default=str(REPO / "results/models"))
+    args = parser.parse_args()
+    if args.batches[0] != 1:
+        raise SystemExit("--batches must start with 1 (the ratios' reference)")
+
+    fixed = subprocess.run([sys.executable, "-c", FIXED_COST, args.models_dir], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.split()
+    print(f"fresh process: imports {float(fixed[0]):.2f} s, model load {float(fixed[1]):.2f} s, datasets imported: {fixed[2]}",
+          flush=True)
+
+    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    spec = {**config["models"]["smollm2"], "threads": 1, "device": "cpu", "dtype": "float32"}
+    loaded = load_model("smollm2", spec, args.models_dir)
+    study = config["studies"]["retention50"]
+    actions = {a: config["actions"][a] for a in study["actions"]}
+    chat = (lambda text: apply_chat_template(loaded.tokenizer, text)) if loaded.chat_template else None
+    docs = generate_stratum(study="retention50", stratum="ruler_1024", n_documents=max(args.batches),
+                            master_seed=config["seed"], study_seed=study["seed"], tokenizer=loaded.tokenizer,
+                            tokenizer_name="smollm2", chat=chat, max_context=loaded.max_context, horizon=args.horizon)
+    prompts = [prompt_token_ids(d.to_record(), loaded.tokenizer, loaded.chat_template) for d in docs]
+    doc_ids = [d.id for d in docs]
+    print(f"documents {doc_ids[0]}..: {[len(p) for p in prompts]} prompt tokens; actions {list(actions)}; "
+          f"H={args.horizon}; threads {torch.get_num_threads()}; OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}",
+          flush=True)
+    results = {"quiet": rounds(loaded, prompts, doc_ids, actions, args.horizon, args.batches, args.rounds, "quiet")}
+    if args.busy_rounds:
+        competitor = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        try:
+            results["busy"] = rounds(loaded, prompts, doc_ids, actions, args.horizon, args.batches, args.busy_rounds,
+                                     "busy")
+        finally:
+            competitor.kill()
+            competitor.wait()
+    print("\n| machine | B | per-document s (min, median) | prefill s per document (median) | ratio to B = 1 (min, median) |")
+    print("|---|---|---|---|---|")
+    for label, per_b in results.items():
+        for b, rows in per_b.items():
+            per_doc = [r["per_document_s"] for r in rows]
+            ratios = [r["ratio"] for r in rows]
+            prefill = statistics.median(r["prefill_s"] / b for r in rows)
+            print(f"| {label} | {b} | {min(per_doc):.2f}, {statistics.median(per_doc):.2f} | {prefill:.2f} | "
+                  f"{min(ratios):.2f}, {statistics.median(ratios):.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""Documents batched in one forward: every value of a document's trajectories equals those of a job that ran the
+document alone (tiny random models, no download)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from kvdiv.llm.session import KernelSession, step_sessions
+from kvdiv.trajectories.base import chains_needed
+from kvdiv.trajectories.generate import generate, generate_documents
+
+ACTIONS = {
+    "snapkv_half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 8},
+    "recent_half": {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 0},
+    "keep_all": {"press": "StreamingLLMPress", "compression_ratio": 0.0, "n_sink": 0},
+}
+H, R = 10, 2
+TV_ATOL = 1e-6
+PROMPTS = [
+    "The key for the blue door is 4812. Remember it. " * 3 + "What is the key for the blue door?",
+    "A list of fruit: apple, pear, plum, fig, lime, kiwi. " * 5 + "Name the third fruit.",
+    "Short note: call Ana at noon. What time is the call?",
+    "The key for the red door is 1234. Remember it. " * 3 + "What is the key for the red door?",
+]
+FIELDS = ("x", "y", "tv", "fixed_tv", "match", "eos_x", "eos_y", "overlap_tv", "branch_start")
+
+
+@pytest.fixture(params=[1])
+def one_thread(request):
+    """Batched vs alone compares float32 forwards with different numbers of rows: one thread, as jobs run by
+    default (or ``request.param`` threads)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(request.param)
+    yield
+    torch.set_num_threads(before)
+
+
+def sessions(loaded, prompts, mode):
+    out = []
+    for text in prompts:
+        ids = torch.tensor(loaded.tokenizer(text, add_special_tokens=False)["input_ids"])
+        out.append(KernelSession(loaded, ids, ACTIONS, temperature=1.5, horizon=H,
+                                 max_chains=chains_needed(len(ACTIONS), R, mode)))
+    return out
+
+
+def seeds(n):
+    return [(1, 2, f"doc-{d}") for d in range(n)]
+
+
+def alone(loaded, d, mode):
+    (session,) = sessions(loaded, [PROMPTS[d]], mode)
+    return generate(session, list(ACTIONS), horizon=H, replicates=R, seed_parts=seeds(len(PROMPTS))[d],
+                    eos_token_ids=loaded.eos_token_ids, mode=mode, tv_atol=TV_ATOL, progress=False)
+
+
+def assert_same(a, b, where):
+    for action in ACTIONS:
+        for field in FIELDS:
+            u, v = getattr(a[action], field), getattr(b[action], field)
+            assert (u is None) == (v is None), (where, action, field)
+            if u is not None:
+                assert u.dtype == v.dtype and np.array_equal(u, v), (where, action, field)
+
+
+@pytest.mark.parametrize(("model", "mode", "one_thread"), [
+    ("tiny_llama", "complete", 1), ("tiny_llama", "swrb", 1), ("tiny_qwen2", "complete", 1), ("tiny_qwen2", "swrb", 1),
+    ("tiny_llama", "complete", 2),
+], indirect=["one_thread"])
+def test_batched_documents_equal_each_document_alone(model, mode, one_thread, request):
+    loaded = request.getfixturevalue(model)
+    batch = sessions(loaded, PROMPTS, mode)
+    together = generate_documents(batch, seeds(len(PROMPTS)), list(ACTIONS), horizon=H, replicates=R,
+                                  eos_token_ids=loaded.eos_token_ids, mode=mode, tv_atol=TV_ATOL, progress=False)
+    assert all(session._chains == {} for session in batch)  # every chain released
+    diverged = False
+    for d, out in enumerate(together):
+        assert_same(out, alone(loaded, d, mode), f"document {d}")
+        diverged |= any(not t.match.all() for t in out.values())
+        keep = out["keep_all"]  # 100% retention ⇒ δ ≡ 0 and identical chains, also in a batch
+        assert np.all(keep.match) and np.all(keep.tv == 0) and np.all(keep.fixed_tv == 0)
+    assert diverged  # the comparison covers divergent pairs (three chains per pair)
+    # a document's values do not depend on which documents share its forward, nor on their order
+    pair = generate_documents(sessions(loaded, [PROMPTS[3], PROMPTS[1]], mode), [seeds(4)[3], seeds(4)[1]],
+                              list(ACTIONS), horizon=H, replicates=R, eos_token_ids=loaded.eos_token_ids, mode=mode,
+                              tv_atol=TV_ATOL, progress=False)
+    assert_same(pair[0], together[3], "document 3 beside 1")
+    assert_same(pair[1], together[1], "document 1 beside 3")
+
+
+def test_step_sessions_equals_each_session_stepping_alone(tiny_llama, one_thread):
+    """The kernel level: one forward over two sessions (different prompts, caches, EOS rows) == their own steps."""
+    a, b = sessions(tiny_llama, PROMPTS[:2], "complete")
+    eos = tiny_llama.eos_token_ids[0]
+    chains_a = [a.new_chain("reference"), a.new_chain("snapkv_half"), a.new_chain("keep_all")]
+    chains_b = [b.new_chain("recent_half"), b.new_chain("reference")]
+    tokens_a, tokens_b = [70, 71, 72], [eos, 80]
+    ca, cb = [a.fork(c) for c in chains_a], [b.fork(c) for c in chains_b]
+    both = step_sessions([(a, chains_a, tokens_a), (b, chains_b, tokens_b)])
+    own_a, own_b = a.step(ca, tokens_a), b.step(cb, tokens_b)
+    assert torch.equal(both[0], own_a) and torch.equal(both[1], own_b)
+    assert torch.equal(both[1][0], b._eos_law) and b.is_done(chains_b[0])
+    assert a.generated_length(chains_a[0]) == 1 and b.generated_length(chains_b[1]) == 1
+    with pytest.raises(ValueError, match="same model"):
+        other = sessions(request_other_model(tiny_llama), PROMPTS[:1], "complete")[0]
+        step_sessions([(a, [chains_a[0]], [5]), (other, [other.new_chain("reference")], [5])])
+
+
+def request_other_model(loaded):
+    """A LoadedModel wrapping a different model object (same weights)."""
+    import copy
+
+    return copy.copy(loaded).__class__(**{**loaded.__dict__, "model": copy.deepcopy(loaded.model)})
+
+
+def record(d: int, **changes) -> dict:
+    return {"id": f"st-ruler_64-{d:04d}", "family": "ruler", "task": "niah", "stratum": "ruler_64", "target_length": 64,
+            "prompt": PROMPTS[d], "answer_prefix": "Answer:", "rendered": False, "answers": ["4812"], "n_tokens": 0,
+            "tokenizer": "tiny", "seed": d, **changes}
+
+
+def test_a_batch_job_writes_the_stores_of_one_document_jobs(tiny_qwen2, tmp_path, one_thread):
+    """run_documents (one load, all documents in one forward per step) writes per-document stores whose arrays and
+    attributes (but timings) equal those run_document writes for each document alone."""
+    from kvdiv.trajectories.job import run_document, run_documents
+    from kvdiv.trajectories.store import read_document_store, read_prompt_ids
+
+    settings = dict(master_seed=1, study_seed=2, horizon=H, replicates=R, temperature=1.5, progress=False)
+    docs = [record(d) for d in (2, 0, 1)]
+    batch = run_documents(tiny_qwen2, docs, ACTIONS, [tmp_path / f"b{d}.zarr" for d in range(3)], **settings)
+    timings = {"wall_time_s", "prefill_s", "wall_time_total_s", "checksums"}
+    for doc, path in zip(docs, batch):
+        single = run_document(tiny_qwen2, doc, ACTIONS, tmp_path / f"{doc['id']}.zarr", **settings)
+        (attrs_b, data_b), (attrs_s, data_s) = read_document_store(path), read_document_store(single)
+        assert {k: v for k, v in attrs_b.items() if k not in timings} == {k: v for k, v in attrs_s.items() if k not in timings}
+        assert attrs_b["checksums"] == attrs_s["checksums"]  # the sha256 of every array: the same values
+        assert read_prompt_ids(path).tolist() == read_prompt_ids(single).tolist()
+        for action in ACTIONS:
+            for name, array in data_s[action].items():
+                assert np.array_equal(data_b[action][name], array), (doc["id"], action, name)
+        assert attrs_b["wall_time_total_s"] >= attrs_b["prefill_s"] > 0
+
+
+def test_a_batch_job_checks_every_document_before_running(tiny_llama, tmp_path):
+    from kvdiv.trajectories.job import run_documents
+
+    settings = dict(master_seed=1, study_seed=2, horizon=H, replicates=1, progress=False)
+    outs = [tmp_path / "a.zarr", tmp_path / "b.zarr"]
+    with pytest.raises(ValueError, match=r"document 'st-ruler_64-0001': its rendering has \d+ prompt tokens; \+ horizon 100 "):
+        run_documents(tiny_llama, [record(0), record(1, prompt=PROMPTS[1] * 40)], ACTIONS, outs, **{**settings, "horizon": 100})
+    with pytest.raises(ValueError, match="a document appears twice in one job"):
+        run_documents(tiny_llama, [record(0), record(0)], ACTIONS, outs, **settings)
+    with pytest.raises(ValueError, match="one output per document: 2 documents, 1 outputs"):
+        run_documents(tiny_llama, [record(0), record(1)], ACTIONS, outs[:1], **settings)
+    assert not any(p.exists() for p in outs)

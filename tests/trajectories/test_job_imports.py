@@ -1,0 +1,50 @@
+"""A trajectory job imports only what it uses: no Hugging Face ``datasets`` through kvpress's press modules
+unless a press calls it (kvdiv.llm.presses.lazy_datasets)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_fresh(code: str) -> str:
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc.stdout
+
+
+def test_the_job_path_does_not_import_datasets():
+    """What workflow_scripts/trajectories.py imports, plus building the default config's presses (SnapKV,
+    StreamingLLM, kvdiv's ProbabilisticPress) and every press class kvpress exports, leaves ``datasets`` out."""
+    out = run_fresh("""
+        import sys
+        import kvdiv.documents, kvdiv.joblog, kvdiv.llm.loading, kvdiv.trajectories.job, kvdiv.llm.session
+        from kvdiv.llm.presses.registry import build_press, press_classes
+        assert len(press_classes()) > 30 and "DuoAttentionPress" in press_classes()
+        for spec in ({"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 64},
+                     {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 0},
+                     {"press": "ProbabilisticPress", "compression_ratio": 0.5}):
+            build_press(spec)
+        print("datasets" in sys.modules, "kvpress" in sys.modules)
+    """)
+    assert out.split() == ["False", "True"]
+
+
+def test_a_press_that_calls_datasets_gets_the_real_module():
+    """The placeholder kvpress's calibrating presses hold forwards to the real ``datasets.load_dataset``."""
+    out = run_fresh("""
+        import sys
+        import kvdiv.llm.presses.registry
+        from kvpress.presses import duo_attention_press
+        assert "datasets" not in sys.modules
+        import datasets  # the real module (the placeholder is gone from sys.modules)
+        assert hasattr(datasets, "Dataset") and not getattr(datasets, "__kvdiv_placeholder__", False)
+        datasets.load_dataset = lambda *args, **kwargs: ("real", args, kwargs)
+        print(duo_attention_press.load_dataset("kmfoda/booksum", split="train"))
+    """)
+    assert out.strip() == "('real', ('kmfoda/booksum',), {'split': 'train'})"
