@@ -114,8 +114,17 @@ def test_probabilistic_config_builds_only_its_item(tmp_path):
     out = proc.stdout + proc.stderr
     config = yaml.safe_load((work / "config/probabilistic.yaml").read_text())
     n_docs = config["studies"]["probabilistic"]["documents_per_stratum"] * len(config["studies"]["probabilistic"]["strata"])
-    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
-    assert int(counts["trajectories"]) == n_docs
+    counts: dict[str, int] = {}
+    for rule, count in re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M):  # (the table may be printed twice)
+        counts[rule] = int(count)
+    batches = sum(count for rule, count in counts.items() if rule.startswith("trajectories_"))
+    schema = yaml.safe_load((work / "config/schema.yaml").read_text())
+    spec = config["models"]["smollm2"]
+    size = spec.get("documents_per_job") or schema["properties"]["models"]["additionalProperties"]["properties"][
+        "documents_per_job"]["default"]
+    per_stratum = config["studies"]["probabilistic"]["documents_per_stratum"]
+    assert int(counts["document"]) == n_docs
+    assert batches == len(config["studies"]["probabilistic"]["strata"]) * -(-per_stratum // size)  # blocks of `size`
     assert int(counts["analysis"]) == len(items.get_item("probabilistic").tables)
     # the accuracy table of the same study (analysis.studies.accuracy), no paper figure or table
     assert int(counts["figure"]) == 1 and int(counts["table"]) == 1 and int(counts["report_md"]) == 1
