@@ -7,7 +7,7 @@ action: a complete-mode step before divergence). Reported: ms per step. Configur
 round; "busy" runs one ``python -c "while True: pass"`` beside the measurement.
 
 Run (after `snakemake --cores 1 results/models/smollm2/provenance.json`):
-    python benchmarks/threads_under_load.py --rounds 3
+    python benchmarks/threads_under_load.py --rounds 3   # recorded: --rounds 1 --steps 20 (threads_under_load.md)
 """
 
 from __future__ import annotations
