@@ -7,7 +7,7 @@ action: a complete-mode step before divergence). Reported: ms per step. Configur
 round; "busy" runs one ``python -c "while True: pass"`` beside the measurement.
 
 Run (after `snakemake --cores 1 results/models/smollm2/provenance.json`):
-    python benchmarks/threads_under_load.py --rounds 3
+    python benchmarks/threads_under_load.py --rounds 3   # recorded: --rounds 1 --steps 20 (threads_under_load.md)
 """
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ def run(threads: int, policy: str, busy: bool, steps: int, models_dir: str) -> f
     competitor = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
     try:
         out = subprocess.run([sys.executable, "-c", CHILD, str(threads), str(steps), models_dir], cwd=REPO, env=env,
-                             capture_output=True, text=True, check=True)
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"threads {threads}, {policy}, busy {busy}: {out.stderr[-3000:]}")
     finally:
         if competitor is not None:
             competitor.kill()
@@ -74,7 +76,7 @@ def main() -> None:
     for r in range(args.rounds):
         order = configs if r % 2 == 0 else configs[::-1]
         for busy, threads, policy in order:
-            ms = run(threads, policy, busy, args.steps, args.models_dir)
+            ms = run(threads, policy, busy, args.steps, args.models_dir)  # a failed child raises with its stderr
             results[(busy, threads, policy)].append(ms)
             print(f"round {r} {'busy ' if busy else 'quiet'} threads {threads} {policy:8s} {ms:7.1f} ms/step", flush=True)
     base = {busy: results[(busy, args.threads[0], args.policies[0])] for busy in (False, True)}

@@ -294,7 +294,8 @@ def study_cells(replicates: pl.DataFrame) -> pl.DataFrame:
     Also ``swrb_mean_R_H`` (mean Z_R), ``complete_mean_R_H`` (mean D·M, the same expectation) and ``swrb_mean_D``.
     ``complete_var_R_H`` is the unbiased estimate (negative in some cells with few replicates; the ratios of means
     use it), the per-cell ``variance_ratio_R_H`` uses max(Var̂(M), 0)."""
-    missing = [c for c in ("z_r", "weight", "mismatch", "exposure", "model", "document", "action") if c not in replicates.columns]
+    needed = ("z_r", "weight", "mismatch", "exposure", "model", "document", "action")
+    missing = [c for c in needed if c not in replicates.columns]
     if missing:
         raise KeyError(f"swrb metrics lack columns {missing} (is the study in mode: swrb?)")
     cells = (
@@ -428,7 +429,7 @@ def swrb_enclosure(metrics: Metrics, n_boot: int, seed: int, confidence: float) 
 
 
 __all__ = [
-    "COSTS", "KEYS", "MODES", "STATISTICS", "VARIANCE_STATISTICS", "action_enclosures", "agreement_table",
-    "across_cells_t", "comparison_table", "complete_variance_check", "pooled_z", "swrb_rows_as_metrics", "with_divergence", "retention_summary", "study_cells", "study_enclosures",
-    "swrb_enclosure", "swrb_variance",
+    "COSTS", "KEYS", "MODES", "STATISTICS", "VARIANCE_STATISTICS", "across_cells_t", "action_enclosures",
+    "agreement_table", "comparison_table", "complete_variance_check", "pooled_z", "retention_summary", "study_cells",
+    "study_enclosures", "swrb_enclosure", "swrb_rows_as_metrics", "swrb_variance", "with_divergence",
 ]

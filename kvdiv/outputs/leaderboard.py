@@ -102,7 +102,8 @@ def plot_leaderboard(table: pl.DataFrame, pdf: str | Path, png: str | Path, *, d
         ax.set_title(title)
     axes[0][0].set_yticks(y, labels)
     axes[0][0].set_ylim(-0.7, n - 0.3)
-    fig.suptitle(f"Divergence leaderboard: {table['model'][0]} (sorted by R_H; blue: retention ≥ 75%, red: below)")
+    fig.suptitle(f"Divergence leaderboard: {table['model'][0]} (sorted by R_H; blue: retention ≥ 75%, red: below)",
+                 y=1.0, va="bottom")
     save_figure(fig, pdf, png, dpi=dpi)
 
 
