@@ -59,10 +59,11 @@ def baseline(loaded, ids: torch.Tensor, actions: dict, horizon: int, seed: int) 
 
 
 def candidate(loaded, ids: torch.Tensor, actions: dict, horizon: int, seed: int) -> dict[str, float]:
-    """Seconds of one coupled job: prefill + H coupled steps for every action (complete mode, R = 1)."""
+    """Seconds of one coupled job: prefill + H coupled steps for every action (complete mode, R = 1); ids of shape
+    (1, n). A ProbabilisticPress draws from (seed, 0, "bench") (benchmarks/leaderboard_scaling.py times it too)."""
     start = time.perf_counter()
     session = KernelSession(loaded, ids[0], actions, max_chains=chains_needed(len(actions), 1, "complete"),
-                            horizon=horizon)
+                            horizon=horizon, seed_parts=(seed, 0, "bench"))
     prefill = time.perf_counter() - start
     generate(session, list(actions), horizon=horizon, replicates=1, seed_parts=(seed, 0, "bench"),
              eos_token_ids=loaded.eos_token_ids, tv_atol=1e-6, progress=False)

@@ -16,33 +16,18 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from pathlib import Path
 
 import torch
 import yaml
+from generation import candidate  # one coupled job, timed (benchmarks/generation.py, beside this script)
 
 from kvdiv.documents import generate_stratum
 from kvdiv.documents.render import prompt_token_ids
 from kvdiv.llm.loading import load_model
-from kvdiv.llm.session import KernelSession
 from kvdiv.llm.tokenization import apply_chat_template
-from kvdiv.trajectories.base import chains_needed
-from kvdiv.trajectories.generate import generate
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def job(loaded, ids: torch.Tensor, actions: dict, horizon: int, seed: int) -> dict[str, float]:
-    """Seconds of one coupled job: prefill (+ every action's cache) and H coupled steps for every action."""
-    start = time.perf_counter()
-    session = KernelSession(loaded, ids, actions, max_chains=chains_needed(len(actions), 1, "complete"),
-                            horizon=horizon, seed_parts=(seed, 0, "bench"))
-    prefill = time.perf_counter() - start
-    generate(session, list(actions), horizon=horizon, replicates=1, seed_parts=(seed, 0, "bench"),
-             eos_token_ids=loaded.eos_token_ids, tv_atol=1e-6, progress=False)
-    total = time.perf_counter() - start
-    return {"prefill": prefill, "coupled": total - prefill, "total": total}
 
 
 def main() -> None:
@@ -72,7 +57,7 @@ def main() -> None:
         order = args.actions[r % len(args.actions):] + args.actions[: r % len(args.actions)]
         for n in order:
             actions = {a: config["actions"][a] for a in names[:n]}
-            times[n].append(job(loaded, ids, actions, args.horizon, seed=r))
+            times[n].append(candidate(loaded, ids[None], actions, args.horizon, seed=r))
             print(json.dumps({"round": r, "actions": n, **times[n][-1]}), flush=True)
     base = statistics.median(t["total"] for t in times[min(args.actions)])
     print("| actions | prefill s (min / median) | coupled steps s (min / median) | total s (min / median) | total / "
