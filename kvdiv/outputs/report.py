@@ -22,7 +22,6 @@ from kvdiv.analysis.inputs import POOLED, contrast_name
 from kvdiv.analysis.items import ANALYSED, ITEMS
 from kvdiv.io import atomic_path, read_parquet
 from kvdiv.layout import parse_stratum
-from kvdiv.outputs.report_probabilistic import probabilistic_section
 from kvdiv.outputs.tables import interval, pp
 
 #: The paper's reported values and setting, shipped with the package (the only copy kvdiv keeps).
@@ -345,7 +344,7 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
 
     # ---------------------------------------------------------------- the probabilistic-eviction study (issue 13)
     if "probabilistic" in built and "probabilistic" in frames:
-        parts += [""] + probabilistic_section(
+        parts += [""] + _probabilistic_section(
             frames["probabilistic"], f"{ITEMS['probabilistic'].title} ({study_of.get('probabilistic', '?')})",
             _rel(figures.get("probabilistic"), out))
 
@@ -385,6 +384,49 @@ def _accuracy_section(numbers: str | Path | None, markdown: str | Path | None, s
     if len(rows) == 2:
         rows = ["_No rows: no document of the study has gold answers._"]
     return lines + rows + ["", "Per stratum:", "", _read(markdown), ""]
+
+
+PROBABILISTIC_INTRO = (
+    "Does decode-time correction delay divergence? Each ProbabilisticPress action samples the prompt entries it "
+    "keeps from its proposal (π_min: last-query attention × ‖v‖; π_min-h: the same over the prompt's recent queries "
+    "under a harmonic prior) and, with correction, adds log(c_i/(m·π_i)) to each kept entry's attention logit at "
+    "every decode step. The eviction draw is random per document (seeded from the master seed, study, document and "
+    "action) and recorded in each store's `press_seeds`; the gap of a contrast a − b is the pooled mismatch risk "
+    "R_H of a minus that of b, split as in Figure 5 (exposure = entering divergence earlier or more often, branch "
+    "mismatch = disagreeing more once diverged). A negative gap against SnapKV means the probabilistic action "
+    "keeps the full-cache continuation longer or closer."
+)
+
+
+def _probabilistic_section(frames: Mapping[str, pl.DataFrame], title: str, figure: str) -> list[str]:
+    """The report's section of the probabilistic-eviction study (analysis item ``probabilistic``,
+    config/probabilistic.yaml): heading, what the study asks, the figure, and two tables (pooled over strata,
+    95% cluster-bootstrap intervals): per action, divergence by H and mean τ among diverged; per contrast, the
+    mismatch gap and its exposure share.
+    """
+    parts = [f"## {title}", "", PROBABILISTIC_INTRO, "", f"![probabilistic eviction]({figure})", ""]
+    entry, dec = frames.get("entry"), frames.get("decomposition")
+    if entry is None or not entry.height:
+        return parts + ["_No rows: the analysis tables are empty._", ""]
+    parts += ["| action | model | documents | diverged by H (%) | mean τ among diverged |", "|---|---|---|---|---|"]
+    for model in sorted(entry["model"].unique().to_list()):
+        for action in list(dict.fromkeys(entry.filter(pl.col("model") == model)["action"].to_list())):
+            d = _one(entry, model=model, stratum=POOLED, action=action, statistic="diverged")
+            t = _one(entry, model=model, stratum=POOLED, action=action, statistic="mean_tau_diverged")
+            n = (d or t or {}).get("n_documents", "–")
+            parts.append(f"| {action} | {model} | {n} | {_ci(d)} | {_num(t, 1) if t else '–'} |")
+    parts.append("")
+    if dec is not None and dec.height:
+        parts += ["| contrast | model | documents | mismatch gap (pp) | exposure share of gap (%) |",
+                  "|---|---|---|---|---|"]
+        for model in sorted(dec["model"].unique().to_list()):
+            for contrast in list(dict.fromkeys(dec.filter(pl.col("model") == model)["contrast"].to_list())):
+                g = _one(dec, model=model, stratum=POOLED, contrast=contrast, statistic="gap")
+                s = _one(dec, model=model, stratum=POOLED, contrast=contrast, statistic="exposure_share")
+                n = (g or {}).get("n_documents", "–")
+                parts.append(f"| {contrast} | {model} | {n} | {_ci(g)} | {_ci(s, 1)} |")
+        parts.append("")
+    return parts
 
 
 def _ratio_ci(row: Mapping | None, digits: int = 3) -> str:
