@@ -11,7 +11,7 @@ rule answers:
     output:
         **with_checksums({"answers": layout.answers("{study}", "{model}")}),
     params:
-        spec=lambda wildcards: get_model_spec(wildcards.model),
+        spec=lambda wildcards: get_model_params(wildcards.model),
         models_dir=layout.MODELS_DIR,
         code=script_code("answers.py"),
     wildcard_constraints:
