@@ -1,109 +1,148 @@
-"""Benchmark: a coupled trajectory job (complete mode) against plain sampling of the same tokens.
+"""Benchmark: the coupled trajectory job against plain sampling of the same tokens, quiet and beside a busy process.
 
-Candidate: one :class:`kvdiv.llm.session.KernelSession` (one prefill) + :func:`kvdiv.trajectories.generate.generate`
-for the three 50%-retention actions of config/config.yaml, R = 1, H tokens: per step ONE batched forward
-over P at x, Q at y and Q at x for every action.
-Baseline: ``model.generate`` sampling H tokens (temperature 1, no top-k/top-p, EOS suppressed so every
-run samples exactly H) once with the full cache and once per action under kvpress's press context
-manager (``with press(model): model.generate(...)``, what kvpress's pipeline does for decoding).
-Both run side by side in one process, alternating order per round; the ratio is candidate / baseline.
+Per document of ``ruler_1024`` (study retention50, its three actions, R = 1, H tokens, SmolLM2-135M-Instruct float32,
+1 thread, OMP_WAIT_POLICY=PASSIVE as the workflow's jobs):
 
-Run (after `snakemake --cores 2 results/models/smollm2/provenance.json`; the prompt is the first
-ruler_1024 document of study retention50, generated in-process with kvdiv.documents):
-    python benchmarks/generation.py --threads 2 --horizon 128 --rounds 2
+- **baseline**: the four plain chains the coupled job replaces — ``model.generate`` sampling H tokens (temperature 1,
+  no top-k/top-p, EOS suppressed so every run samples exactly H) with the full cache and once per action under
+  kvpress's press context manager (``with press(model): model.generate(...)``), with torch's default Linear kernels
+  (stock transformers, what a user runs without kvdiv). Timed on the first document.
+- **coupled, B = 1**: one :class:`kvdiv.llm.session.KernelSession` (one prefill for all caches) and
+  :func:`kvdiv.trajectories.generate.generate_documents` for one document (per step ONE batched forward over P at x,
+  Q at y and Q at x for every action), Linear weights packed for oneDNN (the default, ``prepack: true``).
+- **coupled, B = N** (``--documents``): N documents in one job, one forward per step for all of them (the workflow's
+  ``documents_per_job``); its time / N is the per-document cost.
+- **coupled, B = 1, aten**: as B = 1 with ``prepack: false`` (the gain of the packed weights alone).
+
+The variants are interleaved within each round (order rotated every round); each round's ratio divides a variant's
+per-document seconds by the same round's baseline. The table reports min and median over rounds; ``--busy-rounds``
+repeats the rounds beside one busy process (``python -c "while True: pass"``).
+
+Run (after `snakemake --cores 1 results/models/smollm2/provenance.json`):
+    python benchmarks/generation.py --horizon 128 --documents 4 --rounds 3 --busy-rounds 2
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import statistics
-import time
-from pathlib import Path
+import os
 
-import torch
-import yaml
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as workflow_scripts/trajectories.py, before torch starts
 
-from kvdiv.llm.presses.registry import build_press
-from kvdiv.documents import generate_stratum
-from kvdiv.documents.render import prompt_token_ids
-from kvdiv.llm.tokenization import apply_chat_template
-from kvdiv.trajectories.base import chains_needed
-from kvdiv.trajectories.generate import generate
-from kvdiv.llm.session import KernelSession
-from kvdiv.llm.loading import load_model
+import argparse  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
+import yaml  # noqa: E402
+
+from kvdiv.documents import generate_stratum  # noqa: E402
+from kvdiv.documents.render import prompt_token_ids  # noqa: E402
+from kvdiv.llm.loading import load_model  # noqa: E402
+from kvdiv.llm.prepacked import prepack_linears, unpack_linears  # noqa: E402
+from kvdiv.llm.presses.registry import build_press  # noqa: E402
+from kvdiv.llm.session import KernelSession  # noqa: E402
+from kvdiv.llm.tokenization import apply_chat_template  # noqa: E402
+from kvdiv.trajectories.base import chains_needed  # noqa: E402
+from kvdiv.trajectories.generate import generate_documents  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def baseline(loaded, ids: torch.Tensor, actions: dict, horizon: int, seed: int) -> dict[str, float]:
-    """Seconds of model.generate for the full cache and once per action (with the action's press)."""
+def baseline(loaded, ids: list[int], actions: dict, horizon: int, seed: int) -> float:
+    """Seconds of model.generate for the full cache and once per action (with the action's press), stock kernels."""
+    unpack_linears(loaded.model)
+    x = torch.tensor([ids])
     kwargs = dict(
         do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=horizon, min_new_tokens=horizon,
-        attention_mask=torch.ones_like(ids), pad_token_id=loaded.eos_token_ids[0],
+        attention_mask=torch.ones_like(x), pad_token_id=loaded.eos_token_ids[0],
     )
-    times = {}
     torch.manual_seed(seed)
     start = time.perf_counter()
-    out = loaded.model.generate(ids, **kwargs)
-    times["full"] = time.perf_counter() - start
-    assert out.shape[1] == ids.shape[1] + horizon
+    out = loaded.model.generate(x, **kwargs)
+    assert out.shape[1] == x.shape[1] + horizon
     for name, spec in actions.items():
-        press = build_press(spec, name=name)
-        start = time.perf_counter()
-        with press(loaded.model):
-            out = loaded.model.generate(ids, **kwargs)
-        times[name] = time.perf_counter() - start
-        assert out.shape[1] == ids.shape[1] + horizon
-    return times
+        with build_press(spec, name=name)(loaded.model):
+            out = loaded.model.generate(x, **kwargs)
+        assert out.shape[1] == x.shape[1] + horizon
+    return time.perf_counter() - start
 
 
-def candidate(loaded, ids: torch.Tensor, actions: dict, horizon: int, seed: int) -> dict[str, float]:
-    """Seconds of one coupled job: prefill + H coupled steps for every action (complete mode, R = 1); ids of shape
-    (1, n). A ProbabilisticPress draws from (seed, 0, "bench") (benchmarks/leaderboard_scaling.py times it too)."""
+def coupled(loaded, prompts: list[list[int]], doc_ids: list[str], actions: dict, horizon: int, packed: bool) -> float:
+    """Seconds of one coupled job over ``prompts`` (prefills, then all documents' chains in one forward per step)."""
+    (prepack_linears if packed else unpack_linears)(loaded.model)
     start = time.perf_counter()
-    session = KernelSession(loaded, ids[0], actions, max_chains=chains_needed(len(actions), 1, "complete"),
-                            horizon=horizon, seed_parts=(seed, 0, "bench"))
-    prefill = time.perf_counter() - start
-    generate(session, list(actions), horizon=horizon, replicates=1, seed_parts=(seed, 0, "bench"),
-             eos_token_ids=loaded.eos_token_ids, tv_atol=1e-6, progress=False)
-    total = time.perf_counter() - start
-    return {"prefill": prefill, "coupled": total - prefill, "total": total}
+    sessions = [KernelSession(loaded, torch.tensor(p), actions, horizon=horizon,
+                              max_chains=chains_needed(len(actions), 1, "complete"), seed_parts=(1, 2, d))
+                for p, d in zip(prompts, doc_ids)]
+    generate_documents(sessions, [(1, 2, d) for d in doc_ids], list(actions), horizon=horizon, replicates=1,
+                       eos_token_ids=loaded.eos_token_ids, tv_atol=1e-6, progress=False)
+    return time.perf_counter() - start
+
+
+def rounds(loaded, prompts, doc_ids, actions, horizon, n_rounds, label) -> list[dict]:
+    """``n_rounds`` interleaved rounds; per round the per-document seconds and ratio to the baseline of each variant."""
+    n = len(prompts)
+    variants = {
+        "baseline": lambda r: baseline(loaded, prompts[0], actions, horizon, seed=r),
+        "coupled B=1": lambda r: coupled(loaded, prompts[:1], doc_ids[:1], actions, horizon, packed=True),
+        f"coupled B={n}": lambda r: coupled(loaded, prompts, doc_ids, actions, horizon, packed=True) / n,
+        "coupled B=1 aten": lambda r: coupled(loaded, prompts[:1], doc_ids[:1], actions, horizon, packed=False),
+    }
+    names = list(variants)
+    out = []
+    for r in range(n_rounds):
+        order = names[r % len(names):] + names[: r % len(names)]
+        row = {name: variants[name](r) for name in order}
+        row = {name: {"per_document_s": row[name], "ratio": row[name] / row["baseline"]} for name in names}
+        out.append(row)
+        print(json.dumps({"label": label, "round": r, **row}), flush=True)
+    prepack_linears(loaded.model)
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--horizon", type=int, default=128)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--documents", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--busy-rounds", type=int, default=2)
     parser.add_argument("--models-dir", default=str(REPO / "results/models"))
     args = parser.parse_args()
     config = yaml.safe_load((REPO / "config/config.yaml").read_text())
-    spec = {**config["models"]["smollm2"], "threads": args.threads, "device": "cpu", "dtype": "float32"}
+    spec = {**config["models"]["smollm2"], "threads": 1, "device": "cpu", "dtype": "float32"}
     loaded = load_model("smollm2", spec, args.models_dir)
-    torch.set_num_threads(args.threads)
-    actions = {a: config["actions"][a] for a in config["studies"]["retention50"]["actions"]}
+    study = config["studies"]["retention50"]
+    actions = {a: config["actions"][a] for a in study["actions"]}
     chat = (lambda text: apply_chat_template(loaded.tokenizer, text)) if loaded.chat_template else None
-    doc = generate_stratum(study="retention50", stratum="ruler_1024", n_documents=1, master_seed=config["seed"],
-                           study_seed=config["studies"]["retention50"]["seed"], tokenizer=loaded.tokenizer,
-                           tokenizer_name="smollm2", chat=chat, max_context=loaded.max_context, horizon=args.horizon)[0]
-    ids = torch.tensor([prompt_token_ids(doc.to_record(), loaded.tokenizer, loaded.chat_template)])
-    print(f"document {doc.id}: {ids.shape[1]} prompt tokens; actions {list(actions)}; H={args.horizon}; "
-          f"threads {torch.get_num_threads()}", flush=True)
-    rounds = []
-    for r in range(args.rounds):
-        order = ("baseline", "candidate") if r % 2 == 0 else ("candidate", "baseline")
-        result = {}
-        for which in order:
-            fn = baseline if which == "baseline" else candidate
-            result[which] = fn(loaded, ids, actions, args.horizon, seed=r)
-        base_total = sum(result["baseline"].values())
-        result["ratio"] = result["candidate"]["total"] / base_total
-        rounds.append(result)
-        print(json.dumps({"round": r, **result}, indent=None), flush=True)
-    ratios = [r["ratio"] for r in rounds]
-    print(f"candidate/baseline wall-time ratio: median {statistics.median(ratios):.3f} over {len(ratios)} rounds "
-          f"(target <= 1.0)")
+    docs = generate_stratum(study="retention50", stratum="ruler_1024", n_documents=args.documents,
+                            master_seed=config["seed"], study_seed=study["seed"], tokenizer=loaded.tokenizer,
+                            tokenizer_name="smollm2", chat=chat, max_context=loaded.max_context, horizon=args.horizon)
+    prompts = [prompt_token_ids(d.to_record(), loaded.tokenizer, loaded.chat_template) for d in docs]
+    doc_ids = [d.id for d in docs]
+    print(f"documents {doc_ids[0]}..: {[len(p) for p in prompts]} prompt tokens; actions {list(actions)}; "
+          f"H={args.horizon}; threads {torch.get_num_threads()}; OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}",
+          flush=True)
+    results = {"quiet": rounds(loaded, prompts, doc_ids, actions, args.horizon, args.rounds, "quiet")}
+    if args.busy_rounds:
+        competitor = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        try:
+            results["beside a busy process"] = rounds(loaded, prompts, doc_ids, actions, args.horizon,
+                                                      args.busy_rounds, "busy")
+        finally:
+            competitor.kill()
+            competitor.wait()
+    print("\n| machine | variant | per-document s (min, median) | ratio to baseline (min, median) |")
+    print("|---|---|---|---|")
+    for label, rows in results.items():
+        for name in rows[0]:
+            secs = [r[name]["per_document_s"] for r in rows]
+            ratios = [r[name]["ratio"] for r in rows]
+            print(f"| {label} | {name} | {min(secs):.2f}, {statistics.median(secs):.2f} | "
+                  f"{min(ratios):.3f}, {statistics.median(ratios):.3f} |")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import torch
 
 from kvdiv.io import sha256_file
 from kvdiv.layout import MODELS_DIR, PROVENANCE
+from kvdiv.llm.prepacked import ATEN, linear_kernel, prepack_linears
 from kvdiv.llm.tokenization import configure_chat_template, eos_token_ids, uses_chat_template
 from kvdiv.names import check_name
 
@@ -42,6 +43,8 @@ class LoadedModel:
     weight_hash : sha256 over the safetensors files of the resolved directory.
     max_context : the longest sequence (prompt + generation) the model holds.
     path : the resolved directory it was loaded from (None for in-memory models).
+    linear_kernel : how its Linear layers multiply: ``onednn_prepacked`` (CPU float32 with the spec's ``prepack``,
+        default true: :mod:`kvdiv.llm.prepacked`) or ``aten`` (torch's default).
     """
 
     name: str
@@ -54,6 +57,7 @@ class LoadedModel:
     weight_hash: str
     max_context: int
     path: Path | None = field(default=None)
+    linear_kernel: str = field(default=ATEN)
 
 
 def weight_hash(model_dir: str | os.PathLike) -> str:
@@ -156,7 +160,10 @@ def _loaded(
     name: str, spec: dict, model: torch.nn.Module, tokenizer, device: torch.device, digest: str,
     path: Path | None = None,
 ) -> LoadedModel:
-    """A :class:`LoadedModel` with the fields derived from the model, tokenizer and spec filled in."""
+    """A :class:`LoadedModel` with the fields derived from the model, tokenizer and spec filled in; CPU float32
+    Linear layers packed for oneDNN unless the spec says ``prepack: false``."""
+    if spec.get("prepack", True) and device.type == "cpu":
+        prepack_linears(model)
     return LoadedModel(
         name=name,
         spec=dict(spec),
@@ -168,6 +175,7 @@ def _loaded(
         weight_hash=digest,
         max_context=max_context(model.config, tokenizer, spec),
         path=path,
+        linear_kernel=linear_kernel(model),
     )
 
 

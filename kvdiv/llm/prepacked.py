@@ -1,0 +1,184 @@
+"""CPU float32 Linear layers through oneDNN with their weights packed once, and the rows a decode step needs.
+
+A decode step multiplies a few rows (chains × documents) by every weight matrix of the model. torch's default CPU
+path (MKL sgemm) re-reads and re-packs each weight per call and reaches about a third of the memory bandwidth at
+4–24 rows; oneDNN's matmul with a weight reordered once (``torch.ops.mkldnn._reorder_linear_weight``, what
+torch.compile's CPU freezing uses) runs the same products 2.3× faster at every row count (SmolLM2's 211 Linear
+layers per step: 54 → 24 ms at 4 rows, 100 → 42 ms at 24; ``benchmarks/prepacked_linear.md``) and speeds up the
+prefill about 2× too. :func:`prepack_linears` swaps every float32 CPU ``nn.Linear`` of a model to it (the dense
+``weight`` stays: presses such as CriticalKV read it, and a tied embedding shares it). Values change by float
+round-off against the default path (both are float32).
+
+Batch invariance: a row's bits must not depend on how many other rows share its forward (documents batched in one
+step, :func:`kvdiv.llm.session.step_sessions`). No CPU GEMM promises that; the kernels are chosen by shape, ISA and
+threads. :func:`min_rows` therefore *measures* it for the model's own weight shapes at the current thread count:
+the smallest row count from which every row of a product has the bits it has in any larger product, at any position
+(oneDNN 3.12 on AVX-512: 2 rows — one row takes a GEMV path for inputs ≥ ~1000 wide). Steps with fewer rows are
+padded to it (:func:`kvdiv.llm.session._padding_rows`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import torch
+
+#: the Linear kernels a model can decode with (recorded in each store's ``linear_kernel`` attribute)
+ONEDNN = "onednn_prepacked"
+ATEN = "aten"
+
+#: products up to this many rows are checked against a larger one by :func:`min_rows`
+PROBE_ROWS = 40
+
+_MIN_ROWS: dict[tuple, int] = {}  # (shape, bias, threads) -> rows, measured once per process
+
+
+def available() -> bool:
+    """Whether this torch build has oneDNN's prepacked linear (CPU builds with mkldnn)."""
+    return bool(torch.backends.mkldnn.is_available()) and hasattr(torch.ops.mkldnn, "_reorder_linear_weight") and hasattr(
+        torch.ops.mkldnn, "_linear_pointwise"
+    )
+
+
+class _PackedWeight:
+    """A Linear's oneDNN-packed weight, (re)packed on use whenever the dense weight is another tensor or was changed in
+    place since (its ``_version``); copies and pickles start empty (an opaque oneDNN tensor has no storage to copy)."""
+
+    def __init__(self) -> None:
+        self.tensor: torch.Tensor | None = None
+        self.source: tuple[int, int] | None = None
+
+    def get(self, weight: torch.Tensor) -> torch.Tensor:
+        source = (weight.data_ptr(), weight._version)
+        if self.tensor is None or self.source != source:
+            with torch.no_grad():
+                self.tensor = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None)
+            self.source = source
+        return self.tensor
+
+    def __deepcopy__(self, memo: dict) -> "_PackedWeight":
+        return _PackedWeight()
+
+    def __reduce__(self):
+        return (_PackedWeight, ())
+
+
+class PackedLinear(torch.nn.Linear):
+    """An ``nn.Linear`` whose forward multiplies by its oneDNN-packed weight (:func:`prepack_linears` turns plain
+    ``nn.Linear`` modules into it in place; ``weight`` and ``bias`` stay the module's parameters)."""
+
+    _kvdiv_packed: _PackedWeight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self._kvdiv_packed.get(self.weight), self.bias,
+                                                  "none", [], "")
+
+
+def prepack_linears(model: torch.nn.Module) -> int:
+    """Route every float32 CPU ``nn.Linear`` of ``model`` through a oneDNN weight packed now; returns how many.
+
+    Idempotent; a no-op (0) without oneDNN. A weight changed in place or replaced later is packed again on the next
+    call; a deep copy of the model repacks its own weights on first use. :func:`unpack_linears` restores the default.
+    """
+    if not available():
+        return 0
+    count = 0
+    with torch.no_grad():
+        for module in model.modules():
+            if type(module) is not torch.nn.Linear:  # subclasses (and PackedLinear itself) keep their own forward
+                continue
+            weight = module.weight
+            if weight.device.type != "cpu" or weight.dtype != torch.float32 or weight.dim() != 2:
+                continue
+            module._kvdiv_packed = _PackedWeight()
+            module._kvdiv_packed.get(weight)
+            module.__class__ = PackedLinear
+            count += 1
+    if count:
+        model._kvdiv_min_rows = {}  # threads -> rows (min_rows)
+    return count
+
+
+def unpack_linears(model: torch.nn.Module) -> None:
+    """Undo :func:`prepack_linears` (the modules use ``F.linear`` again)."""
+    for module in model.modules():
+        if type(module) is PackedLinear:
+            module.__class__ = torch.nn.Linear
+            del module._kvdiv_packed
+    model.__dict__.pop("_kvdiv_min_rows", None)
+
+
+@contextlib.contextmanager
+def unpacked(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """Run ``model`` with torch's default Linear kernels inside the block (packed again afterwards if it was)."""
+    was = is_prepacked(model)
+    unpack_linears(model)
+    try:
+        yield model
+    finally:
+        if was:
+            prepack_linears(model)
+
+
+def packed_linears(model: torch.nn.Module) -> list[torch.nn.Linear]:
+    """The Linear modules of ``model`` that run through a packed weight."""
+    return [m for m in model.modules() if type(m) is PackedLinear]
+
+
+def is_prepacked(model: torch.nn.Module) -> bool:
+    """Whether :func:`prepack_linears` packed some of ``model``'s Linear layers."""
+    return "_kvdiv_min_rows" in model.__dict__
+
+
+def linear_kernel(model: torch.nn.Module) -> str:
+    """:data:`ONEDNN` if ``model``'s Linear layers are packed, else :data:`ATEN`."""
+    return ONEDNN if is_prepacked(model) else ATEN
+
+
+def min_rows(model: torch.nn.Module) -> int:
+    """Fewest rows a CPU decode forward of ``model`` needs so that each row's bits do not depend on the others.
+
+    Measured per distinct packed weight shape at the current thread count (cached for the process): products of
+    1 … PROBE_ROWS−1 rows taken at shifting offsets of a seeded input are compared with the same rows of a
+    PROBE_ROWS-row product; the answer is one more than the largest row count that differs (1 if none).
+    Raises if the largest count that differs is PROBE_ROWS−1 (no invariant row count found to pad to).
+    """
+    threads = torch.get_num_threads()
+    cache = model.__dict__.get("_kvdiv_min_rows")
+    if cache is not None and threads in cache:
+        return cache[threads]
+    need = 1
+    shapes: dict[tuple, torch.nn.Linear] = {}
+    for module in packed_linears(model):
+        shapes.setdefault((tuple(module.weight.shape), module.bias is not None), module)
+    for (shape, has_bias), module in shapes.items():
+        key = (shape, has_bias, threads)
+        if key not in _MIN_ROWS:
+            _MIN_ROWS[key] = _probe(module)
+        need = max(need, _MIN_ROWS[key])
+    if cache is not None:
+        cache[threads] = need
+    return need
+
+
+@torch.no_grad()
+def _probe(module: torch.nn.Linear) -> int:
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(PROBE_ROWS + 8, module.in_features, generator=gen)
+    ref = module(x)
+    worst = 0
+    for rows in range(1, PROBE_ROWS):
+        offset = rows % 9
+        if not torch.equal(module(x[offset : offset + rows]), ref[offset : offset + rows]):
+            worst = rows
+    if worst == PROBE_ROWS - 1:
+        raise RuntimeError(
+            f"the packed CPU Linear {tuple(module.weight.shape)} gives a row different bits at {worst} rows than in a "
+            f"larger product at {torch.get_num_threads()} threads; set the model's `prepack: false`"
+        )
+    return worst + 1
+
+
+__all__ = ["ATEN", "ONEDNN", "PackedLinear", "available", "is_prepacked", "linear_kernel", "min_rows", "packed_linears", "prepack_linears",
+           "unpack_linears", "unpacked"]
