@@ -35,8 +35,13 @@ How things are counted
   coupled seconds: the ``generate`` call. Peak memory: ``torch.cuda.max_memory_allocated`` (reset before
   each phase).
 
+``--batch`` also runs all ``--documents`` in ONE job, as the workflow's ``documents_per_job`` does: prefills in turn,
+then one forward per step for every document's chains (:func:`kvdiv.trajectories.generate.generate_documents`);
+the row "all N documents in one job" counts its forwards (``KernelSession.step_together`` calls), rows per forward and
+the floor of a step that reads the weights once for all documents.
+
 Run (H200): see benchmarks/gpu_coupled.md for the exact command; CPU check:
-    python benchmarks/gpu_coupled.py --tiny --device cpu --dtype float32
+    python benchmarks/gpu_coupled.py --tiny --device cpu --dtype float32 --documents 3 --batch
 """
 
 from __future__ import annotations
@@ -80,7 +85,7 @@ import torch  # noqa: E402
 import yaml  # noqa: E402
 
 from kvdiv.trajectories.base import chains_needed  # noqa: E402
-from kvdiv.trajectories.generate import generate  # noqa: E402
+from kvdiv.trajectories.generate import generate, generate_documents  # noqa: E402
 from kvdiv.llm.session import KernelSession  # noqa: E402
 from kvdiv.llm.loading import LoadedModel  # noqa: E402
 
@@ -250,6 +255,87 @@ def run_coupled(loaded: LoadedModel, ids: torch.Tensor, actions: dict, horizon: 
     }
 
 
+class BatchStepRecorder:
+    """Wraps ``KernelSession.step_together`` (one forward for several documents' sessions) while in use: per call,
+    the rows the model runs, their valid K/V entries, and wall seconds."""
+
+    def __init__(self):
+        self.calls: list[tuple[int, int, float]] = []
+        self._original = KernelSession.__dict__["step_together"]
+
+    def __enter__(self):
+        original = self._original.__func__
+
+        def wrapped(requests):
+            rows = entries = 0
+            for s, chains, tokens in requests:
+                toks = [int(t) for t in (tokens.tolist() if isinstance(tokens, torch.Tensor) else tokens)]
+                for c, t in zip(chains, toks):
+                    ch = s._chain(c)
+                    if not (ch.done or t in s._eos_set):
+                        rows += 1
+                        entries += ch.length + 1
+            device = requests[0][0].device
+            sync(device)
+            start = time.perf_counter()
+            out = original(requests)
+            sync(device)
+            self.calls.append((rows, entries, time.perf_counter() - start))
+            return out
+
+        KernelSession.step_together = staticmethod(wrapped)
+        return self
+
+    def __exit__(self, *exc):
+        KernelSession.step_together = self._original
+
+
+def run_coupled_batch(loaded: LoadedModel, prompts: list[torch.Tensor], actions: dict, horizon: int, replicates: int,
+                      seed: int, w_read: int, bw: float) -> dict:
+    """One coupled job over every prompt at once (the workflow's ``documents_per_job``): prefills in turn, then one
+    forward per step for all documents' chains (:func:`generate_documents`), timed and counted like run_coupled."""
+    device = loaded.device
+    reset_peak(device)
+    sync(device)
+    start = time.perf_counter()
+    sessions = [KernelSession(loaded, ids, actions, max_chains=chains_needed(len(actions), replicates, "complete"),
+                              horizon=horizon) for ids in prompts]
+    sync(device)
+    prefill_s = time.perf_counter() - start
+    with BatchStepRecorder() as recorder:
+        start = time.perf_counter()
+        trajs = generate_documents(sessions, [(seed, d, "gpu-bench") for d in range(len(prompts))], list(actions),
+                                   horizon=horizon, replicates=replicates, eos_token_ids=loaded.eos_token_ids,
+                                   mode="complete", tv_atol=1e-6, progress=False)
+        sync(device)
+        coupled_s = time.perf_counter() - start
+    s0 = sessions[0]
+    per_entry = kv_bytes_per_entry(s0.n_layers, s0.kv_heads, s0.head_dim, s0.dtype)
+    forwards = len(recorder.calls)
+    rows_run = sum(r for r, _, _ in recorder.calls)
+    entries = sum(e for _, e, _ in recorder.calls)
+    step_s = sum(t for _, _, t in recorder.calls)
+    floor_s = (forwards * w_read + entries * per_entry) / bw
+    rows_advanced = sum(t.rows for traj in trajs for t in traj.values())
+    return {
+        "documents": len(prompts),
+        "prompt_tokens": int(sum(ids.numel() for ids in prompts)),
+        "prefill_s": prefill_s,
+        "coupled_s": coupled_s,
+        "coupled_s_per_document": coupled_s / len(prompts),
+        "forwards": forwards,
+        "rows_advanced": int(rows_advanced),
+        "rows_run": int(rows_run),
+        "pair_steps_per_s": rows_advanced / 2 / coupled_s,
+        "rows_per_forward": rows_run / max(forwards, 1),
+        "step_s_mean": step_s / max(forwards, 1),
+        "floor_s_per_step": floor_s / max(forwards, 1),
+        "bw_fraction_forward": floor_s / step_s if step_s else None,
+        "bw_fraction_end_to_end": floor_s / coupled_s if coupled_s else None,
+        "peak_mem_gib": peak_gib(device),
+    }
+
+
 @torch.no_grad()
 def run_baseline(loaded: LoadedModel, ids: torch.Tensor, steps: int, w_read: int, bw: float) -> dict:
     """Plain decode, batch 1, DynamicCache: prefill, then ``steps`` timed single-token steps."""
@@ -309,6 +395,14 @@ def markdown(result: dict) -> str:
             f"{c['pair_steps_per_s']:.1f} | {1e3 * c['step_s_mean']:.2f} | {1e3 * c['floor_s_per_step']:.2f} | "
             f"{fmt(c['bw_fraction_forward'], '.3g')} | {fmt(c['bw_fraction_end_to_end'], '.3g')} | {fmt(c['peak_mem_gib'], '.2f')} |"
         )
+    if result.get("batched"):
+        c = result["batched"]
+        lines.append(
+            f"| all {c['documents']} documents in one job (one forward per step) | {c['prompt_tokens']} | "
+            f"{c['prefill_s']:.3f} | {c['coupled_s']:.3f} | {c['forwards']} | {c['rows_per_forward']:.2f} | "
+            f"{c['pair_steps_per_s']:.1f} | {1e3 * c['step_s_mean']:.2f} | {1e3 * c['floor_s_per_step']:.2f} | "
+            f"{fmt(c['bw_fraction_forward'], '.3g')} | {fmt(c['bw_fraction_end_to_end'], '.3g')} | {fmt(c['peak_mem_gib'], '.2f')} |"
+        )
     return "\n".join(lines)
 
 
@@ -318,6 +412,8 @@ def main() -> None:
     parser.add_argument("--horizon", type=int, default=None, help="H, generated tokens per chain (default 128; 32 with --tiny)")
     parser.add_argument("--replicates", type=int, default=1, help="R, coupled replicates per action")
     parser.add_argument("--documents", type=int, default=1, help="random prompts, each a full job + baseline")
+    parser.add_argument("--batch", action="store_true",
+                        help="also run all documents in ONE job (one forward per step for all), as documents_per_job")
     parser.add_argument("--baseline-steps", type=int, default=None, help="plain decode steps timed (default H)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES))
@@ -361,6 +457,11 @@ def main() -> None:
         documents.append({"baseline": base, "coupled": coupled})
         print(json.dumps({"document": d, "baseline": base, "coupled": coupled}), flush=True)
 
+    batched = None
+    if args.batch:
+        batched = run_coupled_batch(loaded, prompts, actions, args.horizon, args.replicates, args.seed, w_read, bw)
+        print(json.dumps({"batched": batched}), flush=True)
+
     result = {
         "benchmark": "gpu_coupled",
         "model": loaded.name,
@@ -378,6 +479,7 @@ def main() -> None:
         "weights_bytes_read_per_step": w_read,
         "init_s": init_s,
         "documents": documents,
+        "batched": batched,
         "summary": {
             "coupled_pair_steps_per_s": statistics.fmean(d["coupled"]["pair_steps_per_s"] for d in documents),
             "coupled_bw_fraction_forward": statistics.fmean(d["coupled"]["bw_fraction_forward"] for d in documents),

@@ -56,7 +56,7 @@ from kvdiv.analysis.inputs import POOLED, Metrics, document_means
 from kvdiv.estimands import enclosure, variance_cost_aggregates
 
 MODES = ("complete", "swrb")
-#: Quantities estimated per replicate in both modes (DESIGN.md: R_H, R_L, B_L).
+#: Quantities estimated per replicate in both modes: the mismatch risk by H (R_H), in the window (R_L), the capacity (B_L).
 KEYS = ("R_H", "R_L", "B_L")
 #: Cost columns and the names their ratios and advantages take.
 COSTS = {"pair_evaluations": "evaluation", "rows": "rows", "wall_s": "wall"}

@@ -36,9 +36,9 @@ _MIN_ROWS: dict[tuple, int] = {}  # (shape, bias, threads) -> rows, measured onc
 
 def available() -> bool:
     """Whether this torch build has oneDNN's prepacked linear (CPU builds with mkldnn)."""
-    return bool(torch.backends.mkldnn.is_available()) and hasattr(torch.ops.mkldnn, "_reorder_linear_weight") and hasattr(
-        torch.ops.mkldnn, "_linear_pointwise"
-    )
+    ops = torch.ops.mkldnn
+    return bool(torch.backends.mkldnn.is_available()) and all(
+        hasattr(ops, op) for op in ("_reorder_linear_weight", "_linear_pointwise"))
 
 
 class _PackedWeight:
@@ -95,8 +95,8 @@ def prepack_linears(model: torch.nn.Module) -> int:
             module._kvdiv_packed.get(weight)
             module.__class__ = PackedLinear
             count += 1
-    if count:
-        model._kvdiv_min_rows = {}  # threads -> rows (min_rows)
+    if count or packed_linears(model):
+        model._kvdiv_prepacked = True
     return count
 
 
@@ -106,7 +106,7 @@ def unpack_linears(model: torch.nn.Module) -> None:
         if type(module) is PackedLinear:
             module.__class__ = torch.nn.Linear
             del module._kvdiv_packed
-    model.__dict__.pop("_kvdiv_min_rows", None)
+    model.__dict__.pop("_kvdiv_prepacked", None)
 
 
 @contextlib.contextmanager
@@ -128,7 +128,7 @@ def packed_linears(model: torch.nn.Module) -> list[torch.nn.Linear]:
 
 def is_prepacked(model: torch.nn.Module) -> bool:
     """Whether :func:`prepack_linears` packed some of ``model``'s Linear layers."""
-    return "_kvdiv_min_rows" in model.__dict__
+    return model.__dict__.get("_kvdiv_prepacked", False)
 
 
 def linear_kernel(model: torch.nn.Module) -> str:
@@ -139,33 +139,29 @@ def linear_kernel(model: torch.nn.Module) -> str:
 def min_rows(model: torch.nn.Module) -> int:
     """Fewest rows a CPU decode forward of ``model`` needs so that each row's bits do not depend on the others.
 
-    Measured per distinct packed weight shape at the current thread count (cached for the process): products of
-    1 … PROBE_ROWS−1 rows taken at shifting offsets of a seeded input are compared with the same rows of a
-    PROBE_ROWS-row product; the answer is one more than the largest row count that differs (1 if none).
-    Raises if the largest count that differs is PROBE_ROWS−1 (no invariant row count found to pad to).
+    Measured for the kernels its Linear layers run now (packed or torch's default, any dtype), per distinct weight
+    shape, at the current thread count (cached for the process): products of 1 … PROBE_ROWS−1 rows taken at shifting
+    offsets of a seeded input are compared with the same rows of a larger product; the answer is one more than the
+    largest row count that differs (1 if none). Raises if even PROBE_ROWS−1 rows differ (nothing to pad to).
     """
-    threads = torch.get_num_threads()
-    cache = model.__dict__.get("_kvdiv_min_rows")
-    if cache is not None and threads in cache:
-        return cache[threads]
-    need = 1
-    shapes: dict[tuple, torch.nn.Linear] = {}
-    for module in packed_linears(model):
-        shapes.setdefault((tuple(module.weight.shape), module.bias is not None), module)
-    for (shape, has_bias), module in shapes.items():
-        key = (shape, has_bias, threads)
-        if key not in _MIN_ROWS:
-            _MIN_ROWS[key] = _probe(module)
-        need = max(need, _MIN_ROWS[key])
-    if cache is not None:
-        cache[threads] = need
-    return need
+    key = (torch.get_num_threads(), linear_kernel(model))
+    cache = model.__dict__.setdefault("_kvdiv_min_rows", {})
+    if key not in cache:
+        need = 1
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear) and module.weight.device.type == "cpu":
+                shape = (type(module), tuple(module.weight.shape), module.bias is not None, module.weight.dtype, key[0])
+                if shape not in _MIN_ROWS:
+                    _MIN_ROWS[shape] = _probe(module)
+                need = max(need, _MIN_ROWS[shape])
+        cache[key] = need
+    return cache[key]
 
 
 @torch.no_grad()
 def _probe(module: torch.nn.Linear) -> int:
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(PROBE_ROWS + 8, module.in_features, generator=gen)
+    x = torch.randn(PROBE_ROWS + 8, module.in_features, generator=gen).to(module.weight.dtype)
     ref = module(x)
     worst = 0
     for rows in range(1, PROBE_ROWS):
@@ -173,12 +169,15 @@ def _probe(module: torch.nn.Linear) -> int:
         if not torch.equal(module(x[offset : offset + rows]), ref[offset : offset + rows]):
             worst = rows
     if worst == PROBE_ROWS - 1:
+        kernel = "packed " if type(module) is PackedLinear else ""
         raise RuntimeError(
-            f"the packed CPU Linear {tuple(module.weight.shape)} gives a row different bits at {worst} rows than in a "
-            f"larger product at {torch.get_num_threads()} threads; set the model's `prepack: false`"
+            f"the {kernel}CPU Linear {tuple(module.weight.shape)} ({module.weight.dtype}) gives a row different bits at "
+            f"{worst} rows than in a larger product at {torch.get_num_threads()} threads, so documents batched in one "
+            f"forward would change each other's values; set the model's `prepack: {str(type(module) is not PackedLinear).lower()}` "
+            f"or run one document per job (`documents_per_job: 1`)"
         )
     return worst + 1
 
 
-__all__ = ["ATEN", "ONEDNN", "PackedLinear", "available", "is_prepacked", "linear_kernel", "min_rows", "packed_linears", "prepack_linears",
-           "unpack_linears", "unpacked"]
+__all__ = ["ATEN", "ONEDNN", "PackedLinear", "available", "is_prepacked", "linear_kernel", "min_rows", "packed_linears",
+           "prepack_linears", "unpack_linears", "unpacked"]

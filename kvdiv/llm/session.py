@@ -35,7 +35,7 @@ import torch
 from transformers import DynamicCache
 
 from kvdiv.llm.decode_attention import ATTN_IMPLEMENTATION, DecodePart, DecodePlan, SlotCache, planned
-from kvdiv.llm.prepacked import is_prepacked, min_rows
+from kvdiv.llm.prepacked import min_rows
 from kvdiv.llm.presses.probabilistic_press import ProbabilisticPress
 from kvdiv.llm.presses.registry import build_press
 
@@ -576,24 +576,14 @@ def step_sessions(
     return [p.out for p in parts]
 
 
-#: CPU matrix products with torch's default kernels (``prepack: false``) give a row the same bits whatever the number
-#: of rows only above a few rows: torch's CPU sgemm (torch 2.13) takes other kernels for 1–3 rows with 1 thread, and
-#: with 2 (or 8) threads also for 5–7 and 9–11 rows; 4 and 12 or more rows give every row the bits it has in any
-#: larger product (measured for 1, 2, 3, 4, 8 threads). Packed oneDNN weights (the default) measure their own
-#: minimum (:func:`kvdiv.llm.prepacked.min_rows`). A CPU step with fewer rows is padded, so a document's laws do not
-#: depend on how many other rows (actions, replicates, documents) share its forward.
-CPU_MIN_ROWS = {1: 4}
-CPU_MIN_ROWS_THREADED = 12
-
-
 def _padding_rows(rows: int, model: torch.nn.Module, device: torch.device) -> int:
-    """Rows to add to a CPU step of ``rows`` rows (:data:`CPU_MIN_ROWS`, or the packed weights' measured minimum);
-    0 on accelerators."""
+    """Rows to add to a CPU step of ``rows`` rows so that each row's bits do not depend on how many other rows (actions,
+    replicates, documents) share its forward: CPU matrix products change kernels at small row counts (torch 2.13's
+    sgemm for 1–3 rows at 1 thread and also 5–7 and 9–11 at 2; packed oneDNN weights for 1 row), so the minimum is
+    measured for the model's Linear layers (:func:`kvdiv.llm.prepacked.min_rows`). 0 on accelerators."""
     if device.type != "cpu":
         return 0
-    if is_prepacked(model):
-        return max(min_rows(model) - rows, 0)
-    return max(CPU_MIN_ROWS.get(torch.get_num_threads(), CPU_MIN_ROWS_THREADED) - rows, 0)
+    return max(min_rows(model) - rows, 0)
 
 
 def _padding_part(session: KernelSession, row0: int, n: int) -> DecodePart:

@@ -61,9 +61,23 @@ def test_only_plain_linear_modules_are_packed():
     assert [type(m) for m in model] == [Scaled, PackedLinear, torch.nn.Linear]
 
 
-def test_min_rows_is_the_row_count_from_which_every_row_keeps_its_bits():
+@pytest.mark.parametrize("packed", [True, False])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_min_rows_is_the_row_count_from_which_every_row_keeps_its_bits(packed, threads):
+    """For either kernel (torch's default sgemm changes kernels below 4 rows at 1 thread and below 12 at 2 on this
+    machine; packed oneDNN below 2), every product of min_rows or more rows gives each row the bits of a larger one."""
     model = small_model()
-    prepack_linears(model)
+    if packed:
+        prepack_linears(model)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        check_min_rows(model)
+    finally:
+        torch.set_num_threads(before)
+
+
+def check_min_rows(model):
     need = min_rows(model)
     assert 1 <= need < prepacked.PROBE_ROWS
     x = torch.randn(64, 1600)
@@ -72,6 +86,9 @@ def test_min_rows_is_the_row_count_from_which_every_row_keeps_its_bits():
         for rows in range(need, 40):
             for start in (0, 3, 64 - rows):
                 assert torch.equal(model(x[start : start + rows]), big[start : start + rows]), (rows, start)
+        if need > 1:  # and it is the fewest: one row fewer changes some row's bits
+            rows = need - 1
+            assert any(not torch.equal(model(x[s : s + rows]), big[s : s + rows]) for s in range(0, 64 - rows, 3))
 
 
 def perturbed_below(rows_needed: int):
