@@ -111,7 +111,7 @@ def test_min_rows_measures_a_kernel_that_changes_below_three_rows(monkeypatch):
     monkeypatch.setattr(prepacked, "_MIN_ROWS", {})
     monkeypatch.setattr(PackedLinear, "forward", perturbed_below(prepacked.PROBE_ROWS))
     prepack_linears(other := small_model())
-    with pytest.raises(RuntimeError, match=r"\(48, 1600\) gives a row different bits at 39 rows .*`prepack: false`"):
+    with pytest.raises(RuntimeError, match=r"packed CPU Linear \(48, 1600\) \(torch.float32\) gives a row different bits at 39 rows .*`prepack: false`"):
         min_rows(other)
 
 
