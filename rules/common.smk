@@ -24,10 +24,16 @@ check_config_names(config)
 ENV = "../envs/kvdiv.yaml"
 
 
+_SCRIPT_CODE = {}
+
+
 def script_code(script):
     """The `code` param of a job running workflow_scripts/{script}, i.e. the hash of every kvdiv module the script
-    imports, transitively, and of the data files they read (kvdiv.codehash): editing that code reruns the job."""
-    return code_hash(str(Path(workflow.basedir) / "workflow_scripts" / script))
+    imports, transitively, and of the data files they read (kvdiv.codehash): editing that code reruns the job.
+    Computed once per script and planning (config/paper.yaml defines 576 trajectory rules)."""
+    if script not in _SCRIPT_CODE:
+        _SCRIPT_CODE[script] = code_hash(str(Path(workflow.basedir) / "workflow_scripts" / script))
+    return _SCRIPT_CODE[script]
 
 # Each stage's rule file appends the targets `rule all` builds.
 FINAL_TARGETS = []
