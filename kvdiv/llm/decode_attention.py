@@ -23,6 +23,8 @@ from typing import Any, Iterator
 import torch
 from transformers import AttentionInterface
 
+from kvdiv.llm.presses.lazy_datasets import import_kvpress
+
 ATTN_IMPLEMENTATION = "kvdiv_decode"
 
 # the decode plan of the step in progress (set by planned(), read by the attention function)
@@ -101,6 +103,11 @@ def decode_attention(module, query, key, value, attention_mask, dropout=0.0, sca
     return out.view(batch, n_heads, 1, head_dim).transpose(1, 2).contiguous(), None
 
 
+# kvpress, when imported, wraps every attention function registered by then (kvpress.attention_patch: a wrapper that
+# writes fake keys into `key` at a module's `masked_key_indices`, which here is a chain's slot buffer). Import it
+# first, so that it patches before this registration whatever the import order elsewhere, and the function
+# transformers calls for "kvdiv_decode" is always decode_attention itself (tests/llm/test_session.py).
+import_kvpress()
 AttentionInterface.register(ATTN_IMPLEMENTATION, decode_attention)
 
 

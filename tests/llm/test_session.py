@@ -313,3 +313,20 @@ def test_slots_and_capacity_grow(llama):
         out.append(torch.stack([s.step(chains, [30 + t, 40 + t, 50 + t]) for t in range(6)]))
     assert small._n_slots >= 3 and small._capacity >= small._prefixes[REFERENCE].length + 6
     torch.testing.assert_close(out[0], out[1], atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("first", ["kvdiv.llm.decode_attention", "kvpress"])
+def test_the_attention_transformers_calls_for_kvdiv_decode_is_kvdivs_whatever_is_imported_first(first):
+    """kvpress wraps every attention function registered when it is imported (a head-wise-mask patch that would write
+    fake keys into a chain's buffer); decode_attention imports kvpress before registering, so the function a model
+    gets for "kvdiv_decode" is decode_attention itself in either import order (a fresh interpreter each)."""
+    import subprocess
+    import sys
+
+    code = (f"import {first}\n"
+            "import kvpress\n"
+            "import kvdiv.llm.decode_attention as d\n"
+            "from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS as fns\n"
+            "print(fns.get_interface(d.ATTN_IMPLEMENTATION, None) is d.decode_attention)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "True"
