@@ -29,7 +29,7 @@ ONEDNN = "onednn_prepacked"
 ATEN = "aten"
 
 #: products up to this many rows are checked against a larger one by :func:`min_rows`
-PROBE_ROWS = 40
+PROBE_ROWS = 64
 
 _MIN_ROWS: dict[tuple, int] = {}  # (shape, bias, threads) -> rows, measured once per process
 
