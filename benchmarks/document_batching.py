@@ -25,19 +25,14 @@ import json  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
-from kvdiv.documents import generate_stratum  # noqa: E402
-from kvdiv.documents.render import prompt_token_ids  # noqa: E402
+from bench_common import busy_process, coupled_job, stratum_prompts  # noqa: E402
+
 from kvdiv.llm.loading import load_model  # noqa: E402
-from kvdiv.llm.session import KernelSession  # noqa: E402
-from kvdiv.llm.tokenization import apply_chat_template  # noqa: E402
-from kvdiv.trajectories.base import chains_needed  # noqa: E402
-from kvdiv.trajectories.generate import generate_documents  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -56,26 +51,14 @@ print(imported - start, time.perf_counter() - imported, "datasets" in sys.module
 """
 
 
-def batch_seconds(loaded, prompts: list[list[int]], doc_ids: list[str], actions: dict, horizon: int) -> tuple[float, float]:
-    """(prefill seconds, total seconds) of one batch: every document prefilled, then generated together."""
-    start = time.perf_counter()
-    sessions = [KernelSession(loaded, torch.tensor(p), actions, horizon=horizon,
-                              max_chains=chains_needed(len(actions), 1, "complete"), seed_parts=(1, 2, d))
-                for p, d in zip(prompts, doc_ids)]
-    prefill = time.perf_counter() - start
-    generate_documents(sessions, [(1, 2, d) for d in doc_ids], list(actions), horizon=horizon, replicates=1,
-                       eos_token_ids=loaded.eos_token_ids, tv_atol=1e-6, progress=False)
-    return prefill, time.perf_counter() - start
-
-
 def rounds(loaded, prompts, doc_ids, actions, horizon, batches, n_rounds, label) -> dict[int, list[dict]]:
     out: dict[int, list[dict]] = {b: [] for b in batches}
     for r in range(n_rounds):
         order = batches if r % 2 == 0 else batches[::-1]
         row = {}
         for b in order:
-            prefill, total = batch_seconds(loaded, prompts[:b], doc_ids[:b], actions, horizon)
-            row[b] = {"prefill_s": prefill, "total_s": total, "per_document_s": total / b}
+            job = coupled_job(loaded, prompts[:b], [(1, 2, d) for d in doc_ids[:b]], actions, horizon)
+            row[b] = {"prefill_s": job["prefill"], "total_s": job["total"], "per_document_s": job["total"] / b}
         for b in batches:
             row[b]["ratio"] = row[b]["per_document_s"] / row[1]["per_document_s"]
             out[b].append(row[b])
@@ -102,26 +85,16 @@ def main() -> None:
     config = yaml.safe_load((REPO / "config/config.yaml").read_text())
     spec = {**config["models"]["smollm2"], "threads": 1, "device": "cpu", "dtype": "float32"}
     loaded = load_model("smollm2", spec, args.models_dir)
-    study = config["studies"]["retention50"]
-    actions = {a: config["actions"][a] for a in study["actions"]}
-    chat = (lambda text: apply_chat_template(loaded.tokenizer, text)) if loaded.chat_template else None
-    docs = generate_stratum(study="retention50", stratum="ruler_1024", n_documents=max(args.batches),
-                            master_seed=config["seed"], study_seed=study["seed"], tokenizer=loaded.tokenizer,
-                            tokenizer_name="smollm2", chat=chat, max_context=loaded.max_context, horizon=args.horizon)
-    prompts = [prompt_token_ids(d.to_record(), loaded.tokenizer, loaded.chat_template) for d in docs]
-    doc_ids = [d.id for d in docs]
+    actions = {a: config["actions"][a] for a in config["studies"]["retention50"]["actions"]}
+    doc_ids, prompts = stratum_prompts(loaded, config, "retention50", "ruler_1024", max(args.batches), args.horizon)
     print(f"documents {doc_ids[0]}..: {[len(p) for p in prompts]} prompt tokens; actions {list(actions)}; "
           f"H={args.horizon}; threads {torch.get_num_threads()}; OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}",
           flush=True)
     results = {"quiet": rounds(loaded, prompts, doc_ids, actions, args.horizon, args.batches, args.rounds, "quiet")}
     if args.busy_rounds:
-        competitor = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-        try:
+        with busy_process():
             results["busy"] = rounds(loaded, prompts, doc_ids, actions, args.horizon, args.batches, args.busy_rounds,
                                      "busy")
-        finally:
-            competitor.kill()
-            competitor.wait()
     print("\n| machine | B | per-document s (min, median) | prefill s per document (median) | ratio to B = 1 (min, median) |")
     print("|---|---|---|---|---|")
     for label, per_b in results.items():

@@ -31,23 +31,17 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as workflow_scripts/traje
 import argparse  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
-from kvdiv.documents import generate_stratum  # noqa: E402
-from kvdiv.documents.render import prompt_token_ids  # noqa: E402
+from bench_common import busy_process, coupled_job, stratum_prompts  # noqa: E402
+
 from kvdiv.llm.loading import load_model  # noqa: E402
 from kvdiv.llm.prepacked import prepack_linears, unpack_linears  # noqa: E402
 from kvdiv.llm.presses.registry import build_press  # noqa: E402
-from kvdiv.llm.session import KernelSession  # noqa: E402
-from kvdiv.llm.tokenization import apply_chat_template  # noqa: E402
-from kvdiv.trajectories.base import chains_needed  # noqa: E402
-from kvdiv.trajectories.generate import generate_documents  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -72,15 +66,9 @@ def baseline(loaded, ids: list[int], actions: dict, horizon: int, seed: int) -> 
 
 
 def coupled(loaded, prompts: list[list[int]], doc_ids: list[str], actions: dict, horizon: int, packed: bool) -> float:
-    """Seconds of one coupled job over ``prompts`` (prefills, then all documents' chains in one forward per step)."""
+    """Seconds of one coupled job over ``prompts`` (:func:`bench_common.coupled_job`), with or without packed weights."""
     (prepack_linears if packed else unpack_linears)(loaded.model)
-    start = time.perf_counter()
-    sessions = [KernelSession(loaded, torch.tensor(p), actions, horizon=horizon,
-                              max_chains=chains_needed(len(actions), 1, "complete"), seed_parts=(1, 2, d))
-                for p, d in zip(prompts, doc_ids)]
-    generate_documents(sessions, [(1, 2, d) for d in doc_ids], list(actions), horizon=horizon, replicates=1,
-                       eos_token_ids=loaded.eos_token_ids, tv_atol=1e-6, progress=False)
-    return time.perf_counter() - start
+    return coupled_job(loaded, prompts, [(1, 2, d) for d in doc_ids], actions, horizon)["total"]
 
 
 def rounds(loaded, prompts, doc_ids, actions, horizon, n_rounds, label) -> list[dict]:
@@ -115,26 +103,16 @@ def main() -> None:
     config = yaml.safe_load((REPO / "config/config.yaml").read_text())
     spec = {**config["models"]["smollm2"], "threads": 1, "device": "cpu", "dtype": "float32"}
     loaded = load_model("smollm2", spec, args.models_dir)
-    study = config["studies"]["retention50"]
-    actions = {a: config["actions"][a] for a in study["actions"]}
-    chat = (lambda text: apply_chat_template(loaded.tokenizer, text)) if loaded.chat_template else None
-    docs = generate_stratum(study="retention50", stratum="ruler_1024", n_documents=args.documents,
-                            master_seed=config["seed"], study_seed=study["seed"], tokenizer=loaded.tokenizer,
-                            tokenizer_name="smollm2", chat=chat, max_context=loaded.max_context, horizon=args.horizon)
-    prompts = [prompt_token_ids(d.to_record(), loaded.tokenizer, loaded.chat_template) for d in docs]
-    doc_ids = [d.id for d in docs]
+    actions = {a: config["actions"][a] for a in config["studies"]["retention50"]["actions"]}
+    doc_ids, prompts = stratum_prompts(loaded, config, "retention50", "ruler_1024", args.documents, args.horizon)
     print(f"documents {doc_ids[0]}..: {[len(p) for p in prompts]} prompt tokens; actions {list(actions)}; "
           f"H={args.horizon}; threads {torch.get_num_threads()}; OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}",
           flush=True)
     results = {"quiet": rounds(loaded, prompts, doc_ids, actions, args.horizon, args.rounds, "quiet")}
     if args.busy_rounds:
-        competitor = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-        try:
+        with busy_process():
             results["beside a busy process"] = rounds(loaded, prompts, doc_ids, actions, args.horizon,
                                                       args.busy_rounds, "busy")
-        finally:
-            competitor.kill()
-            competitor.wait()
     print("\n| machine | variant | per-document s (min, median) | ratio to baseline (min, median) |")
     print("|---|---|---|---|")
     for label, rows in results.items():

@@ -20,12 +20,9 @@ from pathlib import Path
 
 import torch
 import yaml
-from generation import candidate  # one coupled job, timed (benchmarks/generation.py, beside this script)
+from bench_common import coupled_job, stratum_prompts  # beside this script
 
-from kvdiv.documents import generate_stratum
-from kvdiv.documents.render import prompt_token_ids
 from kvdiv.llm.loading import load_model
-from kvdiv.llm.tokenization import apply_chat_template
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -45,19 +42,15 @@ def main() -> None:
     loaded = load_model("smollm2", spec, args.models_dir)
     torch.set_num_threads(args.threads)
     names = list(study["actions"])
-    chat = (lambda text: apply_chat_template(loaded.tokenizer, text)) if loaded.chat_template else None
-    doc = generate_stratum(study=study_name, stratum="ruler_1024", n_documents=1, master_seed=config["seed"],
-                           study_seed=study["seed"], tokenizer=loaded.tokenizer, tokenizer_name="smollm2", chat=chat,
-                           max_context=loaded.max_context, horizon=args.horizon)[0]
-    ids = torch.tensor(prompt_token_ids(doc.to_record(), loaded.tokenizer, loaded.chat_template))
-    print(f"document {doc.id}: {ids.shape[0]} prompt tokens; H={args.horizon}; threads {torch.get_num_threads()}; "
+    (doc_id,), prompts = stratum_prompts(loaded, config, study_name, "ruler_1024", 1, args.horizon)
+    print(f"document {doc_id}: {len(prompts[0])} prompt tokens; H={args.horizon}; threads {torch.get_num_threads()}; "
           f"actions in order: {names[:max(args.actions)]}", flush=True)
     times: dict[int, list[dict]] = {n: [] for n in args.actions}
     for r in range(args.rounds):
         order = args.actions[r % len(args.actions):] + args.actions[: r % len(args.actions)]
         for n in order:
             actions = {a: config["actions"][a] for a in names[:n]}
-            times[n].append(candidate(loaded, ids[None], actions, args.horizon, seed=r))
+            times[n].append(coupled_job(loaded, prompts, [(r, 0, "bench")], actions, args.horizon))
             print(json.dumps({"round": r, "actions": n, **times[n][-1]}), flush=True)
     base = statistics.median(t["total"] for t in times[min(args.actions)])
     print("| actions | prefill s (min / median) | coupled steps s (min / median) | total s (min / median) | total / "

@@ -20,13 +20,13 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
 import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 import yaml  # noqa: E402
+
+from bench_common import busy_process  # noqa: E402
 
 from kvdiv.llm import prepacked  # noqa: E402
 from kvdiv.llm.loading import load_model  # noqa: E402
@@ -89,12 +89,8 @@ def main() -> None:
     print(f"{n} Linear layers; torch {torch.__version__}; {torch.backends.cpu.get_cpu_capability()}", flush=True)
     results = {"quiet": rounds(loaded, ids, args.rows, args.rounds, "quiet")}
     if args.busy_rounds:
-        competitor = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-        try:
+        with busy_process():
             results["beside a busy process"] = rounds(loaded, ids, args.rows, args.busy_rounds, "busy")
-        finally:
-            competitor.kill()
-            competitor.wait()
     print("\n| machine | measurement | aten ms (min, median) | packed ms (min, median) | packed / aten (min, median) |")
     print("|---|---|---|---|---|")
     for label, out in results.items():

@@ -21,6 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench_common import busy_process
+
 REPO = Path(__file__).resolve().parents[1]
 
 CHILD = r"""
@@ -50,16 +52,11 @@ def run(threads: int, policy: str, busy: bool, steps: int, models_dir: str) -> f
     env.pop("OMP_WAIT_POLICY", None)
     if policy != "default":
         env["OMP_WAIT_POLICY"] = policy
-    competitor = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
-    try:
+    with busy_process(busy):
         out = subprocess.run([sys.executable, "-c", CHILD, str(threads), str(steps), models_dir], cwd=REPO, env=env,
                              capture_output=True, text=True)
-        if out.returncode != 0:
-            raise RuntimeError(f"threads {threads}, {policy}, busy {busy}: {out.stderr[-3000:]}")
-    finally:
-        if competitor is not None:
-            competitor.kill()
-            competitor.wait()
+    if out.returncode != 0:
+        raise RuntimeError(f"threads {threads}, {policy}, busy {busy}: {out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])["ms_per_step"]
 
 

@@ -27,6 +27,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from bench_common import busy_process
+
 REPO = Path(__file__).resolve().parents[1]
 IGNORE = shutil.ignore_patterns(".venv", ".git", "results", "logs", ".snakemake", "__pycache__", "*.egg-info")
 
@@ -58,10 +60,6 @@ def job_seconds(work: Path) -> dict[str, float]:
     return dict(totals)
 
 
-def busy_process() -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the planning measurements")
@@ -90,13 +88,8 @@ def main() -> None:
         print("|---|---:|---|")
         for label, r in runs:
             work = fresh_copy(Path(tmp), f"full-{label.split()[0]}-{r}")
-            competitor = busy_process() if label != "quiet" else None
-            try:
+            with busy_process(active=label != "quiet"):
                 seconds = timed(work, "--cores", "all")
-            finally:
-                if competitor is not None:
-                    competitor.kill()
-                    competitor.wait()
             families = ", ".join(f"{k} {v:.0f}" for k, v in sorted(job_seconds(work).items(), key=lambda kv: -kv[1]))
             print(f"| {label} | {seconds // 60:.0f} min {seconds % 60:.0f} s | {families} |", flush=True)
         print(f"\n`snakemake -n` after it (nothing to be done): {timed(work, '-n', '--cores', '2'):.1f} s")

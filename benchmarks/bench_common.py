@@ -1,0 +1,67 @@
+"""Pieces the benchmark scripts beside this file share: the first documents of a stratum as prompt ids, one coupled
+trajectory job timed (what a trajectory rule runs, without writing stores), and a busy competitor process.
+
+Imported by the scripts as ``from bench_common import ...`` (Python puts a script's own folder on ``sys.path``).
+Module level imports only the standard library, so scripts that merely start processes (workflow.py,
+threads_under_load.py) do not pay torch's and kvpress's imports for :func:`busy_process`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+
+#: The competitor of the "beside a busy process" measurements: one process spinning on one core.
+BUSY = "while True: pass"
+
+
+@contextlib.contextmanager
+def busy_process(active: bool = True) -> Iterator[None]:
+    """Run the block beside one busy process (``python -c "while True: pass"``); a no-op when not ``active``."""
+    competitor = subprocess.Popen([sys.executable, "-c", BUSY]) if active else None
+    try:
+        yield
+    finally:
+        if competitor is not None:
+            competitor.kill()
+            competitor.wait()
+
+
+def stratum_prompts(loaded, config: Mapping, study: str, stratum: str, n: int, horizon: int) -> tuple[list[str], list[list[int]]]:
+    """The ids and prompt token ids (the model's own rendering) of the first ``n`` documents of ``stratum`` of
+    ``study`` in ``config``, generated in-process with kvdiv.documents as the workflow's document rule does."""
+    from kvdiv.documents import generate_stratum
+    from kvdiv.documents.render import prompt_token_ids
+    from kvdiv.llm.tokenization import apply_chat_template
+
+    spec = config["studies"][study]
+    chat = (lambda text: apply_chat_template(loaded.tokenizer, text)) if loaded.chat_template else None
+    docs = generate_stratum(study=study, stratum=stratum, n_documents=n, master_seed=config["seed"],
+                            study_seed=spec["seed"], tokenizer=loaded.tokenizer, tokenizer_name=loaded.name, chat=chat,
+                            max_context=loaded.max_context, horizon=horizon)
+    return [d.id for d in docs], [prompt_token_ids(d.to_record(), loaded.tokenizer, loaded.chat_template) for d in docs]
+
+
+def coupled_job(loaded, prompts: Sequence[Sequence[int]], seed_parts: Sequence[tuple], actions: Mapping,
+                horizon: int) -> dict[str, float]:
+    """Seconds of one coupled job over ``prompts`` (complete mode, R = 1): every document prefilled, then the chains
+    of all of them in one forward per step (:func:`generate_documents`). ``seed_parts[d]`` seeds document d's
+    sampling streams and any ProbabilisticPress draw. Returns ``prefill``, ``coupled`` and ``total`` seconds."""
+    import torch
+
+    from kvdiv.llm.session import KernelSession
+    from kvdiv.trajectories.base import chains_needed
+    from kvdiv.trajectories.generate import generate_documents
+
+    start = time.perf_counter()
+    sessions = [KernelSession(loaded, torch.tensor(p), actions, horizon=horizon,
+                              max_chains=chains_needed(len(actions), 1, "complete"), seed_parts=parts)
+                for p, parts in zip(prompts, seed_parts)]
+    prefill = time.perf_counter() - start
+    generate_documents(sessions, list(seed_parts), list(actions), horizon=horizon, replicates=1,
+                       eos_token_ids=loaded.eos_token_ids, tv_atol=1e-6, progress=False)
+    total = time.perf_counter() - start
+    return {"prefill": prefill, "coupled": total - prefill, "total": total}
