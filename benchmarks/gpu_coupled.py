@@ -86,6 +86,7 @@ import yaml  # noqa: E402
 
 from kvdiv.trajectories.base import chains_needed  # noqa: E402
 from kvdiv.trajectories.generate import generate, generate_documents  # noqa: E402
+import kvdiv.llm.session as session_module  # noqa: E402
 from kvdiv.llm.session import KernelSession  # noqa: E402
 from kvdiv.llm.loading import LoadedModel  # noqa: E402
 
@@ -175,29 +176,58 @@ def weight_bytes(model) -> tuple[int, int]:
 
 
 class StepRecorder:
-    """Wraps ``session.step``: per call, the rows the model runs, their valid K/V entries, and wall seconds."""
+    """While in use, wraps :func:`kvdiv.llm.session.step_sessions`, the one forward behind ``KernelSession.step``
+    (one document) and ``KernelSession.step_together`` (several): per call, the rows the model runs, their valid K/V
+    entries (the new one included), and wall seconds."""
 
-    def __init__(self, session: KernelSession):
-        self.session = session
+    def __init__(self):
         self.calls: list[tuple[int, int, float]] = []  # (rows run, K/V entries read incl. the new one, seconds)
-        self._step = session.step
-        session.step = self._wrapped  # instance attribute shadows the method
+        self._original = session_module.step_sessions
 
-    def _wrapped(self, chains, tokens):
-        s = self.session
-        toks = [int(t) for t in (tokens.tolist() if isinstance(tokens, torch.Tensor) else tokens)]
-        rows = entries = 0
-        for c, t in zip(chains, toks):
-            ch = s._chain(c)
-            if not (ch.done or t in s._eos_set):
-                rows += 1
-                entries += ch.length + 1
-        sync(s.device)
-        start = time.perf_counter()
-        out = self._step(chains, tokens)
-        sync(s.device)
-        self.calls.append((rows, entries, time.perf_counter() - start))
-        return out
+    def __enter__(self) -> "StepRecorder":
+        def wrapped(requests):
+            rows = entries = 0
+            for s, chains, tokens in requests:
+                toks = [int(t) for t in (tokens.tolist() if isinstance(tokens, torch.Tensor) else tokens)]
+                for c, t in zip(chains, toks):
+                    ch = s._chain(c)
+                    if not (ch.done or t in s._eos_set):
+                        rows += 1
+                        entries += ch.length + 1
+            device = requests[0][0].device
+            sync(device)
+            start = time.perf_counter()
+            out = self._original(requests)
+            sync(device)
+            self.calls.append((rows, entries, time.perf_counter() - start))
+            return out
+
+        session_module.step_sessions = wrapped
+        return self
+
+    def __exit__(self, *exc) -> None:
+        session_module.step_sessions = self._original
+
+    def summary(self, session: KernelSession, coupled_s: float, w_read: int, bw: float) -> dict:
+        """Forwards, rows, step time and the bandwidth floor of the recorded calls (``session``: one of the job's,
+        for the K/V entry size; ``coupled_s``: the generation's wall time)."""
+        per_entry = kv_bytes_per_entry(session.n_layers, session.kv_heads, session.head_dim, session.dtype)
+        forwards = len(self.calls)
+        rows_run = sum(r for r, _, _ in self.calls)
+        entries = sum(e for _, e, _ in self.calls)
+        step_s = sum(t for _, _, t in self.calls)
+        floor_s = (forwards * w_read + entries * per_entry) / bw
+        return {
+            "forwards": forwards,
+            "rows_run": int(rows_run),
+            "rows_per_forward": rows_run / max(forwards, 1),
+            "step_s_mean": step_s / max(forwards, 1),
+            "coupled_s_per_forward": coupled_s / max(forwards, 1),
+            "floor_s_per_step": floor_s / max(forwards, 1),
+            "kv_bytes_per_step": entries * per_entry / max(forwards, 1),
+            "bw_fraction_forward": floor_s / step_s if step_s else None,
+            "bw_fraction_end_to_end": floor_s / coupled_s if coupled_s else None,
+        }
 
 
 def kv_bytes_per_entry(n_layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype) -> int:
@@ -215,18 +245,13 @@ def run_coupled(loaded: LoadedModel, ids: torch.Tensor, actions: dict, horizon: 
                             horizon=horizon)
     sync(device)
     prefill_s = time.perf_counter() - start
-    recorder = StepRecorder(session)
-    start = time.perf_counter()
-    traj = generate(session, list(actions), horizon=horizon, replicates=replicates, seed_parts=(seed, 0, "gpu-bench"),
-                    eos_token_ids=loaded.eos_token_ids, mode="complete", tv_atol=1e-6, progress=False)
-    sync(device)
-    coupled_s = time.perf_counter() - start
-    per_entry = kv_bytes_per_entry(session.n_layers, session.kv_heads, session.head_dim, session.dtype)
-    forwards = len(recorder.calls)
-    rows_run = sum(r for r, _, _ in recorder.calls)
-    entries = sum(e for _, e, _ in recorder.calls)
-    step_s = sum(s for _, _, s in recorder.calls)
-    floor_s = (forwards * w_read + entries * per_entry) / bw
+    with StepRecorder() as recorder:
+        start = time.perf_counter()
+        traj = generate(session, list(actions), horizon=horizon, replicates=replicates,
+                        seed_parts=(seed, 0, "gpu-bench"), eos_token_ids=loaded.eos_token_ids, mode="complete",
+                        tv_atol=1e-6, progress=False)
+        sync(device)
+        coupled_s = time.perf_counter() - start
     rows_advanced = sum(t.rows for t in traj.values())
     n_pairs = len(actions) * replicates
     first_div = {a: [int(next((i + 1 for i, m in enumerate(row) if not m), 0)) for row in t.match]
@@ -236,58 +261,15 @@ def run_coupled(loaded: LoadedModel, ids: torch.Tensor, actions: dict, horizon: 
         "cache_lengths": {name: session._prefixes[name].length for name in session.caches},
         "prefill_s": prefill_s,
         "coupled_s": coupled_s,
-        "forwards": forwards,
         "rows_advanced": int(rows_advanced),
-        "rows_run": int(rows_run),
         "pair_steps": rows_advanced / 2,
         "pair_steps_per_s": rows_advanced / 2 / coupled_s,
         "coupled_tokens_per_s": n_pairs * horizon / coupled_s,
-        "rows_per_forward": rows_run / max(forwards, 1),
-        "step_s_mean": step_s / max(forwards, 1),
-        "coupled_s_per_forward": coupled_s / max(forwards, 1),
-        "floor_s_per_step": floor_s / max(forwards, 1),
-        "kv_bytes_per_step": entries * per_entry / max(forwards, 1),
-        "bw_fraction_forward": floor_s / step_s if step_s else None,
-        "bw_fraction_end_to_end": floor_s / coupled_s if coupled_s else None,
+        **recorder.summary(session, coupled_s, w_read, bw),
         "first_divergence_step": first_div,  # 0 = no divergence within H
         "mean_tv": {a: float(t.tv.mean()) for a, t in traj.items()},
         "peak_mem_gib": peak_gib(device),
     }
-
-
-class BatchStepRecorder:
-    """Wraps ``KernelSession.step_together`` (one forward for several documents' sessions) while in use: per call,
-    the rows the model runs, their valid K/V entries, and wall seconds."""
-
-    def __init__(self):
-        self.calls: list[tuple[int, int, float]] = []
-        self._original = KernelSession.__dict__["step_together"]
-
-    def __enter__(self):
-        original = self._original.__func__
-
-        def wrapped(requests):
-            rows = entries = 0
-            for s, chains, tokens in requests:
-                toks = [int(t) for t in (tokens.tolist() if isinstance(tokens, torch.Tensor) else tokens)]
-                for c, t in zip(chains, toks):
-                    ch = s._chain(c)
-                    if not (ch.done or t in s._eos_set):
-                        rows += 1
-                        entries += ch.length + 1
-            device = requests[0][0].device
-            sync(device)
-            start = time.perf_counter()
-            out = original(requests)
-            sync(device)
-            self.calls.append((rows, entries, time.perf_counter() - start))
-            return out
-
-        KernelSession.step_together = staticmethod(wrapped)
-        return self
-
-    def __exit__(self, *exc):
-        KernelSession.step_together = self._original
 
 
 def run_coupled_batch(loaded: LoadedModel, prompts: list[torch.Tensor], actions: dict, horizon: int, replicates: int,
@@ -302,20 +284,13 @@ def run_coupled_batch(loaded: LoadedModel, prompts: list[torch.Tensor], actions:
                               horizon=horizon) for ids in prompts]
     sync(device)
     prefill_s = time.perf_counter() - start
-    with BatchStepRecorder() as recorder:
+    with StepRecorder() as recorder:
         start = time.perf_counter()
         trajs = generate_documents(sessions, [(seed, d, "gpu-bench") for d in range(len(prompts))], list(actions),
                                    horizon=horizon, replicates=replicates, eos_token_ids=loaded.eos_token_ids,
                                    mode="complete", tv_atol=1e-6, progress=False)
         sync(device)
         coupled_s = time.perf_counter() - start
-    s0 = sessions[0]
-    per_entry = kv_bytes_per_entry(s0.n_layers, s0.kv_heads, s0.head_dim, s0.dtype)
-    forwards = len(recorder.calls)
-    rows_run = sum(r for r, _, _ in recorder.calls)
-    entries = sum(e for _, e, _ in recorder.calls)
-    step_s = sum(t for _, _, t in recorder.calls)
-    floor_s = (forwards * w_read + entries * per_entry) / bw
     rows_advanced = sum(t.rows for traj in trajs for t in traj.values())
     return {
         "documents": len(prompts),
@@ -323,15 +298,9 @@ def run_coupled_batch(loaded: LoadedModel, prompts: list[torch.Tensor], actions:
         "prefill_s": prefill_s,
         "coupled_s": coupled_s,
         "coupled_s_per_document": coupled_s / len(prompts),
-        "forwards": forwards,
         "rows_advanced": int(rows_advanced),
-        "rows_run": int(rows_run),
         "pair_steps_per_s": rows_advanced / 2 / coupled_s,
-        "rows_per_forward": rows_run / max(forwards, 1),
-        "step_s_mean": step_s / max(forwards, 1),
-        "floor_s_per_step": floor_s / max(forwards, 1),
-        "bw_fraction_forward": floor_s / step_s if step_s else None,
-        "bw_fraction_end_to_end": floor_s / coupled_s if coupled_s else None,
+        **recorder.summary(sessions[0], coupled_s, w_read, bw),
         "peak_mem_gib": peak_gib(device),
     }
 
