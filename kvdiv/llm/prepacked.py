@@ -31,7 +31,7 @@ ATEN = "aten"
 #: products up to this many rows are checked against a larger one by :func:`min_rows`
 PROBE_ROWS = 64
 
-_MIN_ROWS: dict[tuple, int] = {}  # (shape, bias, threads) -> rows, measured once per process
+_MIN_ROWS: dict[tuple, int] = {}  # (module class, weight shape, bias, dtype, threads) -> rows, once per process
 
 
 def available() -> bool:
@@ -150,10 +150,10 @@ def min_rows(model: torch.nn.Module) -> int:
         need = 1
         for module in model.modules():
             if isinstance(module, torch.nn.Linear) and module.weight.device.type == "cpu":
-                shape = (type(module), tuple(module.weight.shape), module.bias is not None, module.weight.dtype, key[0])
-                if shape not in _MIN_ROWS:
-                    _MIN_ROWS[shape] = _probe(module)
-                need = max(need, _MIN_ROWS[shape])
+                probe = (type(module), tuple(module.weight.shape), module.bias is not None, module.weight.dtype, key[0])
+                if probe not in _MIN_ROWS:
+                    _MIN_ROWS[probe] = _probe(module)
+                need = max(need, _MIN_ROWS[probe])
         cache[key] = need
     return cache[key]
 
