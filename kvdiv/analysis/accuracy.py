@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from kvdiv.analysis.bootstrap import cluster_bootstrap, result_rows, stat_seed
-from kvdiv.analysis.inputs import DOC_KEYS, Metrics, cells
+from kvdiv.analysis.inputs import DOC_KEYS, Metrics, cells, is_swrb, study_names
 
 #: The answer columns :func:`accuracy_table` needs in ``replicates.parquet``.
 ANSWER_COLUMNS = ("correct_x", "correct_y", "answer_changed", "answer_end", "diverged_before_answer")
@@ -35,13 +35,12 @@ STATISTICS = ("accuracy_x", "accuracy_y", "accuracy_gap", "answer_changed", "sha
 
 
 def _check(replicates: pl.DataFrame) -> None:
-    studies = sorted(str(s) for s in replicates["study"].unique().to_list()) if "study" in replicates.columns else ["?"]
     missing = [c for c in ANSWER_COLUMNS if c not in replicates.columns]
     if missing:
-        raise ValueError(f"accuracy: the metrics of study {', '.join(map(repr, studies))} lack column {missing[0]!r} "
+        raise ValueError(f"accuracy: the metrics of study {study_names(replicates)} lack column {missing[0]!r} "
                          "(metrics written without the answers table; rerun rule metrics)")
-    if "z_r" in replicates.columns or "branch_start" in replicates.columns:
-        raise ValueError(f"accuracy: study {', '.join(map(repr, studies))} ran in mode 'swrb', whose stored chains are "
+    if is_swrb(replicates):
+        raise ValueError(f"accuracy: study {study_names(replicates)} ran in mode 'swrb', whose stored chains are "
                          "the residual branch path, not samples of P and Q; feed the accuracy table a study in mode "
                          "'complete' (config analysis.studies.accuracy)")
 

@@ -98,6 +98,17 @@ def row_weight(frame: pl.DataFrame) -> pl.Expr:
     return pl.col("weight") if "weight" in frame.columns else pl.lit(1.0)
 
 
+def is_swrb(replicates: pl.DataFrame) -> bool:
+    """Whether ``replicates`` are swrb-mode metrics (kvdiv.metrics writes ``z_r`` … and ``branch_start`` only then)."""
+    return "z_r" in replicates.columns or "branch_start" in replicates.columns
+
+
+def study_names(replicates: pl.DataFrame) -> str:
+    """The studies of ``replicates`` for an error message: ``'a', 'b'`` (``'?'`` without a study column)."""
+    studies = sorted(str(s) for s in replicates["study"].unique().to_list()) if "study" in replicates.columns else ["?"]
+    return ", ".join(map(repr, studies))
+
+
 SWRB_MEANS = {"occurrence": "z_o", "exposure": "z_e", "occupation": "z_pi", "mismatch": "z_r", "risk_tv": "z_r",
               "risk_window": "z_l", "capacity": "w_l"}
 
@@ -108,7 +119,7 @@ def document_means(replicates: pl.DataFrame) -> pl.DataFrame:
     conditional Monte Carlo columns replace O, E, Π, R, R_L, B_L (``SWRB_MEANS``)."""
     cols = ["occurrence", "exposure", "occupation", "mismatch", "risk_tv", "fixed_tv_mean",
             "mismatch_pre_eos", "mismatch_post_eos", "mismatch_strict_pre_eos", "risk_window", "capacity"]
-    swrb = "z_r" in replicates.columns
+    swrb = is_swrb(replicates)
     w = row_weight(replicates)
     aggs = []
     for c in cols:

@@ -26,7 +26,7 @@ import polars as pl
 
 from kvdiv.analysis.accuracy import ANSWER_COLUMNS, accuracy_document_means
 from kvdiv.analysis.bootstrap import cluster_bootstrap, stat_seed
-from kvdiv.analysis.inputs import Metrics, document_means, row_weight
+from kvdiv.analysis.inputs import Metrics, document_means, is_swrb, row_weight
 
 #: The caption of the leaderboard's Markdown table.
 CAPTION = ("Divergence leaderboard: every action ranked by R_H (the mean share of the H steps at which the evicted "
@@ -72,8 +72,7 @@ def leaderboard_table(metrics: Metrics, n_boot: int, seed: int, confidence: floa
         raise ValueError(f"leaderboard.steps: step {bad[0]} is outside 1..H = {horizon}")
     hs = sorted({int(h) for h in steps} | {horizon})
     doc = document_means(rep).join(diverged_by(rep, hs), on=["model", "document", "action"], how="left")
-    swrb = "z_r" in rep.columns or "branch_start" in rep.columns
-    if all(c in rep.columns for c in ANSWER_COLUMNS) and not swrb:
+    if all(c in rep.columns for c in ANSWER_COLUMNS) and not is_swrb(rep):
         acc = accuracy_document_means(rep).select("model", "document", "action", "cx", "cy")
         doc = doc.join(acc, on=["model", "document", "action"], how="left")
     else:

@@ -20,7 +20,8 @@ import numpy as np
 import polars as pl
 
 from kvdiv.analysis.bootstrap import cluster_bootstrap, stat_seed
-from kvdiv.analysis.inputs import Metrics, applicable_contrasts, contrast_name, document_means, paired
+from kvdiv.analysis.inputs import (Metrics, applicable_contrasts, contrast_name, document_means, is_swrb, paired,
+                                   study_names)
 from kvdiv.analysis.windows import in_window
 
 
@@ -66,10 +67,9 @@ def prediction_table(metrics: Metrics, contrast: Sequence[str], short_window: Se
     """
     a, b = contrast
     rep = metrics.replicates
-    if "z_r" in rep.columns or "branch_start" in rep.columns:
-        studies = sorted(str(s) for s in rep["study"].unique().to_list()) if "study" in rep.columns else ["?"]
+    if is_swrb(rep):
         raise ValueError(
-            f"Table 3: study {', '.join(map(repr, studies))} ran in mode 'swrb', where the fixed-history predictor "
+            f"Table 3: study {study_names(rep)} ran in mode 'swrb', where the fixed-history predictor "
             f"is undefined (swrb stores carry no fixed-history TV along the reference continuation x); feed Table 3 "
             f"a study in mode 'complete' (config analysis.studies.table3)"
         )

@@ -52,7 +52,7 @@ import polars as pl
 from scipy.stats import t as student_t
 
 from kvdiv.analysis.bootstrap import bootstrap_counts, cluster_bootstrap, stat_seed
-from kvdiv.analysis.inputs import POOLED, Metrics, document_means
+from kvdiv.analysis.inputs import POOLED, Metrics, document_means, is_swrb
 from kvdiv.estimands import enclosure, variance_cost_aggregates
 
 MODES = ("complete", "swrb")
@@ -381,7 +381,7 @@ def swrb_variance(metrics: Metrics, n_boot: int, seed: int, confidence: float) -
     mean_D. Empty (same columns) for a complete-mode study: its rows hold no SWRB draws."""
     schema = {"model": pl.Utf8, "action": pl.Utf8, "statistic": pl.Utf8, "estimate": pl.Float64, "lower": pl.Float64,
               "upper": pl.Float64, "n_documents": pl.Int64, "cells": pl.Int64, "mean_D": pl.Float64}
-    if "z_r" not in metrics.replicates.columns:
+    if not is_swrb(metrics.replicates):
         return pl.DataFrame(schema=schema)
     cells = study_cells(metrics.replicates)
     rows = []
