@@ -29,7 +29,8 @@ DEFAULT_PRESSES = {
                                                        {"press": "StreamingLLMPress", "compression_ratio": 0.3}]},
     "prob": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "design": "pips", "proposal": "scorer",
              "scorer": "SnapKVPress", "scorer_kwargs": {"window_size": 8}, "seed": 7},
-    "prob_mn": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "min_h", "seed": 7},
+    "prob_mn": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "min_h", "budget": "per_head",
+                "seed": 7},
     "prob_global": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "min", "budget": "global",
                     "seed": 7},
 }

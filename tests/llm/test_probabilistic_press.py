@@ -218,6 +218,8 @@ def test_proposals_equal_eager_attention(llama, proposal, history_size):
     spec = {"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": proposal}
     if history_size:
         spec["history_size"] = history_size
+    if proposal == "h2o":  # the plain accumulated sum here; the normalised one: test_h2o_normalised_by_queries
+        spec["h2o_normalization"] = "none"
     session = KernelSession(llama, ids, {"p": spec})
     press = session.presses["p"]
     attentions, values = eager_attention(llama, ids)
@@ -238,11 +240,49 @@ def test_proposals_equal_eager_attention(llama, proposal, history_size):
         torch.testing.assert_close(press.probabilities[layer][0], expected, rtol=1e-4, atol=1e-9)
 
 
+PER_HEAD = {"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "min_h", "budget": "per_head"}
+@pytest.mark.parametrize("history_size", [None, 5, 40])
+def test_h2o_normalised_by_queries(llama, history_size):
+    """π_H2O with ``h2o_normalization: queries`` (the default) == a direct enumeration on the model's eager
+    attention: for each key i, the mean of Ā_j(i) over the history queries j that see it (j ≥ i, among the last
+    W), normalised; with all queries also == kvpress's ObservedAttentionPress scores, normalised."""
+    from kvpress import ObservedAttentionPress
+
+    ids = ids_of(30, 4)
+    n = len(ids)
+    spec = {"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "h2o"}
+    if history_size:
+        spec["history_size"] = history_size
+    press = KernelSession(llama, ids, {"p": spec}).presses["p"]
+    plain = KernelSession(llama, ids, {"p": {**spec, "h2o_normalization": "none"}}).presses["p"]
+    attentions, values = eager_attention(llama, ids)
+    W = min(history_size or n, n)
+    for layer, (attn, v) in enumerate(zip(attentions, values)):
+        kv_heads = v.shape[0]
+        grouped = attn.reshape(kv_heads, attn.shape[0] // kv_heads, n, n).mean(1).numpy()  # [kv, query, key]
+        expected = np.zeros((kv_heads, n))
+        for h in range(kv_heads):
+            for i in range(n):
+                seeing = [j for j in range(n - W, n) if j >= i]
+                expected[h, i] = sum(grouped[h, j, i] for j in seeing) / len(seeing)
+        expected /= expected.sum(-1, keepdims=True)
+        np.testing.assert_allclose(press.probabilities[layer][0].numpy(), expected, rtol=1e-4, atol=1e-9)
+        if history_size is None or history_size >= n:
+            keys = torch.zeros(1, kv_heads, n, 4)
+            score = ObservedAttentionPress().score(None, None, keys, None, attn[None].float(), {})[0].double()
+            torch.testing.assert_close(press.probabilities[layer][0], score / score.sum(-1, keepdim=True),
+                                       rtol=1e-4, atol=1e-9)
+        # the two normalisations differ (early keys are seen by more queries)
+        assert (press.probabilities[layer][0] - plain.probabilities[layer][0]).abs().max() > 1e-3
+
+
 SESSION_ACTIONS = {
-    "mn": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "min_h", "seed": 3},
-    "mn_off": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "min_h", "seed": 3,
-               "correction": False},
-    "mn_other_seed": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "min_h", "seed": 4},
+    "mn": {**PER_HEAD, "seed": 3},
+    "mn_off": {**PER_HEAD, "seed": 3, "correction": False},
+    "mn_other_seed": {**PER_HEAD, "seed": 4},
+    "mn_t1": {**PER_HEAD, "seed": 3, "is_temperature": 1.0},
+    "mn_t0": {**PER_HEAD, "seed": 3, "is_temperature": 0.0},
+    "mn_thalf": {**PER_HEAD, "seed": 3, "is_temperature": 0.5},
     "global": {"press": "ProbabilisticPress", "compression_ratio": 0.6, "proposal": "min", "budget": "global", "seed": 3},
     "scorer": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "scorer", "scorer": "KnormPress"},
     "pips": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "design": "pips", "proposal": "min", "seed": 3},
@@ -264,12 +304,12 @@ def independent_bias(press: ProbabilisticPress, layer: int, head: int) -> tuple[
     if not press.correction:
         return kept, torch.zeros_like(pi)
     if press.design == "pips":
-        return kept, -torch.log(pi)
+        return kept, -press.is_temperature * torch.log(pi)
     counts = press.counts[layer][0, head][keep].double()
-    return kept, torch.log(counts) - math.log(int(press.draws[layer][0, head])) - torch.log(pi)
+    return kept, press.is_temperature * (torch.log(counts) - math.log(int(press.draws[layer][0, head])) - torch.log(pi))
 
 
-@pytest.mark.parametrize("name", ["mn", "mn_off", "global", "scorer", "pips"])
+@pytest.mark.parametrize("name", ["mn", "mn_off", "mn_thalf", "global", "scorer", "pips"])
 def test_correction_attention_equals_independent_recomputation(session, name, monkeypatch):
     """One decode step: every layer's attention output == softmax over the kept prompt keys with
     log(c_i/(mπ_i)) added (−log ρ_i for pips; nothing with correction off) plus the new token's key."""
@@ -321,6 +361,36 @@ def test_correction_off_is_plain_sampled_eviction(session):
     laws = session.step(chains, [42, 42])
     session.release(chains)
     assert (laws[0] - laws[1]).abs().max() > 1e-6
+
+
+def test_is_temperature_interpolates_the_correction(session):
+    """is_temperature 1 is today's correction exactly (same bias tensors, identical decode laws); 0 is no
+    correction exactly (the laws of correction=False); 0.5 biases the kept entries by half the log weights and
+    gives laws different from both."""
+    chains = {name: session.new_chain(name) for name in ("mn", "mn_t1", "mn_off", "mn_t0", "mn_thalf")}
+    laws = dict(zip(chains, session.step(list(chains.values()), [42] * len(chains))))
+    session.release(list(chains.values()))
+    assert torch.equal(laws["mn_t1"], laws["mn"]) and torch.equal(laws["mn_t0"], laws["mn_off"])
+    assert (laws["mn"] - laws["mn_off"]).abs().max() > 1e-6
+    assert (laws["mn_thalf"] - laws["mn"]).abs().max() > 1e-7 and (laws["mn_thalf"] - laws["mn_off"]).abs().max() > 1e-7
+    for layer in range(session.n_layers):
+        for name in ("mn_t1", "mn_t0", "mn_off", "mn_thalf"):
+            assert torch.equal(session.presses[name].log_weights[layer], session.presses["mn"].log_weights[layer])
+        assert torch.equal(session._prefixes["mn_t1"].bias[layer], session._prefixes["mn"].bias[layer])
+        assert torch.equal(session._prefixes["mn_t0"].bias[layer], session._prefixes["mn_off"].bias[layer])
+        log_w = session.presses["mn"].log_weights[layer]
+        kept = torch.isfinite(log_w)
+        half = session.presses["mn_thalf"].attention_bias(layer)
+        assert torch.equal(half[kept], 0.5 * log_w[kept]) and torch.equal(half[~kept], log_w[~kept])
+
+
+def test_default_budget_is_the_papers_global():
+    """multinomial defaults to the paper's global budget, pips to per_head (its only budget); both selectable."""
+    assert ProbabilisticPress().budget == "global"
+    assert build_press({"press": "ProbabilisticPress", "compression_ratio": 0.5}).budget == "global"
+    assert ProbabilisticPress(design="pips").budget == "per_head"
+    assert ProbabilisticPress(budget="per_head").budget == "per_head"
+    assert ProbabilisticPress().h2o_normalization == "queries" and ProbabilisticPress().is_temperature == 1.0
 
 
 def test_budgets_and_records(session):
@@ -404,6 +474,12 @@ def test_run_document_records_effective_retention(tiny_llama, tmp_path):
         ({"scorer": "SnapKVPress"}, "scorer is only used with proposal 'scorer'"),
         ({"proposal": "scorer"}, "unknown scorer None"),
         ({"correction": "yes"}, "correction'? must be true or false"),
+        ({"is_temperature": 1.5}, "is_temperature.*(must be a number in \\[0, 1\\]|out of range)"),
+        ({"is_temperature": -0.1}, "is_temperature.*(must be a number in \\[0, 1\\]|out of range)"),
+        ({"is_temperature": "hot"}, "is_temperature.*must be a number"),
+        ({"is_temperature": 0.5, "correction": False}, "is_temperature is only used with correction true"),
+        ({"proposal": "h2o", "h2o_normalization": "keys"}, "h2o_normalization.*(must be one of queries, none|not one of)"),
+        ({"proposal": "min", "h2o_normalization": "none"}, "h2o_normalization is only used with proposal 'h2o'"),
         ({"seed": -1}, "seed.*(must be a non-negative integer|out of range)"),
         ({"compression_ratio": 1.0}, "compression_ratio.*(must be in|out of range)"),
     ],

@@ -12,6 +12,17 @@ generated after eviction (j ∈ G) outputs
 Eviction replaces the prompt sums by estimates from a sample of the prompt entries; the generated
 entries are always attended exactly. Top-k presses are, in this reading, zero-variance biased estimators.
 
+Which choices are the paper's
+-----------------------------
+The paper's (as its published summaries and its code base, kvpress 0.5.3, describe it; the defaults): the
+``multinomial`` design (sampling with replacement, SNIS weights c_i/(mπ_i)); the ``global`` budget (one
+compression ratio, hence one number of draws m, for the whole cache); the decode-time correction with an
+importance-sampling temperature (``is_temperature``; the summaries name no symbol, default 1 = the full
+correction); π_H2O as kvpress's H2O press (``ObservedAttentionPress``) scores keys: accumulated attention
+divided by the number of queries that see the key (``h2o_normalization: queries``). kvdiv's own (options):
+the ``pips`` design, the ``per_head`` budget, the harmonic-history proposals ``min_h``/``h2o_h``, the plain
+accumulated H2O sum (``h2o_normalization: none``) and the ``scorer`` proposal.
+
 Proposals π (``proposal``), per layer and KV head, over the prompt entries
 --------------------------------------------------------------------------
 A_j(i) is the causal attention row of prompt query j over the prompt keys, computed from the layer's
@@ -24,7 +35,11 @@ t is the last one, and the age of query j is a_j = t − j.
   importance-sampling estimates ô = (1/m) Σ_draws A(I) v_I / π_I of an attention output o = Σ_i A(i) v_i,
   π ∝ A‖v‖ minimises E‖ô − o‖² = (Σ_i A(i)²‖v_i‖²/π_i − ‖o‖²)/m (Cauchy–Schwarz; Kahn & Marshall 1953):
   the variance-minimising proposal for a decode query that attends like the last prompt query.
-- ``h2o``:   π_i ∝ Σ_j A_j(i) — H2O's accumulated attention, normalised.
+- ``h2o``:   π_i ∝ Σ_j A_j(i) / N(i) — H2O's accumulated attention over the W history queries divided by
+  N(i) = min(W, n − i), the number of them that see key i under the causal mask (``h2o_normalization:
+  queries``, the default: kvpress 0.5.3's ``ObservedAttentionPress``, whose ``score`` is
+  ``attentions.sum(2) / arange(n, 0, -1)`` averaged over the GQA group); ``none``: π_i ∝ Σ_j A_j(i), the
+  plain sum, which favours early keys (seen by more queries).
 - ``min_h``: π_i ∝ ‖v_i‖·Σ_j h_j A_j(i);  ``h2o_h``: π_i ∝ Σ_j h_j A_j(i), with the harmonic prior
   h_j = (1/(a_j + 1)) / H_W over the W history queries (H_W = Σ_{a=1}^{W} 1/a, the W-th harmonic number):
   the last query weighs 1, the one before 1/2, then 1/3, ... Why this prior: the decode-time query is
@@ -39,7 +54,7 @@ t is the last one, and the age of query j is a_j = t − j.
 π is computed in float64 from float32 logits, so it underflows to 0 only for entries below e^{-700} of
 the top one; entries with π_i = 0 are never drawn and the estimates miss them.
 
-Design ``multinomial`` (the paper's, default)
+Design ``multinomial`` (the paper's; default)
 ---------------------------------------------
 Draw m entries with replacement from π: counts c ~ Multinomial(m, π); keep the distinct drawn entries
 S = {i : c_i > 0} with c_i and π_i. Since E[c_i] = m π_i, the importance weights
@@ -57,10 +72,16 @@ estimates X = e^{s_I} v_I/π_I, Y = e^{s_I}/π_I (I ~ π), so the ratio's bias i
 and its variance is O(1/m) too. ``correction=False`` keeps the same sample without weights (plain
 sampled eviction).
 
+Importance-sampling temperature (``is_temperature`` τ ∈ [0, 1]): the decode-time bias is τ·log w_i, i.e. the
+weights w_i^τ. τ = 1 is the correction above (the bias tensor itself: logits identical), τ = 0 no correction
+(the logits of ``correction=False``, exactly); in between the weights are tempered towards 1, trading the
+estimator's O(1/m) bias correction for lower variance (large w_i from small π_i dominate less).
+
 Budget (``budget``): the number of kept entries |S| is random, E|S| = Σ_i (1 − (1 − π_i)^m), increasing
 in m. Target: k = kvpress's ``compute_n_kept(n, compression_ratio)`` entries per head.
-- ``per_head``: each KV head gets its own m with E|S_h| = k.
-- ``global``: ONE number of draws m shared by every layer and KV head of the cache, with
+- ``per_head`` (kvdiv's option; pips's only budget): each KV head gets its own m with E|S_h| = k.
+- ``global`` (the paper's; multinomial's default): ONE number of draws m shared by every layer and KV head
+  of the cache, with
   Σ_h E|S_h| = L·H·k. Every head's estimator averages the same number of draws; heads with concentrated
   π draw the same entries again and keep few distinct entries, flat heads keep many, while the cache as
   a whole meets the target ratio. The press then compresses the whole cache once the last layer's
@@ -111,6 +132,8 @@ from kvdiv.seeds import derive_seed
 DESIGNS = ("multinomial", "pips")
 PROPOSALS = ("min", "h2o", "min_h", "h2o_h", "scorer")
 BUDGETS = ("per_head", "global")
+#: π_H2O: accumulated attention divided by the number of queries that see each key (kvpress), or not
+H2O_NORMALIZATIONS = ("queries", "none")
 WEIGHTINGS = ("linear", "softmax")
 #: proposals built from prompt-query attention rows, and those of them averaging a history of queries
 ATTENTION_PROPOSALS = ("min", "h2o", "min_h", "h2o_h")
@@ -224,9 +247,12 @@ def proposal_distribution(
     values: torch.Tensor,
     position_embeddings: tuple[torch.Tensor, torch.Tensor],
     history_size: int | None = None,
+    h2o_normalization: str = "queries",
 ) -> torch.Tensor:
     """The proposal π [b, kv_heads, n] (float64, rows sum to 1) of an attention proposal
-    (``min``, ``h2o``, ``min_h``, ``h2o_h``; see the module docstring)."""
+    (``min``, ``h2o``, ``min_h``, ``h2o_h``; see the module docstring). ``h2o_normalization`` (``h2o`` only):
+    ``queries`` divides each key's accumulated attention by the number of history queries that see it
+    (:func:`queries_seeing`, kvpress's ``ObservedAttentionPress``), ``none`` keeps the plain sum."""
     n = keys.shape[2]
     if proposal == "min":
         h = history_prior(1, "uniform")
@@ -235,10 +261,20 @@ def proposal_distribution(
         h = history_prior(W, "uniform" if proposal == "h2o" else "harmonic")
     else:
         raise ValueError(f"unknown attention proposal {proposal!r}; valid: {', '.join(ATTENTION_PROPOSALS)}")
+    if h2o_normalization not in H2O_NORMALIZATIONS:
+        raise ValueError(f"h2o_normalization must be one of {', '.join(H2O_NORMALIZATIONS)}; got {h2o_normalization!r}")
     weight = mean_attention(module, hidden_states, keys, position_embeddings, h)
     if proposal in ("min", "min_h"):
         weight = weight * values.to(torch.float64).norm(dim=-1)
+    if proposal == "h2o" and h2o_normalization == "queries":
+        weight = weight / queries_seeing(n, int(h.numel())).to(weight.device)
     return normalise(weight)
+
+
+def queries_seeing(n: int, history: int) -> torch.Tensor:
+    """Number of the last ``history`` prompt queries that see each of the n prompt keys under the causal mask:
+    min(history, n − i) for key i (float64 [n]); kvpress's ``ObservedAttentionPress`` divides by it (history = n)."""
+    return torch.clamp(torch.arange(n, 0, -1, dtype=torch.float64), max=float(history))
 
 
 def normalise(weights: torch.Tensor) -> torch.Tensor:
@@ -478,11 +514,20 @@ class ProbabilisticPress(BasePress):
     proposal : {"min", "h2o", "min_h", "h2o_h", "scorer"}, default="min"
         π from the last prompt query's attention × ‖v‖, accumulated attention, or their harmonic-history
         variants; ``scorer``: the named kvpress scorer press's scores.
-    budget : {"per_head", "global"}, default="per_head"
-        ``multinomial`` only: m per KV head meeting E|S| = k, or one m for the whole cache meeting the
-        cache-wide target (heads differ).
+    budget : {"global", "per_head"}, optional
+        ``global`` (the default of ``multinomial``, the paper's global compression ratio): one m for the whole
+        cache meeting the cache-wide target (heads differ); ``per_head``: m per KV head meeting E|S| = k (the
+        only budget of ``pips``, and its default).
     correction : bool, default=True
         Add the log importance weight to kept entries' attention logits at decode time (KernelSession).
+    is_temperature : float in [0, 1], default=1.0
+        Importance-sampling temperature τ: the decode-time bias is τ·log w_i (w_i^τ), 1 = the full correction,
+        0 = none (the same logits as ``correction=False``); between, a bias–variance trade-off. Only with
+        ``correction``.
+    h2o_normalization : {"queries", "none"}, default="queries"
+        ``proposal="h2o"`` only: ``queries`` divides each key's accumulated attention by the number of queries
+        that see it (kvpress 0.5.3's ``ObservedAttentionPress``, the H2O press of the paper's code base);
+        ``none``: the plain accumulated attention.
     history_size : int, optional
         Number of last prompt queries the history proposals (``h2o``, ``min_h``, ``h2o_h``) average;
         default: all prompt queries.
@@ -504,9 +549,11 @@ class ProbabilisticPress(BasePress):
     compression_ratio: float = 0.0
     design: str = "multinomial"
     proposal: str = "min"
-    budget: str = "per_head"
+    budget: str | None = None
     correction: bool = True
+    is_temperature: float = 1.0
     history_size: int | None = None
+    h2o_normalization: str = "queries"
     scorer: str | None = None
     scorer_kwargs: dict[str, Any] = field(default_factory=dict)
     weighting: str = "linear"
@@ -530,13 +577,23 @@ class ProbabilisticPress(BasePress):
     def __post_init__(self):
         if not isinstance(self.compression_ratio, (int, float)) or not 0 <= self.compression_ratio < 1:
             raise ValueError(f"compression_ratio must be in [0, 1), got {self.compression_ratio!r}")
-        for name, valid in (("design", DESIGNS), ("proposal", PROPOSALS), ("budget", BUDGETS), ("weighting", WEIGHTINGS)):
+        if self.budget is None:  # the paper's global budget; pips keeps exactly k per head
+            self.budget = "global" if self.design == "multinomial" else "per_head"
+        for name, valid in (("design", DESIGNS), ("proposal", PROPOSALS), ("budget", BUDGETS), ("weighting", WEIGHTINGS),
+                            ("h2o_normalization", H2O_NORMALIZATIONS)):
             if getattr(self, name) not in valid:
                 raise ValueError(f"{name} must be one of {', '.join(valid)}; got {getattr(self, name)!r}")
         if self.design == "pips" and self.budget != "per_head":
             raise ValueError(f"budget {self.budget!r} needs design 'multinomial' (pips keeps exactly k per head)")
         if not isinstance(self.correction, bool):
             raise ValueError(f"correction must be true or false, got {self.correction!r}")
+        t = self.is_temperature
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 1:
+            raise ValueError(f"is_temperature must be a number in [0, 1], got {t!r}")
+        if not self.correction and t != 1:
+            raise ValueError(f"is_temperature is only used with correction true (got is_temperature {t!r})")
+        if self.proposal != "h2o" and self.h2o_normalization != "queries":
+            raise ValueError(f"h2o_normalization is only used with proposal 'h2o', not {self.proposal!r}")
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
         if self.history_size is not None:
@@ -612,7 +669,8 @@ class ProbabilisticPress(BasePress):
             scores = self._scorer.score(module, hidden_states, keys, values, attentions, kwargs)
             return normalise(score_weights(scores, self.weighting, self.score_temperature))
         return proposal_distribution(
-            self.proposal, module, hidden_states, keys, values, kwargs["position_embeddings"], self.history_size
+            self.proposal, module, hidden_states, keys, values, kwargs["position_embeddings"], self.history_size,
+            self.h2o_normalization,
         )
 
     def inclusion_probabilities(self, module, hidden_states, keys, values, attentions, kwargs) -> torch.Tensor:
@@ -711,14 +769,17 @@ class ProbabilisticPress(BasePress):
     # ------------------------------------------------------------------ decode time and records
     def attention_bias(self, layer: int) -> torch.Tensor | None:
         """Additive decode-time logit bias of layer ``layer``'s kept entries [batch, kv_heads, kept]:
-        log w_i (multinomial) or −log ρ_i (pips) with ``correction``, else 0; −inf on padding. None before
-        the layer is compressed."""
+        τ·log w_i (multinomial) or −τ·log ρ_i (pips) with ``correction`` (τ = ``is_temperature``; τ = 1 returns
+        the stored log weights themselves), else 0; −inf on padding. None before the layer is compressed."""
         if layer not in self.log_weights:
             return None
         log_w = self.log_weights[layer]
-        if self.correction:
+        if self.correction and self.is_temperature == 1:
             return log_w
-        return torch.where(torch.isinf(log_w) & (log_w < 0), log_w, torch.zeros_like(log_w))
+        padding = torch.isinf(log_w) & (log_w < 0)
+        if not self.correction or self.is_temperature == 0:
+            return torch.where(padding, log_w, torch.zeros_like(log_w))
+        return torch.where(padding, log_w, log_w * float(self.is_temperature))
 
     def effective_retention(self, batch: int = 0) -> dict[str, Any]:
         """The retention the press achieved on sequence ``batch`` of the last prefill (JSON-serialisable).
@@ -745,6 +806,7 @@ class ProbabilisticPress(BasePress):
             "design": self.design,
             "proposal": self.proposal,
             "budget": self.budget,
+            "is_temperature": self.is_temperature if self.correction else 0.0,
             "prompt_entries": int(n),
             "target": compute_n_kept(int(n), self.compression_ratio) / n,
             "effective": total,

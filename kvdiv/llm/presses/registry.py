@@ -84,7 +84,7 @@ def argument_bounds(field: str, kind: type | None) -> tuple[float, float, bool, 
 
     - ``*compression_ratio`` (and each of ``compression_ratios``): [0, 1) — the share of the cache evicted;
     - other ``*_ratio`` and ``*_fraction`` arguments and ``alpha_safeguard``: [0, 1];
-    - ``epsilon``: ≥ 0; ``score_temperature``: > 0;
+    - ``epsilon``: ≥ 0; ``score_temperature``: > 0; ``is_temperature``: [0, 1];
     - integer arguments: ≥ 0 (token counts, sinks, seeds), and ≥ 1 for sizes, lengths and intervals
       (``window_size``, ``kernel_size``, ``chunk_length``, ...).
     """
@@ -96,6 +96,8 @@ def argument_bounds(field: str, kind: type | None) -> tuple[float, float, bool, 
         return (0.0, math.inf, True, False)
     if field == "score_temperature":
         return (0.0, math.inf, False, False)
+    if field == "is_temperature":
+        return (0.0, 1.0, True, True)
     if kind is int:
         positive = field in POSITIVE_INTEGERS or field.endswith(POSITIVE_INTEGER_SUFFIXES)
         return (1.0 if positive else 0.0, math.inf, True, False)
