@@ -14,6 +14,7 @@ os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [str(Path(workflow.bas
 
 from kvdiv import layout  # noqa: E402
 from kvdiv.analysis import items  # noqa: E402
+from kvdiv.analysis.verdicts import check_directions  # noqa: E402
 from kvdiv.codehash import code_hash  # noqa: E402
 from kvdiv.names import NAME_REGEX, check_config_names  # noqa: E402
 
@@ -315,6 +316,7 @@ def check_analysis():
     analysis = config["analysis"]
     horizons = {item: get_study(study)["horizon"] for item, study in analysis["studies"].items() if study in get_studies()}
     items.check_analysis_windows(analysis, horizons)
+    check_directions(analysis["directions"], analysis["contrasts"])
 
 
 check_analysis()
@@ -465,6 +467,7 @@ def get_report_setting():
         "studies": studies,
         "figure_studies": dict(a["studies"]),
         "contrasts": a["contrasts"],
+        "directions": a["directions"],
         "cohort_max_tau": a["cohort_max_tau"],
         "early": a["early"],
         "late": a["late"],

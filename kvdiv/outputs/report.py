@@ -20,6 +20,7 @@ import yaml
 from kvdiv.analysis.blocks import block_pattern_counts
 from kvdiv.analysis.inputs import POOLED, contrast_name
 from kvdiv.analysis.items import ANALYSED, ITEMS
+from kvdiv.analysis.verdicts import RULE, contrast_verdicts
 from kvdiv.io import atomic_path, read_parquet
 from kvdiv.layout import parse_stratum
 from kvdiv.outputs.tables import interval, pp
@@ -344,9 +345,10 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
 
     # ---------------------------------------------------------------- the probabilistic-eviction study (issue 13)
     if "probabilistic" in frames:  # built: the workflow passed its tables
+        directions = {contrast_name(a, b): d for a, b, d in setting.get("directions", [])}
         parts += [""] + _probabilistic_section(
             frames["probabilistic"], f"{ITEMS['probabilistic'].title} ({study_of.get('probabilistic', '?')})",
-            _rel(figures.get("probabilistic"), out))
+            _rel(figures.get("probabilistic"), out), directions)
 
     if "accuracy" in built:
         parts += _accuracy_section(analysis.get("accuracy", {}).get("numbers"), tables_md.get("accuracy"),
@@ -398,11 +400,13 @@ PROBABILISTIC_INTRO = (
 )
 
 
-def _probabilistic_section(frames: Mapping[str, pl.DataFrame], title: str, figure: str) -> list[str]:
+def _probabilistic_section(frames: Mapping[str, pl.DataFrame], title: str, figure: str,
+                           directions: Mapping[str, str] | None = None) -> list[str]:
     """The report's section of the probabilistic-eviction study (analysis item ``probabilistic``,
     config/probabilistic.yaml): heading, what the study asks, the figure, and two tables (pooled over strata,
     95% cluster-bootstrap intervals): per action, divergence by H and mean τ among diverged; per contrast, the
-    mismatch gap and its exposure share.
+    mismatch gap with its interval, its exposure share, the paper's direction (``directions``: contrast name →
+    lower/higher, config ``analysis.directions``) and the verdict (:mod:`kvdiv.analysis.verdicts`).
     """
     parts = [f"## {title}", "", PROBABILISTIC_INTRO, "", f"![probabilistic eviction]({figure})", ""]
     entry, dec = frames.get("entry"), frames.get("decomposition")
@@ -417,14 +421,20 @@ def _probabilistic_section(frames: Mapping[str, pl.DataFrame], title: str, figur
             parts.append(f"| {action} | {model} | {n} | {_ci(d)} | {_num(t, 1) if t else '–'} |")
     parts.append("")
     if dec is not None and dec.height:
-        parts += ["| contrast | model | documents | mismatch gap (pp) | exposure share of gap (%) |",
-                  "|---|---|---|---|---|"]
+        verdicts = contrast_verdicts(dec, directions or {})
+        claimed = {"lower": "gap < 0", "higher": "gap > 0"}
+        parts += [f"Verdict of each contrast against the paper's direction (config `analysis.directions`): {RULE}.",
+                  "", "| contrast | model | documents | mismatch gap (pp) | exposure share of gap (%) | paper's direction "
+                  "| verdict |", "|---|---|---|---|---|---|---|"]
         for model in sorted(dec["model"].unique().to_list()):
             for contrast in list(dict.fromkeys(dec.filter(pl.col("model") == model)["contrast"].to_list())):
                 g = _one(dec, model=model, stratum=POOLED, contrast=contrast, statistic="gap")
                 s = _one(dec, model=model, stratum=POOLED, contrast=contrast, statistic="exposure_share")
+                v = _one(verdicts, model=model, contrast=contrast)
                 n = (g or {}).get("n_documents", "–")
-                parts.append(f"| {contrast} | {model} | {n} | {_ci(g)} | {_ci(s, 1)} |")
+                direction = claimed.get((v or {}).get("direction"), "–")
+                parts.append(f"| {contrast} | {model} | {n} | {_ci(g)} | {_ci(s, 1)} | {direction} | "
+                             f"{(v or {}).get('verdict', '–')} |")
         parts.append("")
     return parts
 
