@@ -541,3 +541,20 @@ def test_global_budget_meets_the_target_on_smollm2(smollm2, smollm2_prompt):
             realised.append(float((multinomial_counts(pis, m, derive_rng(seed, 0)) > 0).sum()) / cells)
         mean = float(np.mean(realised))
         assert abs(mean - record["target"]) < min(PAPER_TOLERANCE, 4.5 * sd / 8), (r, mean, record["target"], sd)
+
+
+def test_schema_documents_the_press_arguments_and_defaults():
+    """config/schema.yaml's $defs/ProbabilisticPress lists every argument of the press with the press's default."""
+    import dataclasses
+    from pathlib import Path
+
+    import yaml
+
+    schema = yaml.safe_load((Path(__file__).resolve().parents[2] / "config" / "schema.yaml").read_text())
+    documented = schema["$defs"]["ProbabilisticPress"]["properties"]
+    fields = {f.name: f for f in dataclasses.fields(ProbabilisticPress) if f.init}
+    assert set(documented) == set(fields)
+    for name, f in fields.items():
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        assert documented[name]["default"] == default, name
+        assert documented[name]["description"]
