@@ -74,8 +74,8 @@ sampled eviction).
 
 Importance-sampling temperature (``is_temperature`` τ ∈ [0, 1]): the decode-time bias is τ·log w_i, i.e. the
 weights w_i^τ. τ = 1 is the correction above (the bias tensor itself: logits identical), τ = 0 no correction
-(the logits of ``correction=False``, exactly); in between the weights are tempered towards 1, trading the
-estimator's O(1/m) bias correction for lower variance (large w_i from small π_i dominate less).
+(the logits of ``correction=False``, exactly); in between the weights are tempered towards 1, giving up the
+unbiasedness of N̂ and D̂ for lower variance (large w_i from small π_i dominate less): a bias–variance knob.
 
 Budget (``budget``): the number of kept entries |S| is random, E|S| = Σ_i (1 − (1 − π_i)^m), increasing
 in m. Target: k = kvpress's ``compute_n_kept(n, compression_ratio)`` entries per head.
