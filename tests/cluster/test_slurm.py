@@ -168,13 +168,15 @@ def test_killed_job_is_reported_with_its_slurm_log(killed_run):
     job, comment = killed_run["killed"]
     rule = comment.removeprefix("rule_").split("_wildcards_")[0]
     assert killed_run["returncode"] not in (0, 124, 137), out[-6000:]
-    assert out.count("Error in rule ") == 1 and f"Error in rule {rule}:" in out, out[-8000:]
+    assert set(re.findall(r"Error in rule (\S+):", out)) == {rule}, out[-8000:]
     assert f"SLURM-job '{job}' failed, SLURM status is: 'CANCELLED'" in out, out[-8000:]
     slurm_log = killed_run["work"] / ".snakemake/slurm_logs" / f"rule_{rule}" / f"{job}.log"
     assert str(slurm_log) in out, out[-8000:]
     assert slurm_log.is_file() and "CANCELLED" in slurm_log.read_text(errors="replace"), slurm_log
     # nothing of the killed job is taken as complete: its stores are absent
-    for store in re.findall(r"results/\S+?\.zarr", out.split(f"Error in rule {rule}:")[1].split("log:")[0]):
+    stores = re.findall(r"results/\S+?\.zarr", out.split(f"Error in rule {rule}:")[1].split("log:")[0])
+    assert stores, out[-8000:]
+    for store in stores:
         assert not (killed_run["work"] / store).exists(), store
 
 
