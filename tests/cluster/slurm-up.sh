@@ -49,6 +49,7 @@ echo "slurm-up: $(slurmctld -V)"
 
 # --- configure -------------------------------------------------------------------------------------------------
 mkdir -p "$DIR"/{etc,munge,state,spool,log,run}
+chmod 0755 "$DIR"  # munged runs as user munge and must reach DIR/munge (mktemp -d makes DIR 0700)
 id munge >/dev/null 2>&1 || fail "no user munge (the munge package creates it)"
 chown munge:munge "$DIR/munge"
 chmod 0755 "$DIR/munge"  # munged: the socket's folder must be searchable by all

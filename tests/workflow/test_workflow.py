@@ -175,6 +175,21 @@ def test_paper_dag_through_the_slurm_workflow_profile(tmp_path):
     assert jobs["cube"] == 4 and jobs["resolve_model"] == 2, jobs
 
 
+def test_cpu_model_through_the_gpu_profile_asks_for_no_gpu(tmp_path):
+    """config/smoke.yaml's model runs on `device: cpu`: through profiles/slurm its trajectory jobs keep the
+    profile's memory, CPUs and runtime for `trajectories` but ask for no GPU (gpu=0, no gpu_model) and go to the
+    default partition, not the GPU one (kvdiv.cluster.trajectory_resources)."""
+    work = copy_repo(tmp_path / "wf")
+    out = run_snakemake(work, "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/smoke.yaml").stdout
+    blocks = [block for block in out.split("\nrule ")[1:] if block.startswith("trajectories_")]
+    assert len(blocks) == 4, out[-3000:]
+    for block in blocks:
+        resources = next(line for line in block.splitlines() if line.strip().startswith("resources:"))
+        for setting in ("slurm_partition=cpu", "gpu=0", "cpus_per_task=4", "runtime=120", "mem_mb=64000"):
+            assert setting in resources, resources
+        assert "gpu_model" not in resources and "slurm_partition=gpu" not in resources, resources
+
+
 def test_conda_env_pins_match_pyproject():
     """envs/kvdiv.yaml (for --sdm conda) installs exactly the dependencies pyproject.toml pins."""
     import tomllib
