@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stop the test cluster that tests/cluster/slurm-up.sh DIR started: slurmd, slurmctld, munged, each by its PID file
-# (DIR/run/slurmd.pid, DIR/run/slurmctld.pid, DIR/munge/munged.pid) (TERM, then KILL after 20 s). Nothing else is stopped; DIR is left for its logs; the
-# link /etc/slurm/slurm.conf to DIR's configuration is removed.
+# (DIR/run/slurmd.pid, DIR/run/slurmctld.pid, DIR/munge/munged.pid; TERM, then KILL after 20 s). Nothing else is
+# stopped; DIR is left for its logs; the link /etc/slurm/slurm.conf to DIR's configuration is removed.
 set -uo pipefail
 DIR=${1:?usage: slurm-down.sh DIR}
 for pidfile in "$DIR/run/slurmd.pid" "$DIR/run/slurmctld.pid" "$DIR/munge/munged.pid"; do
@@ -20,7 +20,8 @@ for pidfile in "$DIR/run/slurmd.pid" "$DIR/run/slurmctld.pid" "$DIR/munge/munged
     rm -f "$pidfile"
 done
 # the link slurm-up.sh made (only if it is that link)
-if [ -L /etc/slurm/slurm.conf ] && [ "$(readlink /etc/slurm/slurm.conf)" = "$(cd "$DIR" 2>/dev/null && pwd)/etc/slurm.conf" ]; then
+conf=$(cd "$DIR" 2>/dev/null && pwd)/etc/slurm.conf
+if [ -L /etc/slurm/slurm.conf ] && [ "$(readlink /etc/slurm/slurm.conf)" = "$conf" ]; then
     rm -f /etc/slurm/slurm.conf
 fi
 exit 0

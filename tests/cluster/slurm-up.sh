@@ -38,11 +38,14 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! comm
         printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && added_policy=1
     fi
     export DEBIAN_FRONTEND=noninteractive
-    ok=1
-    step 300 apt-get update -qq || ok=0
-    [ $ok = 1 ] && { step 600 apt-get install -y -qq --no-install-recommends slurm-wlm munge >"$DIR/apt.log" 2>&1 || ok=0; }
-    [ -n "$added_policy" ] && rm -f /usr/sbin/policy-rc.d
-    [ $ok = 1 ] || fail "apt-get could not install slurm-wlm and munge (see $DIR/apt.log if it got that far)"
+    why=
+    if ! step 300 apt-get update -qq >"$DIR/apt.log" 2>&1; then
+        why="apt-get update failed (no network or package registry?): $(tail -n 1 "$DIR/apt.log")"
+    elif ! step 600 apt-get install -y -qq --no-install-recommends slurm-wlm munge >>"$DIR/apt.log" 2>&1; then
+        why="apt-get install slurm-wlm munge failed: $(tail -n 1 "$DIR/apt.log")"
+    fi
+    [ -z "$added_policy" ] || rm -f /usr/sbin/policy-rc.d
+    [ -z "$why" ] || fail "$why (log: $DIR/apt.log)"
     echo "slurm-up: installed slurm-wlm and munge in $(( $(date +%s) - t0 )) s"
 fi
 echo "slurm-up: $(slurmctld -V)"
@@ -54,7 +57,8 @@ id munge >/dev/null 2>&1 || fail "no user munge (the munge package creates it)"
 chown munge:munge "$DIR/munge"
 chmod 0755 "$DIR/munge"  # munged: the socket's folder must be searchable by all
 if [ ! -s "$DIR/munge/munge.key" ]; then
-    step 30 dd if=/dev/urandom of="$DIR/munge/munge.key" bs=1024 count=1 status=none || fail "cannot write the munge key"
+    step 30 dd if=/dev/urandom of="$DIR/munge/munge.key" bs=1024 count=1 status=none \
+        || fail "cannot write the munge key"
 fi
 chown munge:munge "$DIR/munge/munge.key"
 chmod 0400 "$DIR/munge/munge.key"
@@ -133,7 +137,8 @@ fi
 wait_for 60 "slurmctld" timeout -k 5 10 scontrol ping
 if ! pid_alive "$DIR/run/slurmd.pid"; then
     # KVDIV_SLURM_NICE: the jobs' CPU niceness (they inherit slurmd's), for a machine shared with other work
-    step 60 nice -n "${KVDIV_SLURM_NICE:-0}" slurmd -f "$SLURM_CONF" -N "$NODE" || fail "slurmd did not start (log: $DIR/log/slurmd.log)"
+    step 60 nice -n "${KVDIV_SLURM_NICE:-0}" slurmd -f "$SLURM_CONF" -N "$NODE" \
+        || fail "slurmd did not start (log: $DIR/log/slurmd.log)"
 fi
 idle() { timeout -k 5 10 sinfo -h -N -n "$NODE" -o %t | grep -Eq '^(idle|mix|alloc)'; }
 wait_for 90 "node $NODE (slurmd)" idle
