@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(workflow.basedir)))
 # also what the conda env (envs/kvdiv.yaml: dependencies only) relies on.
 os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [str(Path(workflow.basedir)), os.environ.get("PYTHONPATH")])))
 
-from kvdiv import layout  # noqa: E402
+from kvdiv import cluster, layout  # noqa: E402
 from kvdiv.analysis import items  # noqa: E402
 from kvdiv.analysis.verdicts import check_directions  # noqa: E402
 from kvdiv.codehash import code_hash  # noqa: E402
@@ -383,11 +383,12 @@ TRAJECTORY_RULE_NAMES = {}
 
 def get_trajectory_resources(model):
     """Resources of a trajectory batch job: those a profile or --set-resources gives rule `trajectories` (the batch
-    rules have their own names), plus gpu (get_trajectory_gpus)."""
+    rules have their own names), with gpu=1 for a CUDA model; for a CPU model without the GPU ones and the partition
+    (kvdiv.cluster.trajectory_resources: it runs where the default resources say)."""
     overwrite = (workflow.resource_settings.overwrite_resources or {}).get("trajectories", {})
     # values come as given (CLI, profile) or parsed into snakemake Resource objects: take what the user wrote
     given = {name: getattr(value, "raw", value) for name, value in overwrite.items()}
-    return {**given, "gpu": get_trajectory_gpus(model)}
+    return cluster.trajectory_resources(given, on_gpu=get_trajectory_gpus(model) == 1)
 
 
 def get_trajectory_gpus(model):

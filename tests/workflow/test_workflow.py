@@ -159,12 +159,15 @@ def test_smoke_study_end_to_end_and_reruns(tmp_path):
 def test_paper_dag_through_the_slurm_workflow_profile(tmp_path):
     """The paper's study (2 models x 576 documents) plans through profiles/slurm: one GPU trajectory job per
     (study, model, block of 4 documents), with the profile's resources for `trajectories`; documents grouped 48 to
-    a SLURM job."""
+    a SLURM job: 353 SLURM submissions (docs/slurm.md)."""
     work = copy_repo(tmp_path / "wf")
-    proc = run_snakemake(work, "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/paper.yaml",
-                         "--quiet", "rules")
+    proc = run_snakemake(work, "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/paper.yaml")
     jobs = planned_jobs(proc.stdout + proc.stderr)
     assert jobs["trajectories"] == 2 * 2 * 6 * (48 // 4) and jobs["document"] == 2 * 288, jobs
+    # one SLURM job per job, but `all` (no action: run by snakemake itself) and the documents, 48 to a group job
+    groups = (proc.stdout + proc.stderr).count("Group job documents")
+    assert groups == 2 * 288 // 48
+    assert sum(jobs.values()) - jobs["all"] - jobs["document"] + groups == 353, jobs
     # the profile's set-resources for `trajectories` reach every batch rule
     store = "results/retention50/trajectories/llama/retention50-ruler_4096-0005.zarr"
     out = run_snakemake(work, store, "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/paper.yaml")
@@ -173,6 +176,21 @@ def test_paper_dag_through_the_slurm_workflow_profile(tmp_path):
     for setting in ("slurm_partition=gpu", "gpu=1", "gpu_model=a100", "cpus_per_task=4", "runtime=120", "mem_mb=64000"):
         assert setting in resources, resources
     assert jobs["cube"] == 4 and jobs["resolve_model"] == 2, jobs
+
+
+def test_cpu_model_through_the_gpu_profile_asks_for_no_gpu(tmp_path):
+    """config/smoke.yaml's model runs on `device: cpu`: through profiles/slurm its trajectory jobs keep the
+    profile's memory, CPUs and runtime for `trajectories` but ask for no GPU (gpu=0, no gpu_model) and go to the
+    default partition, not the GPU one (kvdiv.cluster.trajectory_resources)."""
+    work = copy_repo(tmp_path / "wf")
+    out = run_snakemake(work, "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/smoke.yaml").stdout
+    blocks = [block for block in out.split("\nrule ")[1:] if block.startswith("trajectories_")]
+    assert len(blocks) == 4, out[-3000:]
+    for block in blocks:
+        resources = next(line for line in block.splitlines() if line.strip().startswith("resources:"))
+        for setting in ("slurm_partition=cpu", "gpu=0", "cpus_per_task=4", "runtime=120", "mem_mb=64000"):
+            assert setting in resources, resources
+        assert "gpu_model" not in resources and "slurm_partition=gpu" not in resources, resources
 
 
 def test_conda_env_pins_match_pyproject():
