@@ -1,33 +1,12 @@
 """Formulas written once and used by the finite-state samplers, the LLM samplers and the metrics over cubes.
 
-Notation of arXiv 2609.16617: steps t = 1..H, δ_t = ``tv``, τ = ``tau``, J = the branch start, L = ``window``.
+- total variation: :func:`tv` (numpy or torch, last axis), :func:`tv_rows` (rows of two tables, in Numba kernels);
+- the SWRB estimators Z_O, Z_Π, Z_R, Z_E, Z_L, Z_T, W_L per replicate (:func:`swrb_estimates`, :data:`SWRB_COLUMNS`);
+- the (1 − α) enclosure of R_H from sampled profiles (:func:`enclosure`, §4.3);
+- the variance–cost aggregates over cells (:func:`variance_cost_aggregates`, §4.4) and kernel-pair evaluations
+  per replicate (:func:`pair_evaluations`).
 
-**Total variation.** δ = TV(p, q) = ½‖p − q‖₁ = ½ Σ_k |p_k − q_k|: :func:`tv` over the last axis of numpy arrays
-or torch tensors (the coupling's δ_t and fixed-history TV, the exact enumeration, the kernel tests), and
-:func:`tv_rows`, the same sum for rows of two tables inside Numba kernels (the finite-state samplers).
-
-**Residual-branch conditional Monte Carlo (SWRB)**, per replicate. Along the overlap scan
-S_t = Π_{s≤t}(1 − δ_s), w_j = S_{j−1} δ_j and D = Σ_j w_j = 1 − S_H; J ~ w_j/D is the branch start and δ_t
-for t > J the TV along the branch. With Σ = Σ_{t>J} δ_t and Σ_L = Σ_{t=J+1}^{min(J+L, H)} δ_t
-(:func:`swrb_estimates`, columns :data:`SWRB_COLUMNS`):
-
-    Z_O = D/H,  Z_Π = D·Σ/H,  Z_R = D(1 + Σ)/H = Z_O + Z_Π,  Z_E = D(H − J)/H,
-    Z_L = D(1 + Σ_L)/H,  Z_T = D(Σ − Σ_L)/H,  W_L = D·max(0, H − J − L)/H,
-
-with E[Z_R] = R_H, E[Z_O] = O_H, E[Z_Π] = Π_H, E[Z_E] = E_H, E[D] = P(τ ≤ H), E[Z_L] = R_L, E[Z_T] = R_H − R_L
-and E[W_L] = B_L. All vanish when D = 0.
-
-**Enclosure from sampled profiles** (§4.3): from n independent (Z_L, W_L) measurements (or their complete-mode
-counterparts, the window mismatch and the tail capacity), [LCB(Z_L), UCB(Z_L + W_L)], each one-sided at α/2 with
-the normal approximation, holds R_H with probability at least 1 − α, because R_L ≤ R_H ≤ R_L + B_L
-(:func:`enclosure`).
-
-**Variance–cost comparison** (§4.4, Figure 4) of a naive (complete-coupling) and a SWRB estimator over a set of
-cells (systems, or (document, action) pairs): per cell the variance ratio Var_naive/Var_swrb and the evaluation
-ratio c̄_swrb/c̄_naive; over the cells min/median/max variance ratio, the mean evaluation ratio and the
-variance–cost advantage as a ratio of means, mean(Var_naive·c̄_naive)/mean(Var_swrb·c̄_swrb)
-(:func:`variance_cost_aggregates`). Kernel-pair evaluations per replicate as the paper counts them: H for a
-complete sample, H + (H − J) for SWRB (H when D = 0; :func:`pair_evaluations`).
+The mathematics: docs/estimators.md#residual-branch-estimation-swrb, #enclosure-of-r_h and #variance-and-cost.
 """
 
 from __future__ import annotations

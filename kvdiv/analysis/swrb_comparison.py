@@ -1,45 +1,11 @@
 """Complete coupling vs residual-branch conditional Monte Carlo (SWRB) on a real model (arXiv 2609.16617, §4).
 
-The finite-state study (:mod:`kvdiv.finite.study`) compares the two samplers on enumerable systems; this module
-does the same for trajectories of an LLM, per (document, action) cell, in two ways:
-
-**Both modes run** (benchmarks/swrb_llm.py): R replicates per cell in each mode from independent streams, one row
-per replicate (:func:`kvdiv.metrics.trajectory_replicates`: complete M, M_L, capacity; swrb Z_R, Z_L, W_L; their
-costs). :func:`comparison_table` gives per cell the means, per-replicate variances (ddof 1) and standard errors
-of each mode, the variance ratio Var(complete)/Var(swrb) per key (R_H, R_L, B_L), cost ratios
-c̄_swrb/c̄_complete (``pair_evaluations`` as the paper counts them, ``rows`` forwarded, ``wall_s``),
-``advantage`` = variance ratio / evaluation ratio and z = (mean_complete − mean_swrb)/√(se_c² + se_s²).
-
-**One swrb-mode study** (the workflow's metrics; :func:`study_cells`): the complete coupling's variance of M is
-estimated from the swrb draws themselves. A swrb row's tokens are the branch path, which has the law of the
-complete coupling's path given τ = J, and J ~ w_j/D has the law of τ given τ ≤ H; so for a path quantity g that
-vanishes without divergence E[g] = E[D·g(path)] under the complete coupling (the row ``weight`` of
-:mod:`kvdiv.metrics`). With M² such a quantity and Z̄, s² the mean and variance of Z_R over the cell's n rows,
-
-    Var̂(M) = mean(D·M²) − (Z̄² − s²/n)        (unbiased: E[Z̄²] = R_H² + Var(Z_R)/n),
-
-and the evaluation ratio is 1 + mean((H − J)/H) = 1 + mean(``exposure``) along the sampled paths.
-
-**Aggregates** (:func:`retention_summary`) are the finite study's (:func:`kvdiv.estimands.variance_cost_aggregates`,
-cells in place of systems): min/median/max of the variance ratios, the mean of the per-cell cost ratios, the
-variance–cost advantage as a ratio of means mean(Var(M)·c̄_complete)/mean(Var(Z_R)·c̄_swrb), and the pooled variance
-ratio mean(Var(M))/mean(Var(Z_R)) (robust where rare divergence leaves a cell's complete replicates all 0);
-intervals are percentile intervals of a cluster bootstrap over documents (a document's cells travel together).
-
-**Agreement** (:func:`agreement_table`; E[M] = E[Z_R] = R_H, E[M_L] = E[Z_L] = R_L, E[capacity] = E[W_L] = B_L):
-per group of cells with mean differences d_i = m̄_complete − m̄_swrb, the pooled z = Σ d_i / √(Σ (se_c² + se_s²))
-with within-cell standard errors (the criterion), and beside it the across-cells t = mean(d)/(sd(d)/√n) on n − 1 df
-(:func:`across_cells_t`), which needs no within-cell standard error — a complete cell whose R replicates never
-diverged has se 0, an underestimate.
-
-**Enclosure** (paper §4.3; :func:`kvdiv.estimands.enclosure`): per action, the (1 − α) enclosure of the
-document-average R_H, [LCB(Z_L), UCB(Z_L + W_L)] each at α/2, over per-document means of the sampled profiles
-(the spread across documents carries both the between- and the within-document variance): from a benchmark's
-swrb replicates (:func:`action_enclosures`) or from a study's metrics in either mode (:func:`study_enclosures`:
-Z_L, W_L in swrb mode; the window mismatch M_L and the tail capacity, also unbiased for R_L and B_L, in complete
-mode).
-
-The analysis items ``swrb`` (:mod:`kvdiv.analysis.items`) are :func:`swrb_variance` and :func:`swrb_enclosure`.
+The finite-state study (:mod:`kvdiv.finite.study`) compares the two samplers on enumerable systems; this module does
+the same for trajectories of an LLM, per (document, action) cell: both modes run (:func:`comparison_table`,
+benchmarks/swrb_llm.py), or one swrb-mode study whose draws also estimate the complete coupling's Var(M)
+(:func:`study_cells`); aggregates (:func:`retention_summary`), agreement (:func:`agreement_table`) and the
+enclosure of R_H (:func:`action_enclosures`, :func:`study_enclosures`). The analysis items ``swrb`` are
+:func:`swrb_variance` and :func:`swrb_enclosure`. The mathematics: docs/estimators.md#on-a-real-model.
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
 """Monte Carlo estimators on finite-state systems: the naive coupled sampler and SWRB.
 
-Both samplers run the recursive overlap–residual maximal coupling of :mod:`kvdiv.finite.exact` on the
-dense tables of a :class:`~kvdiv.finite.system.FiniteSystem` (arXiv 2609.16617, §4).
-
-**Naive coupled sample** (H kernel-pair evaluations): draw (x_{1:H}, y_{1:H}) from the coupling and
-record M = (1/H) Σ_t 1{x_t ≠ y_t}, τ, the occurrence 1{τ ≤ H}/H, exposure (H − τ)/H, occupation
-M − 1{τ ≤ H}/H, and for window L: M_L = (1/H)(1{τ ≤ H} + Σ_{τ<t≤τ+L} 1{x_t ≠ y_t}),
-M_T = M − M_L and W_L = max(0, H − τ − L)/H on τ ≤ H.
-
-**Residual-branch conditional Monte Carlo (SWRB)** (H + (H − J) evaluations):
-
-1. overlap scan u_t ~ m_t/(1 − δ_t) for t = 1..H, recording hazards δ_t;
-2. S_t = Π_{s≤t}(1 − δ_s), w_j = S_{j−1} δ_j, D = Σ_j w_j = 1 − S_H;
-3. J ~ w_j/D; x_J ~ (p − q)⁺/δ_J, y_J ~ (q − p)⁺/δ_J at u_<J; continue the coupled chains to H,
-   recording δ_t along the branch;
-4. the estimators Z_O, Z_Π, Z_R, Z_E, Z_L, Z_T, W_L of :mod:`kvdiv.estimands` (written there once, shared with
-   the metrics over cubes), with E[Z_R] = R_H, E[Z_L] = R_L, E[Z_T] = R_H − R_L, E[W_L] = B_L.
-
-Once δ_t = 1 on the overlap path the scan stops (S_t = 0: later weights vanish).
-
-The Numba kernels (``@njit(cache=True)``, arrays in and out) and the plain NumPy/Python reference
-implementation (:func:`naive_numpy`, :func:`swrb_numpy`: the benchmark baseline) consume one
-Mersenne-Twister stream (numpy's legacy ``RandomState(seed)``) in the same order, so with the same
-seed they return the same replicates.
+Both samplers run the recursive overlap–residual maximal coupling of :mod:`kvdiv.finite.exact` on the dense tables
+of a :class:`~kvdiv.finite.system.FiniteSystem` (arXiv 2609.16617, §4): the naive sample (H kernel-pair
+evaluations) and residual-branch conditional Monte Carlo (H + (H − J)), whose estimators are
+:mod:`kvdiv.estimands`'. The Numba kernels and the NumPy reference implementation (:func:`naive_numpy`,
+:func:`swrb_numpy`) consume one ``RandomState(seed)`` stream in the same order, so they return the same replicates.
+The mathematics: docs/estimators.md#the-naive-coupled-sample and #residual-branch-estimation-swrb.
 """
 
 from __future__ import annotations

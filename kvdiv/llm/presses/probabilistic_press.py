@@ -2,93 +2,11 @@ r"""Probabilistic KV eviction with decode-time correction (arXiv 2608.28293, "A 
 Interpretation of KV Cache Eviction", Geh, Chen, Israel, Grover, Van den Broeck), as published summaries
 of the paper describe it.
 
-Attention as an expectation
----------------------------
-At a decode step a query with logits s_i over the prompt entries i = 1..n and s_j over the entries
-generated after eviction (j ∈ G) outputs
-
-    o = (Σ_i e^{s_i} v_i + Σ_{j∈G} e^{s_j} v_j) / (Σ_i e^{s_i} + Σ_{j∈G} e^{s_j}).
-
-Eviction replaces the prompt sums by estimates from a sample of the prompt entries; the generated
-entries are always attended exactly. Top-k presses are, in this reading, zero-variance biased estimators.
-
-Proposals π (``proposal``), per layer and KV head, over the prompt entries
---------------------------------------------------------------------------
-A_j(i) is the causal attention row of prompt query j over the prompt keys, computed from the layer's
-own RoPE'd queries and cached keys (``module.scaling``; the computation of SnapKV's window attention,
-without needing eager attention weights), averaged over the G query heads that share the KV head (GQA).
-Queries j range over the last W = ``history_size`` prompt positions (all prompt queries by default),
-t is the last one, and the age of query j is a_j = t − j.
-
-- ``min``:   π_i ∝ A_t(i)·‖v_i‖ — the last prompt query's attention times the value norm. Of all
-  importance-sampling estimates ô = (1/m) Σ_draws A(I) v_I / π_I of an attention output o = Σ_i A(i) v_i,
-  π ∝ A‖v‖ minimises E‖ô − o‖² = (Σ_i A(i)²‖v_i‖²/π_i − ‖o‖²)/m (Cauchy–Schwarz; Kahn & Marshall 1953):
-  the variance-minimising proposal for a decode query that attends like the last prompt query.
-- ``h2o``:   π_i ∝ Σ_j A_j(i) — H2O's accumulated attention, normalised.
-- ``min_h``: π_i ∝ ‖v_i‖·Σ_j h_j A_j(i);  ``h2o_h``: π_i ∝ Σ_j h_j A_j(i), with the harmonic prior
-  h_j = (1/(a_j + 1)) / H_W over the W history queries (H_W = Σ_{a=1}^{W} 1/a, the W-th harmonic number):
-  the last query weighs 1, the one before 1/2, then 1/3, ... Why this prior: the decode-time query is
-  unknown, and the history variants average over which prompt query it will resemble. A harmonic (Zipf)
-  prior over the lag favours recent queries but is scale-free — each octave of ages [a, 2a) carries about
-  the same mass ln 2 / H_W — so no window length or half-life is privileged (an exponential prior would
-  impose one) and old queries keep a say; the normaliser H_W grows only like ln W, so all prompt queries
-  can be used (W = 1000: the last query weighs 13 %, the last 10 together 39 %).
-- ``scorer``: any kvpress scorer press's ``score()`` turned into weights (:func:`score_weights`) and
-  normalised (the scores of kvdiv's earlier, πps-only press).
-
-π is computed in float64 from float32 logits, so it underflows to 0 only for entries below e^{-700} of
-the top one; entries with π_i = 0 are never drawn and the estimates miss them.
-
-Design ``multinomial`` (the paper's, default)
----------------------------------------------
-Draw m entries with replacement from π: counts c ~ Multinomial(m, π); keep the distinct drawn entries
-S = {i : c_i > 0} with c_i and π_i. Since E[c_i] = m π_i, the importance weights
-
-    w_i = c_i / (m π_i),     E[w_i] = 1 (π_i > 0),
-
-make N̂ = Σ_{i∈S} w_i e^{s_i} v_i and D̂ = Σ_{i∈S} w_i e^{s_i} unbiased for the prompt numerator and
-denominator, whatever the decode query. The correction adds log w_i to each kept prompt entry's attention
-logit at every decode step; the softmax then computes the self-normalised importance-sampling (SNIS)
-estimate ô = (N̂ + Σ_G e^{s_j} v_j) / (D̂ + Σ_G e^{s_j}). N̂ and D̂ are means of m i.i.d. single-draw
-estimates X = e^{s_I} v_I/π_I, Y = e^{s_I}/π_I (I ~ π), so the ratio's bias is
-
-    E[ô] − o = (o·Var(Y) − Cov(X, Y)) / (m (μ_Y + Σ_G e^{s_j})²) + O(1/m²),
-
-and its variance is O(1/m) too. ``correction=False`` keeps the same sample without weights (plain
-sampled eviction).
-
-Budget (``budget``): the number of kept entries |S| is random, E|S| = Σ_i (1 − (1 − π_i)^m), increasing
-in m. Target: k = kvpress's ``compute_n_kept(n, compression_ratio)`` entries per head.
-- ``per_head``: each KV head gets its own m with E|S_h| = k.
-- ``global``: ONE number of draws m shared by every layer and KV head of the cache, with
-  Σ_h E|S_h| = L·H·k. Every head's estimator averages the same number of draws; heads with concentrated
-  π draw the same entries again and keep few distinct entries, flat heads keep many, while the cache as
-  a whole meets the target ratio. The press then compresses the whole cache once the last layer's
-  prefill attention has run (the full cache is held until then).
-m is an integer: with m⁻ = the largest integer with E|S|(m⁻) ≤ target, m = m⁻ + 1 with probability
-f = (target − E|S|(m⁻)) / (E|S|(m⁻+1) − E|S|(m⁻)), else m⁻, so that E|S| meets the target exactly (at
-least one draw; at most :data:`MAX_DRAWS`, where the target may stay out of reach). Conditionally on m
-the weights stay unbiased.
-
-Design ``pips`` (variant): exactly k entries per head
------------------------------------------------------
-Weights (π, or the scorer's :func:`score_weights`) become πps inclusion probabilities ρ_i = min(1, c·w_i),
-Σ_i ρ_i = k, by iterative capping; exactly k entries are kept by randomised systematic πps sampling
-(Madow 1949; Goodman & Kish 1950), P(i kept) = ρ_i. The correction adds −log ρ_i (Horvitz–Thompson):
-E[1{i kept}/ρ_i] = 1.
-
-Heads keeping fewer entries than the layer's longest head (multinomial design) are padded with zero keys
-masked out: through kvpress's ``module.masked_key_indices`` (AdaKV's mechanism) in a kvpress pipeline,
-and through −inf logit biases in :class:`kvdiv.llm.session.KernelSession`, which also applies the correction
-(:meth:`ProbabilisticPress.attention_bias`); inside a plain kvpress pipeline only the eviction happens.
-
-Randomness: layer ℓ draws from ``layer_seed(ℓ) = derive_seed(draw seed, ℓ)`` (multinomial: a numpy
-Generator for the rounding coins of m and the counts; pips: a torch Generator for the permutation and the
-offset u); the global budget's one rounding coin from ``derive_seed(draw seed, "budget")``. Inside a
-trajectory job the session sets the draw seed per document,
-``derive_seed(master seed, study seed, document id, action name, "ProbabilisticPress", seed)``, so
-documents get independent evictions (the cluster bootstrap treats them as independent) and the store
-records it; outside a session the draw seed is ``seed``.
+Per layer and KV head a proposal π over the prompt entries (``min``, ``h2o``, ``min_h``, ``h2o_h``, ``scorer``), a
+sample of entries to keep (design ``multinomial``: m draws with replacement, budget ``per_head`` or ``global``; or
+``pips``: exactly k by systematic πps sampling) and, with ``correction``, a log importance weight added to each kept
+entry's logit at every decode step (:meth:`ProbabilisticPress.attention_bias`). Layer ℓ draws from
+``derive_seed(draw seed, ℓ)``. The mathematics: docs/estimators.md#probabilistic-eviction.
 """
 
 from __future__ import annotations
