@@ -1,4 +1,4 @@
-"""The documentation's shape: a short README, short module docstrings, and no relative link to a missing file or heading.
+"""The documentation's shape: a short README, short module docstrings, no relative link to a missing file or heading.
 
 The manual lives in docs/ (usage, outputs, estimators, internals) and measurements in benchmarks/; the README points
 there. These checks keep it that way: README.md at most 150 lines, every kvdiv module docstring at most 10 lines (the
@@ -32,7 +32,7 @@ def strip_code(text: str) -> str:
 
 
 def slug(heading: str) -> str:
-    """GitHub's anchor for a heading: code marks and link targets dropped, lower case, punctuation removed, spaces to -."""
+    """GitHub's anchor for a heading: code marks and link targets dropped, lower case, no punctuation, spaces to -."""
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "").strip().lower()
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
