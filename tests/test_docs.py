@@ -2,8 +2,8 @@
 
 The manual lives in docs/ (usage, outputs, estimators, internals) and measurements in benchmarks/; the README points
 there. These checks keep it that way: README.md at most 150 lines, every kvdiv module docstring at most 10 lines (the
-mathematics is docs/estimators.md), and every relative link of README.md and docs/*.md (and every
-``docs/<file>.md#<anchor>`` pointer in a kvdiv docstring) resolving to a file, and to a heading of it when it names one.
+mathematics is docs/estimators.md), and every relative link of README.md, docs/*.md and benchmarks/README.md (and
+every ``docs/<file>.md#<anchor>`` pointer in a kvdiv docstring) resolving to a file, and to its heading if it names one.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def broken_docstring_pointers(root: Path) -> list[str]:
 
 
 def markdown_files(root: Path) -> list[Path]:
-    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    return [root / "README.md", *sorted((root / "docs").glob("*.md")), root / "benchmarks" / "README.md"]
 
 
 def test_readme_is_short():
