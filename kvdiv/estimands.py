@@ -1,12 +1,15 @@
 """Formulas written once and used by the finite-state samplers, the LLM samplers and the metrics over cubes.
 
 - total variation: :func:`tv` (numpy or torch, last axis), :func:`tv_rows` (rows of two tables, in Numba kernels);
-- the SWRB estimators Z_O, Z_Π, Z_R, Z_E, Z_L, Z_T, W_L per replicate (:func:`swrb_estimates`, :data:`SWRB_COLUMNS`);
+- the complete coupling's estimators M, O, Π, E, M_L, M_T, W_L per replicate (:func:`complete_estimates`,
+  :data:`COMPLETE_COLUMNS`) and the SWRB estimators Z_O, Z_Π, Z_R, Z_E, Z_L, Z_T, W_L (:func:`swrb_estimates`,
+  :data:`SWRB_COLUMNS`);
 - the (1 − α) enclosure of R_H from sampled profiles (:func:`enclosure`, §4.3);
 - the variance–cost aggregates over cells (:func:`variance_cost_aggregates`, §4.4) and kernel-pair evaluations
   per replicate (:func:`pair_evaluations`).
 
-The mathematics: docs/estimators.md#residual-branch-estimation-swrb, #enclosure-of-r_h and #variance-and-cost.
+The mathematics: docs/estimators.md#the-naive-coupled-sample, #residual-branch-estimation-swrb, #enclosure-of-r_h
+and #variance-and-cost.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from statistics import NormalDist
 import numba
 import numpy as np
 
+#: The columns of :func:`complete_estimates`, in its output order.
+COMPLETE_COLUMNS = ("M", "O", "Pi", "E", "diverged", "M_L", "M_T", "W_L", "tau")
 #: The columns of :func:`swrb_estimates`, in its output order.
 SWRB_COLUMNS = ("Z_R", "Z_O", "Z_Pi", "Z_E", "D", "Z_L", "Z_T", "W_L", "J")
 
@@ -34,6 +39,26 @@ def tv_rows(P: np.ndarray, i: int, Q: np.ndarray, j: int) -> float:
     for k in range(P.shape[1]):
         acc += abs(P[i, k] - Q[j, k])
     return 0.5 * acc
+
+
+@numba.njit(cache=True)
+def complete_estimates(count: float, tau: int, in_window: float, horizon: int, window: int, out: np.ndarray) -> None:
+    """Fill ``out`` (:data:`COMPLETE_COLUMNS`) with one complete-coupling replicate's estimators.
+
+    ``count`` = Σ_t 1{x_t ≠ y_t}, ``tau`` = τ (1-based; 0 when x and y never split), ``in_window`` =
+    Σ_{t=τ+1}^{min(τ+L, H)} 1{x_t ≠ y_t}, ``window`` = L: M = count/H, O = 1{τ>0}/H, Π = M − O,
+    E = (H − τ)/H, M_L = O + in_window/H, M_T = M − M_L, W_L = (H − τ − L)⁺/H (E and W_L 0 without divergence).
+    """
+    hit = 1.0 if tau > 0 else 0.0
+    out[0] = count / horizon
+    out[1] = hit / horizon
+    out[2] = (count - hit) / horizon
+    out[3] = (horizon - tau) / horizon if tau > 0 else 0.0
+    out[4] = hit
+    out[5] = (hit + in_window) / horizon
+    out[6] = (count - hit - in_window) / horizon
+    out[7] = max(0, horizon - tau - window) / horizon if tau > 0 else 0.0
+    out[8] = tau
 
 
 @numba.njit(cache=True)

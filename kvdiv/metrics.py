@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 import xarray as xr
 
-from kvdiv.estimands import SWRB_COLUMNS, pair_evaluations, swrb_estimates
+from kvdiv.estimands import COMPLETE_COLUMNS, SWRB_COLUMNS, complete_estimates, pair_evaluations, swrb_estimates
 from kvdiv.io import read_parquet, write_parquet
 from kvdiv.layout import METRIC_TABLES
 from kvdiv.trajectories.store import DOCUMENT_COORDS, open_cube
@@ -77,6 +77,23 @@ def replicate_counts(mismatch: np.ndarray, tv: np.ndarray, fixed_tv: np.ndarray,
             if t < first_eos[i]:
                 sums[i, 5] += m
     return tau, first_eos, sums
+
+
+#: The columns of ``replicates.parquet`` the complete coupling's estimators fill, and the estimator each holds.
+COMPLETE_METRICS = {"occurrence": "O", "exposure": "E", "occupation": "Pi", "mismatch": "M", "risk_window": "M_L",
+                    "capacity": "W_L"}
+
+
+@numba.njit(cache=True)
+def complete_estimators(tau: np.ndarray, sums: np.ndarray, horizon: int, window: int) -> np.ndarray:
+    """The complete coupling's estimators per row: columns :data:`kvdiv.estimands.COMPLETE_COLUMNS` from
+    :func:`kvdiv.estimands.complete_estimates`, with ``tau`` and ``sums`` from :func:`replicate_counts`."""
+    n = tau.shape[0]
+    out = np.zeros((n, len(COMPLETE_COLUMNS)))
+    for i in range(n):
+        t = tau[i] if tau[i] <= horizon else 0
+        complete_estimates(sums[i, 0], t, sums[i, 6], horizon, window, out[i])
+    return out
 
 
 #: The swrb-mode columns of ``replicates.parquet`` and the estimator of :mod:`kvdiv.estimands` each holds.
@@ -206,11 +223,10 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
 
     tau, first_eos, sums = replicate_counts(mismatch, tv, fixed_tv, eos_any, window)
     diverged = tau <= horizon
-    exposure = np.where(diverged, (horizon - tau) / horizon, 0.0)
-    occupation = sums[:, 1] / horizon
+    estimates = complete_estimators(tau, sums, horizon, window)
+    complete = {name: estimates[:, COMPLETE_COLUMNS.index(column)] for name, column in COMPLETE_METRICS.items()}
     with np.errstate(invalid="ignore", divide="ignore"):
-        rate = np.where(exposure > 0, occupation / exposure, np.nan)
-    occurrence = diverged / horizon
+        rate = np.where(complete["exposure"] > 0, complete["occupation"] / complete["exposure"], np.nan)
 
     doc_idx, act_idx, rep_idx = np.unravel_index(np.arange(n), (n_d, n_a, n_r))
     documents = _plain(ds["document"].values)
@@ -226,18 +242,18 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
         "horizon": np.full(n, horizon, dtype=np.int32),
         "window": np.full(n, window, dtype=np.int32),
         "diverged": diverged,
-        "occurrence": occurrence,
-        "exposure": exposure,
-        "occupation": occupation,
+        "occurrence": complete["occurrence"],
+        "exposure": complete["exposure"],
+        "occupation": complete["occupation"],
         "mismatch_rate": rate,
-        "mismatch": sums[:, 0] / horizon,
+        "mismatch": complete["mismatch"],
         "risk_tv": sums[:, 2] / horizon,
         "fixed_tv_mean": sums[:, 3] / horizon,
         "mismatch_pre_eos": sums[:, 4] / horizon,
         "mismatch_post_eos": (sums[:, 0] - sums[:, 4]) / horizon,
         "mismatch_strict_pre_eos": sums[:, 5] / horizon,
-        "risk_window": occurrence + sums[:, 6] / horizon,
-        "capacity": np.where(diverged, np.maximum(0, horizon - tau - window) / horizon, 0.0),
+        "risk_window": complete["risk_window"],
+        "capacity": complete["capacity"],
     }
     replicates = pl.DataFrame(columns).with_columns(
         pl.Series("tau", np.where(diverged, tau, 0), dtype=pl.Int32).set(pl.Series(~diverged), None),
@@ -349,10 +365,11 @@ def trajectory_replicates(trajectories: dict, mode: str, window: int, document: 
             fixed = np.ascontiguousarray(traj.fixed_tv, dtype=np.float64)
             tau, _, sums = replicate_counts(mismatch, tv, fixed, eos_any, int(window))
             diverged = tau <= horizon
+            z = complete_estimators(tau, sums, horizon, int(window))
             cols |= {
-                "R_H": sums[:, 0] / horizon,
-                "R_L": diverged / horizon + sums[:, 6] / horizon,
-                "B_L": np.where(diverged, np.maximum(0, horizon - tau - window) / horizon, 0.0),
+                "R_H": z[:, COMPLETE_COLUMNS.index("M")],
+                "R_L": z[:, COMPLETE_COLUMNS.index("M_L")],
+                "B_L": z[:, COMPLETE_COLUMNS.index("W_L")],
                 "risk_tv": sums[:, 2] / horizon,
                 "D": np.full(n, np.nan),
                 "J": np.zeros(n, dtype=np.int32),
