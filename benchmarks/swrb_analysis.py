@@ -21,7 +21,8 @@ from kvdiv.analysis.swrb_comparison import COSTS, ratio, study_cells
 from kvdiv.estimands import enclosure
 
 MODES = ("complete", "swrb")
-#: Quantities estimated per replicate in both modes: the mismatch risk by H (R_H), in the window (R_L), the capacity (B_L).
+#: Quantities estimated per replicate in both modes: the mismatch risk by H (R_H), in the window (R_L), the capacity
+#: (B_L).
 KEYS = ("R_H", "R_L", "B_L")
 
 
@@ -172,8 +173,8 @@ def action_enclosures(replicates: pl.DataFrame, alpha: float = 0.05) -> pl.DataF
 
 def swrb_rows_as_metrics(replicates: pl.DataFrame, horizon: int) -> pl.DataFrame:
     """The swrb rows of a benchmark frame (:func:`kvdiv.metrics.trajectory_replicates`, with ``M_path``) in the
-    column names of a study's ``replicates.parquet`` that :func:`kvdiv.analysis.swrb_comparison.study_cells` reads (z_r, weight = D, mismatch =
-    M_path, exposure = (H − J)/H)."""
+    column names of a study's ``replicates.parquet`` that :func:`kvdiv.analysis.swrb_comparison.study_cells` reads
+    (z_r, weight = D, mismatch = M_path, exposure = (H − J)/H)."""
     h = int(horizon)
     return replicates.filter((pl.col("mode") == "swrb") & pl.col("M_path").is_not_null()).select(
         pl.lit("benchmark").alias("model"), "document", "action",

@@ -1,12 +1,10 @@
 """Formulas written once and used by the finite-state samplers, the LLM samplers and the metrics over cubes.
 
 - total variation: :func:`tv` (numpy or torch, last axis), :func:`tv_rows` (rows of two tables, in Numba kernels);
-- the complete coupling's estimators M, O, Π, E, M_L, M_T, W_L per replicate (:func:`complete_estimates`,
-  :data:`COMPLETE_COLUMNS`) and the SWRB estimators Z_O, Z_Π, Z_R, Z_E, Z_L, Z_T, W_L (:func:`swrb_estimates`,
-  :data:`SWRB_COLUMNS`);
-- the (1 − α) enclosure of R_H from sampled profiles (:func:`enclosure`, §4.3);
-- the variance–cost aggregates over cells (:func:`variance_cost_aggregates`, §4.4) and kernel-pair evaluations
-  per replicate (:func:`pair_evaluations`).
+- per replicate, the complete coupling's estimators M, O, Π, E, M_L, M_T, W_L (:func:`complete_estimates`) and the
+  SWRB estimators Z_O, Z_Π, Z_R, Z_E, Z_L, Z_T, W_L (:func:`swrb_estimates`);
+- the (1 − α) enclosure of R_H (:func:`enclosure`, §4.3), the variance–cost aggregates over cells
+  (:func:`variance_cost_aggregates`, §4.4) and kernel-pair evaluations per replicate (:func:`pair_evaluations`).
 
 The mathematics: docs/estimators.md#the-naive-coupled-sample, #residual-branch-estimation-swrb, #enclosure-of-r_h
 and #variance-and-cost.

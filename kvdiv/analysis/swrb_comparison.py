@@ -107,7 +107,8 @@ def retention_summary(
 def study_cells(replicates: pl.DataFrame) -> pl.DataFrame:
     """Per (model, document, action) of a swrb-mode study's ``replicates.parquet``: the complete coupling's Var̂(M)
     estimated from the swrb rows and Var(Z_R) (module docstring), in the column names of the benchmark's
-    ``comparison_table`` (benchmarks/swrb_analysis.py) for R_H, with costs per H: ``complete_pair_evaluations`` = 1, ``swrb_pair_evaluations`` = 1 + mean(exposure).
+    ``comparison_table`` (benchmarks/swrb_analysis.py) for R_H, with costs per H: ``complete_pair_evaluations`` = 1,
+    ``swrb_pair_evaluations`` = 1 + mean(exposure).
     Also ``swrb_mean_R_H`` (mean Z_R), ``complete_mean_R_H`` (mean D·M, the same expectation) and ``swrb_mean_D``.
     ``complete_var_R_H`` is the unbiased estimate (negative in some cells with few replicates; the ratios of means
     use it), the per-cell ``variance_ratio_R_H`` uses max(Var̂(M), 0)."""
