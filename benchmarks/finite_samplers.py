@@ -1,4 +1,5 @@
-"""Benchmark: Numba naive/SWRB samplers vs the plain NumPy/Python implementation of the same samplers.
+"""Benchmark: Numba naive/SWRB samplers vs the plain NumPy/Python implementation of the same samplers
+(tests/support/finite_numpy.py).
 
 Both run in this one process on the same finite-state systems (one per suite shape) and the same
 seeds; the Numba kernels are compiled (and checked equal to the baseline) before timing. Then the
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -25,6 +27,8 @@ from kvdiv.finite.study import comparison_table, estimate_table, exact_table, pa
 from kvdiv.finite.suite import build_suite
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+from support.finite_numpy import sample_numpy  # noqa: E402  (the NumPy twins live with the tests)
 
 
 def timed(fn, repeats: int = 3) -> float:
@@ -57,9 +61,9 @@ def main() -> None:
     for system in chosen:
         for method in ("naive", "swrb"):
             a = sample(system, method, 500, seed=1, window=2)  # compiles the kernels
-            b = sample(system, method, 500, seed=1, window=2, backend="numpy")
+            b = sample_numpy(system, method, 500, seed=1, window=2)
             assert all(np.array_equal(a.values[c], b.values[c]) for c in a.values), "baseline and Numba disagree"
-            t_np = timed(lambda: sample(system, method, args.baseline_replicates, seed=2, window=2, backend="numpy"), 1)
+            t_np = timed(lambda: sample_numpy(system, method, args.baseline_replicates, seed=2, window=2), 1)
             t_nb = timed(lambda: sample(system, method, args.numba_replicates, seed=2, window=2))
             rate_np = args.baseline_replicates / t_np
             rate_nb = args.numba_replicates / t_nb

@@ -8,8 +8,8 @@ Z_R (R_H), M_L vs Z_L (R_L) and capacity vs W_L (B_L), kernel-pair evaluations, 
 time; per retention the finite study's aggregates (median/range of variance ratios, mean evaluation ratio,
 variance–cost advantage as a ratio of means) with cluster-bootstrap intervals over documents, the mean
 agreement check, and the (1 − α) enclosure of R_H per action from sampled profiles
-(:func:`kvdiv.metrics.trajectory_replicates` gives the replicates, :mod:`kvdiv.analysis.swrb_comparison`
-computes every table).
+(:func:`kvdiv.metrics.trajectory_replicates` gives the replicates, benchmarks/swrb_analysis.py computes the tables
+with :func:`kvdiv.analysis.swrb_comparison.retention_summary`).
 
 Replicates run in batches (``--batch`` per ``generate`` call: memory is 4 × actions × batch KV slots of
 the whole context); within a document the two modes alternate which goes first from batch to batch, so
@@ -39,15 +39,7 @@ import polars as pl
 import torch
 import yaml
 
-from kvdiv.analysis.swrb_comparison import (
-    KEYS,
-    action_enclosures,
-    agreement_table,
-    comparison_table,
-    complete_variance_check,
-    retention_summary,
-    with_divergence,
-)
+from kvdiv.analysis.swrb_comparison import retention_summary
 from kvdiv.documents import generate_stratum, prompt_token_ids
 from kvdiv.documents.render import chat_function
 from kvdiv.llm.loading import load_model
@@ -58,6 +50,15 @@ from kvdiv.trajectories.base import chains_needed
 from kvdiv.trajectories.generate import generate
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))  # this script's folder, also when a test loads it by path
+from swrb_analysis import (  # noqa: E402
+    KEYS,
+    action_enclosures,
+    agreement_table,
+    comparison_table,
+    complete_variance_check,
+    with_divergence,
+)
 RETENTIONS = (0.5, 0.9, 0.99)
 #: kvdiv's finite suite (benchmarks/finite_samplers.md, 24 systems, 100 000 replicates per sampler).
 FINITE_SUITE = {"variance_ratio_min": None, "variance_ratio_median": 52.1, "evaluation_ratio_mean": None,
@@ -197,7 +198,7 @@ def render(replicates: pl.DataFrame, cells: pl.DataFrame, sums: dict[str, pl.Dat
         f"{s['load_min']:.1f}–{s['load_max']:.1f} at the end of each batch), so wall times are noisy; both modes "
         "of a document run in one process, alternating which goes first per batch.",
         "",
-        "**Definitions** (kvdiv.analysis.swrb_comparison; the finite study's aggregates, kvdiv.estimands.variance_cost_aggregates): "
+        "**Definitions** (benchmarks/swrb_analysis.py; the finite study's aggregates, kvdiv.estimands.variance_cost_aggregates): "
         "variance ratio = Var(M)/Var(Z_R) per (document, action) cell (per-replicate variances, ddof 1); evaluation "
         "ratio = mean over cells of c̄_swrb/c̄_complete with c = kernel-pair evaluations as the paper counts them "
         "(H complete, H + (H − J) swrb); advantage = ratio of means, mean(Var(M)·c̄_complete)/mean(Var(Z_R)·c̄_swrb). "

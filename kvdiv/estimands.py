@@ -1,33 +1,13 @@
 """Formulas written once and used by the finite-state samplers, the LLM samplers and the metrics over cubes.
 
-Notation of arXiv 2609.16617: steps t = 1..H, δ_t = ``tv``, τ = ``tau``, J = the branch start, L = ``window``.
+- total variation: :func:`tv` (numpy or torch, last axis), :func:`tv_rows` (rows of two tables, in Numba kernels);
+- per replicate, the complete coupling's estimators M, O, Π, E, M_L, M_T, W_L (:func:`complete_estimates`) and the
+  SWRB estimators Z_O, Z_Π, Z_R, Z_E, Z_L, Z_T, W_L (:func:`swrb_estimates`);
+- the (1 − α) enclosure of R_H (:func:`enclosure`, §4.3), the variance–cost aggregates over cells
+  (:func:`variance_cost_aggregates`, §4.4) and kernel-pair evaluations per replicate (:func:`pair_evaluations`).
 
-**Total variation.** δ = TV(p, q) = ½‖p − q‖₁ = ½ Σ_k |p_k − q_k|: :func:`tv` over the last axis of numpy arrays
-or torch tensors (the coupling's δ_t and fixed-history TV, the exact enumeration, the kernel tests), and
-:func:`tv_rows`, the same sum for rows of two tables inside Numba kernels (the finite-state samplers).
-
-**Residual-branch conditional Monte Carlo (SWRB)**, per replicate. Along the overlap scan
-S_t = Π_{s≤t}(1 − δ_s), w_j = S_{j−1} δ_j and D = Σ_j w_j = 1 − S_H; J ~ w_j/D is the branch start and δ_t
-for t > J the TV along the branch. With Σ = Σ_{t>J} δ_t and Σ_L = Σ_{t=J+1}^{min(J+L, H)} δ_t
-(:func:`swrb_estimates`, columns :data:`SWRB_COLUMNS`):
-
-    Z_O = D/H,  Z_Π = D·Σ/H,  Z_R = D(1 + Σ)/H = Z_O + Z_Π,  Z_E = D(H − J)/H,
-    Z_L = D(1 + Σ_L)/H,  Z_T = D(Σ − Σ_L)/H,  W_L = D·max(0, H − J − L)/H,
-
-with E[Z_R] = R_H, E[Z_O] = O_H, E[Z_Π] = Π_H, E[Z_E] = E_H, E[D] = P(τ ≤ H), E[Z_L] = R_L, E[Z_T] = R_H − R_L
-and E[W_L] = B_L. All vanish when D = 0.
-
-**Enclosure from sampled profiles** (§4.3): from n independent (Z_L, W_L) measurements (or their complete-mode
-counterparts, the window mismatch and the tail capacity), [LCB(Z_L), UCB(Z_L + W_L)], each one-sided at α/2 with
-the normal approximation, holds R_H with probability at least 1 − α, because R_L ≤ R_H ≤ R_L + B_L
-(:func:`enclosure`).
-
-**Variance–cost comparison** (§4.4, Figure 4) of a naive (complete-coupling) and a SWRB estimator over a set of
-cells (systems, or (document, action) pairs): per cell the variance ratio Var_naive/Var_swrb and the evaluation
-ratio c̄_swrb/c̄_naive; over the cells min/median/max variance ratio, the mean evaluation ratio and the
-variance–cost advantage as a ratio of means, mean(Var_naive·c̄_naive)/mean(Var_swrb·c̄_swrb)
-(:func:`variance_cost_aggregates`). Kernel-pair evaluations per replicate as the paper counts them: H for a
-complete sample, H + (H − J) for SWRB (H when D = 0; :func:`pair_evaluations`).
+The mathematics: docs/estimators.md#the-naive-coupled-sample, #residual-branch-estimation-swrb, #enclosure-of-r_h
+and #variance-and-cost.
 """
 
 from __future__ import annotations
@@ -38,6 +18,8 @@ from statistics import NormalDist
 import numba
 import numpy as np
 
+#: The columns of :func:`complete_estimates`, in its output order.
+COMPLETE_COLUMNS = ("M", "O", "Pi", "E", "diverged", "M_L", "M_T", "W_L", "tau")
 #: The columns of :func:`swrb_estimates`, in its output order.
 SWRB_COLUMNS = ("Z_R", "Z_O", "Z_Pi", "Z_E", "D", "Z_L", "Z_T", "W_L", "J")
 
@@ -55,6 +37,26 @@ def tv_rows(P: np.ndarray, i: int, Q: np.ndarray, j: int) -> float:
     for k in range(P.shape[1]):
         acc += abs(P[i, k] - Q[j, k])
     return 0.5 * acc
+
+
+@numba.njit(cache=True)
+def complete_estimates(count: float, tau: int, in_window: float, horizon: int, window: int, out: np.ndarray) -> None:
+    """Fill ``out`` (:data:`COMPLETE_COLUMNS`) with one complete-coupling replicate's estimators.
+
+    ``count`` = Σ_t 1{x_t ≠ y_t}, ``tau`` = τ (1-based; 0 when x and y never split), ``in_window`` =
+    Σ_{t=τ+1}^{min(τ+L, H)} 1{x_t ≠ y_t}, ``window`` = L: M = count/H, O = 1{τ>0}/H, Π = M − O,
+    E = (H − τ)/H, M_L = O + in_window/H, M_T = M − M_L, W_L = (H − τ − L)⁺/H (E and W_L 0 without divergence).
+    """
+    hit = 1.0 if tau > 0 else 0.0
+    out[0] = count / horizon
+    out[1] = hit / horizon
+    out[2] = (count - hit) / horizon
+    out[3] = (horizon - tau) / horizon if tau > 0 else 0.0
+    out[4] = hit
+    out[5] = (hit + in_window) / horizon
+    out[6] = (count - hit - in_window) / horizon
+    out[7] = max(0, horizon - tau - window) / horizon if tau > 0 else 0.0
+    out[8] = tau
 
 
 @numba.njit(cache=True)

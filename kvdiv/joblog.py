@@ -1,14 +1,10 @@
 """The log of a workflow job: everything a ``workflow_scripts/`` script prints, logs or raises ends up in its
 Snakemake ``log:`` file.
 
-Every script runs its body inside :func:`job_log`::
-
-    with job_log(snakemake.log[0]):
-        ...
-
-stdout, stderr (tqdm progress bars included) and the ``logging`` root logger go to the file while the block
-runs; an exception's traceback is written to the file *before* it is closed, then re-raised (so Snakemake
-marks the job failed and also shows it), so the log Snakemake points to always says why a job failed.
+Every script runs its body inside ``with job_log(snakemake.log[0]):``. stdout, stderr (tqdm progress bars included)
+and the ``logging`` root logger go to the file while the block runs; an exception's traceback is written to the file
+*before* it is closed, then re-raised (so Snakemake marks the job failed and also shows it), so the log Snakemake
+points to always says why a job failed.
 """
 
 from __future__ import annotations

@@ -2,26 +2,9 @@
 
 rules/common.smk, the rule files, the documents, the report, the CLI and the tests build every path and name
 from here. Arguments may be Snakemake wildcard patterns (``layout.cube("{study}", "{model}")`` is the cube rule's
-output), so this module checks nothing; :mod:`kvdiv.names` says which names are allowed.
-
-::
-
-    results/models/{model}/                                   resolved model (provenance.json written last)
-    results/{study}/documents/{stratum}.jsonl                 a stratum's documents
-    results/{study}/documents/{stratum}/{doc_id}.json         one document (the trajectory job's input)
-    results/{study}/trajectories/{model}/{doc_id}.zarr        per-document store
-    results/{study}/cube/{model}.zarr                         cube
-    results/{study}/answers/{model}.parquet                   every continuation scored (kvdiv.trajectories.answers)
-    results/{study}/metrics/{model}/{table}.parquet           metrics (replicates, profiles_aligned, profiles_clock)
-    results/analysis/{item}/{table}.parquet                   a figure's analysis tables (kvdiv.analysis.items)
-    results/figures/{item}.{pdf,png}, results/tables/{item}.{csv,md,tex}, results/report.md
-    results/figures/gallery/{study}/{model}.html              a gallery of continuations per action (kvdiv.show)
-    results/leaderboard/{model}.{csv,md,pdf,png}              the divergence leaderboard of a study's actions
-    results/finite_state/...                                  the finite-state study (Figure 4)
-    logs/{rule}/{job}.log, results/benchmarks/{rule}/{job}.tsv
-
-A stratum is ``{family}_{length}`` (``ruler_1024``); document ``i`` of a stratum of a study is
-``{study}-{stratum}-{i:04d}``.
+output), so this module checks nothing; :mod:`kvdiv.names` says which names are allowed. A stratum is
+``{family}_{length}`` (``ruler_1024``); document ``i`` of a stratum of a study is ``{study}-{stratum}-{i:04d}``.
+The tree of paths: docs/internals.md#paths.
 """
 
 from __future__ import annotations

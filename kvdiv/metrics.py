@@ -1,49 +1,12 @@
 """Metrics over a cube: per-replicate divergence metrics and profiles (arXiv 2609.16617, §3–§5); rule ``metrics``
 writes them to ``results/{study}/metrics/{model}/``.
 
-Notation of the paper (docs/internals.md): steps t = 1..H (array index t−1), H = ``horizon``; δ_t = ``tv``; a row
-is one (document, action, replicate) pair of coupled chains x ~ P, y ~ Q.
-
-Per row (``replicates.parquet``):
-
-- τ = ``tau`` = first t with x_t ≠ y_t (null when the chains agree through H); ``diverged`` = 1{τ ≤ H}
-- ``occurrence`` = 1{τ ≤ H}/H, ``exposure`` = (H − τ)/H · 1{τ ≤ H}
-- ``occupation`` = (1/H) Σ_{t>τ} 1{x_t ≠ y_t}, ``mismatch_rate`` = occupation/exposure (post-divergence,
-  null when exposure = 0)
-- ``mismatch`` = M = (1/H) Σ_t 1{x_t ≠ y_t}; per row M = occurrence + occupation exactly (R = O + Π)
-- ``risk_tv`` = Σ_t δ_t / H (its mean is R_H too: P(x_t ≠ y_t | past) = δ_t)
-- EOS split: with t_e the first step at which either chain has emitted EOS (``first_eos``, null if
-  none), ``mismatch_pre_eos`` = (1/H) Σ_{t ≤ t_e} 1{x_t ≠ y_t} and ``mismatch_post_eos`` the rest
-  (their sum is M). ``mismatch_strict_pre_eos`` counts only t < t_e.
-- ``fixed_tv_mean`` = (1/H) Σ_t fixed_tv_t, the fixed-history TV along the reference continuation
-- window L (config ``analysis.window``), the coupled-sample versions of R_L and B_L:
-  ``risk_window`` = occurrence + (1/H) Σ_{ℓ=1}^{min(L, H−τ)} 1{x_{τ+ℓ} ≠ y_{τ+ℓ}},
-  ``capacity`` = max(0, H − τ − L)/H · 1{τ ≤ H}
-- swrb-mode cubes (``overlap_tv``, ``branch_start`` = J): S_t = Π_{s≤t}(1−δ_s) along the overlap scan,
-  D = 1 − S_H (``d``), and the SWRB estimators of :mod:`kvdiv.estimands` (the one definition the finite-state
-  sampler shares): ``z_o`` = D/H, ``z_pi`` = D Σ_{t>J} δ_t / H, ``z_r`` = D(1 + Σ_{t>J} δ_t)/H = z_o + z_pi,
-  ``z_l`` = D(1 + Σ_{t=J+1}^{min(J+L,H)} δ_t)/H, ``z_t`` = z_r − z_l, ``w_l`` = D max(0, H−J−L)/H,
-  ``z_e`` = D (H−J)/H; E[Z_R] = R_H, E[Z_L] = R_L, E[Z_T] = R_H − R_L, E[W_L] = B_L, E[Z_E] = E_H.
-- ``weight``: 1 in complete mode; D in swrb mode. There the tokens describe the branch path, which starts
-  diverging at τ = J ~ w_j/D, so a path quantity g has E[D·g] = E[g; τ ≤ H] under the complete coupling
-  (every mismatch-based quantity vanishes without divergence): population means are weighted means with
-  ``weight`` (``kvdiv.analysis`` does this and uses the z columns for O, Π, R).
-
-Answers (when the rule gives :mod:`kvdiv.trajectories.answers`' table of the cube): ``correct_x``, ``correct_y``
-(the document's scorer on x's and y's answer text), ``answer_changed`` and ``answer_end`` (the step that ends x's first
-gold-answer span, null when x holds none), joined per row, and ``diverged_before_answer`` = 1{τ ≤ answer_end}
-(null when ``answer_end`` is null; false when the chains agree through H).
-
-In-memory trajectories (one ``generate`` call, no cube): :func:`trajectory_replicates` gives per replicate the
-estimates of R_H, R_L and B_L the mode provides (complete: M, M_L = ``risk_window``, ``capacity``; swrb: Z_R, Z_L,
-W_L) and its costs (the benchmark of the two modes, benchmarks/swrb_llm.py, and kvdiv.analysis.swrb_comparison).
-
-Profiles: ``profiles_aligned.parquet`` holds, for every diverged row and depth ℓ = t − τ ≥ 1, the branch
-TV δ_{τ+ℓ}, the mismatch, the pre-EOS flag and the row's ``weight``; ``profiles_clock.parquet`` holds, per
-(document, action, step t), replicate means of per-row unbiased estimates of P(x_t ≠ y_t) (``mismatch``),
-E[δ_t] (``tv``), the fixed-history TV and the EOS flag. In swrb mode these are D·1{x_t ≠ y_t} on the path
-and S_{t−1}·δ^overlap_t + D·1{J < t}·δ_t; ``fixed_tv`` and ``eos`` are null there (the overlap path's own
-continuation past J is not stored).
+Per row (document, action, replicate): τ, ``diverged``, ``occurrence``, ``exposure``, ``occupation``,
+``mismatch_rate``, ``mismatch`` (M), ``risk_tv``, the EOS split, ``fixed_tv_mean``, ``risk_window``/``capacity``
+(window ``analysis.window``), in swrb mode D and the SWRB estimators, ``weight`` (1, or D in swrb mode) and the
+answer columns of :mod:`kvdiv.trajectories.answers`; profiles by depth (``profiles_aligned``) and by step
+(``profiles_clock``); :func:`trajectory_replicates` for in-memory trajectories.
+Formulas: docs/estimators.md#per-row-metrics; the files: docs/outputs.md#metrics.
 """
 
 from __future__ import annotations
@@ -56,7 +19,7 @@ import numpy as np
 import polars as pl
 import xarray as xr
 
-from kvdiv.estimands import SWRB_COLUMNS, pair_evaluations, swrb_estimates
+from kvdiv.estimands import COMPLETE_COLUMNS, SWRB_COLUMNS, complete_estimates, pair_evaluations, swrb_estimates
 from kvdiv.io import read_parquet, write_parquet
 from kvdiv.layout import METRIC_TABLES
 from kvdiv.trajectories.store import DOCUMENT_COORDS, open_cube
@@ -114,6 +77,23 @@ def replicate_counts(mismatch: np.ndarray, tv: np.ndarray, fixed_tv: np.ndarray,
             if t < first_eos[i]:
                 sums[i, 5] += m
     return tau, first_eos, sums
+
+
+#: The columns of ``replicates.parquet`` the complete coupling's estimators fill, and the estimator each holds.
+COMPLETE_METRICS = {"occurrence": "O", "exposure": "E", "occupation": "Pi", "mismatch": "M", "risk_window": "M_L",
+                    "capacity": "W_L"}
+
+
+@numba.njit(cache=True)
+def complete_estimators(tau: np.ndarray, sums: np.ndarray, horizon: int, window: int) -> np.ndarray:
+    """The complete coupling's estimators per row: columns :data:`kvdiv.estimands.COMPLETE_COLUMNS` from
+    :func:`kvdiv.estimands.complete_estimates`, with ``tau`` and ``sums`` from :func:`replicate_counts`."""
+    n = tau.shape[0]
+    out = np.zeros((n, len(COMPLETE_COLUMNS)))
+    for i in range(n):
+        t = tau[i] if tau[i] <= horizon else 0
+        complete_estimates(sums[i, 0], t, sums[i, 6], horizon, window, out[i])
+    return out
 
 
 #: The swrb-mode columns of ``replicates.parquet`` and the estimator of :mod:`kvdiv.estimands` each holds.
@@ -243,11 +223,10 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
 
     tau, first_eos, sums = replicate_counts(mismatch, tv, fixed_tv, eos_any, window)
     diverged = tau <= horizon
-    exposure = np.where(diverged, (horizon - tau) / horizon, 0.0)
-    occupation = sums[:, 1] / horizon
+    estimates = complete_estimators(tau, sums, horizon, window)
+    complete = {name: estimates[:, COMPLETE_COLUMNS.index(column)] for name, column in COMPLETE_METRICS.items()}
     with np.errstate(invalid="ignore", divide="ignore"):
-        rate = np.where(exposure > 0, occupation / exposure, np.nan)
-    occurrence = diverged / horizon
+        rate = np.where(complete["exposure"] > 0, complete["occupation"] / complete["exposure"], np.nan)
 
     doc_idx, act_idx, rep_idx = np.unravel_index(np.arange(n), (n_d, n_a, n_r))
     documents = _plain(ds["document"].values)
@@ -263,18 +242,18 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
         "horizon": np.full(n, horizon, dtype=np.int32),
         "window": np.full(n, window, dtype=np.int32),
         "diverged": diverged,
-        "occurrence": occurrence,
-        "exposure": exposure,
-        "occupation": occupation,
+        "occurrence": complete["occurrence"],
+        "exposure": complete["exposure"],
+        "occupation": complete["occupation"],
         "mismatch_rate": rate,
-        "mismatch": sums[:, 0] / horizon,
+        "mismatch": complete["mismatch"],
         "risk_tv": sums[:, 2] / horizon,
         "fixed_tv_mean": sums[:, 3] / horizon,
         "mismatch_pre_eos": sums[:, 4] / horizon,
         "mismatch_post_eos": (sums[:, 0] - sums[:, 4]) / horizon,
         "mismatch_strict_pre_eos": sums[:, 5] / horizon,
-        "risk_window": occurrence + sums[:, 6] / horizon,
-        "capacity": np.where(diverged, np.maximum(0, horizon - tau - window) / horizon, 0.0),
+        "risk_window": complete["risk_window"],
+        "capacity": complete["capacity"],
     }
     replicates = pl.DataFrame(columns).with_columns(
         pl.Series("tau", np.where(diverged, tau, 0), dtype=pl.Int32).set(pl.Series(~diverged), None),
@@ -386,10 +365,11 @@ def trajectory_replicates(trajectories: dict, mode: str, window: int, document: 
             fixed = np.ascontiguousarray(traj.fixed_tv, dtype=np.float64)
             tau, _, sums = replicate_counts(mismatch, tv, fixed, eos_any, int(window))
             diverged = tau <= horizon
+            z = complete_estimators(tau, sums, horizon, int(window))
             cols |= {
-                "R_H": sums[:, 0] / horizon,
-                "R_L": diverged / horizon + sums[:, 6] / horizon,
-                "B_L": np.where(diverged, np.maximum(0, horizon - tau - window) / horizon, 0.0),
+                "R_H": z[:, COMPLETE_COLUMNS.index("M")],
+                "R_L": z[:, COMPLETE_COLUMNS.index("M_L")],
+                "B_L": z[:, COMPLETE_COLUMNS.index("W_L")],
                 "risk_tv": sums[:, 2] / horizon,
                 "D": np.full(n, np.nan),
                 "J": np.zeros(n, dtype=np.int32),

@@ -1,17 +1,11 @@
 """Names that become path components: models, actions, studies, strata (and document ids built from them).
 
-A name is used verbatim as a file or directory name (``results/models/{model}/``,
-``results/{study}/trajectories/{model}/{doc_id}.zarr``, ...), so it must not be able to escape its
-directory or alias another output. One rule, written here and used by ``config/schema.yaml``'s
-``$defs.name.pattern`` (a test keeps the two equal), the workflow's wildcard constraints
-(``rules/common.smk``), the CLI and the library:
-
-- 1 to :data:`MAX_LENGTH` characters from ``A-Z a-z 0-9 _ . -``, starting with a letter or digit (so never
-  ``.``, ``..``, a hidden name, or a name that reads as a command-line option);
-- a name is not one its kind reserves (:data:`RESERVED`, compared case-insensitively as case-insensitive file
-  systems do): a study is not named after another top-level entry of ``results/``, an action (a group of a
-  per-document Zarr store) is not ``zarr.json``;
-- within one kind, no two names differ only in case.
+A name is used verbatim as a file or directory name, so it must not be able to escape its directory or alias another
+output. One rule, written here and used by ``config/schema.yaml``'s ``$defs.name.pattern`` (a test keeps the two
+equal), the workflow's wildcard constraints (``rules/common.smk``), the CLI and the library: 1 to
+:data:`MAX_LENGTH` characters from ``A-Z a-z 0-9 _ . -`` starting with a letter or digit, no name its kind reserves
+(:data:`RESERVED`, case-insensitively), no two names of one kind differing only in case.
+Details: docs/internals.md#names.
 """
 
 from __future__ import annotations

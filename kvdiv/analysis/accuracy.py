@@ -1,22 +1,9 @@
 """Does divergence change the answer? Task accuracy with the full and the evicted cache, per action.
 
-From the answer columns of ``replicates.parquet`` (:mod:`kvdiv.trajectories.answers` via :mod:`kvdiv.metrics`), per
-model × stratum (and pooled) × action, with cluster-bootstrap intervals over documents
-(:mod:`kvdiv.analysis.bootstrap`). Per document d, over its replicates r:
-
-- ``accuracy_x`` = mean_r correct_x, ``accuracy_y`` = mean_r correct_y (the scorer's value in [0, 1]),
-  ``accuracy_gap`` = accuracy_x − accuracy_y;
-- ``answer_changed`` = mean_r 1{correct_x ≠ correct_y};
-- early divergence: τ ≤ answer_end (the chains split at or before the step that ends x's first gold-answer span);
-  late divergence: answer_end < τ ≤ H; rows whose x holds no gold answer (answer_end null) are in neither.
-  ``share_early`` / ``share_late`` = mean_r of those indicators, and ``accuracy_y_early`` = Σ_d mean_r(correct_y·early)
-  / Σ_d mean_r(early) (ratio of document means; ``accuracy_y_late`` likewise), the accuracy of y given early / late
-  divergence.
-
-Every statistic is a smooth function of document means, so each resample recomputes it from resampled document
-means. Needs complete-mode metrics: in swrb mode the stored chains are the residual branch path (divergence is
-forced, weighted by D), so the accuracy of the chains P and Q actually produce is not estimable from them; such
-metrics are a ``ValueError`` naming the study and the mode.
+From the answer columns of ``replicates.parquet``, per model × stratum (and pooled) × action, with cluster-bootstrap
+intervals over documents: ``accuracy_x``, ``accuracy_y``, their gap, ``answer_changed``, the shares of early
+(τ ≤ answer_end) and late divergence and the accuracy of y given each. Needs complete-mode metrics (swrb: a
+``ValueError`` naming the study and the mode). Definitions: docs/estimators.md#answers-and-accuracy.
 """
 
 from __future__ import annotations

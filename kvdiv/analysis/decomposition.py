@@ -1,16 +1,9 @@
 """Figures 5 and 7: the gap between two actions split into exposure and branch-mismatch shares, and the share of
 the gap made after the first EOS.
 
-**Gap decomposition (Figure 5, Figure 7).** For actions a, b with population occurrence O, exposure E,
-occupation Π = E·C (C the post-divergence mismatch rate) and risk R = O + Π,
-
-    ΔR = ΔO + ΔΠ,   ΔΠ = E_a C_a − E_b C_b = ΔE·C̄ + Ē·ΔC   (C̄, Ē: midpoints of a and b),
-
-exactly (the midpoint split is the Shapley split of a product of two factors; an action with E = 0 has
-no rate and takes the other action's, so that whole gap counts as exposure). The **exposure share** is
-(ΔO + ΔE·C̄)/ΔR — entering divergence earlier or more often, the occurrence term counted with entry —
-and the **branch-mismatch share** is Ē·ΔC/ΔR. The two shares sum to 1 and are symmetric: swapping a and b
-negates every term and leaves the shares unchanged.
+ΔR = ΔO + ΔE·C̄ + Ē·ΔC exactly (midpoints C̄, Ē: the Shapley split of a product of two factors); the exposure share
+(ΔO + ΔE·C̄)/ΔR and the branch-mismatch share Ē·ΔC/ΔR sum to 1 and do not depend on the order of a and b.
+The mathematics: docs/estimators.md#gap-decomposition.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """The registry of analysis items: every figure and table of the paper's §5 that the workflow builds, in one place.
 
-An item (``figure5`` ... ``table3``, ``accuracy``, ``swrb``, and ``probabilistic``, the decode-time correction
-study of config/probabilistic.yaml; the key of ``analysis.studies`` that names its study and the stem of its output
-files, :mod:`kvdiv.layout`) has a kind, a title and caption, and its **tables**: the frames it is made of, each built
-by one function of this package from one study's metrics and the analysis settings it names. A figure's tables are
-written to ``results/analysis/{item}/{table}.parquet`` (rule ``analysis``, one job per table) and drawn by
-:mod:`kvdiv.outputs`; a section's tables (kind ``section``: beyond the paper's figures and tables, e.g. ``swrb``)
-are written the same way and only shown in the report; a table item has one table, ``numbers``, written as CSV,
-Markdown and LaTeX (rule ``table``). rules/common.smk, :mod:`kvdiv.outputs.report` and the tests read this registry.
-
-Every table is built with ``n_boot`` (``analysis.bootstrap``), ``seed`` (the master seed) and ``confidence``
-(``analysis.confidence``), plus the settings it lists (builder argument ← ``analysis`` config key), so changing a
-setting reruns exactly the tables that use it.
+An item (``figure5`` ... ``table3``, ``accuracy``, ``swrb``, ``probabilistic``; the key of ``analysis.studies``
+and the stem of its output files) has a kind (``figure``, ``table``, ``section``), a title and caption, and its
+**tables**, each built by one function of this package from one study's metrics and the analysis settings it names
+(so changing a setting reruns exactly the tables that use it). rules/common.smk, :mod:`kvdiv.outputs.report` and
+the tests read this registry. The contract: docs/internals.md#analysis-items.
 """
 
 from __future__ import annotations

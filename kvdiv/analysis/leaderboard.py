@@ -1,20 +1,9 @@
 """A divergence leaderboard of eviction actions: which press keeps the full-cache continuation longest?
 
-Per model × action, pooled over the study's documents (all strata), with cluster-bootstrap intervals over documents
-(:mod:`kvdiv.analysis.bootstrap`), from the study's ``replicates.parquet`` (:mod:`kvdiv.metrics`):
-
-- ``diverged_by_{h}`` = P(τ ≤ h) for each step h of ``steps`` (the divergence fraction by step h; h = H is
-  ``diverged``, P(τ ≤ H));
-- ``mean_tau_diverged`` = E[τ; τ ≤ H] / P(τ ≤ H), the mean first-divergence step among diverged pairs;
-- ``risk`` = R_H = E[M], the mean share of the H steps at which x and y differ (= O_H + Π_H);
-- ``exposure`` = E_H = E[(H − τ)/H; τ ≤ H];
-- ``mismatch_rate`` = C_H = Π_H / E_H, the post-divergence mismatch rate (ratio of means);
-- ``accuracy_y`` = the mean score of y, the evicted continuation, with its document's scorer
-  (:mod:`kvdiv.analysis.accuracy`; ``accuracy_x`` beside it); NaN when the metrics carry no answers or are swrb-mode.
-
-Each statistic is a smooth function of document means (:func:`kvdiv.analysis.inputs.document_means` for O, E, Π, R —
-the SWRB estimators in swrb mode — and weighted replicate means of 1{τ ≤ h}), recomputed on every resample; the
-rows are sorted by R_H (lowest first: the action whose continuations stay closest to the full cache's).
+Per model × action, pooled over the study's documents, with cluster-bootstrap intervals over documents, from the
+study's ``replicates.parquet``: ``diverged_by_{h}``, ``mean_tau_diverged``, ``risk`` (R_H), ``exposure``,
+``mismatch_rate`` and ``accuracy_y``/``accuracy_x``, sorted by R_H (lowest first).
+Definitions: docs/estimators.md#leaderboard-statistics.
 """
 
 from __future__ import annotations

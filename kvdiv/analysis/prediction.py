@@ -1,15 +1,9 @@
 """Table 3: do generation positions 1–32 or the fixed-history TV recover the full-horizon gap?
 
-**Table 3 predictors.** y_d is document d's full-horizon mismatch gap (a − b, replicate mean). Features,
-both from generation positions 1–32 only (``short_window``): the observed mismatch gap there
-(``short_window``) and the fixed-history TV gap there (``fixed_history``: both kernels at the reference
-history x_<t, so no divergence is needed to compute it). Methods: ``raw`` (the feature read as the
-gap), ``cell_mean`` (feature plus the stratum's mean residual y − feature on the training folds) and
-``ridge`` (ridge regression of y on the feature and stratum indicators); calibrated methods are fitted
-out-of-fold (K folds over documents), so their population average is not fitted to itself. A predictor
-*recovers* the population-average gap when the bootstrap interval of mean(ŷ) − mean(y) lies inside
-±``criterion`` (2 pp); document-level MAE and RMSE of ŷ − y are reported beside it.
-"
+Features from positions 1–32 only (``short_window``: the observed mismatch gap; ``fixed_history``: the
+fixed-history TV gap); methods ``raw``, ``cell_mean`` and ``ridge`` (calibrated ones fitted out-of-fold over
+documents); a predictor *recovers* the gap when the bootstrap interval of mean(ŷ) − mean(y) lies within
+±``criterion`` (2 pp). The method: docs/estimators.md#table-3-predictors.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Token-exact length control: size a task instance so the final prompt lands just below a target.
 
-The prompt (after the chat template) must satisfy ``target − tolerance(target) ≤ n_tokens ≤ target``
-with ``tolerance(target) = max(⌈0.01·target⌉, 16)``, counted with the tokenizer of the model in use
-(``add_special_tokens=False``: the template already holds the special tokens).
-
-Search: the token count grows (almost) linearly with the haystack size, so a bracketed secant search
-over the number of haystack units finds the largest size that fits in a handful of tokenisations;
-a bisection step follows any two secant steps that fail to halve the bracket, so the worst case stays
-logarithmic. Tasks whose units are coarse (a distractor needle is ~20–40 tokens) then fill the
-remaining gap with filler words by the same search.
+The prompt (after the chat template) must satisfy ``target − tolerance(target) ≤ n_tokens ≤ target`` with
+``tolerance(target) = max(⌈0.01·target⌉, 16)``, counted with the model's tokenizer (``add_special_tokens=False``).
+A bracketed secant search over the number of haystack units (bisection after two secant steps that fail to halve the
+bracket: logarithmic worst case) finds the largest size that fits; coarse units (a distractor needle is ~20–40
+tokens) leave a gap filled with filler words by the same search.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """Optional loaders for real documents: your own JSONL, RULER's generated files, HELMET's data.
 
-Never used by the tests and never reached without a study asking for them (``documents.source`` in the
-config is ``jsonl``, ``ruler`` or ``helmet``). RULER's and HELMET's data need network access or local
-files; an unavailable source is a clear error, never a silent fallback to synthetic data.
-
-Each loader yields plain records ``{"task", "text", "answers"}`` (the user message before any chat
-template, unless the config says ``rendered: true``); :func:`select_documents` turns them into documents
-for one stratum: it renders them as the reference model would, counts tokens with the reference
-tokenizer, keeps those within the target length, and picks the longest ones (ties broken by a seeded
-shuffle). Documents keep the message; every model renders it itself (:mod:`kvdiv.documents.render`).
+Never used by the tests and never reached without a study asking for them (``documents.source`` ``jsonl``,
+``ruler`` or ``helmet``); an unavailable source is a clear error, never a silent fallback to synthetic data. Each
+loader yields plain records ``{"task", "text", "answers"}``; :func:`select_documents` renders them as the reference
+model would, counts tokens with its tokenizer, keeps those within the target length and picks the longest ones (ties
+broken by a seeded shuffle). Documents keep the message (:mod:`kvdiv.documents.render`).
+Config: docs/usage.md#documents.
 """
 
 from __future__ import annotations

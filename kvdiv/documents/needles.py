@@ -1,14 +1,10 @@
 """Needle-in-a-haystack tasks (RULER-style; the multi-key variants also serve HELMET's synthetic recall).
 
-A needle is a sentence ``The secret number for quiet-lantern is: 4821907.`` hidden in a haystack:
-either filler text (the *noise* haystack) or a stack of distractor needles with other keys (the
-*needle* haystack). Variants (after Hsieh et al., 2024, "RULER: What's the real context size of your
-long-context language models?"):
-
-- single key: one needle, one question;
-- multi-key: the queried needle among distractor needles with other keys (in noise or as the haystack);
-- multi-value: several needles with the same key, all values asked;
-- multi-query: several needles with distinct keys, all of them asked.
+A needle is a sentence ``The secret number for quiet-lantern is: 4821907.`` hidden in a haystack: filler text (the
+*noise* haystack) or a stack of distractor needles with other keys (the *needle* haystack). Variants (after Hsieh et
+al., 2024, "RULER: What's the real context size of your long-context language models?"): single key; multi-key (the
+queried needle among distractor needles with other keys); multi-value (several needles with the same key, all values
+asked); multi-query (several needles with distinct keys, all of them asked).
 """
 
 from __future__ import annotations

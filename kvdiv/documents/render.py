@@ -1,16 +1,10 @@
 """Rendering: a document's user message → the prompt text and token ids one model is fed.
 
-A document (docs/internals.md "Documents") stores the **untemplated** user message in ``prompt`` and the
-start of the answer in ``answer_prefix``; ``rendered: true`` marks a user-supplied prompt that is
-already final text. Every model renders the message itself:
-
-    with a chat template:  chat(message) + answer_prefix       (chat = the model's template, generation prompt added)
-    without one:           message + "\\n\\n" + answer_prefix    (just the message when there is no prefix)
-    rendered documents:    prompt, unchanged
-
-and the text is tokenized with ``add_special_tokens=False`` (a template carries its own special tokens).
-Documents are *sized* with the study's reference model's rendering (so lengths compare across models);
-each trajectory job renders with its own model and records the ids it fed.
+A document stores the **untemplated** user message (``prompt``) and ``answer_prefix``; every model renders it
+itself: with a chat template ``chat(message) + answer_prefix``, without one ``message + "\\n\\n" + answer_prefix``,
+``rendered: true`` documents unchanged; tokenized with ``add_special_tokens=False``. Documents are *sized* with the
+study's reference model's rendering; each trajectory job renders with its own model and records the ids it fed.
+The contract: docs/internals.md#documents.
 """
 
 from __future__ import annotations

@@ -1,24 +1,8 @@
 """Exact values of a finite-state system under the overlap–residual maximal coupling, by enumeration.
 
-**Coupling.** At step t with histories (x_<t, y_<t): p = P(·|x_<t), q = Q(·|y_<t),
-δ_t = TV(p, q) = ½‖p − q‖₁ (``tv``), overlap m = min(p, q). With probability 1 − δ_t draw
-z ~ m/(1 − δ_t) and set x_t = y_t = z; otherwise x_t ~ (p − q)⁺/δ_t, y_t ~ (q − p)⁺/δ_t independently.
-Each chain keeps its own law (x ~ P, y ~ Q) and P(x_t ≠ y_t | past) = δ_t.
-
-**Decomposition.** M = (1/H) Σ_t 1{x_t ≠ y_t}, risk R_H = E[M], τ = first t with x_t ≠ y_t (``tau``):
-
-- occurrence  O_H = P(τ ≤ H)/H
-- exposure    E_H = E[(H − τ)/H ; τ ≤ H]
-- occupation  Π_H = E[(1/H) Σ_{t>τ} 1{x_t ≠ y_t} ; τ ≤ H],  mismatch rate C_H = Π_H/E_H
-- identity    R_H = O_H + Π_H.
-
-**Window.** Depth-L profile π_j(ℓ) = P(x_{j+ℓ} ≠ y_{j+ℓ} | τ = j), 1 ≤ ℓ ≤ L;
-R_L = O_H + (1/H) Σ_j P(τ=j) Σ_{ℓ=1}^{min(L, H−j)} π_j(ℓ)  (``risk_window``),
-B_L = (1/H) Σ_j P(τ=j) max(0, H − j − L)  (``capacity``). Every risk in [R_L, R_L + B_L] is
-compatible with the profile; the midpoint R_L + B_L/2 is minimax with error B_L/2.
-
-Exact values come from enumerating the coupled process depth by depth: the undiverged mass over
-common histories, and the diverged mass over pairs of histories, split by τ.
+R_H, O_H, Π_H, E_H, C_H, P(τ ≤ H) and, for a window L, R_L and B_L, from enumerating the coupled process depth by
+depth: the undiverged mass over common histories, and the diverged mass over pairs of histories, split by τ.
+The mathematics: docs/estimators.md#the-coupling and #risk-and-its-decomposition.
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """Monte Carlo estimators on finite-state systems: the naive coupled sampler and SWRB.
 
-Both samplers run the recursive overlap–residual maximal coupling of :mod:`kvdiv.finite.exact` on the
-dense tables of a :class:`~kvdiv.finite.system.FiniteSystem` (arXiv 2609.16617, §4).
-
-**Naive coupled sample** (H kernel-pair evaluations): draw (x_{1:H}, y_{1:H}) from the coupling and
-record M = (1/H) Σ_t 1{x_t ≠ y_t}, τ, the occurrence 1{τ ≤ H}/H, exposure (H − τ)/H, occupation
-M − 1{τ ≤ H}/H, and for window L: M_L = (1/H)(1{τ ≤ H} + Σ_{τ<t≤τ+L} 1{x_t ≠ y_t}),
-M_T = M − M_L and W_L = max(0, H − τ − L)/H on τ ≤ H.
-
-**Residual-branch conditional Monte Carlo (SWRB)** (H + (H − J) evaluations):
-
-1. overlap scan u_t ~ m_t/(1 − δ_t) for t = 1..H, recording hazards δ_t;
-2. S_t = Π_{s≤t}(1 − δ_s), w_j = S_{j−1} δ_j, D = Σ_j w_j = 1 − S_H;
-3. J ~ w_j/D; x_J ~ (p − q)⁺/δ_J, y_J ~ (q − p)⁺/δ_J at u_<J; continue the coupled chains to H,
-   recording δ_t along the branch;
-4. the estimators Z_O, Z_Π, Z_R, Z_E, Z_L, Z_T, W_L of :mod:`kvdiv.estimands` (written there once, shared with
-   the metrics over cubes), with E[Z_R] = R_H, E[Z_L] = R_L, E[Z_T] = R_H − R_L, E[W_L] = B_L.
-
-Once δ_t = 1 on the overlap path the scan stops (S_t = 0: later weights vanish).
-
-The Numba kernels (``@njit(cache=True)``, arrays in and out) and the plain NumPy/Python reference
-implementation (:func:`naive_numpy`, :func:`swrb_numpy`: the benchmark baseline) consume one
-Mersenne-Twister stream (numpy's legacy ``RandomState(seed)``) in the same order, so with the same
-seed they return the same replicates.
+Both samplers run the recursive overlap–residual maximal coupling of :mod:`kvdiv.finite.exact` on the dense tables
+of a :class:`~kvdiv.finite.system.FiniteSystem` (arXiv 2609.16617, §4): the naive sample (H kernel-pair
+evaluations) and residual-branch conditional Monte Carlo (H + (H − J)), whose estimators are
+:mod:`kvdiv.estimands`' (:func:`~kvdiv.estimands.complete_estimates`, :func:`~kvdiv.estimands.swrb_estimates`).
+Each kernel consumes one ``RandomState(seed)`` stream in a fixed order (a plain NumPy twin in
+tests/support/finite_numpy.py draws the same replicates).
+The mathematics: docs/estimators.md#the-naive-coupled-sample and #residual-branch-estimation-swrb.
 """
 
 from __future__ import annotations
@@ -33,11 +17,11 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from kvdiv.estimands import SWRB_COLUMNS, swrb_estimates, tv, tv_rows
+from kvdiv.estimands import COMPLETE_COLUMNS, SWRB_COLUMNS, complete_estimates, swrb_estimates, tv_rows
 from kvdiv.finite.system import FiniteSystem
 
-# Per-replicate columns of each sampler, in kernel output order (SWRB: kvdiv.estimands.swrb_estimates).
-NAIVE_COLUMNS = ("M", "O", "Pi", "E", "diverged", "M_L", "M_T", "W_L", "tau")
+# Per-replicate columns of each sampler, in kernel output order (kvdiv.estimands.complete_estimates, swrb_estimates).
+NAIVE_COLUMNS = COMPLETE_COLUMNS
 # Which column estimates which exact quantity (keys of ``kvdiv finite exact``; T_L = R_H − R_L).
 ESTIMATES = {
     "naive": {"R_H": "M", "O_H": "O", "Pi_H": "Pi", "E_H": "E", "P_diverge": "diverged", "R_L": "M_L", "T_L": "M_T", "B_L": "W_L"},
@@ -137,16 +121,7 @@ def naive_replicate(reference, intervention, child, horizon, window, out):
         if t < H:
             nx = child[nx, x]
             ny = child[ny, y]
-    hit = 1.0 if tau > 0 else 0.0
-    out[0] = count / H
-    out[1] = hit / H
-    out[2] = (count - hit) / H
-    out[3] = (H - tau) / H if tau > 0 else 0.0
-    out[4] = hit
-    out[5] = (hit + in_window) / H
-    out[6] = (count - hit - in_window) / H
-    out[7] = max(0, H - tau - L) / H if tau > 0 else 0.0
-    out[8] = tau
+    complete_estimates(count, tau, in_window, H, L, out)
     return H
 
 
@@ -257,116 +232,6 @@ def coupled_paths(reference, intervention, child, horizon, replicates, seed):
 
 
 # ---------------------------------------------------------------------------------------------
-# Plain NumPy/Python reference implementation (same stream, same order of draws)
-
-
-def _draw_np(weights: np.ndarray, u: float) -> int:
-    cum = np.cumsum(weights)
-    if cum[-1] <= 0.0:
-        return -1
-    k = int(np.searchsorted(cum, u * cum[-1], side="right"))
-    if k >= len(cum):  # u·total rounded onto the top: last index with positive weight
-        k = int(np.flatnonzero(weights > 0)[-1])
-    return k
-
-
-def _coupled_step_np(p: np.ndarray, q: np.ndarray, tv: float, rng: np.random.RandomState) -> tuple[int, int]:
-    if rng.random_sample() < tv:
-        x = _draw_np(np.maximum(p - q, 0.0), rng.random_sample())
-        y = _draw_np(np.maximum(q - p, 0.0), rng.random_sample())
-        return x, y
-    z = _draw_np(np.minimum(p, q), rng.random_sample())
-    return z, z
-
-
-def naive_numpy(system: FiniteSystem, window: int, replicates: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """The naive coupled sampler in plain NumPy/Python (same output as :func:`naive_kernel`)."""
-    rng = np.random.RandomState(seed)
-    H, L = system.horizon, window
-    P, Q, child = system.reference, system.intervention, system.child
-    values = np.zeros((replicates, len(NAIVE_COLUMNS)))
-    evals = np.full(replicates, H, dtype=np.int64)
-    for r in range(replicates):
-        nx = ny = 0
-        tau = count = in_window = 0
-        for t in range(1, H + 1):
-            p, q = P[nx], Q[ny]
-            delta = tv(p, q)
-            x, y = _coupled_step_np(p, q, delta, rng)
-            if x != y:
-                count += 1
-                if tau == 0:
-                    tau = t
-                elif t <= tau + L:
-                    in_window += 1
-            if t < H:
-                nx, ny = child[nx, x], child[ny, y]
-        hit = 1.0 if tau > 0 else 0.0
-        values[r] = (
-            count / H,
-            hit / H,
-            (count - hit) / H,
-            (H - tau) / H if tau else 0.0,
-            hit,
-            (hit + in_window) / H,
-            (count - hit - in_window) / H,
-            max(0, H - tau - L) / H if tau else 0.0,
-            tau,
-        )
-    return values, evals
-
-
-def swrb_numpy(system: FiniteSystem, window: int, replicates: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """The SWRB sampler in plain NumPy/Python (same output as :func:`swrb_kernel`)."""
-    rng = np.random.RandomState(seed)
-    H, L = system.horizon, window
-    P, Q, child = system.reference, system.intervention, system.child
-    values = np.zeros((replicates, len(SWRB_COLUMNS)))
-    evals = np.zeros(replicates, dtype=np.int64)
-    for r in range(replicates):
-        nodes = [0]
-        w = np.zeros(H)
-        survival = 1.0
-        n_eval = 0
-        for t in range(1, H + 1):
-            p, q = P[nodes[-1]], Q[nodes[-1]]
-            delta = tv(p, q)
-            n_eval += 1
-            w[t - 1] = survival * delta
-            survival *= 1.0 - delta
-            if t == H:
-                break
-            z = _draw_np(np.minimum(p, q), rng.random_sample())
-            if z < 0:
-                break
-            nodes.append(child[nodes[-1], z])
-        big_d = float(np.cumsum(w)[-1])
-        if big_d <= 0.0:
-            evals[r] = n_eval
-            continue
-        j = _draw_np(w, rng.random_sample()) + 1
-        p, q = P[nodes[j - 1]], Q[nodes[j - 1]]
-        x = _draw_np(np.maximum(p - q, 0.0), rng.random_sample())
-        y = _draw_np(np.maximum(q - p, 0.0), rng.random_sample())
-        total = inside = 0.0
-        if j < H:
-            nx, ny = child[nodes[j - 1], x], child[nodes[j - 1], y]
-            for t in range(j + 1, H + 1):
-                p, q = P[nx], Q[ny]
-                delta = tv(p, q)
-                n_eval += 1
-                total += delta
-                if t <= j + L:
-                    inside += delta
-                if t < H:
-                    x, y = _coupled_step_np(p, q, delta, rng)
-                    nx, ny = child[nx, x], child[ny, y]
-        evals[r] = n_eval
-        swrb_estimates(big_d, j, H, L, total, inside, values[r])
-    return values, evals
-
-
-# ---------------------------------------------------------------------------------------------
 # Orchestration
 
 
@@ -388,6 +253,13 @@ class SampleResult:
     values: dict[str, np.ndarray]
     pair_evaluations: np.ndarray
 
+    @classmethod
+    def of(cls, method: str, horizon: int, window: int, values: np.ndarray, evals: np.ndarray) -> SampleResult:
+        """The result of a kernel's table ``values`` [replicates, 9] and pair evaluations ``evals``."""
+        columns = NAIVE_COLUMNS if method == "naive" else SWRB_COLUMNS
+        values = {c: values[:, i].copy() for i, c in enumerate(columns)}
+        return cls(method=method, horizon=horizon, window=window, values=values, pair_evaluations=evals)
+
     def column(self, key: str) -> np.ndarray:
         """Per-replicate estimates of exact quantity ``key`` (R_H, O_H, Pi_H, E_H, P_diverge, R_L, T_L, B_L)."""
         return self.values[ESTIMATES[self.method][key]]
@@ -399,18 +271,21 @@ def _seed32(seed: int) -> int:
     return int(seed) % (1 << 32)
 
 
-def sample(
-    system: FiniteSystem,
-    method: str,
-    replicates: int,
-    seed: int,
-    window: int | None = None,
-    backend: str = "numba",
-) -> SampleResult:
-    """Run the naive or SWRB sampler for ``replicates`` replicates from ``seed``.
+def sample(system: FiniteSystem, method: str, replicates: int, seed: int, window: int | None = None) -> SampleResult:
+    """Run the naive or SWRB sampler for ``replicates`` replicates from ``seed`` (window L: H when ``None``)."""
+    L, seed32 = check_arguments(system, method, replicates, seed, window)
+    kernel = naive_kernel if method == "naive" else swrb_kernel
+    values, evals = kernel(
+        system.reference, system.intervention, system.child, system.horizon, L, int(replicates), seed32
+    )
+    return SampleResult.of(method, system.horizon, L, values, evals)
 
-    ``backend="numpy"`` runs the plain NumPy/Python implementation (identical replicates, slower).
-    """
+
+def check_arguments(
+    system: FiniteSystem, method: str, replicates: int, seed: int, window: int | None
+) -> tuple[int, int]:
+    """The window L (H when ``window`` is None) and the uint32 stream seed of a :func:`sample` call, after checking
+    its arguments."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if int(replicates) < 1:
@@ -418,25 +293,7 @@ def sample(
     L = system.horizon if window is None else int(window)
     if L < 1:
         raise ValueError(f"window L must be >= 1, got {window}")
-    seed32 = _seed32(seed)
-    if backend == "numba":
-        kernel = naive_kernel if method == "naive" else swrb_kernel
-        values, evals = kernel(
-            system.reference, system.intervention, system.child, system.horizon, L, int(replicates), seed32
-        )
-    elif backend == "numpy":
-        fn = naive_numpy if method == "naive" else swrb_numpy
-        values, evals = fn(system, L, int(replicates), seed32)
-    else:
-        raise ValueError(f"backend must be 'numba' or 'numpy', got {backend!r}")
-    columns = NAIVE_COLUMNS if method == "naive" else SWRB_COLUMNS
-    return SampleResult(
-        method=method,
-        horizon=system.horizon,
-        window=L,
-        values={c: values[:, i].copy() for i, c in enumerate(columns)},
-        pair_evaluations=evals,
-    )
+    return L, _seed32(seed)
 
 
 def _none_if_nan(v: float) -> float | None:

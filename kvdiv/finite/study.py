@@ -1,14 +1,9 @@
 """The finite-state study (arXiv 2609.16617, §4.4, Figure 4): tables over the suite of systems.
 
-- :func:`exact_table`: exact values per system (one row each);
-- :func:`estimate_table`: naive and SWRB estimates per system (one row per system × method);
-- :func:`comparison_table`: per system, variance ratio Var(M)/Var(Z_R), evaluation ratio
-  c̄_SWRB/c̄_naive and variance–cost advantage (Var(M)·c̄_naive)/(Var(Z_R)·c̄_SWRB);
-- :func:`paper_comparison`: the suite's aggregates beside the paper's reported values.
-
-Aggregates (our reading of the paper's summary): variance ratios min/median/max over systems;
-evaluation ratio = mean over systems of the per-system ratio; variance–cost advantage as a ratio of
-means, mean_s(Var(M)·c̄_naive) / mean_s(Var(Z_R)·c̄_SWRB).
+:func:`exact_table` (exact values per system), :func:`estimate_table` (naive and SWRB estimates per system × method),
+:func:`comparison_table` (per system: variance ratio Var(M)/Var(Z_R), evaluation ratio and variance–cost advantage)
+and :func:`paper_comparison` (the suite's aggregates beside the paper's reported values).
+The aggregates: docs/estimators.md#variance-and-cost.
 """
 
 from __future__ import annotations

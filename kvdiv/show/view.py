@@ -1,16 +1,10 @@
 """One pair of continuations as a structured view, and the store reading behind ``kvdiv show``.
 
-A pair is the x (full cache) and y (evicted) chains of one (document, action, replicate) of a trajectory
-store, each decoded token by token with the store's model tokenizer. Notation (docs/internals.md): step
-t = 1..H is stored at index t−1; δ_t = ``tv`` = TV(P(·|x_<t), Q(·|y_<t)); τ = the first t with x_t ≠ y_t
-(None when the chains agree for all H steps). EOS is absorbing: after a chain's first EOS its law is the
-point mass on the absorbing id, so its later steps are *absorbed* (they repeat that id).
-swrb mode: before the branch start J both chains follow the common overlap path u (x_t = y_t = u_t, δ_t the
-overlap hazard); at J the residual draws differ (x_J ≠ y_J, so τ = J), then the coupled continuation runs to
-H. J = 0 when the overlap path never diverges (D = 0): then x = y = u for all H steps.
-
-:func:`pair_view` is pure (arrays + tokenizer → :class:`PairView`); :func:`load_pair` reads a verified store
-(per-document or cube), loads the tokenizer of the store's model and builds the view.
+A pair is the x (full cache) and y (evicted) chains of one (document, action, replicate) of a trajectory store, each
+decoded token by token with the store's model tokenizer; τ = the first t with x_t ≠ y_t (None when they agree for
+all H steps), EOS absorbing, and in swrb mode J the branch start (the overlap path before it). :func:`pair_view`
+is pure (arrays + tokenizer → :class:`PairView`); :func:`load_pair` reads a verified store (per-document or cube),
+loads the tokenizer of the store's model and builds the view. What the view shows: docs/outputs.md#kvdiv-show.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """Does divergence change the answer? Every stored continuation scored with its document's own scorer.
 
-A row is one (document, action, replicate) pair of coupled chains x ~ P (full cache) and y ~ Q (evicted) of a cube
-(docs/internals.md "Cube"; steps t = 1..H at index t−1). Each chain's **answer text** is ``tokenizer.decode`` of
-its ids before its first EOS (the EOS and the absorbed steps after it excluded; special tokens skipped), scored
-with :func:`kvdiv.documents.scoring.score` (RULER string-match all; HELMET SubEM for ``json_kv``) against the
-document's gold ``answers``:
-
-- ``correct_x``, ``correct_y``: the scores of x and y, in [0, 1] (string-match all is the fraction of the gold
-  answers found, so a multi-answer task can score 0.5);
-- ``answer_changed``: ``correct_x ≠ correct_y`` (eviction changed the score of the answer);
-- ``answer_end``: the **end of the first answer span** of x, the smallest step t such that the answer text of x's
-  first t tokens (x_1..x_t, cut at an EOS among them) holds one gold answer as the task's metric matches it
-  (:func:`kvdiv.documents.scoring.answer_found`); null when x holds none within H (or before its EOS).
-
-:mod:`kvdiv.metrics` joins these onto ``replicates.parquet`` and adds ``diverged_before_answer`` = 1{τ ≤ answer_end}
-(null when ``answer_end`` is null): the chains diverged at or before the step that completes x's first answer, so
-y had not yet copied it. When τ > answer_end, y's first τ − 1 tokens equal x's and already hold that answer.
-Documents without gold answers score null. Rule ``answers`` writes ``results/{study}/answers/{model}.parquet``.
+Per (document, action, replicate) of a cube: each chain's answer text (decoded ids before its first EOS) scored with
+:func:`kvdiv.documents.scoring.score` against the document's gold ``answers`` — ``correct_x``, ``correct_y``,
+``answer_changed`` — and ``answer_end``, the step that ends x's first gold-answer span. :mod:`kvdiv.metrics` joins
+these onto ``replicates.parquet``. Rule ``answers`` writes ``results/{study}/answers/{model}.parquet``.
+Definitions: docs/estimators.md#answers-and-accuracy.
 """
 
 from __future__ import annotations

@@ -1,27 +1,10 @@
-"""The recursive overlap–residual maximal coupling, one step at a time, batched over rows.
+"""The recursive overlap–residual maximal coupling, one step at a time, batched over rows (arXiv 2609.16617, §3).
 
-At step t with next-token laws p = P(·|x_<t) and q = Q(·|y_<t) (arXiv 2609.16617, §3):
-
-    δ_t = TV(p, q) = ½‖p − q‖₁,   m = min(p, q),   Σ m = 1 − δ_t.
-
-With probability 1 − δ_t draw z ~ m/(1 − δ_t) and set x_t = y_t = z; otherwise draw
-x_t ~ (p − q)⁺/δ_t and y_t ~ (q − p)⁺/δ_t independently (their supports are disjoint, so they
-differ). Each chain keeps its own law, x_t ~ p and y_t ~ q, and P(x_t ≠ y_t | past) = δ_t.
-
-Every draw here is an inverse-CDF lookup of a uniform the caller supplies (``u``) or draws from a
-seeded :class:`numpy.random.Generator`; a step always consumes the same number of uniforms per row
-(3 for :func:`couple`, 1 for :func:`overlap_draw`, 2 for :func:`residual_draw`), so a row's stream
-never depends on the outcome of another row or of its own earlier branch decisions.
-
-Numerics: laws are float64 [n, V]; tiny negative entries (round-off) are clipped to 0; each
-sub-law is normalised by its own computed mass, not by 1 − δ or δ, so δ near 0 or 1 is safe;
-when round-off leaves a residual with no mass the step falls back to the common draw, and when
-the overlap has no mass (δ = 1) the residual branch is always taken.
-
-``tv_atol``: laws computed in float32 (or bf16) carry round-off that depends on batch composition
-and padding, so two kernels that are mathematically equal (100% retention) come out with δ ~ 1e-9.
-A δ below ``tv_atol`` is treated as exactly 0 (recorded as 0; the common draw from p is taken),
-changing each chain's law by at most ``tv_atol`` per step. The default 0 keeps the exact coupling.
+δ_t = TV(p, q); with probability 1 − δ_t a common draw from min(p, q)/(1 − δ_t), otherwise residual draws
+x_t ~ (p − q)⁺/δ_t, y_t ~ (q − p)⁺/δ_t. Every draw is an inverse-CDF lookup of a supplied or seeded uniform, a fixed
+number per row and step (3 for :func:`couple`, 1 for :func:`overlap_draw`, 2 for :func:`residual_draw`). A δ below
+``tv_atol`` counts as 0 (float round-off of batched decoding). :func:`fold_eos` folds several end ids onto one.
+The mathematics, the numerics and ``tv_atol``: docs/estimators.md#the-coupling.
 """
 
 from __future__ import annotations

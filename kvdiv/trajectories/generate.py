@@ -1,28 +1,12 @@
 """Coupled trajectory generation for one (model, document), or several documents of one model together: every
 action, R replicates, H steps.
 
-Reference kernel P(·|h) = the model with the full prompt cache; intervention kernel Q(·|h) = the
-same model with the prompt cache evicted once by an action (arXiv 2609.16617, §3, §5). Both are
-served by one :class:`kvdiv.llm.session.KernelSession` (one prefill); every chain of every action and
-replicate advances in ONE batched ``session.step`` call per generation step.
-
-The two modes (``mode`` of a study) are :mod:`~kvdiv.trajectories.complete` (the recursive overlap–residual
-maximal coupling for all H steps) and :mod:`~kvdiv.trajectories.swrb` (residual-branch conditional Monte Carlo).
-
-Several documents (:func:`generate_documents`): one session per document (its own prefill, caches and chains);
-each document's sampler advances as it would alone, and every step the rows of all documents go through ONE
-forward (:func:`kvdiv.trajectories.base.drive`, :func:`kvdiv.llm.session.step_sessions`). A document's values do
-not depend on which documents share its forward (tests/trajectories/test_generate_documents.py).
-
-Step 1 uses ``session.initial_probs``: δ_1 = 0 unless the session evicts at the first step.
-
-EOS: a model with several end ids has one EOS event. Every law (P at x, Q at y, Q at x) has the mass of
-all ``eos_token_ids`` folded onto the absorbing id ``eos_token_ids[0]`` (:func:`kvdiv.trajectories.coupling.fold_eos`)
-before coupling and before the fixed-history TV, so chains ending with different end ids match.
-
-Randomness: replicate r of action a draws all its uniforms from ``derive_rng(*seed_parts, a, r)``
-(seed_parts = master seed, study seed, document id), a fixed number per step, so its trajectory
-does not depend on job order, thread count, or which other actions or replicates ran.
+Both kernels are served by one :class:`kvdiv.llm.session.KernelSession`; the two modes are
+:mod:`~kvdiv.trajectories.complete` and :mod:`~kvdiv.trajectories.swrb`. Several documents
+(:func:`generate_documents`): one session each, all rows through ONE forward per step
+(:func:`kvdiv.trajectories.base.drive`, :func:`kvdiv.llm.session.step_sessions`); a document's values do not depend
+on which documents share its forward. Step 1, EOS folding and the per-replicate streams:
+docs/estimators.md#kernel-pairs-from-a-model.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Zarr v3 trajectory stores: one per (study, model, document), and the cube per (study, model).
 
-This module is the only reader and writer of both (synthetic cubes for tests are written through
-:func:`write_cube` too). Layouts are fixed by docs/internals.md "Trajectory stores" and "Cube". Every array carries zarr v3
-``dimension_names`` so ``xarray.open_zarr`` reads it; every store is written to a temporary
-directory beside its final path and renamed into place (:func:`kvdiv.io.atomic_path`), so a killed
-job never leaves a half-written store at the final path.
-
-Integrity: every chunk is written, even one holding only fill values (zarr skips those by default, and a
-missing chunk then reads back as zeros), and :func:`seal_store` records the sha256 of every array a store
-has in the root attribute ``checksums`` (array path → hex digest). :func:`verify_store` (run by every
-reader here, the cube rule, the metrics and ``kvdiv inspect``) checks that each array has all its chunks,
-decodes, and matches its checksum, and that no array was added or lost; otherwise it raises
-:class:`CorruptStoreError` naming the store and the array.
+This module is the only reader and writer of both (synthetic cubes for tests are written through :func:`write_cube`
+too). Every store is written atomically (:func:`kvdiv.io.atomic_path`), with every chunk on disk, and sealed with the
+sha256 of each array (:func:`seal_store`); :func:`verify_store` (run by every reader) raises
+:class:`CorruptStoreError` naming the store and the array. The layout and the integrity contract, written once:
+docs/internals.md#trajectory-stores and #cube.
 """
 
 from __future__ import annotations

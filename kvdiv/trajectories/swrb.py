@@ -1,18 +1,11 @@
 """The swrb-mode sampler: residual-branch conditional Monte Carlo (SWRB), batched over pairs.
 
-1. overlap scan u_t ~ m_t/(1 − δ_t) for all H steps, hazards δ_t (``overlap_tv``);
-2. S_t = Π_{s≤t}(1 − δ_s), w_j = S_{j−1} δ_j, D = Σ_j w_j = 1 − S_H;
-3. J ~ w_j/D, chosen *during* the scan by single-item weighted reservoir sampling: at step j the candidate
-   is replaced with probability w_j / Σ_{i≤j} w_i, which leaves J = j with probability w_j/D. The state at
-   u_<J is restored by **retention**: on replacement the scan's two chains are forked before u_j is appended
-   (at most one snapshot pair per replicate is alive), together with the laws (P, Q) at u_<J;
-4. residual draws x_J ~ (p−q)⁺/δ_J, y_J ~ (q−p)⁺/δ_J and the coupled continuation to H.
-
-``branch_start`` = J (1-based), 0 when D = 0 (then x = y = u for all H steps). Cost: H + (H − J) batched
-steps (the continuation of all replicates shares step calls). The estimators over these paths (Z_O, Z_Π, ...)
-are :mod:`kvdiv.estimands`.
-
-:func:`run_swrb` is a generator (:data:`kvdiv.trajectories.base.Sampler`), as :func:`kvdiv.trajectories.complete.run_complete`.
+An overlap scan for all H steps (hazards ``overlap_tv``), the branch start J ~ w_j/D chosen during the scan by
+weighted reservoir sampling (the state at u_<J kept by forking the scan's chains), residual draws at J and the
+coupled continuation to H. ``branch_start`` = J (1-based), 0 when D = 0. Cost: H + (H − J) batched steps. The
+estimators over these paths are :mod:`kvdiv.estimands`. :func:`run_swrb` is a generator
+(:data:`kvdiv.trajectories.base.Sampler`), as :func:`kvdiv.trajectories.complete.run_complete`.
+The mathematics: docs/estimators.md#residual-branch-estimation-swrb.
 """
 
 from __future__ import annotations

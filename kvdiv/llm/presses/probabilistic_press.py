@@ -2,114 +2,11 @@ r"""Probabilistic KV eviction with decode-time correction (arXiv 2608.28293, "A 
 Interpretation of KV Cache Eviction", Geh, Chen, Israel, Grover, Van den Broeck), as published summaries
 of the paper describe it.
 
-Attention as an expectation
----------------------------
-At a decode step a query with logits s_i over the prompt entries i = 1..n and s_j over the entries
-generated after eviction (j ∈ G) outputs
-
-    o = (Σ_i e^{s_i} v_i + Σ_{j∈G} e^{s_j} v_j) / (Σ_i e^{s_i} + Σ_{j∈G} e^{s_j}).
-
-Eviction replaces the prompt sums by estimates from a sample of the prompt entries; the generated
-entries are always attended exactly. Top-k presses are, in this reading, zero-variance biased estimators.
-
-Which choices are the paper's
------------------------------
-The paper's (as its published summaries and its code base, kvpress 0.5.3, describe it; the defaults): the
-``multinomial`` design (sampling with replacement, SNIS weights c_i/(mπ_i)); the ``global`` budget (one
-compression ratio, hence one number of draws m, for the whole cache); the decode-time correction with an
-importance-sampling temperature (``is_temperature``; the summaries name no symbol, default 1 = the full
-correction); π_H2O as kvpress's H2O press (``ObservedAttentionPress``) scores keys: accumulated attention
-divided by the number of queries that see the key (``h2o_normalization: queries``). kvdiv's own (options):
-the ``pips`` design, the ``per_head`` budget, the harmonic-history proposals ``min_h``/``h2o_h``, the plain
-accumulated H2O sum (``h2o_normalization: none``) and the ``scorer`` proposal.
-
-Proposals π (``proposal``), per layer and KV head, over the prompt entries
---------------------------------------------------------------------------
-A_j(i) is the causal attention row of prompt query j over the prompt keys, computed from the layer's
-own RoPE'd queries and cached keys (``module.scaling``; the computation of SnapKV's window attention,
-without needing eager attention weights), averaged over the G query heads that share the KV head (GQA).
-Queries j range over the last W = ``history_size`` prompt positions (all prompt queries by default),
-t is the last one, and the age of query j is a_j = t − j.
-
-- ``min``:   π_i ∝ A_t(i)·‖v_i‖ — the last prompt query's attention times the value norm. Of all
-  importance-sampling estimates ô = (1/m) Σ_draws A(I) v_I / π_I of an attention output o = Σ_i A(i) v_i,
-  π ∝ A‖v‖ minimises E‖ô − o‖² = (Σ_i A(i)²‖v_i‖²/π_i − ‖o‖²)/m (Cauchy–Schwarz; Kahn & Marshall 1953):
-  the variance-minimising proposal for a decode query that attends like the last prompt query.
-- ``h2o``:   π_i ∝ Σ_j A_j(i) / N(i) — H2O's accumulated attention over the W history queries divided by
-  N(i) = min(W, n − i), the number of them that see key i under the causal mask (``h2o_normalization:
-  queries``, the default: kvpress 0.5.3's ``ObservedAttentionPress``, whose ``score`` is
-  ``attentions.sum(2) / arange(n, 0, -1)`` averaged over the GQA group); ``none``: π_i ∝ Σ_j A_j(i), the
-  plain sum, which favours early keys (seen by more queries).
-- ``min_h``: π_i ∝ ‖v_i‖·Σ_j h_j A_j(i);  ``h2o_h``: π_i ∝ Σ_j h_j A_j(i), with the harmonic prior
-  h_j = (1/(a_j + 1)) / H_W over the W history queries (H_W = Σ_{a=1}^{W} 1/a, the W-th harmonic number):
-  the last query weighs 1, the one before 1/2, then 1/3, ... Why this prior: the decode-time query is
-  unknown, and the history variants average over which prompt query it will resemble. A harmonic (Zipf)
-  prior over the lag favours recent queries but is scale-free — each octave of ages [a, 2a) carries about
-  the same mass ln 2 / H_W — so no window length or half-life is privileged (an exponential prior would
-  impose one) and old queries keep a say; the normaliser H_W grows only like ln W, so all prompt queries
-  can be used (W = 1000: the last query weighs 13 %, the last 10 together 39 %).
-- ``scorer``: any kvpress scorer press's ``score()`` turned into weights (:func:`score_weights`) and
-  normalised (the scores of kvdiv's earlier, πps-only press).
-
-π is computed in float64 from float32 logits, so it underflows to 0 only for entries below e^{-700} of
-the top one; entries with π_i = 0 are never drawn and the estimates miss them.
-
-Design ``multinomial`` (the paper's; default)
----------------------------------------------
-Draw m entries with replacement from π: counts c ~ Multinomial(m, π); keep the distinct drawn entries
-S = {i : c_i > 0} with c_i and π_i. Since E[c_i] = m π_i, the importance weights
-
-    w_i = c_i / (m π_i),     E[w_i] = 1 (π_i > 0),
-
-make N̂ = Σ_{i∈S} w_i e^{s_i} v_i and D̂ = Σ_{i∈S} w_i e^{s_i} unbiased for the prompt numerator and
-denominator, whatever the decode query. The correction adds log w_i to each kept prompt entry's attention
-logit at every decode step; the softmax then computes the self-normalised importance-sampling (SNIS)
-estimate ô = (N̂ + Σ_G e^{s_j} v_j) / (D̂ + Σ_G e^{s_j}). N̂ and D̂ are means of m i.i.d. single-draw
-estimates X = e^{s_I} v_I/π_I, Y = e^{s_I}/π_I (I ~ π), so the ratio's bias is
-
-    E[ô] − o = (o·Var(Y) − Cov(X, Y)) / (m (μ_Y + Σ_G e^{s_j})²) + O(1/m²),
-
-and its variance is O(1/m) too. ``correction=False`` keeps the same sample without weights (plain
-sampled eviction).
-
-Importance-sampling temperature (``is_temperature`` τ ∈ [0, 1]): the decode-time bias is τ·log w_i, i.e. the
-weights w_i^τ. τ = 1 is the correction above (the bias tensor itself: logits identical), τ = 0 no correction
-(the logits of ``correction=False``, exactly); in between the weights are tempered towards 1, giving up the
-unbiasedness of N̂ and D̂ for lower variance (large w_i from small π_i dominate less): a bias–variance knob.
-
-Budget (``budget``): the number of kept entries |S| is random, E|S| = Σ_i (1 − (1 − π_i)^m), increasing
-in m. Target: k = kvpress's ``compute_n_kept(n, compression_ratio)`` entries per head.
-- ``per_head`` (kvdiv's option; pips's only budget): each KV head gets its own m with E|S_h| = k.
-- ``global`` (the paper's; multinomial's default): ONE number of draws m shared by every layer and KV head
-  of the cache, with
-  Σ_h E|S_h| = L·H·k. Every head's estimator averages the same number of draws; heads with concentrated
-  π draw the same entries again and keep few distinct entries, flat heads keep many, while the cache as
-  a whole meets the target ratio. The press then compresses the whole cache once the last layer's
-  prefill attention has run (the full cache is held until then).
-m is an integer: with m⁻ = the largest integer with E|S|(m⁻) ≤ target, m = m⁻ + 1 with probability
-f = (target − E|S|(m⁻)) / (E|S|(m⁻+1) − E|S|(m⁻)), else m⁻, so that E|S| meets the target exactly (at
-least one draw; at most :data:`MAX_DRAWS`, where the target may stay out of reach). Conditionally on m
-the weights stay unbiased.
-
-Design ``pips`` (variant): exactly k entries per head
------------------------------------------------------
-Weights (π, or the scorer's :func:`score_weights`) become πps inclusion probabilities ρ_i = min(1, c·w_i),
-Σ_i ρ_i = k, by iterative capping; exactly k entries are kept by randomised systematic πps sampling
-(Madow 1949; Goodman & Kish 1950), P(i kept) = ρ_i. The correction adds −log ρ_i (Horvitz–Thompson):
-E[1{i kept}/ρ_i] = 1.
-
-Heads keeping fewer entries than the layer's longest head (multinomial design) are padded with zero keys
-masked out: through kvpress's ``module.masked_key_indices`` (AdaKV's mechanism) in a kvpress pipeline,
-and through −inf logit biases in :class:`kvdiv.llm.session.KernelSession`, which also applies the correction
-(:meth:`ProbabilisticPress.attention_bias`); inside a plain kvpress pipeline only the eviction happens.
-
-Randomness: layer ℓ draws from ``layer_seed(ℓ) = derive_seed(draw seed, ℓ)`` (multinomial: a numpy
-Generator for the rounding coins of m and the counts; pips: a torch Generator for the permutation and the
-offset u); the global budget's one rounding coin from ``derive_seed(draw seed, "budget")``. Inside a
-trajectory job the session sets the draw seed per document,
-``derive_seed(master seed, study seed, document id, action name, "ProbabilisticPress", seed)``, so
-documents get independent evictions (the cluster bootstrap treats them as independent) and the store
-records it; outside a session the draw seed is ``seed``.
+Per layer and KV head a proposal π over the prompt entries (``min``, ``h2o``, ``min_h``, ``h2o_h``, ``scorer``), a
+sample of entries to keep (design ``multinomial``: m draws with replacement, budget ``global`` (the paper's, default)
+or ``per_head``; or ``pips``: exactly k by systematic πps sampling) and, with ``correction``, a log importance weight
+(times ``is_temperature``) added to each kept entry's logit at every decode step. Which choices are the paper's:
+docs/probabilistic.md; the mathematics: docs/estimators.md#probabilistic-eviction.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Eviction actions: a config entry ``{press: <name>, **arguments}`` → a kvpress press instance.
 
-An action names any press class that :mod:`kvpress` exports (every class subclassing its
-``BasePress``) or kvdiv's own :class:`~kvdiv.llm.presses.probabilistic_press.ProbabilisticPress`; the other keys
-are the press's dataclass fields. Wrapper presses take their inner press as a nested action:
-``{press: AdaKVPress, wraps: {press: SnapKVPress, compression_ratio: 0.5}}`` (``wraps`` fills the
-wrapper's field named ``press``; any other argument whose value is a ``{press: ...}`` mapping, or a list
-of them, is built the same way).
-
-Every argument is checked before the press is built (:func:`check_argument`): its type against the press's
-annotation (an ``int`` field takes no ``1.5``, ``"3"`` or ``true``; a number field no string) and its value against
-the ranges of kvpress's recurring hyperparameters (:func:`argument_bounds`), because kvpress accepts many
-out-of-range values silently: SnapKV's ``window_size: -1`` slices ``keys[..., 1:]`` and StreamingLLM's
-``n_sink: -3`` keeps all but the last three tokens as sinks. The workflow validates every configured action
-this way when it starts (rules/common.smk), not inside trajectory jobs.
+Any press class :mod:`kvpress` exports, or :class:`~kvdiv.llm.presses.probabilistic_press.ProbabilisticPress`; the
+other keys are the press's dataclass fields; a wrapper takes its inner press under ``wraps``. Every argument is
+checked before the press is built (:func:`check_argument`, :func:`argument_bounds`), because kvpress accepts many
+out-of-range values silently. How: docs/internals.md#press-registry.
 
 >>> build_press({"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 64})
 SnapKVPress(compression_ratio=0.5, window_size=64, kernel_size=5)

@@ -1,0 +1,1 @@
+"""Test doubles and reference implementations shared by the tests (and the benchmarks that need them)."""
