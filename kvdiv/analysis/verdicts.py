@@ -1,16 +1,9 @@
 """Verdicts of contrasts against a paper's claimed direction: consistent, contradicted or inconclusive.
 
-A claim says in which direction a contrast a − b (a statistic of a minus that of b, e.g. the mismatch gap of the
-probabilistic-eviction study) lies: ``lower`` (a < b) or ``higher`` (a > b). The rule, applied to the contrast's
-(1 − α) interval [lower, upper]:
-
-- the interval excludes 0 on the claimed side (``upper < 0`` for ``lower``, ``lower > 0`` for ``higher``):
-  **consistent**;
-- it excludes 0 on the opposite side: **contradicted**;
-- otherwise (it contains 0, touches it, or is missing): **inconclusive**.
-
-A contrast without a claim gets ``no claim`` (its interval is still reported). Claims come from the config's
-``analysis.directions`` (``[[a, b, lower|higher], ...]``), each naming one of ``analysis.contrasts``.
+A claim says in which direction a contrast a − b lies: ``lower`` (a < b) or ``higher`` (a > b). On the contrast's
+(1 − α) interval: it excludes 0 on the claimed side → **consistent**; on the opposite side → **contradicted**;
+otherwise (contains or touches 0, or missing) → **inconclusive**; no claim → ``no claim``. Claims come from the
+config's ``analysis.directions`` (``[[a, b, lower|higher], ...]``), each naming one of ``analysis.contrasts``.
 """
 
 from __future__ import annotations
