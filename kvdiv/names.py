@@ -10,7 +10,9 @@ directory or alias another output. One rule, written here and used by ``config/s
   ``.``, ``..``, a hidden name, or a name that reads as a command-line option);
 - a name is not one its kind reserves (:data:`RESERVED`, compared case-insensitively as case-insensitive file
   systems do): a study is not named after another top-level entry of ``results/``, an action (a group of a
-  per-document Zarr store) is not ``zarr.json``;
+  per-document Zarr store) is not ``zarr.json`` nor an array name of a store (``prompt_ids``, ...);
+- a name does not end in one substring repeated :data:`PERIODIC_REPEATS` times (Snakemake's periodic-wildcard
+  test would take it for a cycle);
 - within one kind, no two names differ only in case.
 """
 
@@ -32,14 +34,25 @@ MAX_LENGTH = 64
 MAX_COMPOSED_LENGTH = 200
 #: Names a kind may not take (lower case): top-level entries of ``results/`` that are not studies (a study of
 #: that name would write into them), and the metadata file of a Zarr store (actions are its groups).
+#: Array names of the stores (kvdiv.trajectories.store: the root array ``prompt_ids`` of a per-document store, the
+#: arrays of a cube and of an action group), which an action (a group beside them) may not take; a test keeps
+#: the list equal to the store's.
+STORE_ARRAYS = frozenset({
+    "prompt_ids", "x", "y", "tv", "fixed_tv", "match", "eos_x", "eos_y", "overlap_tv", "branch_start", "document",
+    "action", "replicate", "step", "family", "task", "target_length", "stratum", "prompt_tokens",
+})
 RESERVED = {
     "study": frozenset(entry.lower() for entry in RESULTS_ENTRIES),
-    "action": frozenset({"zarr.json"}),
+    "action": frozenset({"zarr.json"} | STORE_ARRAYS),
 }
+#: Snakemake takes a wildcard value ending in one substring repeated this many times for an infinite recursion
+#: (PeriodicWildcardError), so no name may end so.
+PERIODIC_REPEATS = 20
 #: The kinds of names the config holds (the config section that defines each).
 KINDS = {"model": "models", "action": "actions", "study": "studies"}
 
 _NAME = re.compile(NAME_PATTERN)
+_PERIODIC = re.compile(rf"(.+?)\1{{{PERIODIC_REPEATS - 1},}}$")
 
 
 def check_name(name: object, kind: str = "name", max_length: int = MAX_LENGTH) -> str:
@@ -59,9 +72,15 @@ def check_name(name: object, kind: str = "name", max_length: int = MAX_LENGTH) -
             f"{kind} name {name!r} is not allowed: names become file and directory names, so they use only "
             "letters, digits, '_', '.' and '-' and start with a letter or digit (no '.', '..', '/', hidden names)"
         )
+    periodic = _PERIODIC.search(name)
+    if periodic:
+        raise ValueError(
+            f"{kind} name {name!r} ends with {periodic.group(1)!r} repeated {len(periodic.group(0)) // len(periodic.group(1))} "
+            f"times: Snakemake takes a name ending in {PERIODIC_REPEATS} or more repeats for an infinite recursion"
+        )
     reserved = RESERVED.get(kind, frozenset())
     if name.lower() in reserved:
-        raise ValueError(f"{kind} name {name!r} is reserved: it would alias another output ({', '.join(sorted(reserved))})")
+        raise ValueError(f"{kind} name {name!r} is reserved: it would collide with another output or a store array ({', '.join(sorted(reserved))})")
     return name
 
 

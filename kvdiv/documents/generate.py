@@ -92,6 +92,7 @@ class Document:
             raise ValueError(f"{where}: a rendered prompt cannot carry an answer_prefix (put it in the prompt)")
         if not isinstance(record["answers"], list) or not all(isinstance(a, str) for a in record["answers"]):
             raise ValueError(f"{where}: 'answers' must be a list of strings, got {record['answers']!r}")
+        check_answers(record["answers"], where)
         for key, kind in FIELD_TYPES.items():
             value = record[key]
             if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
@@ -101,6 +102,18 @@ class Document:
         except ValueError as err:
             raise ValueError(f"{where}: field 'id': {err}") from None
         return cls(**{k: record[k] for k in RECORD_KEYS})
+
+
+def check_answers(answers: Sequence[str], where: str) -> None:
+    """Gold answers a scorer can use: none empty once normalised (``""`` or ``"."`` occurs in every text, so it
+    would score every continuation 1.0); the error names ``where`` (file and line)."""
+    from kvdiv.documents.scoring import normalize_answer
+
+    for i, answer in enumerate(answers):
+        if not answer.strip() or not normalize_answer(answer):
+            raise ValueError(
+                f"{where}: field 'answers'[{i}] = {answer!r} is empty (once normalised): it would match every text"
+            )
 
 
 def document_seed(master_seed: int, study_seed: int, stratum: str, index: int) -> int:

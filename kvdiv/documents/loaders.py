@@ -19,11 +19,11 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from kvdiv.documents.generate import Document, read_jsonl_lines
+from kvdiv.documents.generate import Document, check_answers
 from kvdiv.documents.length import check_context, count_tokens
 from kvdiv.documents.render import render_with
 from kvdiv.io import jsonl_records
-from kvdiv.layout import document_id, parse_stratum
+from kvdiv.layout import document_id, parse_stratum, stratum_name
 
 TEXT_FIELDS = ("input", "prompt", "context", "text")
 ANSWER_FIELDS = ("outputs", "answers", "answer", "output")
@@ -38,9 +38,11 @@ def _first(record: dict, names: tuple[str, ...], what: str, where: str):
 
 def _as_answers(value, where: str) -> list[str]:
     if isinstance(value, str):
-        return [value]
+        value = [value]
     if isinstance(value, list) and value and all(isinstance(v, (str, int)) for v in value):
-        return [str(v) for v in value]
+        answers = [str(v) for v in value]
+        check_answers(answers, where)
+        return answers
     raise ValueError(f"{where}: answers must be a string or a non-empty list of strings, got {value!r}")
 
 
@@ -120,6 +122,55 @@ def select_documents(
     ]
 
 
+#: Fields of a record of the user's own documents (source jsonl) that kvdiv derives when a record omits them: the
+#: stratum (from ``family`` and ``target_length``), the token count and tokenizer (recounted with the reference
+#: model anyway) and the id (renamed ``{study}-{stratum}-{i:04d}`` anyway). The others are required.
+DERIVED_FIELDS = ("id", "stratum", "n_tokens", "tokenizer")
+
+
+def own_record(record: dict, where: str, rendered: bool | None = None) -> Document:
+    """A record of the user's own JSONL as a document, the :data:`DERIVED_FIELDS` it omits filled in; a given
+    ``stratum`` must agree with its family and target length. Errors name ``where`` (file:line) and the field."""
+    record = dict(record)
+    family, length = record.get("family"), record.get("target_length")
+    if isinstance(family, str) and isinstance(length, int) and not isinstance(length, bool):
+        derived = stratum_name(family, length)
+        if record.setdefault("stratum", derived) != derived:
+            raise ValueError(
+                f"{where}: field 'stratum' is {record['stratum']!r}, but family {family!r} and target_length {length} "
+                f"make stratum {derived!r} (leave 'stratum' out: it is derived)"
+            )
+    record.setdefault("id", f"line-{where.rpartition(':')[2] or 0}")
+    record.setdefault("n_tokens", 0)
+    record.setdefault("tokenizer", "")
+    return Document.from_record(record, where=where, rendered=rendered)
+
+
+def read_own_documents(path: str | os.PathLike, rendered: bool | None = None) -> list[tuple[int, Document]]:
+    """``(line number, document)`` of every record of a user's documents JSONL (:func:`own_record`)."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"documents file {path} is a directory, not a JSONL file")
+    if not path.is_file():
+        raise FileNotFoundError(f"documents file {path} does not exist")
+    return [(lineno, own_record(record, f"{path}:{lineno}", rendered)) for lineno, record in jsonl_records(path)]
+
+
+def check_own_documents(path: str | os.PathLike, *, strata: list[str], n_documents: int, rendered: bool) -> None:
+    """What the workflow checks of a user's JSONL when it starts: every record complete and well typed
+    (:func:`own_record`), and each stratum with at least ``n_documents`` records (token counts need the reference
+    model and are checked by the document jobs)."""
+    counts: dict[str, int] = {}
+    for _, doc in read_own_documents(path, rendered=rendered):
+        counts[doc.stratum] = counts.get(doc.stratum, 0) + 1
+    for stratum in strata:
+        if counts.get(stratum, 0) < n_documents:
+            raise ValueError(
+                f"{path}: stratum {stratum!r} has {counts.get(stratum, 0)} documents; documents_per_stratum = "
+                f"{n_documents} are needed (strata in the file: {', '.join(sorted(counts)) or 'none'})"
+            )
+
+
 def own_documents(
     path: str | os.PathLike, *, study: str, stratum: str, n_documents: int, tokenizer, tokenizer_name: str,
     rendered: bool, chat: Callable[[str], str] | None = None, max_context: int | None = None, horizon: int = 0,
@@ -133,7 +184,7 @@ def own_documents(
     rendering); an error names the file, the line and the field."""
     family, length = parse_stratum(stratum)
     check_context(length, max_context, tokenizer_name, horizon)
-    docs = [(lineno, d) for lineno, d in read_jsonl_lines(path, rendered=rendered) if d.stratum == stratum]
+    docs = [(lineno, d) for lineno, d in read_own_documents(path, rendered=rendered) if d.stratum == stratum]
     if len(docs) < n_documents:
         raise ValueError(f"{path}: stratum {stratum!r} has {len(docs)} documents; {n_documents} are needed")
     out = []
