@@ -222,15 +222,26 @@ def get_stratum_document_files(study, stratum):
 
 def get_document_index(study, stratum, doc_id):
     """The index i of document id `{study}-{stratum}-{i:04d}` (checked against the study's config)."""
-    if (stratum, doc_id) not in get_document_ids(study):
+    if get_document_strata(study).get(doc_id) != stratum:
         raise ValueError(f"study {study!r} stratum {stratum!r} has no document {doc_id!r}")
     return layout.document_index(doc_id)
 
 
+_DOCUMENT_STRATA = {}
+
+
 def get_document_ids(study):
     """[(stratum, document id)] of a study, known from the config alone (ids `{study}-{stratum}-{i:04d}`)."""
-    n = get_study(study)["documents_per_stratum"]
-    return [(s, layout.document_id(study, s, i)) for s in get_strata(study) for i in range(n)]
+    return [(stratum, doc_id) for doc_id, stratum in get_document_strata(study).items()]
+
+
+def get_document_strata(study):
+    """{document id: stratum} of a study, in stratum and index order; built once per planning (looking ids up in a
+    list made planning quadratic in the number of documents)."""
+    if study not in _DOCUMENT_STRATA:
+        n = get_study(study)["documents_per_stratum"]
+        _DOCUMENT_STRATA[study] = {layout.document_id(study, s, i): s for s in get_strata(study) for i in range(n)}
+    return _DOCUMENT_STRATA[study]
 
 
 def check_actions():
@@ -268,9 +279,9 @@ check_actions()
 
 def get_trajectory_stratum(study, doc_id):
     """The stratum of a document id `{study}-{stratum}-{index:04d}` (checked against the study)."""
-    for stratum, known in get_document_ids(study):
-        if known == doc_id:
-            return stratum
+    stratum = get_document_strata(study).get(doc_id)
+    if stratum is not None:
+        return stratum
     raise ValueError(f"study {study!r} has no document {doc_id!r} (ids are {study}-{{stratum}}-{{index:04d}})")
 
 
