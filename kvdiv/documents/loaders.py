@@ -126,20 +126,28 @@ def select_documents(
 #: stratum (from ``family`` and ``target_length``), the token count and tokenizer (recounted with the reference
 #: model anyway) and the id (renamed ``{study}-{stratum}-{i:04d}`` anyway). The others are required.
 DERIVED_FIELDS = ("id", "stratum", "n_tokens", "tokenizer")
+#: Fields every record of the user's own documents must have (``rendered`` may come from the config).
+OWN_REQUIRED = ("family", "task", "target_length", "seed", "prompt", "answers")
 
 
 def own_record(record: dict, where: str, rendered: bool | None = None) -> Document:
     """A record of the user's own JSONL as a document, the :data:`DERIVED_FIELDS` it omits filled in; a given
     ``stratum`` must agree with its family and target length. Errors name ``where`` (file:line) and the field."""
     record = dict(record)
-    family, length = record.get("family"), record.get("target_length")
-    if isinstance(family, str) and isinstance(length, int) and not isinstance(length, bool):
-        derived = stratum_name(family, length)
-        if record.setdefault("stratum", derived) != derived:
-            raise ValueError(
-                f"{where}: field 'stratum' is {record['stratum']!r}, but family {family!r} and target_length {length} "
-                f"make stratum {derived!r} (leave 'stratum' out: it is derived)"
-            )
+    missing = [key for key in OWN_REQUIRED if key not in record]
+    if missing:
+        raise ValueError(f"{where}: document record lacks field(s) {', '.join(missing)} (required: {', '.join(OWN_REQUIRED)})")
+    family, length = record["family"], record["target_length"]
+    if not isinstance(family, str):
+        raise ValueError(f"{where}: field 'family' must be a string, got {family!r}")
+    if not isinstance(length, int) or isinstance(length, bool):
+        raise ValueError(f"{where}: field 'target_length' must be int, got {length!r}")
+    derived = stratum_name(family, length)
+    if record.setdefault("stratum", derived) != derived:
+        raise ValueError(
+            f"{where}: field 'stratum' is {record['stratum']!r}, but family {family!r} and target_length {length} "
+            f"make stratum {derived!r} (leave 'stratum' out: it is derived)"
+        )
     record.setdefault("id", f"line-{where.rpartition(':')[2] or 0}")
     record.setdefault("n_tokens", 0)
     record.setdefault("tokenizer", "")
