@@ -99,6 +99,10 @@ MAX_STEP_ARRAY = 10**8
 MAX_FINITE_PATHS = 10**7
 
 
+def _studies(config: Mapping) -> Mapping:
+    return config.get("studies") or {}
+
+
 def study_models(config: Mapping, study: str) -> list[str]:
     """The models a study runs (its ``models``, default all)."""
     return list(config["studies"][study].get("models") or config["models"])
@@ -137,7 +141,7 @@ def check_config(config: Mapping, given: Mapping | None = None, *, basedir: str 
     check_references(config, given)
     check_model_sources(config, basedir)
     check_documents(config, basedir)
-    check_windows(config)
+    check_windows(config, given)
     check_sizes(config)
     check_plan(config)
 
@@ -145,11 +149,7 @@ def check_config(config: Mapping, given: Mapping | None = None, *, basedir: str 
 def check_shapes(config: Mapping) -> None:
     """Sections the rest of the workflow needs non-empty (an empty one would fail inside Snakemake with an
     IndexError or ``max() arg is an empty sequence``)."""
-    if not config.get("studies"):
-        raise ConfigError("studies: no study configured; a config needs at least one study (see config/smoke.yaml)")
-    if not config.get("actions"):
-        raise ConfigError("actions: no action configured; a study needs at least one action")
-    for study, spec in config["studies"].items():
+    for study, spec in (config.get("studies") or {}).items():
         if "models" in spec and not spec["models"]:
             raise ConfigError(f"studies.{study}.models is empty: leave it out (all models) or name at least one model")
         for i, stratum in enumerate(spec["strata"]):
@@ -165,7 +165,7 @@ def check_shapes(config: Mapping) -> None:
 def check_study_seeds(config: Mapping) -> None:
     """Two studies with one seed would get the same documents; the design needs independent sets."""
     seen: dict[int, str] = {}
-    for study, spec in config["studies"].items():
+    for study, spec in _studies(config).items():
         other = seen.setdefault(spec["seed"], study)
         if other != study:
             raise ConfigError(
@@ -180,7 +180,7 @@ def _unknown(names: Iterable[str], known: Mapping) -> list[str]:
 
 def check_references(config: Mapping, given: Mapping) -> None:
     """Every name one section uses of another is configured (the error names the key and what is configured)."""
-    models, actions, studies = config["models"], config["actions"], config["studies"]
+    models, actions, studies = config["models"], config.get("actions") or {}, config.get("studies") or {}
     for study, spec in studies.items():
         for key, known in (("actions", actions), ("models", models)):
             unknown = _unknown(spec.get(key) or [], known)
@@ -207,11 +207,6 @@ def check_references(config: Mapping, given: Mapping) -> None:
             raise ConfigError(
                 f"models.{model}.tokenizer: {tokenizer!r} is neither 'bytes' nor another configured model "
                 f"(models: {', '.join(models)})"
-            )
-        if tokenizer != "bytes" and models[tokenizer]["source"] == "random":
-            raise ConfigError(
-                f"models.{model}.tokenizer: {tokenizer!r} is itself a random model; name 'bytes' or a model with a "
-                "tokenizer of its own"
             )
     given_analysis = given.get("analysis") or {}
     analysis = config["analysis"]
@@ -294,7 +289,7 @@ def check_documents(config: Mapping, basedir: str | Path = ".") -> None:
     it reads present (per stratum), and a jsonl file's records complete (one line naming file, line and field)."""
     from kvdiv.documents.loaders import source_file
 
-    for study, spec in config["studies"].items():
+    for study, spec in _studies(config).items():
         source = spec["documents"]
         kind = source.get("source", "synthetic")
         where = f"studies.{study}.documents"
@@ -335,14 +330,19 @@ def check_documents(config: Mapping, basedir: str | Path = ".") -> None:
                 raise ConfigError(f"{where}: {err}") from None
 
 
-def check_windows(config: Mapping) -> None:
+def check_windows(config: Mapping, given: Mapping | None = None) -> None:
     """Analysis windows and depths within the horizons they index: the blocks, early, late and short windows of
     each item (:func:`kvdiv.analysis.items.check_analysis_windows`); ``analysis.window`` (a depth L ≤ H − 1 of every
     study, whose metrics all use it); ``analysis.cohort_max_tau`` (a step ≤ H of the items' studies); the
-    leaderboard's ``steps`` (≤ H of its study); ``finite_state.window`` (≤ H − 1 of every shape)."""
+    leaderboard's ``steps`` (≤ H of its study); ``finite_state.window`` (≤ H − 1 of every shape). The depths
+    ``analysis.window``, ``cohort_max_tau`` and ``finite_state.window`` are checked when ``given`` (the config as
+    written) sets them: a default deeper than a short test study's horizon only saturates (R_L = R_H)."""
     from kvdiv.analysis import items
 
-    studies, analysis = config["studies"], config["analysis"]
+    given = config if given is None else given
+    given_analysis, given_finite = given.get("analysis") or {}, given.get("finite_state") or {}
+
+    studies, analysis = _studies(config), config["analysis"]
     horizons = {item: studies[study]["horizon"] for item, study in analysis["studies"].items() if study in studies}
     try:
         items.check_analysis_windows(analysis, horizons)
@@ -350,13 +350,13 @@ def check_windows(config: Mapping) -> None:
         raise ConfigError(str(err)) from None
     for study, spec in studies.items():
         deepest = max(spec["horizon"] - 1, 1)
-        if analysis["window"] > deepest:
+        if "window" in given_analysis and analysis["window"] > deepest:
             raise ConfigError(
                 f"analysis.window = {analysis['window']} is deeper than study {study!r} can reach: divergence-aligned "
                 f"depths are <= H - 1 = {deepest} (H = studies.{study}.horizon = {spec['horizon']})"
             )
     for item, horizon in horizons.items():
-        if analysis["cohort_max_tau"] > horizon:
+        if "cohort_max_tau" in given_analysis and analysis["cohort_max_tau"] > horizon:
             raise ConfigError(
                 f"analysis.cohort_max_tau = {analysis['cohort_max_tau']} is past the horizon H = {horizon} of the study "
                 f"feeding {item} (studies.{analysis['studies'][item]}.horizon): first-divergence steps are <= H"
@@ -369,7 +369,7 @@ def check_windows(config: Mapping) -> None:
             raise ConfigError(f"leaderboard.steps: {late[0]} is past the horizon H = {horizon} of study {leaderboard['study']!r}")
     finite = config.get("finite_state") or {}
     for i, shape in enumerate(finite.get("shapes") or []):
-        if finite["window"] > shape["horizon"] - 1:
+        if "window" in given_finite and finite["window"] > shape["horizon"] - 1:
             raise ConfigError(
                 f"finite_state.window = {finite['window']} is deeper than finite_state.shapes[{i}] (horizon "
                 f"{shape['horizon']}) can reach: depths are <= horizon - 1"
@@ -379,7 +379,7 @@ def check_windows(config: Mapping) -> None:
 def check_sizes(config: Mapping) -> None:
     """Arrays the jobs would allocate, bounded where the config alone fixes their size (an ``Allocation failed`` or
     ``array is too big`` inside a job otherwise, naming no key)."""
-    for study, spec in config["studies"].items():
+    for study, spec in _studies(config).items():
         size = spec["horizon"] * spec["replicates"]
         if size > MAX_STEP_ARRAY:
             raise ConfigError(
@@ -403,17 +403,17 @@ def check_sizes(config: Mapping) -> None:
 def check_plan(config: Mapping) -> None:
     """The plan Snakemake will build: its size bounded (:data:`MAX_PLANNED_DOCUMENTS`,
     :data:`MAX_TRAJECTORY_RULES`) and every trajectory batch's generated rule name unique."""
-    documents = sum(spec["documents_per_stratum"] * len(spec["strata"]) for spec in config["studies"].values())
+    documents = sum(spec["documents_per_stratum"] * len(spec["strata"]) for spec in _studies(config).values())
     if documents > MAX_PLANNED_DOCUMENTS:
         sizes = ", ".join(f"studies.{s}: {spec['documents_per_stratum']} × {len(spec['strata'])} strata"
-                          for s, spec in config["studies"].items())
+                          for s, spec in _studies(config).items())
         raise ConfigError(
             f"documents_per_stratum: the config plans {documents} documents ({sizes}), more than "
             f"{MAX_PLANNED_DOCUMENTS}, the most Snakemake plans in reasonable time (a job per document); split the "
             "design into several configs"
         )
     names: dict[str, tuple[str, str, str]] = {}
-    for study in config["studies"]:
+    for study in _studies(config):
         for model in study_models(config, study):
             for batch, _ in trajectory_batches(config, study, model):
                 name = trajectory_rule_name(study, model, batch)

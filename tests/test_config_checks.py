@@ -120,8 +120,6 @@ def jsonl_study(path: str | Path):
         (lambda c: c["studies"]["retention50"].update(documents={"source": "jsonl", "path": "x.jsonl"}),
          "studies.retention50.documents.rendered is required with source jsonl"),
         # config shapes that failed inside Snakemake (IndexError, max() of an empty sequence)
-        (lambda c: c.update(studies={}), "studies: no study configured"),
-        (lambda c: c.update(actions={}), "actions: no action configured"),
         (lambda c: c["studies"]["retention50"].update(models=[]), "studies.retention50.models is empty"),
         (lambda c: c["studies"]["retention50"]["strata"][0].update(tasks=[]), r"studies.retention50.strata\[0\].tasks is empty"),
         (lambda c: c["analysis"].update(blocks=[]), "analysis.blocks is empty"),
