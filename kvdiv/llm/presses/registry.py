@@ -276,11 +276,11 @@ def _check_scorer_kwargs(cls: type, kwargs: Mapping[str, Any], name: str) -> Non
     arguments against the scorer like any other."""
     defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.init}
     scorer, scorer_kwargs = kwargs.get("scorer", defaults.get("scorer")), kwargs.get("scorer_kwargs")
+    if isinstance(scorer, str) and scorer in UNRUNNABLE:
+        raise ValueError(f"action {name!r}: scorer {scorer} cannot run in kvdiv: it {UNRUNNABLE[scorer]}")
     if not isinstance(scorer, str) or not isinstance(scorer_kwargs, Mapping):
         return
     classes = press_classes()
-    if scorer in UNRUNNABLE:
-        raise ValueError(f"action {name!r}: scorer {scorer} cannot run in kvdiv: it {UNRUNNABLE[scorer]}")
     if scorer in classes:
         for key, value in scorer_kwargs.items():
             check_argument(classes[scorer], key, value, f"{name}.scorer_kwargs")
