@@ -87,10 +87,10 @@ def check_config_files(paths: Iterable[str | Path]) -> None:
 # --- the whole config -----------------------------------------------------------------------------------------
 
 
-#: Most documents one config may plan (all studies): Snakemake's planning grows with the jobs (2 × 2000 documents
-#: ≈ 40 s, 2 × 4000 ≈ 90 s on this machine, mostly Snakemake's DAG), so larger designs are refused rather than
-#: planned for minutes. The paper's design (config/paper.yaml) plans 576.
-MAX_PLANNED_DOCUMENTS = 5000
+#: Most documents one config may plan (all studies): Snakemake's planning grows with its jobs (the smoke config with
+#: 4000 documents: 56 s of CPU to plan before the document-id lookups were made linear, see docs/configuration.md),
+#: so a larger design is refused at once rather than planned for minutes. The paper's design plans 576.
+MAX_PLANNED_DOCUMENTS = 4000
 #: Most trajectory rules (study × model × document block) one config may define: each is a Snakemake rule.
 MAX_TRAJECTORY_RULES = 5000
 #: Most values one (replicate, step) array of a per-document store may hold (float32: 400 MB).
@@ -208,6 +208,12 @@ def check_references(config: Mapping, given: Mapping) -> None:
                 f"models.{model}.tokenizer: {tokenizer!r} is neither 'bytes' nor another configured model "
                 f"(models: {', '.join(models)})"
             )
+    for model in models:  # a -> b -> a: resolve_model would wait on itself (CyclicGraphException)
+        chain = [model]
+        while models[chain[-1]].get("tokenizer") not in (None, "bytes") and models[chain[-1]]["tokenizer"] in models:
+            chain.append(models[chain[-1]]["tokenizer"])
+            if chain[-1] in chain[:-1]:
+                raise ConfigError(f"models.{model}.tokenizer: the tokenizers form a cycle ({' -> '.join(chain)})")
     given_analysis = given.get("analysis") or {}
     analysis = config["analysis"]
     if "studies" in given_analysis:  # the default names the paper's studies; a config may lack them

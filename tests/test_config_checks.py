@@ -98,6 +98,8 @@ def jsonl_study(path: str | Path):
         (lambda c: c["analysis"].update(studies={"figure5": "nosuch"}), "analysis.studies.figure5: 'nosuch' is not a configured study"),
         (lambda c: c["models"]["tiny"].update(tokenizer="other"), "models.tiny.tokenizer: 'other' is neither 'bytes'"),
         (lambda c: c["models"]["tiny"].update(tokenizer="tiny"), "models.tiny.tokenizer: 'tiny' is neither 'bytes'"),
+        (lambda c: c["models"].update(other=dict(c["models"]["tiny"], tokenizer="tiny"), tiny=dict(c["models"]["tiny"], tokenizer="other")),
+         "models.tiny.tokenizer: the tokenizers form a cycle"),
         (lambda c: c["analysis"].update(contrasts=[["snapkv_512", "snapkv_hlaf"]]),
          r"analysis.contrasts\[0\] = \['snapkv_512', 'snapkv_hlaf'\]: 'snapkv_hlaf' not a configured action"),
         (lambda c: c["analysis"].update(table3_contrast=["snapkv_512", "snapkv_90"]),
