@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import yaml
 
@@ -119,7 +120,10 @@ def trajectory_batches(config: Mapping, study: str, model: str) -> list[tuple[st
     size = config["models"][model]["documents_per_job"]
     n = config["studies"][study]["documents_per_stratum"]
     return [
-        (f"{stratum}-{k:04d}-{k + size - 1:04d}", [layout.document_id(study, stratum, i) for i in range(k, min(k + size, n))])
+        (
+            f"{stratum}-{k:04d}-{k + size - 1:04d}",
+            [layout.document_id(study, stratum, i) for i in range(k, min(k + size, n))],
+        )
         for stratum in study_strata(config, study)
         for k in range(0, n, size)
     ]
@@ -236,7 +240,9 @@ def check_references(config: Mapping, given: Mapping) -> None:
                 )
             if pair[0] == pair[1]:
                 raise ConfigError(f"{where} = {list(pair)} contrasts an action with itself")
-            users = [s for s in analysis["studies"].values() if s in studies and set(pair) <= set(studies[s]["actions"])]
+            users = [
+                s for s in analysis["studies"].values() if s in studies and set(pair) <= set(studies[s]["actions"])
+            ]
             if not users:
                 raise ConfigError(
                     f"{where} = {list(pair)}: no study of analysis.studies runs both actions, so no figure or table "
@@ -325,13 +331,19 @@ def check_documents(config: Mapping, basedir: str | Path = ".") -> None:
             if full.is_dir():
                 raise ConfigError(f"{where}.path: {path} is a directory, not a JSONL file")
             if not full.is_file():
-                raise ConfigError(f"{where}.path: {path} does not exist" + (f" (stratum {stratum})" if kind != "jsonl" else ""))
+                raise ConfigError(
+                    f"{where}.path: {path} does not exist" + (f" (stratum {stratum})" if kind != "jsonl" else "")
+                )
         if kind == "jsonl":
             from kvdiv.documents.loaders import check_own_documents
 
             try:
-                check_own_documents(Path(basedir) / source["path"], strata=study_strata(config, study),
-                                    n_documents=spec["documents_per_stratum"], rendered=source["rendered"])
+                check_own_documents(
+                    Path(basedir) / source["path"],
+                    strata=study_strata(config, study),
+                    n_documents=spec["documents_per_stratum"],
+                    rendered=source["rendered"],
+                )
             except ValueError as err:
                 raise ConfigError(f"{where}: {err}") from None
 
@@ -372,7 +384,9 @@ def check_windows(config: Mapping, given: Mapping | None = None) -> None:
         horizon = studies[leaderboard["study"]]["horizon"]
         late = [h for h in leaderboard.get("steps") or [] if h > horizon]
         if late:
-            raise ConfigError(f"leaderboard.steps: {late[0]} is past the horizon H = {horizon} of study {leaderboard['study']!r}")
+            raise ConfigError(
+                f"leaderboard.steps: {late[0]} is past the horizon H = {horizon} of study {leaderboard['study']!r}"
+            )
     finite = config.get("finite_state") or {}
     for i, shape in enumerate(finite.get("shapes") or []):
         if "window" in given_finite and finite["window"] > shape["horizon"] - 1:
@@ -400,7 +414,10 @@ def check_sizes(config: Mapping) -> None:
                 f"finite_state.shapes[{i}] = {{vocab: {shape['vocab']}, horizon: {shape['horizon']}}}: exact enumeration "
                 f"visits vocab^(2 horizon) = {paths:.3g} path pairs, more than {MAX_FINITE_PATHS:.0e}"
             )
-    if finite and finite["replicates"] * max((s["horizon"] for s in finite.get("shapes") or [{"horizon": 1}])) > MAX_STEP_ARRAY:
+    if (
+        finite
+        and finite["replicates"] * max(s["horizon"] for s in finite.get("shapes") or [{"horizon": 1}]) > MAX_STEP_ARRAY
+    ):
         raise ConfigError(
             f"finite_state.replicates = {finite['replicates']}: replicates × horizon exceeds {MAX_STEP_ARRAY:.0e} values"
         )
@@ -411,8 +428,10 @@ def check_plan(config: Mapping) -> None:
     :data:`MAX_TRAJECTORY_RULES`) and every trajectory batch's generated rule name unique."""
     documents = sum(spec["documents_per_stratum"] * len(spec["strata"]) for spec in _studies(config).values())
     if documents > MAX_PLANNED_DOCUMENTS:
-        sizes = ", ".join(f"studies.{s}: {spec['documents_per_stratum']} × {len(spec['strata'])} strata"
-                          for s, spec in _studies(config).items())
+        sizes = ", ".join(
+            f"studies.{s}: {spec['documents_per_stratum']} × {len(spec['strata'])} strata"
+            for s, spec in _studies(config).items()
+        )
         raise ConfigError(
             f"documents_per_stratum: the config plans {documents} documents ({sizes}), more than "
             f"{MAX_PLANNED_DOCUMENTS}, the most Snakemake plans in reasonable time (a job per document); split the "
@@ -435,5 +454,3 @@ def check_plan(config: Mapping) -> None:
             f"the config defines {len(names)} trajectory rules (study × model × block of documents_per_job documents), "
             f"more than {MAX_TRAJECTORY_RULES}: raise models.*.documents_per_job or plan fewer documents"
         )
-
-

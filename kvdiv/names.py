@@ -75,12 +75,15 @@ def check_name(name: object, kind: str = "name", max_length: int = MAX_LENGTH) -
     periodic = _PERIODIC.search(name)
     if periodic:
         raise ValueError(
-            f"{kind} name {name!r} ends with {periodic.group(1)!r} repeated {len(periodic.group(0)) // len(periodic.group(1))} "
-            f"times: Snakemake takes a name ending in {PERIODIC_REPEATS} or more repeats for an infinite recursion"
+            f"{kind} name {name!r} ends with {periodic.group(1)!r} repeated "
+            f"{len(periodic.group(0)) // len(periodic.group(1))} times: Snakemake takes a name ending in {PERIODIC_REPEATS} or more repeats for an infinite recursion"
         )
     reserved = RESERVED.get(kind, frozenset())
     if name.lower() in reserved:
-        raise ValueError(f"{kind} name {name!r} is reserved: it would collide with another output or a store array ({', '.join(sorted(reserved))})")
+        raise ValueError(
+            f"{kind} name {name!r} is reserved: it would collide with another output or a store array "
+            f"({', '.join(sorted(reserved))})"
+        )
     return name
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import string
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -105,14 +106,13 @@ class Document:
 
 
 def check_answers(answers: Sequence[str], where: str) -> None:
-    """Gold answers a scorer can use: none empty once normalised (``""`` or ``"."`` occurs in every text, so it
-    would score every continuation 1.0); the error names ``where`` (file and line)."""
-    from kvdiv.documents.scoring import normalize_answer
-
+    """Gold answers a scorer can use: none empty or made of whitespace and punctuation only (``""`` occurs in every
+    text, and SubEM's normalisation drops punctuation: every continuation would score 1.0); the error names
+    ``where`` (file and line)."""
     for i, answer in enumerate(answers):
-        if not answer.strip() or not normalize_answer(answer):
+        if not answer.strip(string.whitespace + string.punctuation):
             raise ValueError(
-                f"{where}: field 'answers'[{i}] = {answer!r} is empty (once normalised): it would match every text"
+                f"{where}: field 'answers'[{i}] = {answer!r} is empty (or punctuation only): it would match every text"
             )
 
 

@@ -136,22 +136,37 @@ def own_record(record: dict, where: str, rendered: bool | None = None) -> Docume
     record = dict(record)
     missing = [key for key in OWN_REQUIRED if key not in record]
     if missing:
-        raise ValueError(f"{where}: document record lacks field(s) {', '.join(missing)} (required: {', '.join(OWN_REQUIRED)})")
+        raise ValueError(
+            f"{where}: document record lacks field(s) {', '.join(missing)} (required: {', '.join(OWN_REQUIRED)})"
+        )
     family, length = record["family"], record["target_length"]
     if not isinstance(family, str):
         raise ValueError(f"{where}: field 'family' must be a string, got {family!r}")
     if not isinstance(length, int) or isinstance(length, bool):
         raise ValueError(f"{where}: field 'target_length' must be int, got {length!r}")
-    derived = stratum_name(family, length)
-    if record.setdefault("stratum", derived) != derived:
-        raise ValueError(
-            f"{where}: field 'stratum' is {record['stratum']!r}, but family {family!r} and target_length {length} "
-            f"make stratum {derived!r} (leave 'stratum' out: it is derived)"
-        )
+    record.setdefault("stratum", stratum_name(family, length))
     record.setdefault("id", f"line-{where.rpartition(':')[2] or 0}")
     record.setdefault("n_tokens", 0)
     record.setdefault("tokenizer", "")
-    return Document.from_record(record, where=where, rendered=rendered)
+    doc = Document.from_record(record, where=where, rendered=rendered)
+    check_own_stratum(doc, where)
+    return doc
+
+
+def check_own_stratum(doc: Document, where: str) -> None:
+    """A record's ``family`` and ``target_length`` agree with its ``stratum`` (an error naming the field)."""
+    try:
+        family, length = parse_stratum(doc.stratum)
+    except ValueError as err:
+        raise ValueError(f"{where}: field 'stratum': {err}") from None
+    if doc.family != family:
+        raise ValueError(
+            f"{where}: field 'family' is {doc.family!r}, but stratum {doc.stratum!r} is of family {family!r}"
+        )
+    if doc.target_length != length:
+        raise ValueError(
+            f"{where}: field 'target_length' is {doc.target_length}, but stratum {doc.stratum!r} has length {length}"
+        )
 
 
 def read_own_documents(path: str | os.PathLike, rendered: bool | None = None) -> list[tuple[int, Document]]:
@@ -190,7 +205,7 @@ def own_documents(
     final text or a user message (see :meth:`Document.from_record`). Each record must agree with its stratum
     (``family`` and ``target_length``) and fit it (at most ``target_length`` tokens of the reference model's
     rendering); an error names the file, the line and the field."""
-    family, length = parse_stratum(stratum)
+    _, length = parse_stratum(stratum)
     check_context(length, max_context, tokenizer_name, horizon)
     docs = [(lineno, d) for lineno, d in read_own_documents(path, rendered=rendered) if d.stratum == stratum]
     if len(docs) < n_documents:
@@ -198,10 +213,6 @@ def own_documents(
     out = []
     for i, (lineno, d) in enumerate(docs[:n_documents]):
         where = f"{path}:{lineno}"
-        if d.family != family:
-            raise ValueError(f"{where}: field 'family' is {d.family!r}, but stratum {stratum!r} is of family {family!r}")
-        if d.target_length != length:
-            raise ValueError(f"{where}: field 'target_length' is {d.target_length}, but stratum {stratum!r} has length {length}")
         n = count_tokens(tokenizer, render_with(d.to_record(), chat))
         if n > length:
             raise ValueError(
