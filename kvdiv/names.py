@@ -4,7 +4,8 @@ A name is used verbatim as a file or directory name, so it must not be able to e
 output. One rule, written here and used by ``config/schema.yaml``'s ``$defs.name.pattern`` (a test keeps the two
 equal), the workflow's wildcard constraints (``rules/common.smk``), the CLI and the library: 1 to
 :data:`MAX_LENGTH` characters from ``A-Z a-z 0-9 _ . -`` starting with a letter or digit, no name its kind reserves
-(:data:`RESERVED`, case-insensitively), no two names of one kind differing only in case.
+(:data:`RESERVED`, case-insensitively; an action is no store array name), no name ending in one substring repeated
+:data:`PERIODIC_REPEATS` times (a periodic wildcard), no two names of one kind differing only in case.
 Details: docs/internals.md#names.
 """
 
@@ -26,14 +27,25 @@ MAX_LENGTH = 64
 MAX_COMPOSED_LENGTH = 200
 #: Names a kind may not take (lower case): top-level entries of ``results/`` that are not studies (a study of
 #: that name would write into them), and the metadata file of a Zarr store (actions are its groups).
+#: Array names of the stores (kvdiv.trajectories.store: the root array ``prompt_ids`` of a per-document store, the
+#: arrays of a cube and of an action group), which an action (a group beside them) may not take; a test keeps
+#: the list equal to the store's.
+STORE_ARRAYS = frozenset({
+    "prompt_ids", "x", "y", "tv", "fixed_tv", "match", "eos_x", "eos_y", "overlap_tv", "branch_start", "document",
+    "action", "replicate", "step", "family", "task", "target_length", "stratum", "prompt_tokens",
+})
 RESERVED = {
     "study": frozenset(entry.lower() for entry in RESULTS_ENTRIES),
-    "action": frozenset({"zarr.json"}),
+    "action": frozenset({"zarr.json"} | STORE_ARRAYS),
 }
+#: Snakemake takes a wildcard value ending in one substring repeated this many times for an infinite recursion
+#: (PeriodicWildcardError), so no name may end so.
+PERIODIC_REPEATS = 20
 #: The kinds of names the config holds (the config section that defines each).
 KINDS = {"model": "models", "action": "actions", "study": "studies"}
 
 _NAME = re.compile(NAME_PATTERN)
+_PERIODIC = re.compile(rf"(.+?)\1{{{PERIODIC_REPEATS - 1},}}$")
 
 
 def check_name(name: object, kind: str = "name", max_length: int = MAX_LENGTH) -> str:
@@ -53,9 +65,18 @@ def check_name(name: object, kind: str = "name", max_length: int = MAX_LENGTH) -
             f"{kind} name {name!r} is not allowed: names become file and directory names, so they use only "
             "letters, digits, '_', '.' and '-' and start with a letter or digit (no '.', '..', '/', hidden names)"
         )
+    periodic = _PERIODIC.search(name)
+    if periodic:
+        raise ValueError(
+            f"{kind} name {name!r} ends with {periodic.group(1)!r} repeated "
+            f"{len(periodic.group(0)) // len(periodic.group(1))} times: Snakemake takes a name ending in {PERIODIC_REPEATS} or more repeats for an infinite recursion"
+        )
     reserved = RESERVED.get(kind, frozenset())
     if name.lower() in reserved:
-        raise ValueError(f"{kind} name {name!r} is reserved: it would alias another output ({', '.join(sorted(reserved))})")
+        raise ValueError(
+            f"{kind} name {name!r} is reserved: it would collide with another output or a store array "
+            f"({', '.join(sorted(reserved))})"
+        )
     return name
 
 

@@ -1,7 +1,7 @@
 # Config validation (schema defaults filled in place) and the small get_* helpers the rules use.
 # Rules read config only through these helpers or params:.
+import copy
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -12,15 +12,19 @@ sys.path.insert(0, str(Path(workflow.basedir)))
 # also what the conda env (envs/kvdiv.yaml: dependencies only) relies on.
 os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [str(Path(workflow.basedir)), os.environ.get("PYTHONPATH")])))
 
-from kvdiv import cluster, layout  # noqa: E402
+from kvdiv import cluster, config_checks, layout  # noqa: E402
 from kvdiv.analysis import items  # noqa: E402
-from kvdiv.analysis.verdicts import check_directions  # noqa: E402
 from kvdiv.codehash import code_hash  # noqa: E402
 from kvdiv.names import NAME_REGEX, check_config_names  # noqa: E402
 
+# The whole config is checked here, when the workflow starts, whatever it plans (kvdiv.config_checks): every config
+# file re-read refusing duplicate keys, the schema (defaults filled), names, then every cross-section check.
+config_checks.check_config_files(workflow.configfiles)
+_GIVEN_CONFIG = copy.deepcopy(config)  # as written: checks of keys only when given (analysis.contrasts)
 validate(config, "../config/schema.yaml")
 # Names become path components (results/models/{model}/, results/{study}/...): kvdiv.names says which are safe.
 check_config_names(config)
+config_checks.check_config(config, _GIVEN_CONFIG)
 
 ENV = "../envs/kvdiv.yaml"
 
@@ -218,67 +222,26 @@ def get_stratum_document_files(study, stratum):
 
 def get_document_index(study, stratum, doc_id):
     """The index i of document id `{study}-{stratum}-{i:04d}` (checked against the study's config)."""
-    if (stratum, doc_id) not in get_document_ids(study):
+    if get_document_strata(study).get(doc_id) != stratum:
         raise ValueError(f"study {study!r} stratum {stratum!r} has no document {doc_id!r}")
     return layout.document_index(doc_id)
 
 
+_DOCUMENT_STRATA = {}
+
+
 def get_document_ids(study):
     """[(stratum, document id)] of a study, known from the config alone (ids `{study}-{stratum}-{i:04d}`)."""
-    n = get_study(study)["documents_per_stratum"]
-    return [(s, layout.document_id(study, s, i)) for s in get_strata(study) for i in range(n)]
+    return [(stratum, doc_id) for doc_id, stratum in get_document_strata(study).items()]
 
 
-def check_study_seeds():
-    """Two studies with one seed would get the same documents; the design needs independent sets."""
-    seen = {}
-    for study in get_studies():
-        seed = get_study(study)["seed"]
-        if seed in seen:
-            raise ValueError(
-                f"studies {seen[seed]!r} and {study!r} share seed {seed}: their document sets would coincide; "
-                f"give each study its own seed"
-            )
-        seen[seed] = study
-
-
-check_study_seeds()
-
-
-def check_study_references():
-    """Every study names configured models and actions, and no stratum twice (errors name the bad key)."""
-    for study in get_studies():
-        spec = get_study(study)
-        for key, known in (("actions", config.get("actions", {})), ("models", config["models"])):
-            unknown = [name for name in spec.get(key) or [] if name not in known]
-            if unknown:
-                raise ValueError(
-                    f"studies.{study}.{key}: {', '.join(map(repr, unknown))} not configured "
-                    f"(configured {key}: {', '.join(known) or 'none'})"
-                )
-        strata = get_strata(study)
-        if len(set(strata)) != len(strata):
-            raise ValueError(f"studies.{study}.strata: a stratum appears twice ({', '.join(strata)})")
-
-
-check_study_references()
-
-
-def check_documents_rendered():
-    """A study reading the user's own JSONL must declare whether its prompts are rendered (the schema
-    documents `documents.rendered`); synthetic documents are always messages."""
-    for study in get_studies():
-        source = get_documents_source(study)
-        if source["source"] == "jsonl" and "rendered" not in source:
-            raise ValueError(
-                f"studies.{study}.documents.rendered is required with source jsonl: true if each record's prompt is "
-                f"already the final chat-templated text, false if it is the user message each model renders itself"
-            )
-        if source["source"] == "synthetic" and source.get("rendered"):
-            raise ValueError(f"studies.{study}.documents.rendered: true does not apply to source synthetic")
-
-
-check_documents_rendered()
+def get_document_strata(study):
+    """{document id: stratum} of a study, in stratum and index order; built once per planning (looking ids up in a
+    list made planning quadratic in the number of documents)."""
+    if study not in _DOCUMENT_STRATA:
+        n = get_study(study)["documents_per_stratum"]
+        _DOCUMENT_STRATA[study] = {layout.document_id(study, s, i): s for s in get_strata(study) for i in range(n)}
+    return _DOCUMENT_STRATA[study]
 
 
 def check_actions():
@@ -296,11 +259,12 @@ def check_actions():
     marker = Path(".snakemake/kvdiv") / f"actions-valid-{fingerprint(actions, code_hash('kvdiv.llm.presses.registry'), version('kvpress'))}"
     if marker.is_file():
         return
-    from kvdiv.llm.presses.registry import validate_action
+    from kvdiv.llm.presses.registry import check_evicts, validate_action
 
     for name, spec in actions.items():
         try:
-            validate_action(spec, name)
+            validate_action(spec, name)  # unknown or unrunnable presses (registry.UNRUNNABLE), bad arguments
+            check_evicts(spec, name)  # a press that evicts nothing measures Q = P
         except ValueError as err:
             raise ValueError(f"actions.{name}: {err}") from None
     marker.parent.mkdir(parents=True, exist_ok=True)
@@ -310,40 +274,22 @@ def check_actions():
 check_actions()
 
 
-def check_analysis():
-    """The analysis windows (blocks, short_window, early, late) lie within the horizon of the study feeding each
-    figure/table, first <= last (kvdiv.analysis.items.check_analysis_windows), checked when the workflow starts."""
-    analysis = config["analysis"]
-    horizons = {item: get_study(study)["horizon"] for item, study in analysis["studies"].items() if study in get_studies()}
-    items.check_analysis_windows(analysis, horizons)
-    check_directions(analysis["directions"], analysis["contrasts"])
-
-
-check_analysis()
-
-
 # --- trajectories (rules/trajectories.smk) ---
 
 
 def get_trajectory_stratum(study, doc_id):
     """The stratum of a document id `{study}-{stratum}-{index:04d}` (checked against the study)."""
-    for stratum, known in get_document_ids(study):
-        if known == doc_id:
-            return stratum
+    stratum = get_document_strata(study).get(doc_id)
+    if stratum is not None:
+        return stratum
     raise ValueError(f"study {study!r} has no document {doc_id!r} (ids are {study}-{{stratum}}-{{index:04d}})")
 
 
 def get_trajectory_batches(study, model):
     """[(batch name, [document ids])] of a (study, model): per stratum, documents in blocks of the model's
     `documents_per_job` by index (block k holds i = k*size .. k*size+size-1; named `{stratum}-{first:04d}-{last:04d}`
-    after the block's index range), so adding a document changes only its own block."""
-    size = get_model_spec(model)["documents_per_job"]
-    n = get_study(study)["documents_per_stratum"]
-    return [
-        (f"{stratum}-{k:04d}-{k + size - 1:04d}", [layout.document_id(study, stratum, i) for i in range(k, min(k + size, n))])
-        for stratum in get_strata(study)
-        for k in range(0, n, size)
-    ]
+    after the block's index range), so adding a document changes only its own block (kvdiv.config_checks)."""
+    return config_checks.trajectory_batches(config, study, model)
 
 
 def get_trajectory_store(study, model, doc_id):
@@ -371,7 +317,7 @@ def get_trajectory_settings(study):
 def get_trajectory_rule_name(study, model, batch):
     """The name of one trajectory batch's rule, `trajectories_` + study, model and batch, characters outside
     [A-Za-z0-9_] as `_` (unique: checked against the names already given)."""
-    name = re.sub(r"[^A-Za-z0-9_]", "_", f"trajectories_{study}_{model}_{batch}")
+    name = config_checks.trajectory_rule_name(study, model, batch)
     if name in TRAJECTORY_RULE_NAMES:
         raise ValueError(f"trajectory batches {TRAJECTORY_RULE_NAMES[name]} and {(study, model, batch)} map to one rule name {name!r}")
     TRAJECTORY_RULE_NAMES[name] = (study, model, batch)

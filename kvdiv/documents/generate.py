@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import string
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -92,6 +93,7 @@ class Document:
             raise ValueError(f"{where}: a rendered prompt cannot carry an answer_prefix (put it in the prompt)")
         if not isinstance(record["answers"], list) or not all(isinstance(a, str) for a in record["answers"]):
             raise ValueError(f"{where}: 'answers' must be a list of strings, got {record['answers']!r}")
+        check_answers(record["answers"], where)
         for key, kind in FIELD_TYPES.items():
             value = record[key]
             if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
@@ -101,6 +103,17 @@ class Document:
         except ValueError as err:
             raise ValueError(f"{where}: field 'id': {err}") from None
         return cls(**{k: record[k] for k in RECORD_KEYS})
+
+
+def check_answers(answers: Sequence[str], where: str) -> None:
+    """Gold answers a scorer can use: none empty or made of whitespace and punctuation only (``""`` occurs in every
+    text, and SubEM's normalisation drops punctuation: every continuation would score 1.0); the error names
+    ``where`` (file and line)."""
+    for i, answer in enumerate(answers):
+        if not answer.strip(string.whitespace + string.punctuation):
+            raise ValueError(
+                f"{where}: field 'answers'[{i}] = {answer!r} is empty (or punctuation only): it would match every text"
+            )
 
 
 def document_seed(master_seed: int, study_seed: int, stratum: str, index: int) -> int:

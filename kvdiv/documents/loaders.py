@@ -16,11 +16,11 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from kvdiv.documents.generate import Document, read_jsonl_lines
+from kvdiv.documents.generate import Document, check_answers
 from kvdiv.documents.length import check_context, count_tokens
 from kvdiv.documents.render import render_with
 from kvdiv.io import jsonl_records
-from kvdiv.layout import document_id, parse_stratum
+from kvdiv.layout import document_id, parse_stratum, stratum_name
 
 TEXT_FIELDS = ("input", "prompt", "context", "text")
 ANSWER_FIELDS = ("outputs", "answers", "answer", "output")
@@ -35,9 +35,11 @@ def _first(record: dict, names: tuple[str, ...], what: str, where: str):
 
 def _as_answers(value, where: str) -> list[str]:
     if isinstance(value, str):
-        return [value]
+        value = [value]
     if isinstance(value, list) and value and all(isinstance(v, (str, int)) for v in value):
-        return [str(v) for v in value]
+        answers = [str(v) for v in value]
+        check_answers(answers, where)
+        return answers
     raise ValueError(f"{where}: answers must be a string or a non-empty list of strings, got {value!r}")
 
 
@@ -117,6 +119,78 @@ def select_documents(
     ]
 
 
+#: Fields of a record of the user's own documents (source jsonl) that kvdiv derives when a record omits them: the
+#: stratum (from ``family`` and ``target_length``), the token count and tokenizer (recounted with the reference
+#: model anyway) and the id (renamed ``{study}-{stratum}-{i:04d}`` anyway). The others are required.
+DERIVED_FIELDS = ("id", "stratum", "n_tokens", "tokenizer")
+#: Fields every record of the user's own documents must have (``rendered`` may come from the config).
+OWN_REQUIRED = ("family", "task", "target_length", "seed", "prompt", "answers")
+
+
+def own_record(record: dict, where: str, rendered: bool | None = None) -> Document:
+    """A record of the user's own JSONL as a document, the :data:`DERIVED_FIELDS` it omits filled in; a given
+    ``stratum`` must agree with its family and target length. Errors name ``where`` (file:line) and the field."""
+    record = dict(record)
+    missing = [key for key in OWN_REQUIRED if key not in record]
+    if missing:
+        raise ValueError(
+            f"{where}: document record lacks field(s) {', '.join(missing)} (required: {', '.join(OWN_REQUIRED)})"
+        )
+    family, length = record["family"], record["target_length"]
+    if not isinstance(family, str):
+        raise ValueError(f"{where}: field 'family' must be a string, got {family!r}")
+    if not isinstance(length, int) or isinstance(length, bool):
+        raise ValueError(f"{where}: field 'target_length' must be int, got {length!r}")
+    record.setdefault("stratum", stratum_name(family, length))
+    record.setdefault("id", f"line-{where.rpartition(':')[2] or 0}")
+    record.setdefault("n_tokens", 0)
+    record.setdefault("tokenizer", "")
+    doc = Document.from_record(record, where=where, rendered=rendered)
+    check_own_stratum(doc, where)
+    return doc
+
+
+def check_own_stratum(doc: Document, where: str) -> None:
+    """A record's ``family`` and ``target_length`` agree with its ``stratum`` (an error naming the field)."""
+    try:
+        family, length = parse_stratum(doc.stratum)
+    except ValueError as err:
+        raise ValueError(f"{where}: field 'stratum': {err}") from None
+    if doc.family != family:
+        raise ValueError(
+            f"{where}: field 'family' is {doc.family!r}, but stratum {doc.stratum!r} is of family {family!r}"
+        )
+    if doc.target_length != length:
+        raise ValueError(
+            f"{where}: field 'target_length' is {doc.target_length}, but stratum {doc.stratum!r} has length {length}"
+        )
+
+
+def read_own_documents(path: str | os.PathLike, rendered: bool | None = None) -> list[tuple[int, Document]]:
+    """``(line number, document)`` of every record of a user's documents JSONL (:func:`own_record`)."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"documents file {path} is a directory, not a JSONL file")
+    if not path.is_file():
+        raise FileNotFoundError(f"documents file {path} does not exist")
+    return [(lineno, own_record(record, f"{path}:{lineno}", rendered)) for lineno, record in jsonl_records(path)]
+
+
+def check_own_documents(path: str | os.PathLike, *, strata: list[str], n_documents: int, rendered: bool) -> None:
+    """What the workflow checks of a user's JSONL when it starts: every record complete and well typed
+    (:func:`own_record`), and each stratum with at least ``n_documents`` records (token counts need the reference
+    model and are checked by the document jobs)."""
+    counts: dict[str, int] = {}
+    for _, doc in read_own_documents(path, rendered=rendered):
+        counts[doc.stratum] = counts.get(doc.stratum, 0) + 1
+    for stratum in strata:
+        if counts.get(stratum, 0) < n_documents:
+            raise ValueError(
+                f"{path}: stratum {stratum!r} has {counts.get(stratum, 0)} documents; documents_per_stratum = "
+                f"{n_documents} are needed (strata in the file: {', '.join(sorted(counts)) or 'none'})"
+            )
+
+
 def own_documents(
     path: str | os.PathLike, *, study: str, stratum: str, n_documents: int, tokenizer, tokenizer_name: str,
     rendered: bool, chat: Callable[[str], str] | None = None, max_context: int | None = None, horizon: int = 0,
@@ -128,18 +202,14 @@ def own_documents(
     final text or a user message (see :meth:`Document.from_record`). Each record must agree with its stratum
     (``family`` and ``target_length``) and fit it (at most ``target_length`` tokens of the reference model's
     rendering); an error names the file, the line and the field."""
-    family, length = parse_stratum(stratum)
+    _, length = parse_stratum(stratum)
     check_context(length, max_context, tokenizer_name, horizon)
-    docs = [(lineno, d) for lineno, d in read_jsonl_lines(path, rendered=rendered) if d.stratum == stratum]
+    docs = [(lineno, d) for lineno, d in read_own_documents(path, rendered=rendered) if d.stratum == stratum]
     if len(docs) < n_documents:
         raise ValueError(f"{path}: stratum {stratum!r} has {len(docs)} documents; {n_documents} are needed")
     out = []
     for i, (lineno, d) in enumerate(docs[:n_documents]):
         where = f"{path}:{lineno}"
-        if d.family != family:
-            raise ValueError(f"{where}: field 'family' is {d.family!r}, but stratum {stratum!r} is of family {family!r}")
-        if d.target_length != length:
-            raise ValueError(f"{where}: field 'target_length' is {d.target_length}, but stratum {stratum!r} has length {length}")
         n = count_tokens(tokenizer, render_with(d.to_record(), chat))
         if n > length:
             raise ValueError(

@@ -2,7 +2,7 @@
 
 This module is the only reader and writer of both (synthetic cubes for tests are written through :func:`write_cube`
 too). Every store is written atomically (:func:`kvdiv.io.atomic_path`), with every chunk on disk, and sealed with the
-sha256 of each array (:func:`seal_store`); :func:`verify_store` (run by every reader) raises
+sha256 of each array and one of all attributes (:func:`seal_store`); :func:`verify_store` (run by every reader) raises
 :class:`CorruptStoreError` naming the store and the array. The layout and the integrity contract, written once:
 docs/internals.md#trajectory-stores and #cube.
 """
@@ -42,6 +42,9 @@ PROMPT_IDS, PROMPT_DIM = "prompt_ids", "prompt_token"
 DOCUMENT_COORDS = ("family", "task", "target_length", "stratum", "prompt_tokens")
 #: Root attribute of every store: {array path: sha256 of its values} (see :func:`seal_store`).
 CHECKSUMS_ATTR = "checksums"
+#: The entry of ``checksums`` covering the attributes of the store's root (all but ``checksums``), groups and arrays
+#: (no array path starts with '.').
+ATTRS_CHECKSUM = ".attributes"
 
 
 class CorruptStoreError(ValueError):
@@ -81,15 +84,28 @@ def _check_chunks(path: Path, name: str, array: zarr.Array) -> None:
         raise CorruptStoreError(f"{path}: array {name!r} has {present} of its {expected} chunks: the store is incomplete")
 
 
+def attributes_digest(root: zarr.Group) -> str:
+    """sha256 of every attribute of a store (root but ``checksums``, each group and array, by path), as hex: an
+    edited ``horizon`` or ``actions`` attribute fails verification like an edited array."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is not recognized as a component of a Zarr hierarchy")
+        members = dict(root.members(max_depth=None))
+    attrs = {"": {k: v for k, v in root.attrs.items() if k != CHECKSUMS_ATTR}}
+    attrs.update({name: dict(obj.attrs) for name, obj in members.items() if obj.attrs})
+    return hashlib.sha256(json.dumps(attrs, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def seal_store(path: str | Path) -> dict[str, str]:
-    """Record the checksum of every array of the store at ``path`` (root attribute ``checksums``) after
-    checking that each has all its chunks, and consolidate its metadata. Returns the checksums."""
+    """Record the checksum of every array of the store at ``path`` and of its attributes (root attribute
+    ``checksums``, :data:`ATTRS_CHECKSUM`) after checking that each array has all its chunks, and consolidate its
+    metadata. Returns the checksums."""
     path = Path(path)
     root = zarr.open_group(str(path), mode="r+", zarr_format=3, use_consolidated=False)
     checksums = {}
     for name, array in sorted(_store_arrays(root).items()):
         _check_chunks(path, name, array)
         checksums[name] = array_digest(array[...])
+    checksums[ATTRS_CHECKSUM] = attributes_digest(root)
     root.attrs[CHECKSUMS_ATTR] = checksums
     _consolidate(path)
     return checksums
@@ -111,6 +127,8 @@ def read_store_arrays(path: str | Path) -> tuple[dict[str, Any], dict[str, np.nd
     recorded = attrs.get(CHECKSUMS_ATTR)
     if not isinstance(recorded, Mapping) or not recorded:
         raise CorruptStoreError(f"{path}: no '{CHECKSUMS_ATTR}' attribute, so the store cannot be verified (rebuild it)")
+    attrs_digest = recorded.get(ATTRS_CHECKSUM)
+    recorded = {name: digest for name, digest in recorded.items() if name != ATTRS_CHECKSUM}
     arrays = _store_arrays(root)
     lost = sorted(set(recorded) - set(arrays))
     if lost:
@@ -129,6 +147,10 @@ def read_store_arrays(path: str | Path) -> tuple[dict[str, Any], dict[str, np.nd
         if array_digest(values) != recorded[name]:
             raise CorruptStoreError(f"{path}: array {name!r} does not match its checksum (corrupt chunk data)")
         data[name] = values
+    if attrs_digest != attributes_digest(root):
+        what = ("has no checksum of its attributes (sealed by an older kvdiv: rebuild it)" if attrs_digest is None
+                else "has attributes that do not match their checksum (an edited attribute)")
+        raise CorruptStoreError(f"{path}: the store {what}")
     return attrs, data
 
 

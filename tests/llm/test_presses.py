@@ -364,3 +364,50 @@ def test_probabilistic_press_draws_per_document_and_records_the_seed(llama, tmp_
     path = run_document(llama, doc, {"p": spec}, tmp_path / "d.zarr", master_seed=1, study_seed=2, horizon=2,
                         replicates=1, progress=False)
     assert read_document_store(path)[0]["press_seeds"] == s.press_seeds()
+
+
+@pytest.mark.parametrize(
+    "spec, reason",
+    [
+        ({"press": "ThinKPress"}, "prunes key channels"),
+        ({"press": "SimLayerKVPress"}, "evicts nothing"),
+        ({"press": "LeverageScorePress"}, "unseeded random sketch"),
+        ({"press": "KVzipPress"}, "extra forward"),
+        ({"press": "AdaKVPress", "wraps": {"press": "ThinKPress"}}, "prunes key channels"),  # at any depth
+        ({"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "scorer", "scorer": "LeverageScorePress"},
+         "unseeded random sketch"),
+    ],
+)
+def test_presses_that_cannot_run_are_refused_with_the_reason(spec, reason):
+    """They used to pass the start-up validation, then run with Q ≡ P (ThinK, SimLayerKV: mean TV 0), unreproducibly
+    (LeverageScore) or fail inside the trajectory job (KVzip)."""
+    from kvdiv.llm.presses.registry import UNRUNNABLE
+
+    with pytest.raises(ValueError, match=f"action 'bad[.a-z]*': .*cannot run in kvdiv: it .*{reason}"):
+        validate_action(spec, "bad")
+    assert set(UNRUNNABLE) <= set(press_classes())  # every entry names a press kvpress exports
+    assert "ComposedPress" not in UNRUNNABLE  # README: it runs
+
+
+@pytest.mark.parametrize(
+    "spec, nothing",
+    [
+        ({"press": "SnapKVPress", "compression_ratio": 0.0}, True),
+        ({"press": "AdaKVPress", "wraps": {"press": "SnapKVPress", "compression_ratio": 0.0}}, True),
+        ({"press": "ComposedPress", "presses": [{"press": "KnormPress", "compression_ratio": 0.0}]}, True),
+        ({"press": "ProbabilisticPress", "compression_ratio": 0.0}, True),
+        ({"press": "SnapKVPress", "compression_ratio": 0.5}, False),
+        ({"press": "AdaKVPress", "wraps": {"press": "SnapKVPress", "compression_ratio": 0.5}}, False),
+        ({"press": "ComposedPress", "presses": [{"press": "KnormPress", "compression_ratio": 0.0},
+                                                {"press": "SnapKVPress", "compression_ratio": 0.5}]}, False),
+    ],
+)
+def test_an_action_that_evicts_nothing_is_flagged(spec, nothing):
+    from kvdiv.llm.presses.registry import check_evicts, evicts_nothing
+
+    assert evicts_nothing(build_press(spec)) is nothing
+    if nothing:
+        with pytest.raises(ValueError, match="evicts nothing: Q ≡ P"):
+            check_evicts(spec, "keep_all")
+    else:
+        check_evicts(spec, "act")

@@ -203,3 +203,31 @@ def test_verification_covers_every_array_a_store_has(tmp_path):
     zarr.open_array(str(path / "prompt_ids"), mode="r+")[3] = 1
     with pytest.raises(ValueError, match="array 'prompt_ids' does not match its checksum"):
         verify_store(path)
+
+
+@pytest.mark.parametrize("edit", [
+    lambda attrs: attrs.update(horizon=9999),
+    lambda attrs: attrs.update(actions={"a": {"press": "P"}}),  # an action "vanishes" from the attributes
+    lambda attrs: attrs["document"].update(task="other"),
+])
+def test_an_edited_attribute_fails_verification(tmp_path, edit):
+    """The checksums cover the attributes too: an edited ``horizon`` or ``actions`` attribute of a per-document
+    store, or one of a cube built from it, is a CorruptStoreError naming the store, not H = 9999 over 8-step arrays."""
+    import zarr
+
+    from kvdiv.trajectories.store import CorruptStoreError, read_document_store, verify_store
+
+    path, _ = doc_store(tmp_path, 0)
+    cube = build_cube("st", "toy", [path], tmp_path / "cube.zarr")
+    for store in (path, cube):
+        verify_store(store)
+        root = zarr.open_group(str(store), mode="r+", zarr_format=3, use_consolidated=False)
+        attrs = dict(root.attrs)
+        attrs.setdefault("document", {"task": "t"})
+        attrs.setdefault("actions", {})
+        edit(attrs)
+        root.attrs.put(attrs)
+        with pytest.raises(CorruptStoreError, match=f"{store}: the store has attributes that do not match their checksum"):
+            verify_store(store)
+    with pytest.raises(CorruptStoreError):
+        read_document_store(path)

@@ -28,6 +28,36 @@ from kvdiv.llm.presses.probabilistic_press import ProbabilisticPress
 #: citing the paper) in ``kvdiv/llm/presses/<name>_press.py``, list it here, and add it to the press list of
 #: tests/llm/default_presses.py (the parametrised tests check it against kvpress's own prefill and HF decoding).
 KVDIV_PRESSES: tuple[type[BasePress], ...] = (ProbabilisticPress,)
+#: Presses kvpress exports that kvdiv cannot run faithfully, with the reason (README "A divergence leaderboard of
+#: kvpress presses"): an action naming one, at any depth, is refused by :func:`build_press`, hence when the workflow
+#: starts, rather than running with Q ≡ P, unreproducibly, or failing inside a trajectory job.
+_DOWNLOADS = "downloads filters, a scorer model, head patterns, a calibration dataset or statistics from the Hub"
+_FORWARDS = "runs extra forward (or backward) passes over the context at prefill, which kvdiv's session does not"
+_UNSEEDED = ("draws an unseeded random sketch (torch.randn) at prefill: a rerun, or another set of documents in its "
+             "job, gives another cache, against kvdiv's reproducibility")
+_EAGER = "needs the eager attention weights (attn_implementation='eager'), which kvdiv's prefill does not use"
+_DECODING = "compresses during decoding; kvdiv evicts once after prefill (persistent eviction)"
+UNRUNNABLE: dict[str, str] = {
+    "QFilterPress": _DOWNLOADS, "KVzapPress": _DOWNLOADS, "DuoAttentionPress": _DOWNLOADS,
+    "ExpectedAttentionStatsPress": _DOWNLOADS,
+    "KVzipPress": _FORWARDS, "FastKVzipPress": _FORWARDS, "RestoreKVPress": _FORWARDS, "KVgradPress": _FORWARDS,
+    "ObservedAttentionPress": _EAGER,
+    "KVComposePress": "needs every layer's attention weights (layer_attentions), i.e. eager attention",
+    "FinchPress": "needs the prompt split into context and question by a delimiter token (set by kvpress's pipeline)",
+    "LeverageScorePress": _UNSEEDED, "CompactorPress": _UNSEEDED,
+    "CriticalKVPress": "defines its own __init__ rather than dataclass fields (its AdaKV form CriticalAdaKVPress runs)",
+    "ThinKPress": ("prunes key channels, not cache entries: kvdiv rebuilds each cache from the captured keys and "
+                   "values, so Q ≡ P (every TV 0)"),
+    "SimLayerKVPress": ("evicts nothing on the models kvdiv runs (no layer passes its lazy-layer test at the default "
+                        "threshold): Q ≡ P (every TV 0)"),
+    "KeyRerotationPress": ("re-rotates kept keys to compacted positions while kvdiv decodes at prompt positions: not "
+                           "kvpress's Q"),
+    "DecodingPress": _DECODING, "CompressionRatioDecodingPress": _DECODING, "PrefillDecodingPress": _DECODING,
+    "CAMPress": _DECODING, "DMSPress": _DECODING,
+    "LUKVPress": "ships budget curves for Llama-3.1-8B-Instruct with ExpectedAttentionPress only",
+    "PerLayerCompressionPress": "is a combinator not checked against kvpress's prefill here",
+    "MergingPress": "merges evicted entries into kept ones; not checked against kvpress's prefill here",
+}
 #: The key of an action spec that names the press.
 PRESS_KEY = "press"
 #: The key of a wrapper action's nested spec (fills the wrapper press's own field named ``press``).
@@ -151,6 +181,32 @@ def validate_action(spec: Mapping[str, Any], name: str = "action") -> None:
     build_press(spec, name=name)
 
 
+def evicts_nothing(press: BasePress) -> bool:
+    """Whether ``press`` keeps every cache entry whatever the prompt: a ``compression_ratio`` of 0 (its own, or that
+    of the press it wraps; every press of a ComposedPress). Such an action has Q ≡ P, every TV 0."""
+    presses = getattr(press, "presses", None)
+    if isinstance(presses, (list, tuple)) and presses and all(isinstance(p, BasePress) for p in presses):
+        return all(evicts_nothing(p) for p in presses)
+    try:
+        ratio = getattr(press, "compression_ratio", None)
+    except (AttributeError, TypeError, ValueError):
+        ratio = None
+    if isinstance(ratio, (int, float)) and not isinstance(ratio, bool):
+        return ratio == 0
+    inner = getattr(press, "press", None)
+    return isinstance(inner, BasePress) and evicts_nothing(inner)
+
+
+def check_evicts(spec: Mapping[str, Any], name: str = "action") -> None:
+    """Refuse an action whose press evicts nothing (:func:`evicts_nothing`): a study of it measures Q ≡ P, zero
+    divergence by construction (the workflow calls this when it starts; library tests may use such presses)."""
+    if evicts_nothing(build_press(spec, name)):
+        raise ValueError(
+            f"action {name!r}: {spec.get(PRESS_KEY)} with compression_ratio 0 evicts nothing: Q ≡ P and every TV is 0; "
+            "give a compression_ratio in (0, 1)"
+        )
+
+
 def build_press(spec: Mapping[str, Any], name: str = "action") -> BasePress:
     """Build the press an action spec names.
 
@@ -180,6 +236,8 @@ def build_press(spec: Mapping[str, Any], name: str = "action") -> BasePress:
         cls = _press_class(spec[PRESS_KEY])
     except ValueError as err:
         raise ValueError(f"action {name!r}: {err}") from None
+    if cls.__name__ in UNRUNNABLE:
+        raise ValueError(f"action {name!r}: {cls.__name__} cannot run in kvdiv: it {UNRUNNABLE[cls.__name__]}")
     valid = press_arguments(cls.__name__)
     kwargs: dict[str, Any] = {}
     for key, value in spec.items():
@@ -211,6 +269,8 @@ def _check_scorer_kwargs(cls: type, kwargs: Mapping[str, Any], name: str) -> Non
     arguments against the scorer like any other."""
     defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.init}
     scorer, scorer_kwargs = kwargs.get("scorer", defaults.get("scorer")), kwargs.get("scorer_kwargs")
+    if isinstance(scorer, str) and scorer in UNRUNNABLE:
+        raise ValueError(f"action {name!r}: scorer {scorer} cannot run in kvdiv: it {UNRUNNABLE[scorer]}")
     if not isinstance(scorer, str) or not isinstance(scorer_kwargs, Mapping):
         return
     classes = press_classes()

@@ -1,0 +1,458 @@
+"""The whole workflow config checked when the workflow starts, whatever it plans (rules/common.smk calls
+:func:`check_config` after the schema has filled its defaults).
+
+A check that lives in an input function runs only when its job is planned: after a complete run, a changed config
+would then read "Nothing to be done". Every check here runs at start-up instead, on every section, and raises a
+:class:`ConfigError` naming the config key (and file, line or value) it refuses:
+
+- every config file Snakemake read, re-read with a YAML loader that refuses duplicate keys (:func:`load_yaml_strict`);
+- references between sections: studies' models and actions, reference tokenizers, random models' tokenizers,
+  ``analysis.studies``, ``analysis.contrasts`` / ``table3_contrast`` (when given), ``leaderboard.study``;
+- files on disk: local and gguf model sources, documents paths (placeholders other than ``{stratum}``, ``{family}``,
+  ``{length}`` refused), and a study's own documents JSONL (:func:`kvdiv.documents.loaders.check_own_documents`);
+- values against their meaning: analysis windows and depths within the horizon of the studies using them,
+  array sizes (horizon × replicates, finite-state enumeration) within what memory holds;
+- config shapes that would fail inside Snakemake: trajectory rule names that collide, a plan too large to build
+  (:data:`MAX_PLANNED_DOCUMENTS`).
+
+docs/configuration.md lists what is validated.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kvdiv import layout
+
+
+class ConfigError(ValueError):
+    """A config the workflow refuses at start-up (the message names the key, file or value)."""
+
+
+# --- YAML files -----------------------------------------------------------------------------------------------
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """A SafeLoader whose mappings refuse a key given twice (PyYAML keeps the last silently)."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
+        try:
+            first = seen.setdefault(key, line)
+        except TypeError:  # an unhashable key: SafeLoader's own error says so
+            break
+        if first != line:
+            raise ConfigError(
+                f"{loader.name}:{line}: duplicate key {key!r} (first given at line {first}); YAML would keep only "
+                "the last one silently"
+            )
+    loader.flatten_mapping(node)
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_yaml_strict(path: str | Path) -> Any:
+    """The YAML document at ``path``; a key given twice in one mapping is a :class:`ConfigError` naming the file,
+    the line and the key."""
+    path = Path(path)
+    with open(path, encoding="utf-8") as fh:
+        loader = _StrictLoader(fh)
+        loader.name = str(path)
+        try:
+            return loader.get_single_data()
+        finally:
+            loader.dispose()
+
+
+def check_config_files(paths: Iterable[str | Path]) -> None:
+    """Every config file Snakemake read (the embedded default and each ``--configfile``), strictly re-read."""
+    for path in paths:
+        if Path(path).is_file():
+            load_yaml_strict(path)
+
+
+# --- the whole config -----------------------------------------------------------------------------------------
+
+
+#: Most documents one config may plan (all studies): Snakemake's planning grows with its jobs (the smoke config with
+#: 4000 documents: 56 s of CPU to plan, 42 s since the document-id lookups are linear; 8000: 169 s, 112 s),
+#: so a larger design is refused at once rather than planned for minutes. The paper's design plans 576.
+MAX_PLANNED_DOCUMENTS = 4000
+#: Most trajectory rules (study × model × document block) one config may define: each is a Snakemake rule.
+MAX_TRAJECTORY_RULES = 5000
+#: Most values one (replicate, step) array of a per-document store may hold (float32: 400 MB).
+MAX_STEP_ARRAY = 10**8
+#: Most histories an exact finite-state enumeration may visit (vocab ** (2 horizon) pairs of paths).
+MAX_FINITE_PATHS = 10**7
+
+
+def _studies(config: Mapping) -> Mapping:
+    return config.get("studies") or {}
+
+
+def study_models(config: Mapping, study: str) -> list[str]:
+    """The models a study runs (its ``models``, default all)."""
+    return list(config["studies"][study].get("models") or config["models"])
+
+
+def study_strata(config: Mapping, study: str) -> list[str]:
+    """A study's stratum names ``{family}_{length}``, in config order."""
+    return [layout.stratum_name(s["family"], s["length"]) for s in config["studies"][study]["strata"]]
+
+
+def trajectory_batches(config: Mapping, study: str, model: str) -> list[tuple[str, list[str]]]:
+    """[(batch name, [document ids])] of a (study, model): per stratum, blocks of the model's ``documents_per_job``
+    documents by index, named ``{stratum}-{first:04d}-{last:04d}``."""
+    size = config["models"][model]["documents_per_job"]
+    n = config["studies"][study]["documents_per_stratum"]
+    return [
+        (
+            f"{stratum}-{k:04d}-{k + size - 1:04d}",
+            [layout.document_id(study, stratum, i) for i in range(k, min(k + size, n))],
+        )
+        for stratum in study_strata(config, study)
+        for k in range(0, n, size)
+    ]
+
+
+def trajectory_rule_name(study: str, model: str, batch: str) -> str:
+    """The rule name of one trajectory batch: ``trajectories_`` + study, model and batch, other characters than
+    ``[A-Za-z0-9_]`` as ``_``."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", f"trajectories_{study}_{model}_{batch}")
+
+
+def check_config(config: Mapping, given: Mapping | None = None, *, basedir: str | Path = ".") -> None:
+    """Every start-up check of a schema-validated ``config`` (defaults filled). ``given`` is the config as the user
+    wrote it (before the defaults): keys checked only when given explicitly (``analysis.contrasts``). Relative
+    paths are read from ``basedir`` (the working directory)."""
+    given = config if given is None else given
+    check_shapes(config)
+    check_study_seeds(config)
+    check_references(config, given)
+    check_model_sources(config, basedir)
+    check_documents(config, basedir)
+    check_windows(config, given)
+    check_sizes(config)
+    check_plan(config)
+
+
+def check_shapes(config: Mapping) -> None:
+    """Sections the rest of the workflow needs non-empty (an empty one would fail inside Snakemake with an
+    IndexError or ``max() arg is an empty sequence``)."""
+    for study, spec in (config.get("studies") or {}).items():
+        if "models" in spec and not spec["models"]:
+            raise ConfigError(f"studies.{study}.models is empty: leave it out (all models) or name at least one model")
+        for i, stratum in enumerate(spec["strata"]):
+            if "tasks" in stratum and not stratum["tasks"]:
+                raise ConfigError(f"studies.{study}.strata[{i}].tasks is empty: leave it out (all tasks of the family)")
+    analysis = config.get("analysis") or {}
+    if "blocks" in analysis and not analysis["blocks"]:
+        raise ConfigError("analysis.blocks is empty: give at least one position block [first, last]")
+    if not (analysis.get("studies") or {}):
+        raise ConfigError("analysis.studies is empty: name the study of at least one figure or table")
+
+
+def check_study_seeds(config: Mapping) -> None:
+    """Two studies with one seed would get the same documents; the design needs independent sets."""
+    seen: dict[int, str] = {}
+    for study, spec in _studies(config).items():
+        other = seen.setdefault(spec["seed"], study)
+        if other != study:
+            raise ConfigError(
+                f"studies {other!r} and {study!r} share seed {spec['seed']}: their document sets would coincide; "
+                "give each study its own seed"
+            )
+
+
+def _unknown(names: Iterable[str], known: Mapping) -> list[str]:
+    return [name for name in names if name not in known]
+
+
+def check_references(config: Mapping, given: Mapping) -> None:
+    """Every name one section uses of another is configured (the error names the key and what is configured)."""
+    models, actions, studies = config["models"], config.get("actions") or {}, config.get("studies") or {}
+    for study, spec in studies.items():
+        for key, known in (("actions", actions), ("models", models)):
+            unknown = _unknown(spec.get(key) or [], known)
+            if unknown:
+                raise ConfigError(
+                    f"studies.{study}.{key}: {', '.join(map(repr, unknown))} not configured "
+                    f"(configured {key}: {', '.join(known) or 'none'})"
+                )
+        strata = study_strata(config, study)
+        if len(set(strata)) != len(strata):
+            raise ConfigError(f"studies.{study}.strata: a stratum appears twice ({', '.join(strata)})")
+        reference = spec.get("reference_tokenizer")
+        if reference is not None and reference not in models:
+            raise ConfigError(
+                f"studies.{study}.reference_tokenizer: {reference!r} is not a configured model (models: {', '.join(models)})"
+            )
+    for model, spec in models.items():
+        tokenizer = spec.get("tokenizer")
+        if tokenizer is None:
+            continue
+        if spec["source"] != "random":
+            raise ConfigError(f"models.{model}.tokenizer applies to source random only (source is {spec['source']!r})")
+        if tokenizer != "bytes" and (tokenizer not in models or tokenizer == model):
+            raise ConfigError(
+                f"models.{model}.tokenizer: {tokenizer!r} is neither 'bytes' nor another configured model "
+                f"(models: {', '.join(models)})"
+            )
+    for model in models:  # a -> b -> a: resolve_model would wait on itself (CyclicGraphException)
+        chain = [model]
+        while models[chain[-1]].get("tokenizer") not in (None, "bytes") and models[chain[-1]]["tokenizer"] in models:
+            chain.append(models[chain[-1]]["tokenizer"])
+            if chain[-1] in chain[:-1]:
+                raise ConfigError(f"models.{model}.tokenizer: the tokenizers form a cycle ({' -> '.join(chain)})")
+    given_analysis = given.get("analysis") or {}
+    analysis = config["analysis"]
+    if "studies" in given_analysis:  # the default names the paper's studies; a config may lack them
+        for item, study in analysis["studies"].items():
+            if study not in studies:
+                raise ConfigError(
+                    f"analysis.studies.{item}: {study!r} is not a configured study (studies: {', '.join(studies)})"
+                )
+    for key in ("contrasts", "table3_contrast"):
+        if key not in given_analysis:
+            continue  # the defaults name the paper's actions; each item uses those its study has
+        pairs = analysis[key] if key == "contrasts" else [analysis[key]]
+        for i, pair in enumerate(pairs):
+            where = f"analysis.{key}[{i}]" if key == "contrasts" else f"analysis.{key}"
+            unknown = _unknown(pair, actions)
+            if unknown:
+                raise ConfigError(
+                    f"{where} = {list(pair)}: {', '.join(map(repr, unknown))} not a configured action "
+                    f"(actions: {', '.join(actions)}); a contrast of unknown actions would be dropped from every figure"
+                )
+            if pair[0] == pair[1]:
+                raise ConfigError(f"{where} = {list(pair)} contrasts an action with itself")
+            users = [
+                s for s in analysis["studies"].values() if s in studies and set(pair) <= set(studies[s]["actions"])
+            ]
+            if not users:
+                raise ConfigError(
+                    f"{where} = {list(pair)}: no study of analysis.studies runs both actions, so no figure or table "
+                    "would show it"
+                )
+    leaderboard = config.get("leaderboard")
+    if leaderboard is not None and leaderboard["study"] not in studies:
+        raise ConfigError(
+            f"leaderboard.study = {leaderboard['study']!r} is not a configured study (studies: {', '.join(studies)})"
+        )
+
+
+def check_model_sources(config: Mapping, basedir: str | Path = ".") -> None:
+    """A ``local`` model's directory and a ``gguf`` model's file exist (an error naming the missing path), so a
+    changed source never leaves the jobs on the weights resolved from the old one."""
+    base = Path(basedir)
+    for model, spec in config["models"].items():
+        source = spec["source"]
+        if source not in ("local", "gguf"):
+            continue
+        if not spec.get("path"):
+            raise ConfigError(f"models.{model}.path is required with source {source}")
+        path = base / Path(spec["path"]).expanduser()
+        if source == "local":
+            if not path.is_dir():
+                raise ConfigError(f"models.{model}.path: local model directory {spec['path']} does not exist")
+            continue
+        if path.is_dir():
+            if not spec.get("gguf_file"):
+                raise ConfigError(f"models.{model}.path: {spec['path']} is a directory; name the file in gguf_file")
+            path = path / spec["gguf_file"]
+        if not path.is_file():
+            raise ConfigError(f"models.{model}.path: GGUF file {path} does not exist")
+
+
+#: The placeholders a documents path (or dataset name) may hold, filled per stratum.
+DOCUMENT_FIELDS = ("stratum", "family", "length")
+
+
+def check_placeholders(where: str, text: str) -> None:
+    """``text`` uses only the placeholders of :data:`DOCUMENT_FIELDS` (``{{`` and ``}}`` for braces)."""
+    try:
+        fields = [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
+    except ValueError as err:
+        raise ConfigError(f"{where} = {text!r}: {err} (write {{{{ and }}}} for literal braces)") from None
+    bad = [name for name in fields if name not in DOCUMENT_FIELDS]
+    if bad:
+        raise ConfigError(
+            f"{where} = {text!r}: unknown placeholder {{{bad[0]}}} (filled per stratum: "
+            f"{', '.join('{' + f + '}' for f in DOCUMENT_FIELDS)})"
+        )
+
+
+def check_documents(config: Mapping, basedir: str | Path = ".") -> None:
+    """Each study's ``documents`` section: ``rendered`` declared for source jsonl, placeholders known, every file
+    it reads present (per stratum), and a jsonl file's records complete (one line naming file, line and field)."""
+    from kvdiv.documents.loaders import source_file
+
+    for study, spec in _studies(config).items():
+        source = spec["documents"]
+        kind = source.get("source", "synthetic")
+        where = f"studies.{study}.documents"
+        if kind == "jsonl" and "rendered" not in source:
+            raise ConfigError(
+                f"{where}.rendered is required with source jsonl: true if each record's prompt is already the final "
+                "chat-templated text, false if it is the user message each model renders itself"
+            )
+        if kind == "synthetic":
+            if source.get("rendered"):
+                raise ConfigError(f"{where}.rendered: true does not apply to source synthetic")
+            continue
+        if kind == "jsonl" and not source.get("path"):
+            raise ConfigError(f"{where}.path is required with source jsonl")
+        if kind in ("ruler", "helmet") and not (source.get("path") or source.get("dataset")):
+            raise ConfigError(f"{where}: source {kind} needs path (a JSONL file) or dataset (a datasets id)")
+        for key in ("path", "dataset", "dataset_config"):
+            if source.get(key) is not None:
+                if kind == "jsonl" and key == "path":
+                    continue  # one file for all strata: no placeholders
+                check_placeholders(f"{where}.{key}", str(source[key]))
+        for stratum in study_strata(config, study):
+            path = source_file(source, stratum=stratum)
+            if path is None:
+                continue
+            full = Path(basedir) / path
+            if full.is_dir():
+                raise ConfigError(f"{where}.path: {path} is a directory, not a JSONL file")
+            if not full.is_file():
+                raise ConfigError(
+                    f"{where}.path: {path} does not exist" + (f" (stratum {stratum})" if kind != "jsonl" else "")
+                )
+        if kind == "jsonl":
+            from kvdiv.documents.loaders import check_own_documents
+
+            try:
+                check_own_documents(
+                    Path(basedir) / source["path"],
+                    strata=study_strata(config, study),
+                    n_documents=spec["documents_per_stratum"],
+                    rendered=source["rendered"],
+                )
+            except ValueError as err:
+                raise ConfigError(f"{where}: {err}") from None
+
+
+def check_windows(config: Mapping, given: Mapping | None = None) -> None:
+    """Analysis windows and depths within the horizons they index: the blocks, early, late and short windows of
+    each item (:func:`kvdiv.analysis.items.check_analysis_windows`); ``analysis.window`` (a depth L ≤ H − 1 of every
+    study, whose metrics all use it); ``analysis.cohort_max_tau`` (a step ≤ H of the items' studies); the
+    leaderboard's ``steps`` (≤ H of its study); ``finite_state.window`` (≤ H − 1 of every shape). The depths
+    ``analysis.window``, ``cohort_max_tau`` and ``finite_state.window`` are checked when ``given`` (the config as
+    written) sets them: a default deeper than a short test study's horizon only saturates (R_L = R_H)."""
+    from kvdiv.analysis import items
+    from kvdiv.analysis.verdicts import check_directions
+
+    given = config if given is None else given
+    given_analysis, given_finite = given.get("analysis") or {}, given.get("finite_state") or {}
+
+    studies, analysis = _studies(config), config["analysis"]
+    horizons = {item: studies[study]["horizon"] for item, study in analysis["studies"].items() if study in studies}
+    try:
+        items.check_analysis_windows(analysis, horizons)
+        check_directions(analysis.get("directions") or [], analysis.get("contrasts") or [])
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    for study, spec in studies.items():
+        deepest = max(spec["horizon"] - 1, 1)
+        if "window" in given_analysis and analysis["window"] > deepest:
+            raise ConfigError(
+                f"analysis.window = {analysis['window']} is deeper than study {study!r} can reach: divergence-aligned "
+                f"depths are <= H - 1 = {deepest} (H = studies.{study}.horizon = {spec['horizon']})"
+            )
+    for item, horizon in horizons.items():
+        if "cohort_max_tau" in given_analysis and analysis["cohort_max_tau"] > horizon:
+            raise ConfigError(
+                f"analysis.cohort_max_tau = {analysis['cohort_max_tau']} is past the horizon H = {horizon} of the study "
+                f"feeding {item} (studies.{analysis['studies'][item]}.horizon): first-divergence steps are <= H"
+            )
+    leaderboard = config.get("leaderboard")
+    if leaderboard is not None and leaderboard["study"] in studies:
+        horizon = studies[leaderboard["study"]]["horizon"]
+        late = [h for h in leaderboard.get("steps") or [] if h > horizon]
+        if late:
+            raise ConfigError(
+                f"leaderboard.steps: {late[0]} is past the horizon H = {horizon} of study {leaderboard['study']!r}"
+            )
+    finite = config.get("finite_state") or {}
+    for i, shape in enumerate(finite.get("shapes") or []):
+        if "window" in given_finite and finite["window"] > shape["horizon"] - 1:
+            raise ConfigError(
+                f"finite_state.window = {finite['window']} is deeper than finite_state.shapes[{i}] (horizon "
+                f"{shape['horizon']}) can reach: depths are <= horizon - 1"
+            )
+
+
+def check_sizes(config: Mapping) -> None:
+    """Arrays the jobs would allocate, bounded where the config alone fixes their size (an ``Allocation failed`` or
+    ``array is too big`` inside a job otherwise, naming no key)."""
+    for study, spec in _studies(config).items():
+        size = spec["horizon"] * spec["replicates"]
+        if size > MAX_STEP_ARRAY:
+            raise ConfigError(
+                f"studies.{study}: horizon × replicates = {spec['horizon']} × {spec['replicates']} = {size:.3g} values "
+                f"per array and action, more than {MAX_STEP_ARRAY:.0e} (each store holds several such arrays)"
+            )
+    finite = config.get("finite_state") or {}
+    for i, shape in enumerate(finite.get("shapes") or []):
+        paths = shape["vocab"] ** (2 * shape["horizon"])
+        if paths > MAX_FINITE_PATHS:
+            raise ConfigError(
+                f"finite_state.shapes[{i}] = {{vocab: {shape['vocab']}, horizon: {shape['horizon']}}}: exact enumeration "
+                f"visits vocab^(2 horizon) = {paths:.3g} path pairs, more than {MAX_FINITE_PATHS:.0e}"
+            )
+    if (
+        finite
+        and finite["replicates"] * max(s["horizon"] for s in finite.get("shapes") or [{"horizon": 1}]) > MAX_STEP_ARRAY
+    ):
+        raise ConfigError(
+            f"finite_state.replicates = {finite['replicates']}: replicates × horizon exceeds {MAX_STEP_ARRAY:.0e} values"
+        )
+
+
+def check_plan(config: Mapping) -> None:
+    """The plan Snakemake will build: its size bounded (:data:`MAX_PLANNED_DOCUMENTS`,
+    :data:`MAX_TRAJECTORY_RULES`) and every trajectory batch's generated rule name unique."""
+    documents = sum(spec["documents_per_stratum"] * len(spec["strata"]) for spec in _studies(config).values())
+    if documents > MAX_PLANNED_DOCUMENTS:
+        sizes = ", ".join(
+            f"studies.{s}: {spec['documents_per_stratum']} × {len(spec['strata'])} strata"
+            for s, spec in _studies(config).items()
+        )
+        raise ConfigError(
+            f"documents_per_stratum: the config plans {documents} documents ({sizes}), more than "
+            f"{MAX_PLANNED_DOCUMENTS}, the most Snakemake plans in reasonable time (a job per document); split the "
+            "design into several configs"
+        )
+    names: dict[str, tuple[str, str, str]] = {}
+    for study in _studies(config):
+        for model in study_models(config, study):
+            for batch, _ in trajectory_batches(config, study, model):
+                name = trajectory_rule_name(study, model, batch)
+                other = names.setdefault(name, (study, model, batch))
+                if other != (study, model, batch):
+                    raise ConfigError(
+                        f"study {other[0]!r} with model {other[1]!r} and study {study!r} with model {model!r} give one "
+                        f"trajectory rule name {name!r} (batch {batch}): rename a study or a model so that "
+                        "'{study}_{model}' differs"
+                    )
+    if len(names) > MAX_TRAJECTORY_RULES:
+        raise ConfigError(
+            f"the config defines {len(names)} trajectory rules (study × model × block of documents_per_job documents), "
+            f"more than {MAX_TRAJECTORY_RULES}: raise models.*.documents_per_job or plan fewer documents"
+        )

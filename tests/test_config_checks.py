@@ -1,0 +1,356 @@
+"""kvdiv.config_checks: the whole config checked at start-up, whatever the workflow plans.
+
+Each case is a hostile edit of config/smoke.yaml that the workflow used to accept (silently, or with an unclear
+error from inside Snakemake or a job, or "Nothing to be done" after a complete run); each must now be refused by
+the schema or by the start-up checks with a message naming the key, file or value.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import validate
+
+from kvdiv import config_checks
+from kvdiv.config_checks import (
+    ConfigError,
+    check_config,
+    load_yaml_strict,
+    trajectory_rule_name,
+)
+from kvdiv.names import check_config_names
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+SHA = "0" * 64
+
+
+def checked(edit, basedir: Path = REPO) -> None:
+    """Apply ``edit`` to a copy of the smoke config, then what rules/common.smk runs at start-up."""
+    config = copy.deepcopy(SMOKE)
+    edit(config)
+    given = copy.deepcopy(config)
+    validate(config, str(REPO / "config/schema.yaml"))
+    check_config_names(config)
+    check_config(config, given, basedir=basedir)
+
+
+def test_the_shipped_configs_pass():
+    for path in sorted((REPO / "config").glob("*.yaml")):
+        if path.name == "schema.yaml":
+            continue
+        config = load_yaml_strict(path)
+        given = copy.deepcopy(config)
+        validate(config, str(REPO / "config/schema.yaml"))
+        check_config_names(config)
+        check_config(config, given)
+
+
+def study(name="retention50"):
+    return lambda c: c["studies"][name]
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        # typo'd keys anywhere (additionalProperties: false)
+        (lambda c: c["analysis"].update(bootsrap=100), "'bootsrap' was unexpected"),
+        (lambda c: c["plotting"].update(dpii=100), "'dpii' was unexpected"),
+        # values against their meaning
+        (lambda c: c["studies"]["retention50"].update(tv_atol=0.9), "0.9 is greater than the maximum of 0.001"),
+        (lambda c: c["plotting"].update(dpi=100000), "100000 is greater than the maximum"),
+    ],
+)
+def test_schema_refuses(edit, message):
+    with pytest.raises(Exception, match=message):
+        checked(edit)
+
+
+def jsonl(tmp_path: Path, records: list[dict], name: str = "own.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def own(i: int, stratum_length: int = 768, family: str = "ruler", **extra) -> dict:
+    record = {
+        "family": family,
+        "task": "niah_single_1",
+        "target_length": stratum_length,
+        "seed": i,
+        "prompt": f"Remember {i}. What is it?",
+        "answers": [str(i)],
+    }
+    record.update(extra)
+    return {k: v for k, v in record.items() if v is not None}
+
+
+def jsonl_study(path: str | Path):
+    def edit(c):
+        c["studies"]["retention50"]["documents"] = {"source": "jsonl", "path": str(path), "rendered": False}
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda c: c["analysis"].update(window=99), "analysis.window = 99 is deeper than study"),
+        (lambda c: c["analysis"].update(cohort_max_tau=64), "analysis.cohort_max_tau = 64 is past the horizon H = 16"),
+        (lambda c: c.update(leaderboard={"study": "retention50", "steps": [4, 17]}), "leaderboard.steps: 17 is past"),
+        (
+            lambda c: c["finite_state"].update(window=6),
+            r"finite_state.window = 6 is deeper than finite_state.shapes\[1\]",
+        ),
+        (lambda c: c["analysis"].update(blocks=[[]]), r"analysis.blocks\[0\] = \[\] is not a window"),
+        # references, checked whatever is planned
+        (
+            lambda c: c["studies"]["retention50"].update(reference_tokenizer="nosuch"),
+            "studies.retention50.reference_tokenizer: 'nosuch' is not a configured model",
+        ),
+        (
+            lambda c: c["analysis"].update(studies={"figure5": "nosuch"}),
+            "analysis.studies.figure5: 'nosuch' is not a configured study",
+        ),
+        (lambda c: c["models"]["tiny"].update(tokenizer="other"), "models.tiny.tokenizer: 'other' is neither 'bytes'"),
+        (lambda c: c["models"]["tiny"].update(tokenizer="tiny"), "models.tiny.tokenizer: 'tiny' is neither 'bytes'"),
+        (
+            lambda c: c["models"].update(
+                other=dict(c["models"]["tiny"], tokenizer="tiny"), tiny=dict(c["models"]["tiny"], tokenizer="other")
+            ),
+            "models.tiny.tokenizer: the tokenizers form a cycle",
+        ),
+        (
+            lambda c: c["analysis"].update(contrasts=[["snapkv_512", "snapkv_hlaf"]]),
+            r"analysis.contrasts\[0\] = \['snapkv_512', 'snapkv_hlaf'\]: 'snapkv_hlaf' not a configured action",
+        ),
+        (
+            lambda c: c["analysis"].update(table3_contrast=["snapkv_512", "snapkv_90"]),
+            "analysis.table3_contrast = .*: no study of analysis.studies runs both actions",
+        ),
+        (lambda c: c["analysis"].update(contrasts=[["snapkv_512", "snapkv_512"]]), "contrasts an action with itself"),
+        (
+            lambda c: c["studies"]["retention50"]["actions"].append("snapkv_typo"),
+            "studies.retention50.actions: 'snapkv_typo'",
+        ),
+        # files: a changed source is checked before anything is planned
+        (
+            lambda c: c["models"].update(tiny={"source": "gguf", "path": "/data/typo/model.gguf", "sha256": SHA}),
+            "models.tiny.path: GGUF file /data/typo/model.gguf does not exist",
+        ),
+        (
+            lambda c: c["models"].update(tiny={"source": "local", "path": "/data/typo/model"}),
+            "models.tiny.path: local model directory /data/typo/model does not exist",
+        ),
+        (
+            jsonl_study("/data/typo/docs.jsonl"),
+            "studies.retention50.documents.path: /data/typo/docs.jsonl does not exist",
+        ),
+        (jsonl_study("config"), "studies.retention50.documents.path: config is a directory"),
+        (
+            lambda c: c["studies"]["retention50"].update(documents={"source": "ruler", "path": "data/{foo}.jsonl"}),
+            r"studies.retention50.documents.path = 'data/\{foo\}.jsonl': unknown placeholder \{foo\}",
+        ),
+        (
+            lambda c: c["studies"]["retention50"].update(documents={"source": "ruler", "path": "data/{stratum.jsonl"}),
+            "studies.retention50.documents.path = .*write {{ and }} for literal braces",
+        ),
+        (
+            lambda c: c["studies"]["retention50"].update(documents={"source": "ruler", "path": "data/{stratum}.jsonl"}),
+            r"documents.path: data/ruler_768.jsonl does not exist \(stratum ruler_768\)",
+        ),
+        (
+            lambda c: c["studies"]["retention50"].update(documents={"source": "jsonl", "path": "x.jsonl"}),
+            "studies.retention50.documents.rendered is required with source jsonl",
+        ),
+        # config shapes that failed inside Snakemake (IndexError, max() of an empty sequence)
+        (lambda c: c["studies"]["retention50"].update(models=[]), "studies.retention50.models is empty"),
+        (
+            lambda c: c["studies"]["retention50"]["strata"][0].update(tasks=[]),
+            r"studies.retention50.strata\[0\].tasks is empty",
+        ),
+        (lambda c: c["analysis"].update(blocks=[]), "analysis.blocks is empty"),
+        # sizes that failed with "Allocation failed" / "array is too big", naming no key
+        (lambda c: c["studies"]["retention50"].update(replicates=10**9), "studies.retention50: horizon × replicates"),
+        (
+            lambda c: c["finite_state"].update(shapes=[{"vocab": 8, "horizon": 12}]),
+            r"finite_state.shapes\[0\] = \{vocab: 8",
+        ),
+        (lambda c: c["finite_state"].update(replicates=10**9), "finite_state.replicates = 1000000000"),
+        # planning cost bounded: refused in a second instead of minutes of planning
+        (
+            lambda c: c["studies"]["retention50"].update(documents_per_stratum=100000),
+            "documents_per_stratum: the config plans 200004 documents",
+        ),
+        (
+            lambda c: c["studies"]["retention90"].update(seed=50),
+            "studies 'retention50' and 'retention90' share seed 50",
+        ),
+    ],
+)
+def test_start_up_checks_refuse(edit, message):
+    with pytest.raises(ConfigError, match=message):
+        checked(edit)
+
+
+def test_given_contrasts_only_are_checked():
+    """The schema's default contrasts name the paper's actions; a config without them runs those its studies have."""
+
+    def edit(c):
+        del c["actions"]["snapkv_512"]
+        c["studies"]["retention50"]["actions"].remove("snapkv_512")
+
+    checked(edit)
+
+
+def test_two_batches_with_one_rule_name_are_refused():
+    assert trajectory_rule_name("a_b", "c", "ruler_768-0000-0003") == trajectory_rule_name(
+        "a", "b_c", "ruler_768-0000-0003"
+    )
+
+    def edit(c):
+        c["models"]["c"] = c["models"]["b_c"] = c["models"].pop("tiny")
+        c["studies"] = {
+            "a_b": dict(c["studies"]["retention50"], models=["c"]),
+            "a": dict(c["studies"]["retention90"], models=["b_c"]),
+        }
+        c["analysis"]["studies"] = {"figure5": "a"}
+
+    with pytest.raises(
+        ConfigError, match="study 'a_b' with model 'c' and study 'a' with model 'b_c' give one trajectory rule name"
+    ):
+        checked(edit)
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("a" * 64, "ends with 'a' repeated 64 times"),  # was a PeriodicWildcardError from Snakemake
+        ("tiny" + "xy" * 20, "ends with 'xy' repeated 20 times"),
+    ],
+)
+def test_names_snakemake_takes_for_periodic_are_refused(name, message):
+    with pytest.raises(ValueError, match=message):
+        checked(lambda c: c["models"].update({name: c["models"].pop("tiny")}))
+    with pytest.raises(ValueError, match=message):
+        checked(lambda c: c["studies"].update({name: c["studies"].pop("retention90")}))
+
+
+@pytest.mark.parametrize("name", ["prompt_ids", "x", "tv", "Prompt_Ids", "branch_start"])
+def test_an_action_named_like_a_store_array_is_refused(name):
+    def edit(c):
+        c["actions"][name] = c["actions"].pop("snapkv_90")
+        c["studies"]["retention90"]["actions"] = [name, "recent_90"]
+
+    with pytest.raises(ValueError, match=f"actions: action name '{name}' is reserved"):
+        checked(edit)
+
+
+def test_store_arrays_are_the_stores_names():
+    from kvdiv.names import STORE_ARRAYS
+    from kvdiv.trajectories import store
+
+    arrays = {
+        store.PROMPT_IDS,
+        *store.STEP_ARRAYS,
+        *store.SWRB_STEP_ARRAYS,
+        "branch_start",
+        *store.DOCUMENT_COORDS,
+        "document",
+        "action",
+        "replicate",
+        "step",
+    }
+    assert STORE_ARRAYS == arrays
+
+
+# --- duplicate YAML keys ------------------------------------------------------------------------------------
+
+
+def test_duplicate_keys_are_refused_naming_file_line_and_key(tmp_path):
+    path = tmp_path / "dup.yaml"
+    path.write_text(
+        "actions:\n  snap: {press: SnapKVPress}\n  other: {press: KnormPress}\n  snap: {press: TOVAPress}\n"
+    )
+    assert yaml.safe_load(path.read_text())["actions"]["snap"] == {"press": "TOVAPress"}  # what PyYAML does
+    with pytest.raises(ConfigError, match=rf"{path}:4: duplicate key 'snap' \(first given at line 2\)"):
+        config_checks.check_config_files([path])
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("studies:\n  s:\n    seed: 1\n    horizon: 8\n    seed: 2\n")
+    with pytest.raises(ConfigError, match=rf"{nested}:5: duplicate key 'seed'"):
+        load_yaml_strict(nested)
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("base: &b {x: 1}\nuse:\n  <<: *b\n  y: 2\nlist: [{a: 1}, {a: 2}]\n")
+    assert load_yaml_strict(ok) == {"base": {"x": 1}, "use": {"x": 1, "y": 2}, "list": [{"a": 1}, {"a": 2}]}
+
+
+# --- own documents --------------------------------------------------------------------------------------------
+
+
+def test_own_documents_derive_stratum_tokens_tokenizer_and_id(tmp_path):
+    from kvdiv.documents.loaders import read_own_documents
+
+    path = jsonl(tmp_path, [own(0), own(1, family="helmet")])
+    (l0, d0), (l1, d1) = read_own_documents(path, rendered=False)
+    assert (l0, l1) == (1, 2)
+    assert (d0.stratum, d1.stratum) == ("ruler_768", "helmet_768")
+    assert d0.n_tokens == 0 and d0.tokenizer == "" and d0.id == "line-1"
+    with pytest.raises(ConfigError, match="stratum 'ruler_768' has 1 documents"):
+        checked(jsonl_study(path))  # both strata of retention50 need 2 documents: one each is too few
+
+
+@pytest.mark.parametrize(
+    "record, message",
+    [
+        (own(0, seed=None), r":2: document record lacks field\(s\) seed \(required: family, task"),
+        (own(0, family=None), r":2: document record lacks field\(s\) family "),
+        (own(0, task=None), r":2: document record lacks field\(s\) task "),
+        (own(0, target_length="768"), ":2: field 'target_length' must be int"),
+        (own(0, stratum="ruler_1024"), ":2: field 'target_length' is 768, but stratum 'ruler_1024' has length 1024"),
+        (own(0, stratum="helmet_768"), ":2: field 'family' is 'ruler', but stratum 'helmet_768' is of family 'helmet'"),
+        (own(0, answers=[""]), r":2: field 'answers'\[0\] = '' is empty"),
+        (own(0, answers=["the 7", "."]), r":2: field 'answers'\[1\] = '.' is empty \(or punctuation only\)"),
+    ],
+)
+def test_own_documents_are_checked_at_start_up_naming_file_line_and_field(tmp_path, record, message):
+    path = jsonl(tmp_path, [own(9), record, own(10), own(11, family="helmet"), own(12, family="helmet")])
+    with pytest.raises(ConfigError, match=f"studies.retention50.documents: {path}{message}"):
+        checked(jsonl_study(path))
+
+
+def test_own_documents_too_few_for_a_stratum(tmp_path):
+    path = jsonl(tmp_path, [own(0), own(1), own(2, family="helmet")])
+    with pytest.raises(ConfigError, match="stratum 'helmet_768' has 1 documents; documents_per_stratum = 2"):
+        checked(jsonl_study(path))
+    checked(
+        jsonl_study(jsonl(tmp_path, [own(0), own(1), own(2, family="helmet"), own(3, family="helmet")], "ok.jsonl"))
+    )
+
+
+def test_empty_gold_answers_are_refused_in_every_loader(tmp_path):
+    from kvdiv.documents.generate import Document
+    from kvdiv.documents.loaders import read_records
+
+    record = {
+        "id": "d-0",
+        "family": "ruler",
+        "task": "t",
+        "stratum": "ruler_16",
+        "target_length": 16,
+        "prompt": "p",
+        "answers": ["  "],
+        "n_tokens": 3,
+        "tokenizer": "bytes",
+        "seed": 0,
+        "rendered": False,
+    }
+    with pytest.raises(ValueError, match=r"here: field 'answers'\[0\] = '  ' is empty"):
+        Document.from_record(record, where="here")
+    ruler = tmp_path / "ruler.jsonl"
+    ruler.write_text(json.dumps({"input": "text", "outputs": [""]}) + "\n")
+    with pytest.raises(ValueError, match=rf"{ruler}:1: field 'answers'\[0\] = '' is empty"):
+        list(read_records(ruler, "niah"))
