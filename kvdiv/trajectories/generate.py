@@ -20,9 +20,12 @@ EOS: a model with several end ids has one EOS event. Every law (P at x, Q at y, 
 all ``eos_token_ids`` folded onto the absorbing id ``eos_token_ids[0]`` (:func:`kvdiv.trajectories.coupling.fold_eos`)
 before coupling and before the fixed-history TV, so chains ending with different end ids match.
 
-Randomness: replicate r of action a draws all its uniforms from ``derive_rng(*seed_parts, a, r)``
-(seed_parts = master seed, study seed, document id), a fixed number per step, so its trajectory
-does not depend on job order, thread count, or which other actions or replicates ran.
+Randomness (seed_parts = master seed, study seed, document id), a fixed number of uniforms per step from each
+stream, so a pair's trajectory does not depend on job order, thread count, or which other actions or replicates
+ran. ``reference_chain="shared"`` (complete mode, the default): replicate r's reference chain draws from
+``derive_rng(*seed_parts, "reference", r)`` and action a's coupling to it from ``derive_rng(*seed_parts, a, r)``
+("reference" is a reserved action name). ``"per_action"`` (and swrb mode): pair (a, r) draws everything from
+``derive_rng(*seed_parts, a, r)``.
 """
 
 from __future__ import annotations
@@ -33,8 +36,10 @@ from typing import Sequence
 import numpy as np
 
 from kvdiv.seeds import derive_rng
-from kvdiv.trajectories.base import MODES, ActionTrajectories, FoldedSession, Pairs, Session, drive, eos_flags
-from kvdiv.trajectories.complete import run_complete
+from kvdiv.trajectories.base import (
+    MODES, ActionTrajectories, FoldedSession, Pairs, Session, drive, effective_reference_chain, eos_flags,
+)
+from kvdiv.trajectories.complete import run_complete, run_complete_shared
 from kvdiv.trajectories.swrb import run_swrb
 
 
@@ -48,6 +53,7 @@ def generate(
     eos_token_ids: Sequence[int],
     mode: str = "complete",
     tv_atol: float = 0.0,
+    reference_chain: str = "shared",
     progress: bool = True,
 ) -> dict[str, ActionTrajectories]:
     """Coupled trajectories of every action for one document.
@@ -59,11 +65,13 @@ def generate(
     actions : action names known to the session.
     horizon : H, generated tokens per chain.
     replicates : R, coupled replicates per action.
-    seed_parts : (master seed, study seed, document id); replicate streams append (action, r).
+    seed_parts : (master seed, study seed, document id); replicate streams append (action, r) and ("reference", r).
     eos_token_ids : the model's end ids, ``[0]`` the session's absorbing one: every law has their mass
         folded onto ``[0]`` before coupling and TV; flagged as EOS in ``eos_x``/``eos_y``.
     mode : "complete" or "swrb".
     tv_atol : δ below it counts as 0 (float round-off; see :mod:`kvdiv.trajectories.coupling`).
+    reference_chain : "shared" (one reference chain per replicate for every action) or "per_action" (complete
+        mode; swrb always per action: :func:`kvdiv.trajectories.base.effective_reference_chain`).
 
     Returns
     -------
@@ -71,7 +79,7 @@ def generate(
     """
     return generate_documents(
         [session], [seed_parts], actions, horizon=horizon, replicates=replicates, eos_token_ids=eos_token_ids,
-        mode=mode, tv_atol=tv_atol, progress=progress,
+        mode=mode, tv_atol=tv_atol, reference_chain=reference_chain, progress=progress,
     )[0]
 
 
@@ -85,6 +93,7 @@ def generate_documents(
     eos_token_ids: Sequence[int],
     mode: str = "complete",
     tv_atol: float = 0.0,
+    reference_chain: str = "shared",
     progress: bool = True,
 ) -> list[dict[str, ActionTrajectories]]:
     """Coupled trajectories of every action for several documents of one model, advanced together.
@@ -105,21 +114,27 @@ def generate_documents(
     start = time.perf_counter()
     if len(set(eos_token_ids)) > 1:
         sessions = [FoldedSession(session, eos_token_ids) for session in sessions]
-    run = run_complete if mode == "complete" else run_swrb
+    shared = effective_reference_chain(mode, reference_chain) == "shared"
     documents = [Pairs(actions, replicates, horizon) for _ in sessions]
-    samplers = [
-        run(session, pairs, [derive_rng(*parts, a, r) for a, r in pairs.keys], horizon, tv_atol, progress and d == 0)
-        for d, (session, pairs, parts) in enumerate(zip(sessions, documents, seed_parts))
-    ]
+    samplers = []
+    for d, (session, pairs, parts) in enumerate(zip(sessions, documents, seed_parts)):
+        rngs = [derive_rng(*parts, a, r) for a, r in pairs.keys]
+        if shared:
+            references = [derive_rng(*parts, "reference", r) for r in range(replicates)]
+            samplers.append(run_complete_shared(session, pairs, references, rngs, horizon, tv_atol, progress and d == 0))
+        else:
+            run = run_complete if mode == "complete" else run_swrb
+            samplers.append(run(session, pairs, rngs, horizon, tv_atol, progress and d == 0))
     extras = drive(samplers, sessions)
     elapsed = time.perf_counter() - start
-    total_rows = max(sum(int(pairs.rows.sum()) for pairs in documents), 1)
-    return [_trajectories(pairs, extra, actions, eos_token_ids, mode, elapsed / total_rows)
+    total_rows = max(sum(float(pairs.rows.sum()) for pairs in documents), 1.0)
+    share = len(actions) if shared else 1
+    return [_trajectories(pairs, extra, actions, eos_token_ids, mode, elapsed / total_rows, share)
             for pairs, extra in zip(documents, extras)]
 
 
 def _trajectories(pairs: Pairs, extra: dict, actions: Sequence[str], eos_token_ids: Sequence[int], mode: str,
-                  seconds_per_row: float) -> dict[str, ActionTrajectories]:
+                  seconds_per_row: float, reference_share: int = 1) -> dict[str, ActionTrajectories]:
     """One document's pairs as per-action records (the layout of a store)."""
     out: dict[str, ActionTrajectories] = {}
     for a in actions:
@@ -133,7 +148,8 @@ def _trajectories(pairs: Pairs, extra: dict, actions: Sequence[str], eos_token_i
             match=x == y,
             eos_x=eos_flags(x, eos_token_ids),
             eos_y=eos_flags(y, eos_token_ids),
-            rows=int(pairs.rows[idx].sum()),
+            rows=float(pairs.rows[idx].sum()),
+            reference_share=reference_share,
         )
         traj.wall_time_s = seconds_per_row * traj.rows
         if mode == "swrb":
