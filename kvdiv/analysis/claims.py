@@ -381,7 +381,8 @@ def _table2_rows(out: _Rows, t2: pl.DataFrame, p90: Mapping) -> None:
     first, last = labels[0], labels[-1]
     if first == last:
         return
-    for (model, family, contrast), sub in sorted(strata.group_by(["model", "family", "contrast"]), key=lambda kv: kv[0]):
+    groups = sorted(strata.group_by(["model", "family", "contrast"]), key=lambda kv: kv[0])
+    for (model, family, contrast), sub in groups:
         sign = -1 if directions[family] == "fall" else 1
         verdicts, hits, n = [], 0, 0
         for (_,), comp in sorted(sub.group_by(["length"]), key=lambda kv: str(kv[0])):
@@ -418,9 +419,9 @@ def claims_markdown(claims: pl.DataFrame) -> str:
     lines = []
     for r in claims.iter_rows(named=True):
         unit = f" {r['unit']}" if r["unit"] in ("pp", "%", "steps") and r["ours"][:1] not in ("n", "") else ""
-        lines.append(f"| {r['claim']} | {r['statement']} | {r['model']} | {r['subject']} | "
-                     f"{r['n_documents'] if r['n_documents'] is not None else '–'} | {r['ours']}{unit} | {r['paper']} | "
-                     f"{r['rule']} | **{r['verdict']}** | {r['flags'] or ''} |")
+        docs = r["n_documents"] if r["n_documents"] is not None else "–"
+        lines.append(f"| {r['claim']} | {r['statement']} | {r['model']} | {r['subject']} | {docs} | "
+                     f"{r['ours']}{unit} | {r['paper']} | {r['rule']} | **{r['verdict']}** | {r['flags'] or ''} |")
     return head + "\n".join(lines) + "\n"
 
 

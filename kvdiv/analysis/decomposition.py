@@ -27,7 +27,14 @@ import numpy as np
 import polars as pl
 
 from kvdiv.analysis.bootstrap import cluster_bootstrap, result_rows, stat_seed
-from kvdiv.analysis.inputs import Metrics, applicable_contrasts, cells, contrast_name, document_means, paired
+from kvdiv.analysis.inputs import (
+    Metrics,
+    applicable_contrasts,
+    cells,
+    contrast_name,
+    document_means,
+    paired,
+)
 
 #: Statistics that divide by the ``gap`` of their cell.
 SHARES = ("exposure_share", "branch_share", "eos_share")
@@ -113,6 +120,6 @@ def eos_shares(metrics: Metrics, contrasts: Sequence[Sequence[str]], n_boot: int
         for model, cell, sub in cells(wide, by=by):
             values = {f"{c}_{s}": sub[f"{c}_{s}"].to_numpy() for c in cols for s in "ab"}
             res = cluster_bootstrap(values, stat, n_boot, stat_seed(seed, "eos", model, by, cell, a, b), confidence)
-            rows += mark_identification(
-                result_rows({"model": model, by: cell, "contrast": contrast_name(a, b), "n_documents": sub.height}, res))
+            keys = {"model": model, by: cell, "contrast": contrast_name(a, b), "n_documents": sub.height}
+            rows += mark_identification(result_rows(keys, res))
     return pl.DataFrame(rows)

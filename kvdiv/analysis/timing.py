@@ -4,13 +4,21 @@ replicates, P(τ ≤ H)), with cluster-bootstrap bands, and their paired contras
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import polars as pl
 
 from kvdiv.analysis.bootstrap import cluster_bootstrap, result_rows, stat_seed
-from collections.abc import Sequence
-
-from kvdiv.analysis.inputs import Metrics, applicable_contrasts, cells, contrast_name, document_means, paired, row_weight
+from kvdiv.analysis.inputs import (
+    Metrics,
+    applicable_contrasts,
+    cells,
+    contrast_name,
+    document_means,
+    paired,
+    row_weight,
+)
 
 
 def survival_curves(metrics: Metrics, n_boot: int, seed: int, confidence: float) -> pl.DataFrame:
@@ -71,7 +79,8 @@ def entry_contrasts(metrics: Metrics, contrasts: Sequence[Sequence[str]], n_boot
         wide = paired(doc, a, b, cols)
         for model, cell, sub in cells(wide):
             values = {f"{c}_{s}": sub[f"{c}_{s}"].to_numpy() for c in cols for s in "ab"}
-            res = cluster_bootstrap(values, stat, n_boot, stat_seed(seed, "entry_contrast", model, cell, a, b), confidence)
+            seed_cell = stat_seed(seed, "entry_contrast", model, cell, a, b)
+            res = cluster_bootstrap(values, stat, n_boot, seed_cell, confidence)
             rows += result_rows({"model": model, "stratum": cell, "contrast": contrast_name(a, b), "action_a": a,
                                  "action_b": b, "n_documents": sub.height}, res)
     return pl.DataFrame(rows)

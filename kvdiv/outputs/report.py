@@ -18,7 +18,13 @@ import polars as pl
 import yaml
 
 from kvdiv.analysis.blocks import block_pattern_counts
-from kvdiv.analysis.claims import NOT_IDENTIFIED, RULES, claims_markdown, claims_table, verdict_counts
+from kvdiv.analysis.claims import (
+    NOT_IDENTIFIED,
+    RULES,
+    claims_markdown,
+    claims_table,
+    verdict_counts,
+)
 from kvdiv.analysis.inputs import POOLED, contrast_name
 from kvdiv.analysis.items import ANALYSED, ITEMS
 from kvdiv.io import atomic_path, read_parquet
@@ -413,8 +419,9 @@ def _claims_section(claims: pl.DataFrame, setting: Mapping) -> list[str]:
         summary = ", ".join(f"{counts[v]} {v}" for v in ("consistent", "contradicted", "inconclusive"))
         lines.append(f"Verdicts: {summary} (of {total} rows).")
         if counts["inconclusive"] > total / 2:
-            lines.append(f" Most verdicts are inconclusive: with {', '.join(str(d) for d in docs) or 'these'} documents "
-                         "per study the intervals are too wide to decide; the paper's design has 288 per study.")
+            counts_text = ", ".join(str(d) for d in docs) or "these"
+            lines[-1] += (f" Most verdicts are inconclusive: with {counts_text} documents per study the intervals are "
+                          "too wide to decide; the paper's design has 288 per study.")
         lines.append("")
     lines += [claims_markdown(claims), ""]
     return lines

@@ -26,7 +26,12 @@ from tqdm.auto import tqdm
 
 from kvdiv.trajectories.base import Batch, Pairs, Sampler, Session, initial_laws
 from kvdiv.trajectories.coupling import (
-    COUPLE_UNIFORMS, SHARED_UNIFORMS, couple, couple_to_reference, reference_draw, tv_distance,
+    COUPLE_UNIFORMS,
+    SHARED_UNIFORMS,
+    couple,
+    couple_to_reference,
+    reference_draw,
+    tv_distance,
 )
 
 

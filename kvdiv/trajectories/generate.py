@@ -37,7 +37,14 @@ import numpy as np
 
 from kvdiv.seeds import derive_rng
 from kvdiv.trajectories.base import (
-    MODES, ActionTrajectories, FoldedSession, Pairs, Session, drive, effective_reference_chain, eos_flags,
+    MODES,
+    ActionTrajectories,
+    FoldedSession,
+    Pairs,
+    Session,
+    drive,
+    effective_reference_chain,
+    eos_flags,
 )
 from kvdiv.trajectories.complete import run_complete, run_complete_shared
 from kvdiv.trajectories.swrb import run_swrb
