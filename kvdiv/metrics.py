@@ -320,17 +320,20 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
     return {"replicates": replicates, "profiles_aligned": aligned, "profiles_clock": clock}
 
 
-def replicate_rows(mode: str, horizon: int, tau: np.ndarray, branch_start: np.ndarray | None = None) -> np.ndarray:
-    """Rows the samplers hand to ``session.step`` per replicate (kvdiv.trajectories): complete 2(H − 1) +
-    (H − τ)·1{τ ≤ H} (P at x, Q at y, and Q at x after divergence for the fixed-history TV); swrb 2(H − 1) for
-    the scan + 3(H − J)·1{J > 0} for the branch. ``tau`` 1-based, H + 1 = none."""
+def replicate_rows(mode: str, horizon: int, tau: np.ndarray, branch_start: np.ndarray | None = None,
+                   reference_share: int = 1) -> np.ndarray:
+    """Rows the samplers hand to ``session.step`` per replicate (kvdiv.trajectories): complete (1 + 1/A)(H − 1) +
+    (H − τ)·1{τ ≤ H} (P at x shared by the A = ``reference_share`` actions of a shared reference chain, 1 when
+    per action; Q at y; and Q at x after divergence for the fixed-history TV); swrb 2(H − 1) for the scan +
+    3(H − J)·1{J > 0} for the branch. ``tau`` 1-based, H + 1 = none."""
     h = int(horizon)
     if mode == "complete":
         tau = np.asarray(tau)
-        return 2 * (h - 1) + np.where(tau <= h, h - tau, 0)
+        rows = (h - 1) * (1 + 1.0 / reference_share) + np.where(tau <= h, h - tau, 0)
+        return rows.astype(np.float64)
     if mode == "swrb":
         j = np.asarray(branch_start)
-        return 2 * (h - 1) + np.where(j > 0, 3 * (h - j), 0)
+        return (2 * (h - 1) + np.where(j > 0, 3 * (h - j), 0)).astype(np.float64)
     raise ValueError(f"mode must be 'complete' or 'swrb', got {mode!r}")
 
 
@@ -376,7 +379,7 @@ def trajectory_replicates(trajectories: dict, mode: str, window: int, document: 
                 "tau": np.where(diverged, tau, 0).astype(np.int32),
                 "M_path": np.full(n, np.nan),
                 "pair_evaluations": pair_evaluations(mode, horizon, replicates=n),
-                "rows": replicate_rows(mode, horizon, tau),
+                "rows": replicate_rows(mode, horizon, tau, reference_share=traj.reference_share),
             }
         else:
             if traj.overlap_tv is None or traj.branch_start is None:
@@ -395,8 +398,8 @@ def trajectory_replicates(trajectories: dict, mode: str, window: int, document: 
                 "pair_evaluations": pair_evaluations(mode, horizon, j),
                 "rows": replicate_rows(mode, horizon, None, j),
             }
-        counted = int(np.sum(cols["rows"]))
-        if traj.rows and counted != int(traj.rows):
+        counted = float(np.sum(cols["rows"]))
+        if traj.rows and not np.isclose(counted, float(traj.rows), rtol=1e-9, atol=1e-6):
             raise RuntimeError(
                 f"action {action!r} ({mode}): {counted} rows reconstructed from the trajectories but the samplers "
                 f"counted {traj.rows}; the row accounting of kvdiv.trajectories changed"

@@ -73,6 +73,8 @@ rule report_md:
         tables=[layout.table(item, ext) for item in TABLE_ITEMS for ext in ("csv", "md")],
     output:
         report(layout.REPORT, caption="../report/report.rst", category="Report"),
+        claims_csv=layout.table("claims", "csv"),
+        claims_md=layout.table("claims", "md"),
     params:
         analysis={item: get_analysis_outputs(item) for item in ANALYSED_ITEMS},
         tables={item: {"numbers": layout.table(item, "csv"), "markdown": layout.table(item, "md")} for item in TABLE_ITEMS},
@@ -90,7 +92,7 @@ rule report_md:
 FINAL_TARGETS.extend(
     [layout.figure(item, ext) for item in FIGURE_ITEMS for ext in ("pdf", "png")]
     + [layout.table(item, ext) for item in TABLE_ITEMS for ext in ("csv", "md", "tex")]
-    + [layout.REPORT]
+    + [layout.REPORT, layout.table("claims", "csv"), layout.table("claims", "md")]
 )
 
 

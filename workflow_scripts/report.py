@@ -1,4 +1,5 @@
-"""Snakemake script of rule report_md: analysis tables -> results/report.md (kvdiv.outputs.report.build_report)."""
+"""Snakemake script of rule report_md: analysis tables -> results/report.md and the claims table
+results/tables/claims.{csv,md} (kvdiv.outputs.report.build_report)."""
 
 import logging
 
@@ -12,5 +13,6 @@ with job_log(snakemake.log[0]):
     analysis = {item: dict(paths) for item, paths in params.analysis.items()}
     analysis.update({item: {"numbers": paths["numbers"]} for item, paths in params.tables.items()})
     tables_md = {item: paths["markdown"] for item, paths in params.tables.items()}
-    build_report(analysis, tables_md, params.figures, params.setting, snakemake.output[0])
+    build_report(analysis, tables_md, params.figures, params.setting, snakemake.output[0],
+                 claims_out={"csv": snakemake.output.claims_csv, "md": snakemake.output.claims_md})
     logging.info("wrote %s", snakemake.output[0])

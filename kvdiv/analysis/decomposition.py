@@ -3,6 +3,7 @@ the gap made after the first EOS.
 
 ΔR = ΔO + ΔE·C̄ + Ē·ΔC exactly (midpoints C̄, Ē: the Shapley split of a product of two factors); the exposure share
 (ΔO + ΔE·C̄)/ΔR and the branch-mismatch share Ē·ΔC/ΔR sum to 1 and do not depend on the order of a and b.
+A share whose gap interval contains 0 is not identified (rows carry ``identified`` and ``contains_estimate``).
 The mathematics: docs/estimators.md#gap-decomposition.
 """
 
@@ -14,7 +15,32 @@ import numpy as np
 import polars as pl
 
 from kvdiv.analysis.bootstrap import cluster_bootstrap, result_rows, stat_seed
-from kvdiv.analysis.inputs import Metrics, applicable_contrasts, cells, contrast_name, document_means, paired
+from kvdiv.analysis.inputs import (
+    Metrics,
+    applicable_contrasts,
+    cells,
+    contrast_name,
+    document_means,
+    paired,
+)
+
+#: Statistics that divide by the ``gap`` of their cell.
+SHARES = ("exposure_share", "branch_share", "eos_share")
+
+
+def mark_identification(rows: list[dict]) -> list[dict]:
+    """Rows of one cell with ``identified`` and ``contains_estimate`` (module docstring): a share is identified when
+    its cell's ``gap`` interval excludes 0."""
+    gap = next((r for r in rows if r["statistic"] == "gap"), None)
+    gap_ok = gap is not None and np.isfinite(gap["lower"]) and np.isfinite(gap["upper"]) and (
+        gap["lower"] > 0 or gap["upper"] < 0)
+    out = []
+    for r in rows:
+        inside = not (np.isfinite(r["estimate"]) and np.isfinite(r["lower"]) and np.isfinite(r["upper"])) or (
+            r["lower"] <= r["estimate"] <= r["upper"])
+        out.append({**r, "identified": bool(gap_ok) if r["statistic"] in SHARES else True,
+                    "contains_estimate": bool(inside)})
+    return out
 
 
 def decomposition_stat(m: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -61,7 +87,7 @@ def gap_decomposition(metrics: Metrics, contrasts: Sequence[Sequence[str]], n_bo
             res = cluster_bootstrap(values, decomposition_stat, n_boot, stat_seed(seed, "decomposition", model, by, cell, a, b), confidence)
             keys = {"model": model, by: cell, "contrast": contrast_name(a, b), "action_a": a, "action_b": b,
                     "n_documents": sub.height}
-            rows += result_rows(keys, res)
+            rows += mark_identification(result_rows(keys, res))
     return pl.DataFrame(rows)
 
 
@@ -82,5 +108,6 @@ def eos_shares(metrics: Metrics, contrasts: Sequence[Sequence[str]], n_boot: int
         for model, cell, sub in cells(wide, by=by):
             values = {f"{c}_{s}": sub[f"{c}_{s}"].to_numpy() for c in cols for s in "ab"}
             res = cluster_bootstrap(values, stat, n_boot, stat_seed(seed, "eos", model, by, cell, a, b), confidence)
-            rows += result_rows({"model": model, by: cell, "contrast": contrast_name(a, b), "n_documents": sub.height}, res)
+            keys = {"model": model, by: cell, "contrast": contrast_name(a, b), "n_documents": sub.height}
+            rows += mark_identification(result_rows(keys, res))
     return pl.DataFrame(rows)

@@ -22,7 +22,7 @@ from kvdiv.analysis.inputs import Metrics
 from kvdiv.analysis.prediction import prediction_table
 from kvdiv.analysis.swrb_comparison import swrb_enclosure, swrb_variance
 from kvdiv.analysis.profiles import branch_tv_profiles, late_minus_early
-from kvdiv.analysis.timing import entry_times, survival_curves
+from kvdiv.analysis.timing import entry_contrasts, entry_times, survival_curves
 from kvdiv.analysis.windows import check_window
 
 #: Config keys in percentage points that builders take as proportions.
@@ -64,6 +64,7 @@ ITEMS: dict[str, AnalysisItem] = {
             "decomposition": AnalysisTable(gap_decomposition, CONTRASTS),
             "survival": AnalysisTable(survival_curves),
             "entry": AnalysisTable(entry_times),
+            "entry_contrasts": AnalysisTable(entry_contrasts, CONTRASTS),
         },
     ),
     "figure6": AnalysisItem(

@@ -1,13 +1,24 @@
 """Figure 5's entry into divergence: first-divergence survival curves and entry times (mean τ among diverged
-replicates, P(τ ≤ H)), with cluster-bootstrap bands."""
+replicates, P(τ ≤ H)), with cluster-bootstrap bands, and their paired contrasts between actions (the claims of
+§5.2 that SnapKV-half enters divergence later and less often, :mod:`kvdiv.analysis.claims`)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
 
 from kvdiv.analysis.bootstrap import cluster_bootstrap, result_rows, stat_seed
-from kvdiv.analysis.inputs import Metrics, cells, document_means, row_weight
+from kvdiv.analysis.inputs import (
+    Metrics,
+    applicable_contrasts,
+    cells,
+    contrast_name,
+    document_means,
+    paired,
+    row_weight,
+)
 
 
 def survival_curves(metrics: Metrics, n_boot: int, seed: int, confidence: float) -> pl.DataFrame:
@@ -47,4 +58,29 @@ def entry_times(metrics: Metrics, n_boot: int, seed: int, confidence: float) -> 
             values = {"tau_sum": sub["tau_diverged_sum"].to_numpy(), "div": sub["diverged"].to_numpy()}
             res = cluster_bootstrap(values, stat, n_boot, stat_seed(seed, "entry", model, cell, action), confidence)
             rows += result_rows({"model": model, "stratum": cell, "action": action, "n_documents": sub.height}, res)
+    return pl.DataFrame(rows)
+
+
+def entry_contrasts(metrics: Metrics, contrasts: Sequence[Sequence[str]], n_boot: int, seed: int,
+                    confidence: float) -> pl.DataFrame:
+    """Per model × stratum × contrast a − b, paired over documents having both actions (one bootstrap resample
+    moves a document's values of both): ``mean_tau_gap`` = mean τ among diverged of a minus that of b (steps), and
+    ``diverged_gap`` = P(τ ≤ H) of a minus that of b."""
+    doc = document_means(metrics.replicates)
+    cols = ["tau_diverged_sum", "diverged"]
+
+    def stat(m):
+        tau_a = m["tau_diverged_sum_a"] / np.where(m["diverged_a"] > 0, m["diverged_a"], np.nan)
+        tau_b = m["tau_diverged_sum_b"] / np.where(m["diverged_b"] > 0, m["diverged_b"], np.nan)
+        return {"mean_tau_gap": tau_a - tau_b, "diverged_gap": m["diverged_a"] - m["diverged_b"]}
+
+    rows: list[dict] = []
+    for a, b in applicable_contrasts(contrasts, doc["action"].unique()):
+        wide = paired(doc, a, b, cols)
+        for model, cell, sub in cells(wide):
+            values = {f"{c}_{s}": sub[f"{c}_{s}"].to_numpy() for c in cols for s in "ab"}
+            seed_cell = stat_seed(seed, "entry_contrast", model, cell, a, b)
+            res = cluster_bootstrap(values, stat, n_boot, seed_cell, confidence)
+            rows += result_rows({"model": model, "stratum": cell, "contrast": contrast_name(a, b), "action_a": a,
+                                 "action_b": b, "n_documents": sub.height}, res)
     return pl.DataFrame(rows)

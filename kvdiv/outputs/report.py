@@ -18,6 +18,13 @@ import polars as pl
 import yaml
 
 from kvdiv.analysis.blocks import block_pattern_counts
+from kvdiv.analysis.claims import (
+    NOT_IDENTIFIED,
+    RULES,
+    claims_markdown,
+    claims_table,
+    verdict_counts,
+)
 from kvdiv.analysis.inputs import POOLED, contrast_name
 from kvdiv.analysis.items import ANALYSED, ITEMS
 from kvdiv.analysis.verdicts import RULE, contrast_verdicts
@@ -82,6 +89,19 @@ def _paper_item(values: Mapping, index: int, *path: str) -> str:
     return str(node[index]) if isinstance(node, list) and index < len(node) else "–"
 
 
+def _share(row: Mapping | None, digits: int = 1) -> str:
+    """A share of a gap: "not identified" when the gap's interval contains 0 (``identified`` of
+    :mod:`kvdiv.analysis.decomposition`), else its interval, flagged when the interval excludes the estimate."""
+    if row is None:
+        return "–"
+    if row.get("identified") is False:
+        return NOT_IDENTIFIED
+    text = _ci(row, digits)
+    if row.get("contains_estimate") is False:
+        text += " ⚠ interval excludes its estimate"
+    return text
+
+
 def _one(frame: pl.DataFrame, **eq: object) -> dict | None:
     sub = frame
     for k, v in eq.items():
@@ -142,8 +162,9 @@ def _setting_section(setting: Mapping, paper: Mapping) -> str:
 
 
 def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Mapping[str, str | Path],
-                 figures: Mapping[str, str | Path], setting: Mapping, out: str | Path) -> str:
-    """Write ``results/report.md``.
+                 figures: Mapping[str, str | Path], setting: Mapping, out: str | Path,
+                 claims_out: Mapping[str, str | Path] | None = None) -> str:
+    """Write ``results/report.md`` (and, with ``claims_out`` = ``{"csv": path, "md": path}``, the claims table).
 
     Parameters
     ----------
@@ -158,6 +179,8 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
         What ran: ``models`` (name → short description), ``studies`` (name → documents,
         documents_per_stratum, strata, horizon, replicates, actions, mode), ``figure_studies`` (item → study),
         ``contrasts``, ``cohort_max_tau``, ``early``, ``late``, ``bootstrap``, ``confidence``.
+    claims_out
+        Where to write the claims table (:func:`kvdiv.analysis.claims.claims_table`) as CSV and Markdown.
     """
     paper = paper_values()
     out = Path(out)
@@ -174,8 +197,19 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
         "reports for its two models; where a row names one of our models, the paper columns show the paper's "
         "value for the same quantity on its models.",
         "",
-        _setting_section(setting, paper["setting"]),
     ]
+    t2_numbers = analysis.get("table2", {}).get("numbers")
+    t3_numbers = analysis.get("table3", {}).get("numbers")
+    claims = claims_table(
+        frames,
+        pl.read_csv(t2_numbers, schema_overrides={"length": pl.Utf8}) if t2_numbers else None,
+        pl.read_csv(t3_numbers) if t3_numbers else None,
+        paper,
+    )
+    parts += _claims_section(claims, setting)
+    if claims_out:
+        _write_claims(claims, claims_out)
+    parts.append(_setting_section(setting, paper["setting"]))
 
     # ---------------------------------------------------------------- Figure 5 / §5.2
     f5 = frames.get("figure5", {})
@@ -203,13 +237,17 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
                 if g:
                     t.add(f"mismatch gap (pp), {contrast}", model, g["n_documents"], _ci(g))
                 if r:
-                    t.add(f"exposure share of gap (%), {contrast}", model, r["n_documents"], _ci(r, 1),
+                    t.add(f"exposure share of gap (%), {contrast}", model, r["n_documents"], _share(r),
                           _paper(p50, "exposure_share_of_gap_percent", key, "llama"),
                           _paper(p50, "exposure_share_of_gap_percent", key, "qwen"))
             cells = dec.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED) & (pl.col("statistic") == "exposure_share"))
             if cells.height:
+                ok = cells.filter(pl.col("identified")) if "identified" in cells.columns else cells
+                unidentified = cells.height - ok.height
                 t.add("decompositions with exposure majority (stratum × contrast)", model, "–",
-                      _count(cells["estimate"], 0.5), _paper(p50, "decompositions_with_exposure_majority"), "")
+                      _count(ok["estimate"], 0.5) + (f" ({unidentified} not identified: gap indistinguishable from 0)"
+                                                     if unidentified else ""),
+                      _paper(p50, "decompositions_with_exposure_majority"), "")
             rates = dec.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED)
                                & pl.col("statistic").is_in(["rate_a", "rate_b"]))["estimate"].drop_nans()
             if rates.len():
@@ -259,12 +297,12 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
                     t.add(f"mismatch gap (pp), {contrast}", model, g["n_documents"], _ci(g),
                           _paper(p90, "mismatch_gap_pp", "llama"), _paper(p90, "mismatch_gap_pp", "qwen"))
                 if r:
-                    t.add(f"exposure share of gap (%), {contrast}", model, r["n_documents"], _ci(r, 1),
+                    t.add(f"exposure share of gap (%), {contrast}", model, r["n_documents"], _share(r),
                           _paper(p90, "exposure_share_of_gap_percent", "llama"), _paper(p90, "exposure_share_of_gap_percent", "qwen"))
                 for fam in sorted(set(eos.filter(pl.col("model") == model)["family"].to_list())):
                     e = _one(eos, model=model, family=fam, contrast=contrast, statistic="eos_share")
                     if e:
-                        t.add(f"EOS share of gap (%), {fam}, {contrast}", model, e["n_documents"], _ci(e),
+                        t.add(f"EOS share of gap (%), {fam}, {contrast}", model, e["n_documents"], _share(e, 2),
                               _paper(p90, "eos_share_percent", "llama", fam) if fam != POOLED else "–",
                               _paper(p90, "eos_share_percent", "qwen") if fam == POOLED else "–")
             pooled = lme.filter((pl.col("model") == model) & (pl.col("family") == POOLED))
@@ -363,6 +401,45 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
     return text
 
 
+def _claims_section(claims: pl.DataFrame, setting: Mapping) -> list[str]:
+    """The report's first section: one row per (claim, model, subject) with its verdict and the rule behind it."""
+    counts = verdict_counts(claims)
+    docs = [spec.get("documents") for spec in setting.get("studies", {}).values() if spec.get("documents")]
+    lines = [
+        "## Claims", "",
+        "Each headline claim of the paper, tested on this run's data (kvdiv.analysis.claims, docs/claims.md). Our "
+        "estimate is a pooled point estimate with its 95% cluster-bootstrap percentile interval over documents; the "
+        "paper's value is for its own models (Llama-3.1-8B, Qwen2.5-7B), so a verdict says whether *our* model shows "
+        "the paper's pattern. Verdict rules, on our interval:", "",
+        *[f"- **{name}**: {text}." for name, text in RULES.items()],
+        "",
+        f"A share whose gap's interval contains 0 is *{NOT_IDENTIFIED}* and inconclusive; an interval that excludes "
+        "its own point estimate is flagged.", "",
+    ]
+    if claims.height:
+        total = claims.height
+        summary = ", ".join(f"{counts[v]} {v}" for v in ("consistent", "contradicted", "inconclusive"))
+        lines.append(f"Verdicts: {summary} (of {total} rows).")
+        if counts["inconclusive"] > total / 2:
+            counts_text = ", ".join(str(d) for d in docs) or "these"
+            lines[-1] += (f" Most verdicts are inconclusive: with {counts_text} documents per study the intervals are "
+                          "too wide to decide; the paper's design has 288 per study.")
+        lines.append("")
+    lines += [claims_markdown(claims), ""]
+    return lines
+
+
+def _write_claims(claims: pl.DataFrame, out: Mapping[str, str | Path]) -> None:
+    """The claims table as CSV and Markdown (written atomically)."""
+    if "csv" in out:
+        with atomic_path(out["csv"]) as tmp:
+            claims.write_csv(tmp)
+    if "md" in out:
+        with atomic_path(out["md"]) as tmp:
+            Path(tmp).write_text("Claims of arXiv 2609.16617 §5 with a verdict each (docs/claims.md).\n\n"
+                                 + claims_markdown(claims), encoding="utf-8")
+
+
 def _accuracy_section(numbers: str | Path | None, markdown: str | Path | None, study: str) -> list[str]:
     """The report's section "Does divergence change the answer?" (item ``accuracy``): pooled accuracy of x and y, the
     share of changed answers and y's accuracy after early and late divergence, per model × action, then the table."""
@@ -433,7 +510,7 @@ def _probabilistic_section(frames: Mapping[str, pl.DataFrame], title: str, figur
                 v = _one(verdicts, model=model, contrast=contrast)
                 n = (g or {}).get("n_documents", "–")
                 direction = claimed.get((v or {}).get("direction"), "–")
-                parts.append(f"| {contrast} | {model} | {n} | {_ci(g)} | {_ci(s, 1)} | {direction} | "
+                parts.append(f"| {contrast} | {model} | {n} | {_ci(g)} | {_share(s)} | {direction} | "
                              f"{(v or {}).get('verdict', '–')} |")
         parts.append("")
     return parts

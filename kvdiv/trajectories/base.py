@@ -16,6 +16,10 @@ from kvdiv.trajectories.coupling import fold_eos
 
 MODES = ("complete", "swrb")
 
+#: How complete mode draws the reference chains (``reference_chain`` of a study; :mod:`kvdiv.trajectories.complete`):
+#: ``shared`` = one x per (document, replicate) that every action's y is coupled to; ``per_action`` = one x per pair.
+REFERENCE_CHAINS = ("shared", "per_action")
+
 #: A sampler of one document: yields each batched step's (chains, tokens), is sent back their laws
 #: ([len(chains), V] float64, EOS folded), and returns its extra arrays (swrb: overlap_tv, branch_start).
 Sampler = Generator[tuple[list[int], list[int]], np.ndarray, dict]
@@ -49,12 +53,25 @@ class ActionTrajectories:
     overlap_tv: np.ndarray | None = None  # float32 (swrb): hazards along the overlap scan
     branch_start: np.ndarray | None = None  # int32 [R] (swrb): J, 0 when D = 0
     wall_time_s: float = 0.0
-    rows: int = field(default=0, repr=False)  # kernel rows this action used (for the time split)
+    rows: float = field(default=0.0, repr=False)  # kernel rows this action used (for the time split)
+    reference_share: int = 1  # pairs of a replicate that share one reference chain (1: per_action, or swrb)
 
 
-def chains_needed(n_actions: int, replicates: int, mode: str) -> int:
-    """The most chains alive at once: 3 per pair in complete mode, 4 in swrb (scan + snapshot)."""
+def chains_needed(n_actions: int, replicates: int, mode: str, reference_chain: str = "per_action") -> int:
+    """The most chains alive at once: 3 per pair in complete mode (2 per pair + 1 per replicate with a shared
+    reference), 4 in swrb (scan + snapshot)."""
+    if mode == "complete" and reference_chain == "shared":
+        return (2 * n_actions + 1) * replicates
     return (3 if mode == "complete" else 4) * n_actions * replicates
+
+
+def effective_reference_chain(mode: str, reference_chain: str) -> str:
+    """The reference chain a study's trajectories use: ``reference_chain`` in complete mode; ``per_action`` in swrb
+    mode, whose path before the branch point is drawn from the overlap of P and each action's Q (no chain of P
+    alone exists to share). A name outside :data:`REFERENCE_CHAINS` is a ``ValueError``."""
+    if reference_chain not in REFERENCE_CHAINS:
+        raise ValueError(f"reference_chain must be one of {REFERENCE_CHAINS}, got {reference_chain!r}")
+    return reference_chain if mode == "complete" else "per_action"
 
 
 def to_numpy(probs: Any) -> np.ndarray:
@@ -143,7 +160,7 @@ class Pairs:
         self.y = np.zeros((n, horizon), dtype=np.int64)
         self.tv = np.zeros((n, horizon), dtype=np.float64)
         self.fixed_tv = np.zeros((n, horizon), dtype=np.float64)
-        self.rows = np.zeros(n, dtype=np.int64)
+        self.rows = np.zeros(n, dtype=np.float64)
 
 
 class Batch:

@@ -67,6 +67,7 @@ def summarize(path: str | Path) -> dict[str, Any]:
         "horizon": attrs.get("horizon"),
         "temperature": attrs.get("temperature"),
         "evict_first_step": attrs.get("evict_first_step"),
+        "reference_chain": attrs.get("reference_chain"),
         "documents": documents,
         "actions": per_action,
         "wall_time_s": attrs.get("wall_time_s"),
@@ -87,6 +88,7 @@ def format_summary(summary: dict[str, Any]) -> str:
     lines = [
         f"{summary['kind']} store {summary['store']}",
         f"model {summary['model']}  mode {summary['mode']}  H={summary['horizon']}  T={summary['temperature']}"
+        + (f"  reference chain {summary['reference_chain']}" if summary.get("reference_chain") else "")
         + (f"  study {summary['study']}" if summary.get("study") else ""),
         f"documents: {len(docs)}" + (f" ({', '.join(docs[:5])}{', ...' if len(docs) > 5 else ''})" if docs else ""),
     ]

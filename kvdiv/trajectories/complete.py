@@ -1,11 +1,20 @@
-"""The complete-mode sampler: the recursive overlap–residual maximal coupling of every pair for all H steps.
+"""The complete-mode samplers: the recursive overlap–residual maximal coupling of every pair for all H steps.
 
 For t = 1..H it records x_t, y_t, δ_t = TV(P(·|x_<t), Q(·|y_<t)) (:func:`kvdiv.trajectories.coupling.couple`)
 and the fixed-history TV TV(P(·|x_<t), Q(·|x_<t)). Before the first divergence x_<t = y_<t, so a pair needs
 two rows (P at x, Q at x). At the divergence step the y chain is forked before y_t is appended and the fork
 is fed x_t: from then on three rows (P at x, Q at y, Q at x).
 
-:func:`run_complete` is a generator (:data:`kvdiv.trajectories.base.Sampler`): it yields each batched step's
+Two ways to draw the pairs, with the same law for each pair (x, y_a) (``reference_chain`` of a study):
+
+- :func:`run_complete_shared` (``shared``, the default): one reference chain x per replicate, drawn from P on its
+  own stream; every action's y is coupled to that same x (:func:`kvdiv.trajectories.coupling.couple_to_reference`).
+  Contrasts between actions are paired (common random numbers), and a step has R reference rows instead of one
+  per pair.
+- :func:`run_complete` (``per_action``): every pair draws its own x and y together
+  (:func:`kvdiv.trajectories.coupling.couple`), each pair on its own stream.
+
+Both are generators (:data:`kvdiv.trajectories.base.Sampler`): it yields each batched step's
 (chains, tokens) and is sent back their laws, so one driver can advance the samplers of several documents in
 one forward per step (:func:`kvdiv.trajectories.generate.generate_documents`).
 """
@@ -16,7 +25,14 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from kvdiv.trajectories.base import Batch, Pairs, Sampler, Session, initial_laws
-from kvdiv.trajectories.coupling import COUPLE_UNIFORMS, couple, tv_distance
+from kvdiv.trajectories.coupling import (
+    COUPLE_UNIFORMS,
+    SHARED_UNIFORMS,
+    couple,
+    couple_to_reference,
+    reference_draw,
+    tv_distance,
+)
 
 
 def run_complete(session: Session, pairs: Pairs, rngs, horizon: int, tv_atol: float, progress: bool) -> Sampler:
@@ -46,6 +62,55 @@ def run_complete(session: Session, pairs: Pairs, rngs, horizon: int, tv_atol: fl
                 pairs.rows[k] += 2 if cfx[k] is None else 3
             probs = yield batch.chains, batch.tokens
             p, q, qf = probs[rows[:, 0]], probs[rows[:, 1]], probs[rows[:, 2]]
+    finally:
+        session.release(cx + cy + [c for c in cfx if c is not None])
+    return {}
+
+
+def run_complete_shared(session: Session, pairs: Pairs, reference_rngs, rngs, horizon: int, tv_atol: float,
+                        progress: bool) -> Sampler:
+    """Fill ``pairs`` with every action's y chain coupled to one reference chain per replicate (module docstring).
+
+    ``reference_rngs[r]`` drives replicate r's reference chain (1 uniform per step), ``rngs[k]`` pair k's acceptance
+    and residual draws (2 per step): a pair's values depend only on its own and its replicate's streams, never on
+    which other actions run. Rows per step: one per reference chain, one per pair (Q at y), one more per diverged
+    pair (Q at x, the fixed-history law). ``pairs.rows`` charges each reference row equally to the pairs it serves.
+    """
+    n = len(pairs.keys)
+    replicate = np.array([r for _, r in pairs.keys], dtype=np.int64)
+    n_ref = len(reference_rngs)
+    if n and replicate.max() >= n_ref:
+        raise ValueError(f"{n_ref} reference streams for replicates up to {replicate.max()}")
+    sharing = np.bincount(replicate, minlength=n_ref)[replicate]  # pairs per reference chain
+    ref_u = np.stack([rng.random(horizon) for rng in reference_rngs])  # [R, H]
+    uniforms = np.stack([rng.random((horizon, SHARED_UNIFORMS)) for rng in rngs])  # [n, H, 2]
+    cx = [session.new_chain("reference") for _ in range(n_ref)]
+    cy = [session.new_chain(a) for a, _ in pairs.keys]
+    cfx: list[int | None] = [None] * n
+    p0, q = initial_laws(session, pairs)
+    p_ref = np.repeat(p0[:1], n_ref, axis=0)
+    qf = q
+    try:
+        for t in tqdm(range(1, horizon + 1), desc="coupled steps", disable=not progress, mininterval=5):
+            x_ref = reference_draw(p_ref, ref_u[:, t - 1])
+            x = x_ref[replicate]
+            p = p_ref[replicate]
+            y, tv = couple_to_reference(p, q, x, uniforms[:, t - 1], tv_atol)
+            pairs.x[:, t - 1], pairs.y[:, t - 1], pairs.tv[:, t - 1] = x, y, tv
+            pairs.fixed_tv[:, t - 1] = tv_distance(p, qf, tv_atol)
+            if t == horizon:
+                break
+            batch = Batch()
+            ref_rows = np.array([batch.add(cx[r], x_ref[r]) for r in range(n_ref)], dtype=np.int64)
+            rows = np.zeros((n, 2), dtype=np.int64)
+            for k in range(n):
+                if cfx[k] is None and x[k] != y[k]:
+                    cfx[k] = session.fork(cy[k])  # history x_<t = y_<t, before y_t is appended
+                rows[k, 0] = batch.add(cy[k], y[k])
+                rows[k, 1] = rows[k, 0] if cfx[k] is None else batch.add(cfx[k], x[k])
+                pairs.rows[k] += 1.0 / sharing[k] + (1 if cfx[k] is None else 2)
+            probs = yield batch.chains, batch.tokens
+            p_ref, q, qf = probs[ref_rows], probs[rows[:, 0]], probs[rows[:, 1]]
     finally:
         session.release(cx + cy + [c for c in cfx if c is not None])
     return {}

@@ -4,7 +4,9 @@
 x_t ~ (p − q)⁺/δ_t, y_t ~ (q − p)⁺/δ_t. Every draw is an inverse-CDF lookup of a supplied or seeded uniform, a fixed
 number per row and step (3 for :func:`couple`, 1 for :func:`overlap_draw`, 2 for :func:`residual_draw`). A δ below
 ``tv_atol`` counts as 0 (float round-off of batched decoding). :func:`fold_eos` folds several end ids onto one.
-The mathematics, the numerics and ``tv_atol``: docs/estimators.md#the-coupling.
+Shared reference (:func:`reference_draw`, :func:`couple_to_reference`): x_t ~ p, y_t = x_t with probability
+min(1, q(x_t)/p(x_t)), else from (q − p)⁺/δ_t — the same joint law per pair. The mathematics, the numerics and
+``tv_atol``: docs/estimators.md#the-coupling.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ from kvdiv.estimands import tv
 
 #: Uniforms one :func:`couple` step consumes per row: branch choice, x draw, y draw.
 COUPLE_UNIFORMS = 3
+#: Uniforms one :func:`reference_draw` consumes per reference chain (x draw).
+REFERENCE_UNIFORMS = 1
+#: Uniforms one :func:`couple_to_reference` step consumes per row: acceptance of x, residual draw of y.
+SHARED_UNIFORMS = 2
 
 
 def _as_laws(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -111,6 +117,56 @@ def couple(
     x = np.where(common, z, categorical(res_p, u[:, 1]))
     y = np.where(common, z, categorical(res_q, u[:, 2]))
     return x, y, delta
+
+
+def reference_draw(p: np.ndarray, rng: np.random.Generator | np.ndarray) -> np.ndarray:
+    """x_t ~ p for every row (the shared reference chain's own draw, :data:`REFERENCE_UNIFORMS` uniform per row)."""
+    p = np.clip(np.atleast_2d(np.asarray(p, dtype=np.float64)), 0.0, None)
+    return categorical(p, _uniforms(rng, p.shape[0], REFERENCE_UNIFORMS)[:, 0])
+
+
+def couple_to_reference(
+    p: np.ndarray, q: np.ndarray, x: np.ndarray, rng: np.random.Generator | np.ndarray, tv_atol: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """One step of the maximal coupling given the reference token: y_t for every row (module docstring).
+
+    Parameters
+    ----------
+    p, q : float64 [n, V]
+        Laws of the reference chain (at x_<t) and the intervention chain (at y_<t).
+    x : int [n]
+        x_t, drawn from p (:func:`reference_draw`).
+    rng : Generator or float [n, 2]
+        A seeded generator, or the step's uniforms (acceptance, residual draw) per row.
+    tv_atol : float
+        δ below it counts as 0: y_t = x_t (as :func:`couple` takes the common draw).
+
+    Returns
+    -------
+    y : int64 [n]
+        y_t = x_t with probability min(1, q(x_t)/p(x_t)), else a draw from (q − p)⁺ (≠ x_t).
+    tv : float64 [n]
+        δ_t, computed as :func:`couple` computes it.
+    """
+    p, q = _as_laws(p, q)
+    n = p.shape[0]
+    x = np.asarray(x, dtype=np.int64).reshape(n)
+    u = _uniforms(rng, n, SHARED_UNIFORMS)
+    overlap = np.minimum(p, q)
+    mass_p = (p - overlap).sum(axis=1)
+    mass_q = (q - overlap).sum(axis=1)
+    delta = np.clip(0.5 * (mass_p + mass_q), 0.0, 1.0)
+    negligible = delta < tv_atol
+    # each law normalised by its own mass (float32 laws do not sum to 1 exactly)
+    sum_p, sum_q = p.sum(axis=1), q.sum(axis=1)
+    px, qx = p[np.arange(n), x], q[np.arange(n), x]
+    accept = u[:, 0] * px * sum_q < qx * sum_p
+    res_q = np.clip(q / np.where(sum_q > 0, sum_q, 1.0)[:, None] - p / np.where(sum_p > 0, sum_p, 1.0)[:, None],
+                    0.0, None)
+    residual_ok = (res_q.sum(axis=1) > 0) & (mass_p > 0) & (mass_q > 0)
+    keep = accept | negligible | ~residual_ok
+    y = np.where(keep, x, categorical(res_q, u[:, 1]))
+    return y, np.where(negligible, 0.0, delta)
 
 
 def overlap_draw(

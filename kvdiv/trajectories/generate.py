@@ -5,8 +5,9 @@ Both kernels are served by one :class:`kvdiv.llm.session.KernelSession`; the two
 :mod:`~kvdiv.trajectories.complete` and :mod:`~kvdiv.trajectories.swrb`. Several documents
 (:func:`generate_documents`): one session each, all rows through ONE forward per step
 (:func:`kvdiv.trajectories.base.drive`, :func:`kvdiv.llm.session.step_sessions`); a document's values do not depend
-on which documents share its forward. Step 1, EOS folding and the per-replicate streams:
-docs/estimators.md#kernel-pairs-from-a-model.
+on which documents share its forward. Streams: ``reference_chain="shared"`` (complete mode, default) draws
+replicate r's reference from ``derive_rng(*seed_parts, "reference", r)`` and action a's coupling from
+``(*seed_parts, a, r)``; details: docs/estimators.md#kernel-pairs-from-a-model.
 """
 
 from __future__ import annotations
@@ -17,8 +18,17 @@ from typing import Sequence
 import numpy as np
 
 from kvdiv.seeds import derive_rng
-from kvdiv.trajectories.base import MODES, ActionTrajectories, FoldedSession, Pairs, Session, drive, eos_flags
-from kvdiv.trajectories.complete import run_complete
+from kvdiv.trajectories.base import (
+    MODES,
+    ActionTrajectories,
+    FoldedSession,
+    Pairs,
+    Session,
+    drive,
+    effective_reference_chain,
+    eos_flags,
+)
+from kvdiv.trajectories.complete import run_complete, run_complete_shared
 from kvdiv.trajectories.swrb import run_swrb
 
 
@@ -32,6 +42,7 @@ def generate(
     eos_token_ids: Sequence[int],
     mode: str = "complete",
     tv_atol: float = 0.0,
+    reference_chain: str = "shared",
     progress: bool = True,
 ) -> dict[str, ActionTrajectories]:
     """Coupled trajectories of every action for one document.
@@ -43,11 +54,13 @@ def generate(
     actions : action names known to the session.
     horizon : H, generated tokens per chain.
     replicates : R, coupled replicates per action.
-    seed_parts : (master seed, study seed, document id); replicate streams append (action, r).
+    seed_parts : (master seed, study seed, document id); replicate streams append (action, r) and ("reference", r).
     eos_token_ids : the model's end ids, ``[0]`` the session's absorbing one: every law has their mass
         folded onto ``[0]`` before coupling and TV; flagged as EOS in ``eos_x``/``eos_y``.
     mode : "complete" or "swrb".
     tv_atol : δ below it counts as 0 (float round-off; see :mod:`kvdiv.trajectories.coupling`).
+    reference_chain : "shared" (one reference chain per replicate for every action) or "per_action" (complete
+        mode; swrb always per action: :func:`kvdiv.trajectories.base.effective_reference_chain`).
 
     Returns
     -------
@@ -55,7 +68,7 @@ def generate(
     """
     return generate_documents(
         [session], [seed_parts], actions, horizon=horizon, replicates=replicates, eos_token_ids=eos_token_ids,
-        mode=mode, tv_atol=tv_atol, progress=progress,
+        mode=mode, tv_atol=tv_atol, reference_chain=reference_chain, progress=progress,
     )[0]
 
 
@@ -69,6 +82,7 @@ def generate_documents(
     eos_token_ids: Sequence[int],
     mode: str = "complete",
     tv_atol: float = 0.0,
+    reference_chain: str = "shared",
     progress: bool = True,
 ) -> list[dict[str, ActionTrajectories]]:
     """Coupled trajectories of every action for several documents of one model, advanced together.
@@ -89,21 +103,27 @@ def generate_documents(
     start = time.perf_counter()
     if len(set(eos_token_ids)) > 1:
         sessions = [FoldedSession(session, eos_token_ids) for session in sessions]
-    run = run_complete if mode == "complete" else run_swrb
+    shared = effective_reference_chain(mode, reference_chain) == "shared"
     documents = [Pairs(actions, replicates, horizon) for _ in sessions]
-    samplers = [
-        run(session, pairs, [derive_rng(*parts, a, r) for a, r in pairs.keys], horizon, tv_atol, progress and d == 0)
-        for d, (session, pairs, parts) in enumerate(zip(sessions, documents, seed_parts))
-    ]
+    samplers = []
+    for d, (session, pairs, parts) in enumerate(zip(sessions, documents, seed_parts)):
+        rngs = [derive_rng(*parts, a, r) for a, r in pairs.keys]
+        if shared:
+            references = [derive_rng(*parts, "reference", r) for r in range(replicates)]
+            samplers.append(run_complete_shared(session, pairs, references, rngs, horizon, tv_atol, progress and d == 0))
+        else:
+            run = run_complete if mode == "complete" else run_swrb
+            samplers.append(run(session, pairs, rngs, horizon, tv_atol, progress and d == 0))
     extras = drive(samplers, sessions)
     elapsed = time.perf_counter() - start
-    total_rows = max(sum(int(pairs.rows.sum()) for pairs in documents), 1)
-    return [_trajectories(pairs, extra, actions, eos_token_ids, mode, elapsed / total_rows)
+    total_rows = max(sum(float(pairs.rows.sum()) for pairs in documents), 1.0)
+    share = len(actions) if shared else 1
+    return [_trajectories(pairs, extra, actions, eos_token_ids, mode, elapsed / total_rows, share)
             for pairs, extra in zip(documents, extras)]
 
 
 def _trajectories(pairs: Pairs, extra: dict, actions: Sequence[str], eos_token_ids: Sequence[int], mode: str,
-                  seconds_per_row: float) -> dict[str, ActionTrajectories]:
+                  seconds_per_row: float, reference_share: int = 1) -> dict[str, ActionTrajectories]:
     """One document's pairs as per-action records (the layout of a store)."""
     out: dict[str, ActionTrajectories] = {}
     for a in actions:
@@ -117,7 +137,8 @@ def _trajectories(pairs: Pairs, extra: dict, actions: Sequence[str], eos_token_i
             match=x == y,
             eos_x=eos_flags(x, eos_token_ids),
             eos_y=eos_flags(y, eos_token_ids),
-            rows=int(pairs.rows[idx].sum()),
+            rows=float(pairs.rows[idx].sum()),
+            reference_share=reference_share,
         )
         traj.wall_time_s = seconds_per_row * traj.rows
         if mode == "swrb":

@@ -18,9 +18,17 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from kvdiv.trajectories.base import EOS_FOLDING, chains_needed
+from kvdiv.trajectories.base import EOS_FOLDING, chains_needed, effective_reference_chain
 from kvdiv.trajectories.generate import generate_documents
 from kvdiv.trajectories.store import write_document_store
+
+
+#: The ``seed.streams`` store attribute per ``reference_chain``.
+STREAMS = {
+    "shared": "reference chain: derive_seed(master, study, doc id, 'reference', replicate); "
+              "each action's coupling to it: derive_seed(master, study, doc id, action, replicate)",
+    "per_action": "derive_seed(master, study, doc id, action, replicate)",
+}
 
 
 def run_document(
@@ -48,6 +56,7 @@ def run_documents(
     mode: str = "complete",
     evict_first_step: bool = False,
     tv_atol: float = 1e-6,
+    reference_chain: str = "shared",
     progress: bool = True,
 ) -> list[Path]:
     """One trajectory job over a batch of documents: render each for this model, prefill each once, generate every
@@ -57,12 +66,14 @@ def run_documents(
     (docs/internals.md) whose message is rendered with the model's own chat template (or none:
     :func:`kvdiv.documents.render.render_prompt`); the prompt ids fed are recorded in its store, which goes to
     ``outs[d]`` atomically. Sampling streams derive from (master_seed, study_seed, document id, action,
-    replicate); a ProbabilisticPress's draw from (master_seed, study_seed, document id, action). Every document
-    is checked (keys, prompt + horizon within the context) before any prefill.
+    replicate) and, with ``reference_chain="shared"`` (complete mode), each replicate's reference chain from
+    (master_seed, study_seed, document id, "reference", replicate); a ProbabilisticPress's draw from (master_seed,
+    study_seed, document id, action). Every document is checked (keys, prompt + horizon within the context) before any prefill.
     """
     from kvdiv.documents.render import prompt_token_ids
     from kvdiv.llm.session import KernelSession
 
+    reference_chain = effective_reference_chain(mode, reference_chain)
     if len(documents) != len(outs) or not documents:
         raise ValueError(f"one output per document: {len(documents)} documents, {len(outs)} outputs")
     prompts = []
@@ -92,7 +103,7 @@ def run_documents(
             actions,
             temperature=temperature,
             evict_first_step=evict_first_step,
-            max_chains=chains_needed(len(actions), replicates, mode),
+            max_chains=chains_needed(len(actions), replicates, mode, reference_chain),
             horizon=horizon,
             seed_parts=parts,
         ))
@@ -106,10 +117,12 @@ def run_documents(
         eos_token_ids=loaded.eos_token_ids,
         mode=mode,
         tv_atol=tv_atol,
+        reference_chain=reference_chain,
         progress=progress,
     )
     settings = dict(master_seed=master_seed, study_seed=study_seed, horizon=horizon, replicates=replicates,
-                    temperature=temperature, mode=mode, evict_first_step=evict_first_step, tv_atol=tv_atol)
+                    temperature=temperature, mode=mode, evict_first_step=evict_first_step, tv_atol=tv_atol,
+                    reference_chain=reference_chain)
     paths = []
     for document, out, prompt_ids, session, traj, prefill in zip(documents, outs, prompts, sessions, trajectories, prefill_s):
         attrs = _attributes(loaded, document, actions, prompt_ids, session, settings)
@@ -139,8 +152,9 @@ def _attributes(loaded: Any, document: Mapping[str, Any], actions: Mapping[str, 
         "replicates": settings["replicates"],
         "temperature": settings["temperature"],
         "seed": {"master": settings["master_seed"], "study": settings["study_seed"],
-                 "streams": "derive_seed(master, study, doc id, action, replicate)"},
+                 "streams": STREAMS[settings["reference_chain"]]},
         "mode": mode,
+        "reference_chain": settings["reference_chain"],
         "evict_first_step": evict_first_step,
         "tv_atol": settings["tv_atol"],
         "first_step": "Q evaluated through the evicted cache" if evict_first_step else "delta_1 = 0: step 1 drawn from the prefill's law under both kernels",

@@ -263,7 +263,7 @@ def build_cube(study: str, model: str, doc_stores: Sequence[str | Path], out: st
         raise ValueError(f"no per-document stores for study {study!r}, model {model!r}")
     first_attrs, _ = read_document_store(doc_stores[0])
     actions = list(first_attrs["actions"])
-    keys = ("horizon", "mode", "temperature", "evict_first_step")
+    keys = ("horizon", "mode", "temperature", "evict_first_step", "reference_chain")
     doc_ids: list[str] = []
     coords: dict[str, list] = {name: [] for name in DOCUMENT_COORDS}
     stacked: dict[str, list[np.ndarray]] = {}

@@ -81,16 +81,22 @@ def test_recorded_tv_matches_the_kernels(mode):
             assert np.all(t.tv == 0) and np.all(t.match) and np.all(t.fixed_tv == 0)
 
 
-def test_one_batched_step_per_step_with_two_then_three_rows():
+@pytest.mark.parametrize("reference_chain", ["per_action", "shared"])
+def test_one_batched_step_per_step_with_two_then_three_rows(reference_chain):
+    """per_action: 2 rows per pair (P at x, Q at y), 3 after divergence; shared: 1 row per replicate's reference
+    chain, 1 per pair (Q at y), 2 after divergence."""
     s = session()
     H, R = 9, 5
-    out = generate(s, list(KERNELS), horizon=H, replicates=R, seed_parts=(5, 6, "d"), eos_token_ids=[EOS], progress=False)
+    out = generate(s, list(KERNELS), horizon=H, replicates=R, seed_parts=(5, 6, "d"), eos_token_ids=[EOS],
+                   reference_chain=reference_chain, progress=False)
     assert s.step_calls == H - 1
-    expected = 0
+    per_pair = 1 if reference_chain == "shared" else 2
+    expected = R * (H - 1) if reference_chain == "shared" else 0
     for t in out.values():
         diverged_by = np.logical_or.accumulate(~t.match, axis=1)  # diverged at some step ≤ t
-        expected += int(np.sum(np.where(diverged_by[:, : H - 1], 3, 2)))
+        expected += int(np.sum(np.where(diverged_by[:, : H - 1], per_pair + 1, per_pair)))
     assert s.step_rows == expected
+    assert sum(t.rows for t in out.values()) == pytest.approx(expected)
 
 
 def test_history_independent_perturbation_has_known_mismatch_rate():
@@ -109,17 +115,20 @@ def test_history_independent_perturbation_has_known_mismatch_rate():
     assert np.all(t.match[:, 0])
 
 
-def test_seeds_isolate_actions_and_replicates():
-    kw = dict(horizon=6, seed_parts=(9, 10, "doc-a"), eos_token_ids=[EOS], progress=False)
-    for mode in ("complete", "swrb"):
-        both = generate(session(), ["weak", "strong"], replicates=4, mode=mode, **kw)
-        alone = generate(session(), ["strong"], replicates=2, mode=mode, **kw)
-        again = generate(session(), ["weak", "strong"], replicates=4, mode=mode, **kw)
-        for name in ("x", "y", "tv", "fixed_tv", "match"):
-            assert np.array_equal(getattr(both["strong"], name)[:2], getattr(alone["strong"], name))
-            assert np.array_equal(getattr(both["weak"], name), getattr(again["weak"], name))
-        other = generate(session(), ["strong"], replicates=2, mode=mode, **{**kw, "seed_parts": (9, 10, "doc-b")})
-        assert not np.array_equal(other["strong"].x, alone["strong"].x)
+@pytest.mark.parametrize("mode, reference_chain", [("complete", "shared"), ("complete", "per_action"),
+                                                   ("swrb", "shared")])
+def test_seeds_isolate_actions_and_replicates(mode, reference_chain):
+    """A pair's values depend on its own streams only: adding an action or replicates changes nothing of it."""
+    kw = dict(horizon=6, seed_parts=(9, 10, "doc-a"), eos_token_ids=[EOS], progress=False, mode=mode,
+              reference_chain=reference_chain)
+    both = generate(session(), ["weak", "strong"], replicates=4, **kw)
+    alone = generate(session(), ["strong"], replicates=2, **kw)
+    again = generate(session(), ["weak", "strong"], replicates=4, **kw)
+    for name in ("x", "y", "tv", "fixed_tv", "match"):
+        assert np.array_equal(getattr(both["strong"], name)[:2], getattr(alone["strong"], name))
+        assert np.array_equal(getattr(both["weak"], name), getattr(again["weak"], name))
+    other = generate(session(), ["strong"], replicates=2, **{**kw, "seed_parts": (9, 10, "doc-b")})
+    assert not np.array_equal(other["strong"].x, alone["strong"].x)
 
 
 def _swrb_branch_law(q_kernel, H):

@@ -47,13 +47,16 @@ def sessions(loaded, prompts, mode):
 
 
 def seeds(n):
-    return [(1, 2, f"doc-{d}") for d in range(n)]
+    """Master seed 3: the streams under which some complete-mode pairs of both tiny models diverge within H = 10
+    (divergence is rare on them: δ ≈ 0.005), so the comparison covers three chains per pair."""
+    return [(3, 2, f"doc-{d}") for d in range(n)]
 
 
-def alone(loaded, d, mode):
+def alone(loaded, d, mode, reference_chain="shared"):
     (session,) = sessions(loaded, [PROMPTS[d]], mode)
     return generate(session, list(ACTIONS), horizon=H, replicates=R, seed_parts=seeds(len(PROMPTS))[d],
-                    eos_token_ids=loaded.eos_token_ids, mode=mode, tv_atol=TV_ATOL, progress=False)
+                    eos_token_ids=loaded.eos_token_ids, mode=mode, tv_atol=TV_ATOL, reference_chain=reference_chain,
+                    progress=False)
 
 
 def assert_same(a, b, where):
@@ -65,19 +68,20 @@ def assert_same(a, b, where):
                 assert u.dtype == v.dtype and np.array_equal(u, v), (where, action, field)
 
 
-@pytest.mark.parametrize(("model", "mode", "one_thread"), [
-    ("tiny_llama", "complete", 1), ("tiny_llama", "swrb", 1), ("tiny_qwen2", "complete", 1), ("tiny_qwen2", "swrb", 1),
-    ("tiny_llama", "complete", 2),
+@pytest.mark.parametrize(("model", "mode", "one_thread", "reference_chain"), [
+    ("tiny_llama", "complete", 1, "shared"), ("tiny_llama", "swrb", 1, "shared"), ("tiny_qwen2", "complete", 1, "shared"),
+    ("tiny_qwen2", "swrb", 1, "shared"), ("tiny_llama", "complete", 2, "shared"), ("tiny_qwen2", "complete", 1, "per_action"),
 ], indirect=["one_thread"])
-def test_batched_documents_equal_each_document_alone(model, mode, one_thread, request):
+def test_batched_documents_equal_each_document_alone(model, mode, one_thread, reference_chain, request):
     loaded = request.getfixturevalue(model)
     batch = sessions(loaded, PROMPTS, mode)
     together = generate_documents(batch, seeds(len(PROMPTS)), list(ACTIONS), horizon=H, replicates=R,
-                                  eos_token_ids=loaded.eos_token_ids, mode=mode, tv_atol=TV_ATOL, progress=False)
+                                  eos_token_ids=loaded.eos_token_ids, mode=mode, tv_atol=TV_ATOL,
+                                  reference_chain=reference_chain, progress=False)
     assert all(session._chains == {} for session in batch)  # every chain released
     diverged = False
     for d, out in enumerate(together):
-        assert_same(out, alone(loaded, d, mode), f"document {d}")
+        assert_same(out, alone(loaded, d, mode, reference_chain), f"document {d}")
         diverged |= any(not t.match.all() for t in out.values())
         keep = out["keep_all"]  # 100% retention ⇒ δ ≡ 0 and identical chains, also in a batch
         assert np.all(keep.match) and np.all(keep.tv == 0) and np.all(keep.fixed_tv == 0)
@@ -85,7 +89,7 @@ def test_batched_documents_equal_each_document_alone(model, mode, one_thread, re
     # a document's values do not depend on which documents share its forward, nor on their order
     pair = generate_documents(sessions(loaded, [PROMPTS[3], PROMPTS[1]], mode), [seeds(4)[3], seeds(4)[1]],
                               list(ACTIONS), horizon=H, replicates=R, eos_token_ids=loaded.eos_token_ids, mode=mode,
-                              tv_atol=TV_ATOL, progress=False)
+                              tv_atol=TV_ATOL, reference_chain=reference_chain, progress=False)
     assert_same(pair[0], together[3], "document 3 beside 1")
     assert_same(pair[1], together[1], "document 1 beside 3")
 

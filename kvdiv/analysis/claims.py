@@ -1,0 +1,430 @@
+"""A verdict for every headline claim of arXiv 2609.16617 §5: our estimate and interval beside the paper's value, and
+**consistent**, **contradicted** or **inconclusive** by a stated rule (docs/claims.md).
+
+Input: the analysis tables of the figure items (:mod:`kvdiv.analysis.items`; ``figure5`` ``entry_contrasts`` and
+``decomposition``, ``figure6`` and ``figure7`` ``late_minus_early``, ``figure7`` ``decomposition``, ``eos`` and
+``late_minus_early_strata``), the Table 2 and Table 3 numbers, and the paper's values
+(``kvdiv/data/paper_reported_values.yaml``). Output: one row per (claim, our model, subject) — :data:`COLUMNS`.
+
+Rules (:data:`RULES`), on the percentile interval [lo, hi] of our estimate:
+
+- ``sign``: the paper's effect has a direction (above or below a null value: 0 for a gap, 50% for a majority
+  share). consistent: the interval lies wholly on the paper's side of the null; contradicted: wholly on the other
+  side; inconclusive: it contains the null.
+- ``range``: the paper reports a magnitude (a value or a range). contradicted: the interval is disjoint from the
+  paper's value/range; consistent: it overlaps it *and* the ``sign`` rule says consistent (an interval so wide that
+  it overlaps everything says nothing); inconclusive otherwise.
+- ``within``: a recovery claim |d| ≤ c. consistent: the interval lies inside [−c, c]; contradicted: wholly outside;
+  inconclusive otherwise.
+- ``cells``: a claim about every cell (stratum × action, model × length). contradicted: some cell is contradicted
+  (by ``sign``, or for Table 2 by disjoint block intervals in the wrong order); consistent: every cell is
+  consistent; inconclusive otherwise.
+
+A share or ratio whose denominator's interval contains 0 (the gap it divides by is indistinguishable from 0) is
+**not identified**: it is shown as such, never as a number, and its verdict is inconclusive. A percentile interval
+that does not contain its own point estimate (a ratio near a pole) is flagged in ``flags``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import polars as pl
+
+from kvdiv.analysis.inputs import POOLED
+
+VERDICTS = ("consistent", "contradicted", "inconclusive")
+NOT_IDENTIFIED = "not identified (gap indistinguishable from 0)"
+EXCLUDES_ESTIMATE = "interval excludes its estimate"
+
+#: Columns of :func:`claims_table`.
+COLUMNS = ("claim", "statement", "model", "subject", "quantity", "unit", "estimate", "lower", "upper", "n_documents",
+           "ours", "paper", "rule", "verdict", "flags")
+
+RULES = {
+    "sign": "interval wholly on the paper's side of the null → consistent; wholly on the other side → contradicted; "
+            "containing the null → inconclusive",
+    "range": "interval disjoint from the paper's value/range → contradicted; overlapping it and excluding the null on "
+             "the paper's side → consistent; else inconclusive",
+    "within": "interval inside ±c → consistent; wholly outside ±c → contradicted; else inconclusive",
+    "cells": "some cell contradicted → contradicted; every cell consistent → consistent; else inconclusive",
+}
+
+
+def _finite(*v: object) -> bool:
+    return all(x is not None and np.isfinite(float(x)) for x in v)
+
+
+def sign_verdict(lower: float, upper: float, direction: int, null: float = 0.0) -> str:
+    """``sign`` rule: ``direction`` +1 (the paper's value lies above ``null``) or −1."""
+    if not _finite(lower, upper):
+        return "inconclusive"
+    above, below = lower > null, upper < null
+    if (above and direction > 0) or (below and direction < 0):
+        return "consistent"
+    if above or below:
+        return "contradicted"
+    return "inconclusive"
+
+
+def range_verdict(lower: float, upper: float, paper_low: float, paper_high: float, direction: int,
+                  null: float = 0.0) -> str:
+    """``range`` rule: the paper's magnitude [paper_low, paper_high] (a value: both equal)."""
+    if not _finite(lower, upper):
+        return "inconclusive"
+    if upper < paper_low or lower > paper_high:
+        return "contradicted"
+    return "consistent" if sign_verdict(lower, upper, direction, null) == "consistent" else "inconclusive"
+
+
+def within_verdict(lower: float, upper: float, bound: float) -> str:
+    """``within`` rule: is |d| ≤ ``bound``?"""
+    if not _finite(lower, upper):
+        return "inconclusive"
+    if -bound <= lower and upper <= bound:
+        return "consistent"
+    if upper < -bound or lower > bound:
+        return "contradicted"
+    return "inconclusive"
+
+
+def cells_verdict(verdicts: Iterable[str]) -> str:
+    """``cells`` rule over the verdicts of every cell (no cells: inconclusive)."""
+    v = list(verdicts)
+    if not v:
+        return "inconclusive"
+    if "contradicted" in v:
+        return "contradicted"
+    return "consistent" if all(x == "consistent" for x in v) else "inconclusive"
+
+
+def identified(gap_lower: float | None, gap_upper: float | None) -> bool:
+    """Whether a share of a gap is identified: the gap's interval excludes 0."""
+    return _finite(gap_lower, gap_upper) and (gap_lower > 0 or gap_upper < 0)
+
+
+def excludes_estimate(estimate: float, lower: float, upper: float) -> bool:
+    """A percentile interval that does not contain its point estimate (flagged, never silently shown)."""
+    return _finite(estimate, lower, upper) and not (lower <= estimate <= upper)
+
+
+def _fmt(value: float, unit: str) -> str:
+    if not _finite(value):
+        return "–"
+    if unit in ("%", "pp"):
+        return f"{100 * value + 0.0:.1f}"
+    return f"{value + 0.0:.2f}"
+
+
+def shown(estimate: float, lower: float, upper: float, unit: str) -> str:
+    """``est [lo, hi]`` in the row's unit (proportions shown in percent / pp)."""
+    return f"{_fmt(estimate, unit)} [{_fmt(lower, unit)}, {_fmt(upper, unit)}]"
+
+
+def _one(frame: pl.DataFrame | None, **eq: object) -> dict | None:
+    if frame is None or not frame.height:
+        return None
+    sub = frame
+    for k, v in eq.items():
+        if k not in sub.columns:
+            return None
+        sub = sub.filter(pl.col(k) == v)
+    return sub.row(0, named=True) if sub.height else None
+
+
+def _get(values: Mapping, *path: object) -> object:
+    node: object = values
+    for p in path:
+        if not isinstance(node, Mapping) or p not in node:
+            return None
+        node = node[p]
+    return node
+
+
+def _paper_text(parts: Mapping[str, object], unit: str = "") -> str:
+    items = [f"{k} {v}{unit}" for k, v in parts.items() if v is not None]
+    return ", ".join(items) if items else "–"
+
+
+class _Rows:
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+
+    def add(self, claim: str, statement: str, model: str, subject: str, quantity: str, unit: str, row: Mapping | None,
+            paper: str, rule: str, verdict: str, ours: str | None = None, flags: Sequence[str] = (),
+            key: str = "estimate") -> None:
+        est = row.get(key) if row else None
+        lo = row.get("lower") if row else None
+        hi = row.get("upper") if row else None
+        flags = list(flags)
+        if row and excludes_estimate(est, lo, hi):
+            flags.append(EXCLUDES_ESTIMATE)
+        self.rows.append({
+            "claim": claim, "statement": statement, "model": model, "subject": subject, "quantity": quantity,
+            "unit": unit, "estimate": _float(est), "lower": _float(lo), "upper": _float(hi),
+            "n_documents": int(row["n_documents"]) if row and row.get("n_documents") is not None else None,
+            "ours": ours if ours is not None else (shown(est, lo, hi, unit) if row else "–"),
+            "paper": paper, "rule": rule, "verdict": verdict, "flags": "; ".join(flags),
+        })
+
+
+def _float(v: object) -> float | None:
+    return float(v) if v is not None and _finite(v) else None
+
+
+def _models(*frames: pl.DataFrame | None) -> list[str]:
+    out: set[str] = set()
+    for f in frames:
+        if f is not None and f.height and "model" in f.columns:
+            out |= set(f["model"].unique().to_list())
+    return sorted(out)
+
+
+def _contrasts(frame: pl.DataFrame | None, model: str) -> list[str]:
+    if frame is None or not frame.height:
+        return []
+    return list(dict.fromkeys(frame.filter(pl.col("model") == model)["contrast"].to_list()))
+
+
+def _split(contrast: str) -> tuple[str, str]:
+    a, _, b = contrast.partition(" − ")
+    return a, b
+
+
+def _share_row(out: _Rows, claim: str, statement: str, model: str, contrast: str, share: Mapping | None,
+               gap: Mapping | None, paper: str, low: float | None, high: float | None, quantity: str) -> None:
+    """A share of a gap: not identified when the gap's interval contains 0; else the ``range`` rule against the
+    paper's [low, high] (``sign`` above 50% when the paper gives no magnitude)."""
+    if share is None:
+        return
+    if gap is None or not identified(gap.get("lower"), gap.get("upper")):
+        out.add(claim, statement, model, contrast, quantity, "%", share, paper, "range" if low is not None else "sign",
+                "inconclusive", ours=NOT_IDENTIFIED,
+                flags=[f"gap {shown(gap['estimate'], gap['lower'], gap['upper'], 'pp')} pp"] if gap else [])
+        return
+    lo, hi = share["lower"], share["upper"]
+    if low is None:
+        verdict, rule = sign_verdict(lo, hi, +1, 0.5), "sign"
+    else:
+        verdict, rule = range_verdict(lo, hi, low, high, +1, 0.5), "range"
+    out.add(claim, statement, model, contrast, quantity, "%", share, paper, rule, verdict)
+
+
+def claims_table(frames: Mapping[str, Mapping[str, pl.DataFrame]], table2: pl.DataFrame | None,
+                 table3: pl.DataFrame | None, paper: Mapping) -> pl.DataFrame:
+    """Every claim's rows (module docstring): ``frames`` item → table → frame (items not built are absent),
+    ``table2``/``table3`` their numbers (or None), ``paper`` the parsed paper_reported_values.yaml."""
+    out = _Rows()
+    p50, p90, p3 = paper.get("retention50", {}), paper.get("retention90", {}), paper.get("prediction", {})
+    keys = paper.get("setting", {}).get("model_keys", ["llama", "qwen"])
+    f5, f6, f7 = frames.get("figure5", {}), frames.get("figure6", {}), frames.get("figure7", {})
+
+    # C1, C2: SnapKV-half enters divergence later and less often (Figure 5, §5.2)
+    entry = f5.get("entry_contrasts")
+    tau_paper = p50.get("mean_first_divergence_step_among_diverged", {})
+    div_paper = p50.get("diverged_by_step_128_percent", {})
+    for model in _models(entry):
+        for contrast in _contrasts(entry, model):
+            a, b = _split(contrast)
+            for claim, statement, stat, table, unit, scale in (
+                ("C1", f"{b} enters divergence later than {a} (mean first-divergence step among diverged)",
+                 "mean_tau_gap", tau_paper, "steps", 1.0),
+                ("C2", f"{b} diverges less often by step H than {a}", "diverged_gap", div_paper, "pp", 0.01),
+            ):
+                gaps = {k: _get(table, k, a) - _get(table, k, b) for k in keys
+                        if _get(table, k, a) is not None and _get(table, k, b) is not None}
+                if not gaps:
+                    continue  # the paper reports no value for this pair of actions
+                direction = 1 if np.mean(list(gaps.values())) > 0 else -1
+                r = _one(entry, model=model, stratum=POOLED, contrast=contrast, statistic=stat)
+                text = _paper_text({k: round(v, 2) for k, v in gaps.items()}, "" if unit == "steps" else " pp")
+                verdict = sign_verdict(r["lower"], r["upper"], direction) if r else "inconclusive"
+                out.add(claim, statement, model, contrast, f"{a} − {b}, {stat}", unit, r, text, "sign", verdict)
+
+    # C3, C4: exposure carries most of each 50% gap (majority; 85–90%)
+    dec5 = f5.get("decomposition")
+    share_paper = p50.get("exposure_share_of_gap_percent", {})
+    for model in _models(dec5):
+        for contrast in _contrasts(dec5, model):
+            share = _one(dec5, model=model, stratum=POOLED, contrast=contrast, statistic="exposure_share")
+            gap = _one(dec5, model=model, stratum=POOLED, contrast=contrast, statistic="gap")
+            values = {k: v for k, v in (_get(share_paper, contrast.replace(" − ", "_minus_")) or {}).items()}
+            text = _paper_text(values, "%")
+            _share_row(out, "C3", "exposure carries the majority (> 50%) of the 50% gap", model, contrast, share, gap,
+                       text, None, None, "exposure share of the mismatch gap")
+            if values:
+                nums = [float(v) / 100 for v in values.values()]
+                _share_row(out, "C4", "exposure carries 85–90% of the 50% gap", model, contrast, share, gap, text,
+                           min(nums), max(nums), "exposure share of the mismatch gap")
+
+    # C5: post-divergence mismatch rate stays high
+    c_range = p50.get("post_divergence_mismatch_percent_range")
+    if dec5 is not None and dec5.height and c_range:
+        lo_p, hi_p = (float(v) / 100 for v in c_range)
+        for model in _models(dec5):
+            seen: set[str] = set()
+            for contrast in _contrasts(dec5, model):
+                for side, action in zip(("rate_a", "rate_b"), _split(contrast)):
+                    if action in seen:
+                        continue
+                    seen.add(action)
+                    r = _one(dec5, model=model, stratum=POOLED, contrast=contrast, statistic=side)
+                    if r is None:
+                        continue
+                    verdict = range_verdict(r["lower"], r["upper"], lo_p, hi_p, +1, 0.5)
+                    ours = None if _finite(r["estimate"]) else "not identified (no diverged pair)"
+                    out.add("C5", "the post-divergence mismatch rate C stays high (paper: 89.7–96.2% over cells)",
+                            model, action, "post-divergence mismatch rate C", "%", r,
+                            f"[{c_range[0]}, {c_range[1]}]% over cells", "range", verdict, ours=ours)
+
+    # C6, C7: late − early branch TV is positive (50% and 90%, all cells)
+    for claim, item, strata_table, by, text_all, pooled_paper in (
+        ("C6", f6, "late_minus_early", "stratum", p50.get("late_minus_early_positive"),
+         _get(p50, "branch_tv_snapkv_half_tau_le_64_percent")),
+        ("C7", f7, "late_minus_early_strata", "family", p90.get("late_minus_early_positive_strata"),
+         p90.get("late_minus_early_branch_tv_pp_range")),
+    ):
+        pooled = item.get("late_minus_early")
+        strata = item.get(strata_table)
+        level = "50%" if claim == "C6" else "90%"
+        for model in _models(pooled):
+            sub = pooled.filter((pl.col("model") == model) & (pl.col(by) == POOLED)
+                                & (pl.col("statistic") == "late_minus_early"))
+            if isinstance(pooled_paper, Mapping):
+                text = ", ".join(f"{k} {v['late'] - v['early']:.2f} pp" for k, v in pooled_paper.items()
+                                 if isinstance(v, Mapping) and "late" in v and "early" in v)
+            else:
+                text = f"{pooled_paper} pp" if pooled_paper else "–"
+            for r in sub.iter_rows(named=True):
+                out.add(claim, f"late − early branch TV is positive at {level} retention", model, r["action"],
+                        "late − early branch TV (pooled)", "pp", r, text or "positive", "sign",
+                        sign_verdict(r["lower"], r["upper"], +1))
+            if strata is not None and strata.height:
+                cells = strata.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED)
+                                      & (pl.col("statistic") == "late_minus_early"))
+                if cells.height:
+                    verdicts = [sign_verdict(c["lower"], c["upper"], +1) for c in cells.iter_rows(named=True)]
+                    counts = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS if verdicts.count(v))
+                    above = int((cells["estimate"].cast(pl.Float64).fill_nan(None).drop_nulls() > 0).sum())
+                    out.add(claim, f"late − early branch TV is positive in every cell at {level} retention", model,
+                            "all stratum × action cells", "cells with late − early > 0", "count", None,
+                            str(text_all or "–"), "cells", cells_verdict(verdicts),
+                            ours=f"{above} of {cells.height} point estimates > 0; per cell: {counts}")
+
+    # C8, C9: the 90% gap and its exposure share
+    dec7 = f7.get("decomposition")
+    gap_paper = p90.get("mismatch_gap_pp", {})
+    share90 = p90.get("exposure_share_of_gap_percent", {})
+    for model in _models(dec7):
+        for contrast in _contrasts(dec7, model):
+            gap = _one(dec7, model=model, family=POOLED, contrast=contrast, statistic="gap")
+            share = _one(dec7, model=model, family=POOLED, contrast=contrast, statistic="exposure_share")
+            if gap is not None:
+                out.add("C8", "the 90% gap (recent − SnapKV mismatch risk) is positive", model, contrast,
+                        "mismatch gap", "pp", gap, _paper_text(gap_paper, " pp"), "sign",
+                        sign_verdict(gap["lower"], gap["upper"], +1))
+            nums = [float(v) / 100 for v in share90.values()] if share90 else []
+            _share_row(out, "C9", "exposure carries most of the 90% gap (paper: 88.6–92.1%)", model, contrast, share,
+                       gap, _paper_text(share90, "%"), min(nums) if nums else None, max(nums) if nums else None,
+                       "exposure share of the mismatch gap")
+
+    # C10: EOS shares are small (most of the gap is made before the first EOS)
+    eos = f7.get("eos")
+    eos_paper = p90.get("eos_share_percent", {})
+    for model in _models(eos):
+        for contrast in _contrasts(eos, model):
+            for fam in sorted(set(eos.filter(pl.col("model") == model)["family"].to_list())):
+                share = _one(eos, model=model, family=fam, contrast=contrast, statistic="eos_share")
+                gap = _one(eos, model=model, family=fam, contrast=contrast, statistic="gap")
+                if share is None:
+                    continue
+                parts = {k: (_get(eos_paper, k, fam) if isinstance(eos_paper.get(k), Mapping) else eos_paper.get(k))
+                         for k in keys}
+                text = ", ".join(f"{k} {v}%" for k, v in parts.items() if v is not None) or "–"
+                statement = "the share of the 90% gap made after the first EOS is small (< 50%)"
+                if gap is None or not identified(gap.get("lower"), gap.get("upper")):
+                    out.add("C10", statement, model, f"{fam}, {contrast}", "EOS share of the mismatch gap", "%",
+                            share, text, "sign", "inconclusive", ours=NOT_IDENTIFIED)
+                else:
+                    out.add("C10", statement, model, f"{fam}, {contrast}", "EOS share of the mismatch gap", "%",
+                            share, text, "sign", sign_verdict(share["lower"], share["upper"], -1, 0.5))
+
+    # C11: Table 2's pattern (HELMET gaps fall across later blocks, RULER gaps rise)
+    if table2 is not None and table2.height:
+        _table2_rows(out, table2, p90)
+
+    # C12: Table 3's ±2 pp recovery at positions 1–32
+    if table3 is not None and table3.height:
+        bound = float(p3.get("criterion_pp", 2.0)) / 100
+        for r in table3.filter(pl.col("predictor") == "short_window").iter_rows(named=True):
+            row = {**r, "estimate": r["difference"]}
+            out.add("C12", f"positions 1–32 recover the population gap within ±{100 * bound:g} pp", r["model"],
+                    f"{r['contrast']}, {r['method']}", "predicted − full-horizon gap", "pp", row,
+                    str(p3.get("short_window", "–")), "within", within_verdict(r["lower"], r["upper"], bound))
+    return pl.DataFrame(out.rows, schema={c: _DTYPES.get(c, pl.Utf8) for c in COLUMNS}, orient="row") \
+        if out.rows else pl.DataFrame(schema={c: _DTYPES.get(c, pl.Utf8) for c in COLUMNS})
+
+
+_DTYPES = {"estimate": pl.Float64, "lower": pl.Float64, "upper": pl.Float64, "n_documents": pl.Int64}
+
+
+def _table2_rows(out: _Rows, t2: pl.DataFrame, p90: Mapping) -> None:
+    """C11: per model × family × contrast, every length's first and last block (``cells`` rule: a comparison is
+    consistent when the last block's interval lies wholly on the paper's side of the first block's, contradicted when
+    wholly on the other side — disjoint intervals, stricter than an interval of the difference)."""
+    directions = {"helmet": "fall", "ruler": "rise"}
+    strata = t2.filter((pl.col("length").cast(pl.Utf8) != POOLED) & pl.col("family").is_in(list(directions)))
+    if not strata.height:
+        return
+    labels = sorted(strata["block"].unique().to_list(), key=lambda lab: int(str(lab).split("–")[0]))
+    first, last = labels[0], labels[-1]
+    if first == last:
+        return
+    groups = sorted(strata.group_by(["model", "family", "contrast"]), key=lambda kv: kv[0])
+    for (model, family, contrast), sub in groups:
+        sign = -1 if directions[family] == "fall" else 1
+        verdicts, hits, n = [], 0, 0
+        for (_,), comp in sorted(sub.group_by(["length"]), key=lambda kv: str(kv[0])):
+            g = {row["block"]: row for row in comp.iter_rows(named=True)}
+            if first not in g or last not in g or not _finite(g[first]["gap"], g[last]["gap"]):
+                continue
+            n += 1
+            hits += int(sign * (g[last]["gap"] - g[first]["gap"]) > 0)
+            lo0, hi0, lo1, hi1 = g[first]["lower"], g[first]["upper"], g[last]["lower"], g[last]["upper"]
+            if not _finite(lo0, hi0, lo1, hi1):
+                verdicts.append("inconclusive")
+            elif (sign > 0 and lo1 > hi0) or (sign < 0 and hi1 < lo0):
+                verdicts.append("consistent")
+            elif (sign > 0 and hi1 < lo0) or (sign < 0 and lo1 > hi0):
+                verdicts.append("contradicted")
+            else:
+                verdicts.append("inconclusive")
+        if not n:
+            continue
+        counts = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS if verdicts.count(v))
+        verb = "falls" if sign < 0 else "rises"
+        out.add("C11", f"Table 2: the {family.upper()} gap {verb} from positions {first} to {last} in every "
+                f"model–length comparison", model, f"{family}, {contrast}", f"gap at {last} vs {first}", "count", None,
+                str(p90.get("table2_pattern", "–")), "cells", cells_verdict(verdicts),
+                ours=f"{hits} of {n} point estimates {verb}; per length: {counts}")
+
+
+def claims_markdown(claims: pl.DataFrame) -> str:
+    """The claims table as Markdown (one row per claim × model × subject)."""
+    if not claims.height:
+        return "_No claims: the analysis tables this run built hold none of the paper's headline quantities._\n"
+    head = ("| claim | statement | our model | subject | documents | ours (95% CI) | paper | rule | verdict | flags |\n"
+            "|---|---|---|---|---|---|---|---|---|---|\n")
+    lines = []
+    for r in claims.iter_rows(named=True):
+        unit = f" {r['unit']}" if r["unit"] in ("pp", "%", "steps") and r["ours"][:1] not in ("n", "") else ""
+        docs = r["n_documents"] if r["n_documents"] is not None else "–"
+        lines.append(f"| {r['claim']} | {r['statement']} | {r['model']} | {r['subject']} | {docs} | "
+                     f"{r['ours']}{unit} | {r['paper']} | {r['rule']} | **{r['verdict']}** | {r['flags'] or ''} |")
+    return head + "\n".join(lines) + "\n"
+
+
+def verdict_counts(claims: pl.DataFrame) -> dict[str, int]:
+    """How many rows have each verdict."""
+    return {v: int((claims["verdict"] == v).sum()) if claims.height else 0 for v in VERDICTS}
