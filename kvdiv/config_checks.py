@@ -1,20 +1,10 @@
 """The whole workflow config checked when the workflow starts, whatever it plans (rules/common.smk calls
 :func:`check_config` after the schema has filled its defaults).
 
-A check that lives in an input function runs only when its job is planned: after a complete run, a changed config
-would then read "Nothing to be done". Every check here runs at start-up instead, on every section, and raises a
-:class:`ConfigError` naming the config key (and file, line or value) it refuses:
-
-- every config file Snakemake read, re-read with a YAML loader that refuses duplicate keys (:func:`load_yaml_strict`);
-- references between sections: studies' models and actions, reference tokenizers, random models' tokenizers,
-  ``analysis.studies``, ``analysis.contrasts`` / ``table3_contrast`` (when given), ``leaderboard.study``;
-- files on disk: local and gguf model sources, documents paths (placeholders other than ``{stratum}``, ``{family}``,
-  ``{length}`` refused), and a study's own documents JSONL (:func:`kvdiv.documents.loaders.check_own_documents`);
-- values against their meaning: analysis windows and depths within the horizon of the studies using them,
-  array sizes (horizon × replicates, finite-state enumeration) within what memory holds;
-- config shapes that would fail inside Snakemake: trajectory rule names that collide, a plan too large to build
-  (:data:`MAX_PLANNED_DOCUMENTS`).
-
+Every check runs at start-up (a check in an input function would run only when its job is planned) and raises a
+:class:`ConfigError` naming the key (and file, line or value): duplicate YAML keys in every config file read,
+references between sections, files on disk (model sources, documents), values against their meaning (windows within
+horizons, array sizes), and config shapes that would fail inside Snakemake (colliding rule names, plans too large).
 docs/configuration.md lists what is validated.
 """
 

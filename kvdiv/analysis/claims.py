@@ -1,28 +1,11 @@
 """A verdict for every headline claim of arXiv 2609.16617 §5: our estimate and interval beside the paper's value, and
-**consistent**, **contradicted** or **inconclusive** by a stated rule (docs/claims.md).
+**consistent**, **contradicted** or **inconclusive** by a stated rule (:data:`RULES`: ``sign``, ``range``, ``within``,
+``cells``; docs/claims.md states each).
 
-Input: the analysis tables of the figure items (:mod:`kvdiv.analysis.items`; ``figure5`` ``entry_contrasts`` and
-``decomposition``, ``figure6`` and ``figure7`` ``late_minus_early``, ``figure7`` ``decomposition``, ``eos`` and
-``late_minus_early_strata``), the Table 2 and Table 3 numbers, and the paper's values
-(``kvdiv/data/paper_reported_values.yaml``). Output: one row per (claim, our model, subject) — :data:`COLUMNS`.
-
-Rules (:data:`RULES`), on the percentile interval [lo, hi] of our estimate:
-
-- ``sign``: the paper's effect has a direction (above or below a null value: 0 for a gap, 50% for a majority
-  share). consistent: the interval lies wholly on the paper's side of the null; contradicted: wholly on the other
-  side; inconclusive: it contains the null.
-- ``range``: the paper reports a magnitude (a value or a range). contradicted: the interval is disjoint from the
-  paper's value/range; consistent: it overlaps it *and* the ``sign`` rule says consistent (an interval so wide that
-  it overlaps everything says nothing); inconclusive otherwise.
-- ``within``: a recovery claim |d| ≤ c. consistent: the interval lies inside [−c, c]; contradicted: wholly outside;
-  inconclusive otherwise.
-- ``cells``: a claim about every cell (stratum × action, model × length). contradicted: some cell is contradicted
-  (by ``sign``, or for Table 2 by disjoint block intervals in the wrong order); consistent: every cell is
-  consistent; inconclusive otherwise.
-
-A share or ratio whose denominator's interval contains 0 (the gap it divides by is indistinguishable from 0) is
-**not identified**: it is shown as such, never as a number, and its verdict is inconclusive. A percentile interval
-that does not contain its own point estimate (a ratio near a pole) is flagged in ``flags``.
+Input: the analysis tables of the figure items, the Table 2 and Table 3 numbers and the paper's values
+(``kvdiv/data/paper_reported_values.yaml``); output: one row per (claim, our model, subject) — :data:`COLUMNS`.
+A share whose denominator's interval contains 0 is **not identified** (never a number; inconclusive); a percentile
+interval that does not contain its point estimate is flagged in ``flags``.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """The complete-mode samplers: the recursive overlap–residual maximal coupling of every pair for all H steps.
 
-For t = 1..H it records x_t, y_t, δ_t = TV(P(·|x_<t), Q(·|y_<t)) (:func:`kvdiv.trajectories.coupling.couple`)
-and the fixed-history TV TV(P(·|x_<t), Q(·|x_<t)). Before the first divergence x_<t = y_<t, so a pair needs
-two rows (P at x, Q at x). At the divergence step the y chain is forked before y_t is appended and the fork
-is fed x_t: from then on three rows (P at x, Q at y, Q at x).
-
-Two ways to draw the pairs, with the same law for each pair (x, y_a) (``reference_chain`` of a study):
-
-- :func:`run_complete_shared` (``shared``, the default): one reference chain x per replicate, drawn from P on its
-  own stream; every action's y is coupled to that same x (:func:`kvdiv.trajectories.coupling.couple_to_reference`).
-  Contrasts between actions are paired (common random numbers), and a step has R reference rows instead of one
-  per pair.
-- :func:`run_complete` (``per_action``): every pair draws its own x and y together
-  (:func:`kvdiv.trajectories.coupling.couple`), each pair on its own stream.
-
-Both are generators (:data:`kvdiv.trajectories.base.Sampler`): it yields each batched step's
-(chains, tokens) and is sent back their laws, so one driver can advance the samplers of several documents in
-one forward per step (:func:`kvdiv.trajectories.generate.generate_documents`).
+Records x_t, y_t, δ_t and the fixed-history TV; before the first divergence a pair needs two rows (P at x, Q at x),
+after it three (P at x, Q at y, Q at x). :func:`run_complete_shared` (``reference_chain: shared``, the default): one
+reference chain x per replicate, every action's y coupled to it (paired contrasts, R reference rows per step);
+:func:`run_complete` (``per_action``): each pair draws its own x and y. Both are generators
+(:data:`kvdiv.trajectories.base.Sampler`) so one driver advances several documents in one forward per step.
+Details: docs/estimators.md#the-coupling.
 """
 
 from __future__ import annotations
