@@ -429,3 +429,41 @@ def test_gallery_of_a_swrb_store_marks_the_branch_start(tiny_llama, tiny_stores)
     tau = [a for t, a in parser.tags if t == "span" and a.get("class") == "mk tau"]
     assert len(branch) == len(tau) > 1  # legend + x and y of each pair shown; J = τ in swrb mode
     assert "steps before J are the common overlap path" in "".join(parser.data)
+
+
+def test_html_never_overwrites_a_store_a_results_tree_or_a_foreign_file(tiny_llama, tiny_stores, tmp_path, capsys):
+    """`--html STORE/zarr.json` destroyed a store; `--html results/report.md` replaced the report; `--html ''`
+    printed to stdout. Each is refused before anything is read or written, naming the path."""
+    import shutil
+
+    models_dir = str(tiny_llama.path.parent)
+    store = tmp_path / "copy.zarr"
+    shutil.copytree(tiny_stores["complete"], store)
+    before = (store / "zarr.json").read_bytes()
+
+    def refused(target, *extra):
+        assert main(["show", str(store), "--models-dir", models_dir, "--html", str(target), *extra]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.startswith("kvdiv: error: --html")
+        return captured.err
+
+    assert "inside the zarr store" in refused(store / "zarr.json")
+    assert "inside the zarr store" in refused(store / "zarr.json", "--force")
+    assert (store / "zarr.json").read_bytes() == before
+    report = tmp_path / "results" / "report.md"
+    report.parent.mkdir()
+    report.write_text("# the report\n")
+    assert "inside the results tree" in refused(report, "--force")
+    assert report.read_text() == "# the report\n"
+    assert "needs a file path" in refused("")
+    notes = tmp_path / "notes.html"
+    notes.write_text("<p>mine</p>")
+    assert "is not a page kvdiv wrote" in refused(notes)
+    assert notes.read_text() == "<p>mine</p>"
+    assert "is a directory" in refused(tmp_path)
+    # an earlier kvdiv page is replaced; a foreign file only with --force
+    page = tmp_path / "pair.html"
+    for argv in ([str(page)], [str(page)], [str(notes), "--force"]):
+        assert main(["show", str(store), "--models-dir", models_dir, "--html", *argv]) == 0
+    capsys.readouterr()
+    assert notes.read_text().startswith("<!DOCTYPE html>") and page.read_text() == notes.read_text()
