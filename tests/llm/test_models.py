@@ -256,7 +256,7 @@ def test_chat_template_spec_true_false_or_a_template_string(tmp_path):
     assert loading.load_tokenizer("t", spec, tmp_path).chat_template == template
     assert loading.load_tokenizer("t", {}, tmp_path).chat_template == tokenization.BYTES_CHAT_TEMPLATE  # the resolved tokenizer's own
     assert not loading.load_model("t", {**spec, "chat_template": False}, tmp_path).chat_template
-    with pytest.raises(ValueError, match=r"model 't': chat_template in its spec does not render a user message"):
+    with pytest.raises(ValueError, match=r"model 't' \(chat_template in its spec\): its chat template does not render a user message"):
         loading.load_tokenizer("t", {**spec, "chat_template": "{% for %}"}, tmp_path)
 
 
