@@ -467,3 +467,19 @@ def test_html_never_overwrites_a_store_a_results_tree_or_a_foreign_file(tiny_lla
         assert main(["show", str(store), "--models-dir", models_dir, "--html", *argv]) == 0
     capsys.readouterr()
     assert notes.read_text().startswith("<!DOCTYPE html>") and page.read_text() == notes.read_text()
+
+
+def test_terminal_wraps_at_word_boundaries():
+    """A line breaks after a space, not inside a word; a word longer than a line is cut; markers move whole."""
+    from kvdiv.show.terminal import wrap_runs
+
+    text = "the quick brown fox jumps over the lazy dog"
+    lines = ["".join(t for t, _ in line) for line in wrap_runs([(text, "", False)], 12)]
+    assert lines == ["the quick ", "brown fox ", "jumps over ", "the lazy dog"]
+    assert all(len(line) <= 12 for line in lines) and "".join(lines) == text
+    shaded = [("the qu", "1", False), ("ick brown", "2", False), ("[EOS]", "eos", True)]
+    lines = wrap_runs(shaded, 8)
+    assert ["".join(t for t, _ in line) for line in lines] == ["the ", "quick ", "brown", "[EOS]"]
+    assert lines[1] == [("qu", "1"), ("ick ", "2")]  # styles kept across the moved word
+    assert ["".join(t for t, _ in line) for line in wrap_runs([("abcdefghijkl mn", "", False)], 5)] == [
+        "abcde", "fghij", "kl mn"]
