@@ -191,6 +191,8 @@ def summary_lines(view: PairView) -> list[tuple[str, str]]:
         if key in info:
             task.append(f"{label} {info[key]}")
     lines.append(("  ·  ".join([doc, *task]), ""))
+    if info.get("question"):
+        lines.append((f"question: {info['question']}", ""))
     if "answers" in info:
         answers = info["answers"] if isinstance(info["answers"], list) else [info["answers"]]
         line = "answers: " + " | ".join(str(a) for a in answers)
@@ -198,7 +200,8 @@ def summary_lines(view: PairView) -> list[tuple[str, str]]:
             line += f"   (answer prefix {json.dumps(info['answer_prefix'], ensure_ascii=False)})"
         lines.append((line, ""))
     elif h.kind == "cube":
-        lines.append(("answers: not in the cube (the per-document store has them)", STYLES["dim"]))
+        lines.append(("answers: not in the cube and no documents beside it (the per-document store has them)",
+                      STYLES["dim"]))
     spec = f" ({_spec(h.action_spec)})" if h.action_spec else ""
     lines.append((f"action {h.action}{spec}  ·  replicate {h.replicate} of {h.replicates}", ""))
     if view.tau:

@@ -483,3 +483,25 @@ def test_terminal_wraps_at_word_boundaries():
     assert lines[1] == [("qu", "1"), ("ick ", "2")]  # styles kept across the moved word
     assert ["".join(t for t, _ in line) for line in wrap_runs([("abcdefghijkl mn", "", False)], 5)] == [
         "abcde", "fghij", "kl mn"]
+
+
+def test_cube_views_and_galleries_show_question_and_answers_from_the_documents(tiny_llama, tiny_stores, tmp_path):
+    """A cube in the workflow's tree: the documents beside it give the question and gold answers (was "answers: not
+    in the cube")."""
+    import json
+    import shutil
+
+    study = tmp_path / "results" / "st"
+    shutil.copytree(tiny_stores["cube"], study / "cube" / "tiny.zarr")
+    doc = {**document(1, "helmet"), "prompt": "A long haystack.\n\nWhat is the special magic number?", "answers": ["77"]}
+    (study / "documents" / "helmet_64").mkdir(parents=True)
+    (study / "documents" / "helmet_64" / f"{doc['id']}.json").write_text(json.dumps(doc) + "\n")
+    view = load_pair(study / "cube" / "tiny.zarr", document=doc["id"], models_dir=tiny_llama.path.parent)
+    out = render_terminal(view, width=100)
+    assert "question: What is the special magic number?" in out and "answers: 77" in out
+    assert "not in the cube" not in out
+    page = gallery(study / "cube" / "tiny.zarr", models_dir=tiny_llama.path.parent)
+    assert "What is the special magic number?" in page and "answers: 77" in page
+    # without documents beside it, the cube still says where the answers are
+    bare = render_terminal(load_pair(tiny_stores["cube"], document=doc["id"], models_dir=tiny_llama.path.parent))
+    assert "answers: not in the cube" in bare
