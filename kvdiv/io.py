@@ -159,6 +159,8 @@ def jsonl_records(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
     or a line that is not a JSON object; ``FileNotFoundError`` naming a missing file.
     """
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory, not a JSONL file")
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist")
     with open(path, "rb") as fh:

@@ -274,6 +274,19 @@ def check_actions():
 check_actions()
 
 
+def check_chat_templates():
+    """Every chat template known when the workflow starts (a spec's string, a resolved model's own) renders two
+    different probe messages differently and each the same way twice, within its budget
+    (kvdiv.llm.chat_templates.check_model_templates): a template that drops the message, depends on anything else,
+    or loops without bound is an error naming the model, not a hung or meaningless job."""
+    from kvdiv.llm.chat_templates import check_model_templates
+
+    check_model_templates(config["models"], get_model_dir)
+
+
+check_chat_templates()
+
+
 # --- trajectories (rules/trajectories.smk) ---
 
 

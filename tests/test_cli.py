@@ -44,3 +44,50 @@ def test_user_errors_are_one_line(tmp_path, config, argv, message):
 def test_traceback_on_request(tmp_path):
     proc = kvdiv("--traceback", "finite", "exact", "missing.json", cwd=tmp_path)
     assert proc.returncode == 1 and "Traceback (most recent call last)" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "setup, argv, message",
+    [
+        (lambda d: (d / "out").write_text("x"), ["finite", "suite", "out"],
+         "kvdiv: error: out already exists (a file or directory is in the way of an output)\n"),
+        (lambda d: (d / "sys.json").mkdir(), ["finite", "exact", "sys.json"], "kvdiv: error: sys.json is a directory, not a file\n"),
+        (lambda d: None, ["finite", "exact", "missing.json"], "kvdiv: error: missing.json does not exist\n"),
+        (lambda d: (d / "sys.json").write_text('{"vocab": '), ["finite", "exact", "sys.json"],
+         "kvdiv: error: sys.json: not valid JSON"),
+    ],
+)
+def test_system_errors_name_the_path_in_words(tmp_path, setup, argv, message):
+    """Not `[Errno 17] File exists: 'out'` nor `[Errno 21] Is a directory`: what is wrong with which path."""
+    setup(tmp_path)
+    proc = kvdiv(*argv, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith(message) and "Errno" not in proc.stderr, proc.stderr
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    """`kvdiv finite suite DIR | head -0`: no "Broken pipe" error, exit 0."""
+    proc = subprocess.Popen([sys.executable, "-m", "kvdiv.cli", "finite", "suite", "out"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    proc.stdout.close()  # the reader is gone before the first line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0 and err == "", err
+
+
+def test_a_store_whose_metadata_is_not_json_is_named(tmp_path):
+    from kvdiv.trajectories.store import CorruptStoreError, read_store_arrays
+
+    store = tmp_path / "s.zarr"
+    store.mkdir()
+    (store / "zarr.json").write_text('{"zarr_format": 3, "attributes": {"horizon": 8,}}')
+    with pytest.raises(CorruptStoreError, match=rf"{store / 'zarr.json'} is not valid JSON"):
+        read_store_arrays(store)
+
+
+def test_a_documents_path_that_is_a_directory_is_reported_as_such(tmp_path):
+    from kvdiv.documents.loaders import read_records
+    from kvdiv.io import jsonl_records
+
+    with pytest.raises(IsADirectoryError, match=rf"{tmp_path} is a directory"):
+        list(read_records(tmp_path, "niah"))
+    with pytest.raises(IsADirectoryError, match=rf"{tmp_path} is a directory"):
+        list(jsonl_records(tmp_path))

@@ -20,7 +20,7 @@ SOURCES = sorted(
 )
 FORBIDDEN = {
     "a shell": re.compile(r"shell\s*=\s*True|os\.system\(|os\.popen\(|^\s*shell:|\bshell\(", re.M),
-    "remote model code": re.compile(r"trust_remote_code"),
+    "remote model code": re.compile(r"trust_remote_code(?!=False\b)"),
     "pickle": re.compile(r"\bimport (c?pickle|dill|cloudpickle|joblib)\b|\bpickle\.|torch\.load\(|allow_pickle\s*=\s*True"),
 }
 
@@ -31,6 +31,18 @@ def test_no_shell_no_remote_code_no_pickle(what):
     hits = [f"{p.relative_to(REPO)}:{text[: m.start()].count(chr(10)) + 1}"
             for p in SOURCES for text in [p.read_text()] for m in FORBIDDEN[what].finditer(text)]
     assert not hits, f"{what} in {hits}"
+
+
+TRANSFORMERS_LOAD = re.compile(r"\.from_pretrained\((?P<args>[^()]*(?:\([^()]*\)[^()]*)*)\)", re.S)
+
+
+def test_every_transformers_load_says_trust_remote_code_false():
+    """Not only the default: each from_pretrained names trust_remote_code=False (transformers then never asks on
+    stdin, whatever a future default), so a scan of the code shows it."""
+    loads = [(p.relative_to(REPO), m.group("args")) for p in SOURCES for m in TRANSFORMERS_LOAD.finditer(p.read_text())]
+    assert len(loads) >= 5
+    missing = [str(path) for path, args in loads if "trust_remote_code=False" not in args]
+    assert not missing, f"from_pretrained without trust_remote_code=False in {missing}"
 
 
 def test_shipped_model_code_never_runs(tmp_path):
@@ -48,6 +60,6 @@ def test_shipped_model_code_never_runs(tmp_path):
     try:
         sources.resolve_model("shipped", spec, tmp_path / "models" / "shipped")
         loading.load_model("shipped", spec, tmp_path / "models")
-    except ValueError as err:  # transformers may refuse outright; what matters is that nothing ran
-        assert "trust_remote_code" in str(err)
+    except ValueError as err:  # refused up front (kvdiv.llm.model_files); what matters is that nothing ran
+        assert "auto_map" in str(err) or "ships code" in str(err)
     assert not marker.exists(), "the model directory's own Python code ran"

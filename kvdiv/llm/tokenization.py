@@ -88,15 +88,18 @@ def configure_chat_template(name: str, tokenizer, spec: dict):
     ``chat_template`` in the spec: ``true`` (default) keeps the tokenizer's own template, ``false`` keeps
     it too (prompts are then not templated: see :func:`uses_chat_template`), a string is a Jinja chat
     template that replaces the tokenizer's. A string that does not render a user message is an error
-    naming the model.
+    naming the model; so is a template the start-up probe refuses (:func:`kvdiv.llm.chat_templates.probe_template`:
+    one that drops the message or renders it differently twice).
     """
+    from kvdiv.llm.chat_templates import probe_template, tokenizer_template, tokenizer_variables
+
     template = spec.get("chat_template", True)
     if isinstance(template, str):
         tokenizer.chat_template = template
-        try:
-            apply_chat_template(tokenizer, "x", True)
-        except Exception as err:  # jinja2 syntax or runtime errors
-            raise ValueError(f"model {name!r}: chat_template in its spec does not render a user message: {err}") from err
+    source = tokenizer_template(tokenizer)
+    if template is not False and source:
+        owner = f"model {name!r}" + (" (chat_template in its spec)" if isinstance(template, str) else "")
+        probe_template(source, owner=owner, variables=tokenizer_variables(tokenizer))
     return tokenizer
 
 
@@ -106,17 +109,21 @@ def uses_chat_template(tokenizer, spec: dict) -> bool:
     return spec.get("chat_template", True) is not False and bool(getattr(tokenizer, "chat_template", None))
 
 
-def apply_chat_template(tokenizer, text: str, enabled: bool = True) -> str:
+def apply_chat_template(tokenizer, text: str, enabled: bool = True, owner: str | None = None) -> str:
     """The final prompt string for a user message: chat-templated with a generation prompt when
     ``enabled`` and the tokenizer has a template, else ``text`` unchanged.
 
-    Tokenize the result with ``add_special_tokens=False``.
+    Rendered by :func:`kvdiv.llm.chat_templates.render_user_message` (what transformers' ``apply_chat_template``
+    gives, within a time and size budget, ``strftime_now`` frozen); ``owner`` names the template in errors
+    (default: the tokenizer's ``name_or_path``). Tokenize the result with ``add_special_tokens=False``.
     """
-    if not enabled or not getattr(tokenizer, "chat_template", None):
+    from kvdiv.llm.chat_templates import render_user_message, tokenizer_template, tokenizer_variables
+
+    source = tokenizer_template(tokenizer) if enabled else None
+    if not source:
         return text
-    return tokenizer.apply_chat_template(
-        [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
-    )
+    owner = owner or f"tokenizer {getattr(tokenizer, 'name_or_path', '') or type(tokenizer).__name__!r}"
+    return render_user_message(source, text, owner=owner, variables=tokenizer_variables(tokenizer))
 
 
 def _as_list(value) -> list[int]:

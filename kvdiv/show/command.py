@@ -6,16 +6,17 @@ import argparse
 import shutil
 import sys
 
-from kvdiv.show.html import render_html, write_html
+from kvdiv.show.html import check_html_target, render_html, write_html
 from kvdiv.show.terminal import render_terminal, use_color
 from kvdiv.show.view import DEFAULT_MODELS_DIR, load_pair
 
 
 def _run(args: argparse.Namespace) -> int:
+    html_target = None if args.html is None else check_html_target(args.html, args.force)  # before any work
     view = load_pair(args.store, action=args.action, replicate=args.replicate, document=args.document,
                      models_dir=args.models_dir)
-    if args.html:
-        print(f"wrote {write_html(args.html, render_html(view))}")
+    if html_target is not None:
+        print(f"wrote {write_html(html_target, render_html(view))}")
         return 0
     width = args.width or shutil.get_terminal_size((100, 24)).columns
     print(render_terminal(view, color=use_color(sys.stdout, args.color), width=width))
@@ -45,7 +46,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--action", help="the action (default: the store's first)")
     parser.add_argument("--replicate", type=_replicate, default=0, help="the replicate (default: 0)")
     parser.add_argument("--document", help="the document of a cube (default: its first)")
-    parser.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML page instead of printing")
+    parser.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML page instead of printing (never inside a store or results "
+                             "tree; an existing file only if kvdiv wrote it, or with --force)")
+    parser.add_argument("--force", action="store_true",
+                        help="with --html: replace an existing file that is not an earlier kvdiv page")
     parser.add_argument("--models-dir", default=DEFAULT_MODELS_DIR,
                         help=f"where the store's model is resolved, as {{models dir}}/{{model}} (default: {DEFAULT_MODELS_DIR})")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",

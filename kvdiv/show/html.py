@@ -22,6 +22,8 @@ from kvdiv.show.view import Chain, PairView
 #: Forbids every fetch (scripts, styles from files, images, fonts, frames); inline styles only.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'none'; base-uri 'none'"
 SHADE_RGB = (214, 39, 40)
+#: The generator of every page kvdiv writes: `kvdiv show --html` replaces an existing file only if it says this.
+GENERATOR = "kvdiv show"
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1400px; padding: 0 1em; color: #222; }
@@ -179,6 +181,7 @@ def html_page(title: str, body: Iterable[str] | str) -> str:
     body = body if isinstance(body, str) else "".join(body)
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f'<meta name="generator" content="{GENERATOR}">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)}</title><style>{CSS}</style></head>\n<body>\n{body}\n</body></html>\n"
@@ -191,6 +194,48 @@ def render_html(view: PairView) -> str:
     title = f"kvdiv show: {h.document} · {h.action} · replicate {h.replicate}"
     body = [f"<h1>{esc(title)}</h1>", f'<p class="legend">{esc(h.store)}</p>', legend_html(view.branch_start is not None), pair_html(view)]
     return html_page(title, body)
+
+
+def is_kvdiv_html(path: str | os.PathLike) -> bool:
+    """Whether the file at ``path`` is a page kvdiv wrote (its head names :data:`GENERATOR`)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    return head.startswith("<!DOCTYPE html>") and f'<meta name="generator" content="{GENERATOR}">' in head
+
+
+def _protected_tree(path: Path) -> Path | None:
+    """The zarr store or workflow results tree ``path`` lies in (itself or an ancestor), if any."""
+    from kvdiv.layout import RESULTS
+
+    for parent in [path, *path.parents]:
+        if parent.name.endswith(".zarr") or (parent / "zarr.json").is_file() or (parent / ".zgroup").is_file():
+            return parent
+        if parent.name == Path(RESULTS).name or (parent / "models").is_dir() and any((parent / "models").glob("*/provenance.json")):
+            return parent
+    return None
+
+
+def check_html_target(path: str | os.PathLike, force: bool = False) -> Path:
+    """The path ``kvdiv show --html`` may write, or ``ValueError`` naming it: never an empty path, never inside a
+    zarr store or a results tree (the workflow's outputs), and an existing file only if it is an earlier kvdiv
+    page (or with ``force``); a directory never."""
+    if not str(path).strip():
+        raise ValueError("--html needs a file path (got an empty one)")
+    path = Path(path)
+    tree = _protected_tree(path.resolve())
+    if tree is not None:
+        kind = "zarr store" if tree.name.endswith(".zarr") or (tree / "zarr.json").is_file() else "results tree"
+        raise ValueError(f"--html {path}: refusing to write inside the {kind} {tree} (write the page elsewhere)")
+    if path.is_dir():
+        raise ValueError(f"--html {path} is a directory; give a file name such as {path / 'pair.html'}")
+    if path.exists() and not force and not is_kvdiv_html(path):
+        raise ValueError(f"--html {path} exists and is not a page kvdiv wrote; refusing to replace it (--force replaces it)")
+    if not path.parent.is_dir():
+        raise ValueError(f"--html {path}: its directory {path.parent} does not exist")
+    return path
 
 
 def write_html(path: str | os.PathLike, page: str) -> Path:

@@ -109,33 +109,47 @@ def chain_runs(view: PairView, chain: Chain) -> list[Run]:
 
 
 def wrap_runs(runs: Iterable[Run], width: int) -> list[list[tuple[str, str]]]:
-    """Lines of at most ``width`` columns (a newline breaks a line; atomic runs move whole to the next line)."""
-    lines: list[list[tuple[str, str]]] = [[]]
+    """Lines of at most ``width`` columns, broken after a space where a line has one (a word longer than a line is
+    cut); a newline breaks a line; atomic runs (markers) move whole to the next line."""
+    lines: list[list[tuple[str, int, str]]] = [[]]  # (unit, columns, style)
     col = 0
+    brk = 0  # units of the current line up to its last space: where it may break
 
-    def put(ch: str, style: str) -> None:
-        line = lines[-1]
-        if line and line[-1][1] == style:
-            line[-1] = (line[-1][0] + ch, style)
-        else:
-            line.append((ch, style))
+    def new_line(carry: list[tuple[str, int, str]]) -> None:
+        nonlocal col, brk
+        lines.append(carry)
+        col = sum(w for _, w, _ in carry)
+        brk = 0
 
     for text, style, atomic in runs:
-        if atomic and col and col + text_width(text) > width:
-            lines.append([])
-            col = 0
-        for ch in _UNITS.findall(text):
-            if ch == "\n":
-                lines.append([])
-                col = 0
+        units = [text] if atomic else _UNITS.findall(text)
+        for unit in units:
+            if unit == "\n":
+                new_line([])
                 continue
-            w = text_width(ch)
+            w = text_width(unit)
             if col + w > width and col:
-                lines.append([])
-                col = 0
-            put(ch, style)
+                line = lines[-1]
+                if 0 < brk < len(line) and sum(u[1] for u in line[brk:]) + w <= width:
+                    carry = line[brk:]
+                    del line[brk:]
+                    new_line(carry)  # the unfinished word moves down whole
+                else:
+                    new_line([])
+            lines[-1].append((unit, w, style))
             col += w
-    return lines
+            if unit == " " and not atomic:
+                brk = len(lines[-1])
+    out: list[list[tuple[str, str]]] = []
+    for line in lines:
+        parts: list[tuple[str, str]] = []
+        for unit, _, style in line:
+            if parts and parts[-1][1] == style:
+                parts[-1] = (parts[-1][0] + unit, style)
+            else:
+                parts.append((unit, style))
+        out.append(parts)
+    return out
 
 
 def _paint(text: str, style: str, color: bool) -> str:
@@ -177,6 +191,8 @@ def summary_lines(view: PairView) -> list[tuple[str, str]]:
         if key in info:
             task.append(f"{label} {info[key]}")
     lines.append(("  ·  ".join([doc, *task]), ""))
+    if info.get("question"):
+        lines.append((f"question: {info['question']}", ""))
     if "answers" in info:
         answers = info["answers"] if isinstance(info["answers"], list) else [info["answers"]]
         line = "answers: " + " | ".join(str(a) for a in answers)
@@ -184,7 +200,8 @@ def summary_lines(view: PairView) -> list[tuple[str, str]]:
             line += f"   (answer prefix {json.dumps(info['answer_prefix'], ensure_ascii=False)})"
         lines.append((line, ""))
     elif h.kind == "cube":
-        lines.append(("answers: not in the cube (the per-document store has them)", STYLES["dim"]))
+        lines.append(("answers: not in the cube and no documents beside it (the per-document store has them)",
+                      STYLES["dim"]))
     spec = f" ({_spec(h.action_spec)})" if h.action_spec else ""
     lines.append((f"action {h.action}{spec}  ·  replicate {h.replicate} of {h.replicates}", ""))
     if view.tau:

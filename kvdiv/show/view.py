@@ -217,7 +217,20 @@ class StoreData:
         }
 
     def document_info(self, document: int) -> dict[str, Any]:
-        """The document's metadata (DOCUMENT_FIELDS the store has; cubes have no answers)."""
+        """The document's metadata (DOCUMENT_FIELDS the store has; cubes have no answers), with the question and
+        answers from the document's own file when the workflow's documents lie beside the store
+        (:func:`document_from_files`)."""
+        info = self._stored_info(document)
+        extra = document_from_files(self.path, self.kind, self.documents[document], info.get("stratum"))
+        if extra.get("answers") and "answers" not in info:
+            info["answers"] = extra["answers"]
+            if extra.get("answer_prefix") and "answer_prefix" not in info:
+                info["answer_prefix"] = extra["answer_prefix"]
+        if extra.get("prompt"):
+            info["question"] = question_of(str(extra["prompt"]))
+        return info
+
+    def _stored_info(self, document: int) -> dict[str, Any]:
         if self.kind == "document":
             record = dict(self.attrs.get("document") or {})
             record["prompt_tokens"] = self.attrs.get("prompt_tokens")
@@ -329,6 +342,35 @@ def header_for(data: StoreData, action: int, document: int, replicate: int, note
         info=data.document_info(document),
         notes=notes,
     )
+
+
+#: The longest question `kvdiv show` prints (characters; a longer one is cut with an ellipsis).
+QUESTION_CHARS = 400
+
+
+def document_from_files(store: Path, kind: str, doc_id: str, stratum: str | None) -> dict[str, Any]:
+    """The record of document ``doc_id`` from the workflow's documents beside ``store``
+    (``results/{study}/documents/{stratum}/{doc_id}.json``; the store is ``results/{study}/cube/{model}.zarr`` or
+    ``results/{study}/trajectories/{model}/{doc_id}.zarr``), or ``{}`` when there is none or it does not read."""
+    import json
+
+    if not stratum:
+        return {}
+    study_dir = Path(store).resolve().parent.parent if kind == "cube" else Path(store).resolve().parent.parent.parent
+    path = study_dir / "documents" / str(stratum) / f"{doc_id}.json"
+    try:
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        record = json.loads(lines[0]) if lines else {}
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+    return record if isinstance(record, dict) and record.get("id") == doc_id else {}
+
+
+def question_of(prompt: str) -> str:
+    """The question of a document's message: its last paragraph (cut to :data:`QUESTION_CHARS`)."""
+    paragraphs = [p.strip() for p in prompt.strip().split("\n\n") if p.strip()]
+    question = paragraphs[-1] if paragraphs else ""
+    return question if len(question) <= QUESTION_CHARS else question[: QUESTION_CHARS - 1] + "…"
 
 
 def load_pair(

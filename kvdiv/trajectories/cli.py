@@ -18,6 +18,17 @@ import numpy as np
 from kvdiv.trajectories.store import cube_coords, is_cube, read_attrs, read_cube_action, read_document_store, verify_store
 
 
+def document_study(document: dict) -> str | None:
+    """The study of a document record: its ``study`` field, else the prefix of its id ``{study}-{stratum}-{i:04d}``."""
+    if document.get("study"):
+        return str(document["study"])
+    doc_id, stratum = str(document.get("id") or ""), str(document.get("stratum") or "")
+    suffix = f"-{stratum}-"
+    if stratum and suffix in doc_id:
+        return doc_id[: doc_id.rindex(suffix)] or None
+    return None
+
+
 def action_summary(match: np.ndarray, tv: np.ndarray, fixed_tv: np.ndarray, eos_x: np.ndarray, eos_y: np.ndarray) -> dict[str, Any]:
     """Summary of arrays shaped (..., step); leading axes are flattened into replicates."""
     horizon = match.shape[-1]
@@ -61,7 +72,7 @@ def summarize(path: str | Path) -> dict[str, Any]:
     return {
         "store": str(path),
         "kind": kind,
-        "study": attrs.get("study"),
+        "study": attrs.get("study") or document_study(attrs.get("document") or {}),
         "model": attrs.get("model"),
         "mode": attrs.get("mode"),
         "horizon": attrs.get("horizon"),

@@ -122,7 +122,7 @@ def read_store_arrays(path: str | Path) -> tuple[dict[str, Any], dict[str, np.nd
     """
     path = Path(path)
     _open_ro(path)  # a clear error when it is no zarr v3 store
-    root = zarr.open_group(str(path), mode="r", zarr_format=3, use_consolidated=False)  # what is on disk
+    root = _open_group(path, use_consolidated=False)  # what is on disk
     attrs = dict(root.attrs)
     recorded = attrs.get(CHECKSUMS_ATTR)
     if not isinstance(recorded, Mapping) or not recorded:
@@ -168,7 +168,20 @@ def _open_ro(path: str | Path) -> zarr.Group:
     path = Path(path)
     if not (path / "zarr.json").is_file():
         raise FileNotFoundError(f"{path} is not a zarr v3 store (no zarr.json)")
-    return zarr.open_group(str(path), mode="r", zarr_format=3)
+    return _open_group(path)
+
+
+def _open_group(path: Path, **kwargs) -> zarr.Group:
+    """``zarr.open_group`` read-only; a metadata file that is not JSON is an error naming it (zarr's does not)."""
+    try:
+        return zarr.open_group(str(path), mode="r", zarr_format=3, **kwargs)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        for meta in sorted(Path(path).rglob("zarr.json")):
+            try:
+                json.loads(meta.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError) as bad:
+                raise CorruptStoreError(f"{path}: its metadata {meta} is not valid JSON ({bad})") from None
+        raise CorruptStoreError(f"{path}: its metadata is not valid JSON ({err})") from None
 
 
 def write_document_store(

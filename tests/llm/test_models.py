@@ -8,6 +8,9 @@ GGUF-loaded model.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import random
 import types
 import zipfile
@@ -256,7 +259,7 @@ def test_chat_template_spec_true_false_or_a_template_string(tmp_path):
     assert loading.load_tokenizer("t", spec, tmp_path).chat_template == template
     assert loading.load_tokenizer("t", {}, tmp_path).chat_template == tokenization.BYTES_CHAT_TEMPLATE  # the resolved tokenizer's own
     assert not loading.load_model("t", {**spec, "chat_template": False}, tmp_path).chat_template
-    with pytest.raises(ValueError, match=r"model 't': chat_template in its spec does not render a user message"):
+    with pytest.raises(ValueError, match=r"model 't' \(chat_template in its spec\): its chat template does not render a user message"):
         loading.load_tokenizer("t", {**spec, "chat_template": "{% for %}"}, tmp_path)
 
 
@@ -398,3 +401,35 @@ def test_source_files_of_local_and_gguf_specs_are_what_resolution_reads(tmp_path
     assert sources.source_files({"source": "gguf", "path": str(tmp_path / "dir"), "gguf_file": "m.gguf"}) == [tmp_path / "dir/m.gguf"]
     assert sources.source_files({"source": "gguf", "path": "/data/m.gguf"}) == [Path("/data/m.gguf")]
     assert sources.source_files({"source": "random", "architecture": "llama"}) == []
+
+
+def test_cli_resolve_of_a_resolved_unchanged_model_is_a_no_op(tmp_path, capsys):
+    """Resolving what is resolved from the same spec rewrites nothing (so the workflow reruns nothing downstream);
+    --force, a changed spec or seed resolves again."""
+    config = tmp_path / "config.yaml"
+    spec = {"source": "random", "architecture": "llama", "tokenizer": "bytes"}
+    config.write_text(json.dumps({"seed": 1, "models": {"tiny": spec}}))
+    argv = ["models", "resolve", "tiny", "--config", str(config), "--models-dir", str(tmp_path / "models")]
+    assert cli_main(argv) == 0
+    provenance = tmp_path / "models" / "tiny" / "provenance.json"
+    before = (provenance.stat().st_ino, provenance.stat().st_mtime_ns, provenance.read_text())
+    capsys.readouterr()
+    assert cli_main(argv) == 0
+    assert "already resolved from this spec; nothing to do" in capsys.readouterr().out
+    assert (provenance.stat().st_ino, provenance.stat().st_mtime_ns, provenance.read_text()) == before
+    config.write_text(json.dumps({"seed": 1, "models": {"tiny": {**spec, "threads": 3}}}))  # scheduling only
+    assert cli_main(argv) == 0 and provenance.read_text() == before[2]
+    assert cli_main([*argv, "--force"]) == 0 and provenance.stat().st_ino != before[0]
+    forced = provenance.read_text()
+    config.write_text(json.dumps({"seed": 2, "models": {"tiny": spec}}))  # another seed: another model
+    assert cli_main(argv) == 0 and provenance.read_text() != forced
+
+
+def test_models_info_imports_no_torch(tmp_path):
+    (tmp_path / "provenance.json").write_text('{"source": "random"}')
+    code = ("import sys\nfrom kvdiv.cli import main\nmain(['models', 'info', sys.argv[1]])\n"
+            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'imported torch'\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"source": "random"}

@@ -429,3 +429,79 @@ def test_gallery_of_a_swrb_store_marks_the_branch_start(tiny_llama, tiny_stores)
     tau = [a for t, a in parser.tags if t == "span" and a.get("class") == "mk tau"]
     assert len(branch) == len(tau) > 1  # legend + x and y of each pair shown; J = τ in swrb mode
     assert "steps before J are the common overlap path" in "".join(parser.data)
+
+
+def test_html_never_overwrites_a_store_a_results_tree_or_a_foreign_file(tiny_llama, tiny_stores, tmp_path, capsys):
+    """`--html STORE/zarr.json` destroyed a store; `--html results/report.md` replaced the report; `--html ''`
+    printed to stdout. Each is refused before anything is read or written, naming the path."""
+    import shutil
+
+    models_dir = str(tiny_llama.path.parent)
+    store = tmp_path / "copy.zarr"
+    shutil.copytree(tiny_stores["complete"], store)
+    before = (store / "zarr.json").read_bytes()
+
+    def refused(target, *extra):
+        assert main(["show", str(store), "--models-dir", models_dir, "--html", str(target), *extra]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.startswith("kvdiv: error: --html")
+        return captured.err
+
+    assert "inside the zarr store" in refused(store / "zarr.json")
+    assert "inside the zarr store" in refused(store / "zarr.json", "--force")
+    assert (store / "zarr.json").read_bytes() == before
+    report = tmp_path / "results" / "report.md"
+    report.parent.mkdir()
+    report.write_text("# the report\n")
+    assert "inside the results tree" in refused(report, "--force")
+    assert report.read_text() == "# the report\n"
+    assert "needs a file path" in refused("")
+    notes = tmp_path / "notes.html"
+    notes.write_text("<p>mine</p>")
+    assert "is not a page kvdiv wrote" in refused(notes)
+    assert notes.read_text() == "<p>mine</p>"
+    assert "is a directory" in refused(tmp_path)
+    # an earlier kvdiv page is replaced; a foreign file only with --force
+    page = tmp_path / "pair.html"
+    for argv in ([str(page)], [str(page)], [str(notes), "--force"]):
+        assert main(["show", str(store), "--models-dir", models_dir, "--html", *argv]) == 0
+    capsys.readouterr()
+    assert notes.read_text().startswith("<!DOCTYPE html>") and page.read_text() == notes.read_text()
+
+
+def test_terminal_wraps_at_word_boundaries():
+    """A line breaks after a space, not inside a word; a word longer than a line is cut; markers move whole."""
+    from kvdiv.show.terminal import wrap_runs
+
+    text = "the quick brown fox jumps over the lazy dog"
+    lines = ["".join(t for t, _ in line) for line in wrap_runs([(text, "", False)], 12)]
+    assert lines == ["the quick ", "brown fox ", "jumps over ", "the lazy dog"]
+    assert all(len(line) <= 12 for line in lines) and "".join(lines) == text
+    shaded = [("the qu", "1", False), ("ick brown", "2", False), ("[EOS]", "eos", True)]
+    lines = wrap_runs(shaded, 8)
+    assert ["".join(t for t, _ in line) for line in lines] == ["the ", "quick ", "brown", "[EOS]"]
+    assert lines[1] == [("qu", "1"), ("ick ", "2")]  # styles kept across the moved word
+    assert ["".join(t for t, _ in line) for line in wrap_runs([("abcdefghijkl mn", "", False)], 5)] == [
+        "abcde", "fghij", "kl mn"]
+
+
+def test_cube_views_and_galleries_show_question_and_answers_from_the_documents(tiny_llama, tiny_stores, tmp_path):
+    """A cube in the workflow's tree: the documents beside it give the question and gold answers (was "answers: not
+    in the cube")."""
+    import json
+    import shutil
+
+    study = tmp_path / "results" / "st"
+    shutil.copytree(tiny_stores["cube"], study / "cube" / "tiny.zarr")
+    doc = {**document(1, "helmet"), "prompt": "A long haystack.\n\nWhat is the special magic number?", "answers": ["77"]}
+    (study / "documents" / "helmet_64").mkdir(parents=True)
+    (study / "documents" / "helmet_64" / f"{doc['id']}.json").write_text(json.dumps(doc) + "\n")
+    view = load_pair(study / "cube" / "tiny.zarr", document=doc["id"], models_dir=tiny_llama.path.parent)
+    out = render_terminal(view, width=100)
+    assert "question: What is the special magic number?" in out and "answers: 77" in out
+    assert "not in the cube" not in out
+    page = gallery(study / "cube" / "tiny.zarr", models_dir=tiny_llama.path.parent)
+    assert "What is the special magic number?" in page and "answers: 77" in page
+    # without documents beside it, the cube still says where the answers are
+    bare = render_terminal(load_pair(tiny_stores["cube"], document=doc["id"], models_dir=tiny_llama.path.parent))
+    assert "answers: not in the cube" in bare

@@ -119,7 +119,9 @@ def test_inspect(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["documents"] == s["documents"]
     assert cli_main(["inspect", str(stores[0])]) == 0
     text = capsys.readouterr().out
-    assert "document store" in text and "mean tau" in text
+    assert "document store" in text and "mean tau" in text and "study st" in text
+    assert cli_main(["inspect", str(stores[0]), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["study"] == "st" == summarize(cube)["study"]  # was null
     assert cli_main(["inspect", str(tmp_path / "missing.zarr")]) == 2
 
 

@@ -1,0 +1,43 @@
+"""The workflow refuses, when it starts, a chat template that drops the message, loops without bound, or that a
+resolved model ships with the same defects, naming the model (before any job runs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.workflow
+
+
+def dry_run(tmp_path: Path, config: dict) -> subprocess.CompletedProcess:
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "-s", str(REPO / "Snakefile"), "--configfile=c.yaml"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
+
+
+def test_bad_chat_templates_are_refused_at_startup(tmp_path):
+    config = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+    config["models"]["tiny"]["chat_template"] = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    proc = dry_run(tmp_path, config)
+    assert proc.returncode != 0 and "models.tiny.chat_template: its chat template ran past the rendering budget" in (proc.stdout + proc.stderr)
+    # a resolved model whose own template drops the message
+    del config["models"]["tiny"]["chat_template"]
+    resolved = tmp_path / "results/models/tiny"
+    resolved.mkdir(parents=True)
+    (resolved / "provenance.json").write_text("{}")
+    (resolved / "tokenizer_config.json").write_text(json.dumps({"chat_template": "A"}))
+    proc = dry_run(tmp_path, config)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and f"models.tiny ({Path('results/models/tiny')})" in out, out[-2000:]
+    assert "renders two different messages identically" in out
