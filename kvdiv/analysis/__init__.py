@@ -8,7 +8,7 @@ shares), :mod:`~kvdiv.analysis.timing` (Figure 5: survival and entry times), :mo
 (Figures 6, 7: branch TV by depth, late minus early), :mod:`~kvdiv.analysis.blocks` (Table 2),
 :mod:`~kvdiv.analysis.prediction` (Table 3), :mod:`~kvdiv.analysis.accuracy` (task accuracy with the full and the
 evicted cache, early vs late divergence), :mod:`~kvdiv.analysis.leaderboard` (every action of a study ranked by
-R_H) and :mod:`~kvdiv.analysis.swrb_comparison` (the report's section SWRB: variance–cost of residual-branch
+R_H), :mod:`~kvdiv.analysis.verdicts` (a contrast's verdict against a paper's claimed direction) and :mod:`~kvdiv.analysis.swrb_comparison` (the report's section SWRB: variance–cost of residual-branch
 estimation and the enclosure of R_H; the complete-vs-swrb benchmark). Proportions (0–1) throughout; :mod:`kvdiv.outputs` prints
 percentage points.
 """
