@@ -15,13 +15,24 @@ os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [str(Path(workflow.bas
 from kvdiv import layout  # noqa: E402
 from kvdiv.analysis import items  # noqa: E402
 from kvdiv.codehash import code_hash  # noqa: E402
-from kvdiv.names import NAME_REGEX, check_config_names  # noqa: E402
+from kvdiv.names import NAME_REGEX, check_config_names, check_results_root  # noqa: E402
 
 validate(config, "../config/schema.yaml")
 # Names become path components (results/models/{model}/, results/{study}/...): kvdiv.names says which are safe.
 check_config_names(config)
+# Every output, log and job benchmark of this config lies under its own root (config key `results`, e.g.
+# results/smoke): configs live side by side in one working directory. Paths relative to the working directory
+# (snakemake -d DIR); files of the workflow itself are read through workflow.basedir (get_workflow_file).
+RESULTS_ROOT = check_results_root(config["results"])
+paths = layout.Layout(RESULTS_ROOT)
 
 ENV = "../envs/kvdiv.yaml"
+
+
+def get_workflow_file(relative):
+    """The absolute path of a file shipped with the workflow (e.g. kvdiv/data/...): resolved against the
+    Snakefile's directory, not the working directory, so `snakemake -d otherdir` finds it."""
+    return str(Path(workflow.basedir) / relative)
 
 
 _SCRIPT_CODE = {}
@@ -114,12 +125,12 @@ def get_strata(study):
 
 def get_model_dir(model):
     """The resolved directory of a model (load it with kvdiv.llm.loading.load_model)."""
-    return layout.model_dir(model)
+    return paths.model_dir(model)
 
 
 def get_model_ready(model):
     """The file marking a model as resolved: the input of every rule that loads the model."""
-    return layout.model_ready(model)
+    return paths.model_ready(model)
 
 
 def get_model_seed(model):
@@ -159,7 +170,7 @@ def get_finite_system_files():
     """One system file per member of the finite-state suite, named after its design factors."""
     from kvdiv.finite.suite import suite_specs
 
-    return [layout.finite_system(spec.name) for spec in suite_specs(get_finite_state())]
+    return [paths.finite_system(spec.name) for spec in suite_specs(get_finite_state())]
 
 
 # --- documents (rules/documents.smk) ---
@@ -197,7 +208,7 @@ def get_documents_source_files(study, stratum):
 
 def get_documents_file(study, stratum):
     """The JSONL of one stratum of a study."""
-    return layout.documents_file(study, stratum)
+    return paths.documents_file(study, stratum)
 
 
 def get_documents(study):
@@ -207,7 +218,7 @@ def get_documents(study):
 
 def get_document_file(study, doc_id):
     """The one-record JSON(L) of one document: the input of its trajectory jobs."""
-    return layout.document_file(study, get_trajectory_stratum(study, doc_id), doc_id)
+    return paths.document_file(study, get_trajectory_stratum(study, doc_id), doc_id)
 
 
 def get_stratum_document_files(study, stratum):
@@ -346,7 +357,7 @@ def get_trajectory_batches(study, model):
 
 def get_trajectory_store(study, model, doc_id):
     """The per-document store of one trajectory job."""
-    return layout.trajectory_store(study, model, doc_id)
+    return paths.trajectory_store(study, model, doc_id)
 
 
 def get_trajectory_stores(study, model):
@@ -356,7 +367,7 @@ def get_trajectory_stores(study, model):
 
 def get_cube(study, model):
     """The cube of a (study, model)."""
-    return layout.cube(study, model)
+    return paths.cube(study, model)
 
 
 def get_trajectory_settings(study):
@@ -403,12 +414,12 @@ def get_analysis():
 
 def get_metrics_dir(study, model):
     """Folder of one (study, model)'s metric Parquet files."""
-    return layout.metrics_dir(study, model)
+    return paths.metrics_dir(study, model)
 
 
 def get_metrics_files(study):
     """Every metric file of a study, all its models."""
-    return [layout.metrics_file(study, model, table) for model in get_study_models(study) for table in layout.METRIC_TABLES]
+    return [paths.metrics_file(study, model, table) for model in get_study_models(study) for table in layout.METRIC_TABLES]
 
 
 def get_analysis_study(item):
@@ -430,7 +441,7 @@ ANALYSED_ITEMS = tuple(item for item in items.ANALYSED if item in get_analysis()
 
 def get_analysis_outputs(item):
     """{table name: parquet path} of one figure item's analysis tables (kvdiv.analysis.items)."""
-    return {table: layout.analysis_table(item, table) for table in items.get_item(item).tables}
+    return {table: paths.analysis_table(item, table) for table in items.get_item(item).tables}
 
 
 def get_analysis_params(item, table):

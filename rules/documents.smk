@@ -10,7 +10,7 @@ rule document:
         model=lambda wildcards: get_model_ready(get_reference_tokenizer(wildcards.study)),
         source=lambda wildcards: get_documents_source_files(wildcards.study, wildcards.stratum),
     output:
-        layout.document_file("{study}", "{stratum}", "{doc_id}"),
+        paths.document_file("{study}", "{stratum}", "{doc_id}"),
     wildcard_constraints:
         study=NAME_REGEX,
         stratum=layout.STRATUM_REGEX,
@@ -26,9 +26,9 @@ rule document:
         horizon=lambda wildcards: get_study(wildcards.study)["horizon"],
         code=script_code("document.py"),
     log:
-        layout.log("document", "{study}/{stratum}/{doc_id}"),
+        paths.log("document", "{study}/{stratum}/{doc_id}"),
     benchmark:
-        layout.job_benchmark("document", "{study}/{stratum}/{doc_id}")
+        paths.job_benchmark("document", "{study}/{stratum}/{doc_id}")
     conda:
         ENV
     script:
@@ -39,14 +39,14 @@ rule documents:
     input:
         lambda wildcards: get_stratum_document_files(wildcards.study, wildcards.stratum),
     output:
-        layout.documents_file("{study}", "{stratum}"),
+        paths.documents_file("{study}", "{stratum}"),
     wildcard_constraints:
         study=NAME_REGEX,
         stratum=layout.STRATUM_REGEX,
     params:
         code=script_code("documents.py"),
     log:
-        layout.log("documents", "{study}/{stratum}"),
+        paths.log("documents", "{study}/{stratum}"),
     conda:
         ENV
     script:

@@ -40,9 +40,9 @@ for _study in get_studies():
                     settings=get_trajectory_settings(_study),
                     code=script_code("trajectories.py"),
                 log:
-                    layout.log("trajectories", f"{_study}/{_model}/{_batch}"),
+                    paths.log("trajectories", f"{_study}/{_model}/{_batch}"),
                 benchmark:
-                    layout.job_benchmark("trajectories", f"{_study}/{_model}/{_batch}")
+                    paths.job_benchmark("trajectories", f"{_study}/{_model}/{_batch}")
                 conda:
                     ENV
                 script:
@@ -53,15 +53,15 @@ rule cube:
     input:
         stores=lambda wildcards: get_trajectory_stores(wildcards.study, wildcards.model),
     output:
-        directory(layout.cube("{study}", "{model}")),
+        directory(paths.cube("{study}", "{model}")),
     wildcard_constraints:
         study=NAME_REGEX,
     params:
         code=script_code("cube.py"),
     log:
-        layout.log("cube", "{study}/{model}"),
+        paths.log("cube", "{study}/{model}"),
     benchmark:
-        layout.job_benchmark("cube", "{study}/{model}")
+        paths.job_benchmark("cube", "{study}/{model}")
     conda:
         ENV
     script:

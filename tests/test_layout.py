@@ -21,7 +21,7 @@ def test_paths_are_the_documented_ones():
     assert layout.answers("s", "m") == "results/s/answers/m.parquet"
     assert layout.gallery("s", "m") == "results/figures/gallery/s/m.html"
     assert layout.finite_system("v2h8") == "results/finite_state/systems/v2h8.json" and layout.REPORT == "results/report.md"
-    assert layout.log("trajectories", "s/m/d") == "logs/trajectories/s/m/d.log"
+    assert layout.log("trajectories", "s/m/d") == "results/logs/trajectories/s/m/d.log"
     assert layout.job_benchmark("cube", "s/m") == "results/benchmarks/cube/s/m.tsv"
     # Snakemake patterns pass through unchanged
     assert layout.cube("{study}", "{model}") == "results/{study}/cube/{model}.zarr"

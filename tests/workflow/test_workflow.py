@@ -96,7 +96,7 @@ def test_smoke_study_end_to_end_and_reruns(tmp_path):
     only the new documents' jobs and what depends on them."""
     work = copy_repo(tmp_path / "wf")
     run_snakemake(work, "--cores", "2", "--configfile", "config/smoke.yaml")
-    results = work / "results"
+    results = work / "results/smoke"  # config/smoke.yaml's output root
     for name in ["finite_state/figure4", "figures/figure5", "figures/figure6", "figures/figure7"]:
         for ext in ("pdf", "png"):
             assert (results / f"{name}.{ext}").stat().st_size > 1000, f"{name}.{ext} missing or empty"
@@ -121,7 +121,7 @@ def test_smoke_study_end_to_end_and_reruns(tmp_path):
         assert gallery.count("<h2>") == len(set(reps["action"])) and "http" not in gallery.replace("http-equiv", "")
 
     # snakemake --report: the HTML report carries the galleries
-    run_snakemake(work, "--configfile", "config/smoke.yaml", "--report", "results/report.html")
+    run_snakemake(work, "--configfile", "config/smoke.yaml", "--report", "results/smoke/report.html")
     html = (results / "report.html").read_text(errors="replace")
     assert "Galleries" in html and "Divergence gallery" in html
 
@@ -166,7 +166,7 @@ def test_paper_dag_through_the_slurm_workflow_profile(tmp_path):
     jobs = planned_jobs(proc.stdout + proc.stderr)
     assert jobs["trajectories"] == 2 * 2 * 6 * (48 // 4) and jobs["document"] == 2 * 288, jobs
     # the profile's set-resources for `trajectories` reach every batch rule
-    store = "results/retention50/trajectories/llama/retention50-ruler_4096-0005.zarr"
+    store = "results/paper/retention50/trajectories/llama/retention50-ruler_4096-0005.zarr"
     out = run_snakemake(work, store, "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/paper.yaml")
     block = out.stdout[out.stdout.index("rule trajectories_retention50_llama_ruler_4096_0004_0007"):]
     resources = next(line for line in block.splitlines() if line.strip().startswith("resources:"))
