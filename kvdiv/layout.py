@@ -11,7 +11,8 @@ stands for the root::
 
     results/models/{model}/                                   resolved model (provenance.json written last)
     results/{study}/documents/{stratum}.jsonl                 a stratum's documents
-    results/{study}/documents/{stratum}/{doc_id}.json         one document (the trajectory job's input)
+    results/{study}/documents/{stratum}/{first:04d}-{last:04d}.jsonl   a block of a stratum's documents (one job; the
+                                                              trajectory jobs' input)
     results/{study}/trajectories/{model}/{doc_id}.zarr        per-document store
     results/{study}/cube/{model}.zarr                         cube
     results/{study}/answers/{model}.parquet                   every continuation scored (kvdiv.trajectories.answers)
@@ -115,9 +116,11 @@ class Layout:
         """The JSONL of one stratum of a study."""
         return f"{self.root}/{study}/documents/{stratum}.jsonl"
 
-    def document_file(self, study: str, stratum: str, doc_id: str) -> str:
-        """The one-record JSON(L) of one document: the input of its trajectory jobs."""
-        return f"{self.root}/{study}/documents/{stratum}/{doc_id}.json"
+    def document_block(self, study: str, stratum: str, first: int | str, last: int | str) -> str:
+        """The JSONL of documents ``first .. last`` (at most; fewer in a stratum's last block) of one stratum,
+        written by one job: the input of the trajectory jobs of those documents. Indices as ``{i:04d}``."""
+        first, last = (i if isinstance(i, str) else f"{int(i):04d}" for i in (first, last))
+        return f"{self.root}/{study}/documents/{stratum}/{first}-{last}.jsonl"
 
     # --------------------------------------------------------------------------------------- trajectories, metrics
     def trajectory_store(self, study: str, model: str, doc_id: str) -> str:
@@ -184,7 +187,7 @@ DEFAULT = Layout(RESULTS)
 model_dir = DEFAULT.model_dir
 model_ready = DEFAULT.model_ready
 documents_file = DEFAULT.documents_file
-document_file = DEFAULT.document_file
+document_block = DEFAULT.document_block
 trajectory_store = DEFAULT.trajectory_store
 cube = DEFAULT.cube
 answers = DEFAULT.answers

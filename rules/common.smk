@@ -216,21 +216,37 @@ def get_documents(study):
     return [get_documents_file(study, s) for s in get_strata(study)]
 
 
-def get_document_file(study, doc_id):
-    """The one-record JSON(L) of one document: the input of its trajectory jobs."""
-    return paths.document_file(study, get_trajectory_stratum(study, doc_id), doc_id)
+def get_document_blocks(study):
+    """[(stratum, first, last, [document ids])] of a study: per stratum, documents in blocks of the reference
+    tokenizer model's `documents_per_job` by index (block k holds i = k*size .. k*size+size-1, fewer in the last;
+    named after the full index range, as the trajectory batches are), one document job each."""
+    size = get_model_spec(get_reference_tokenizer(study))["documents_per_job"]
+    n = get_study(study)["documents_per_stratum"]
+    return [
+        (stratum, k, k + size - 1, [layout.document_id(study, stratum, i) for i in range(k, min(k + size, n))])
+        for stratum in get_strata(study)
+        for k in range(0, n, size)
+    ]
 
 
-def get_stratum_document_files(study, stratum):
-    """Every document file of one stratum of a study, in index order."""
-    return [get_document_file(study, doc_id) for s, doc_id in get_document_ids(study) if s == stratum]
+def get_document_block_count(study, stratum, first, last):
+    """How many documents block `first`-`last` of a stratum holds (checked against the study's config): a
+    param of its job, so a document added to the block reruns that block alone."""
+    for s, k, end, ids in get_document_blocks(study):
+        if (s, k, end) == (stratum, int(first), int(last)):
+            return len(ids)
+    raise ValueError(f"study {study!r} stratum {stratum!r} has no document block {first}-{last}")
 
 
-def get_document_index(study, stratum, doc_id):
-    """The index i of document id `{study}-{stratum}-{i:04d}` (checked against the study's config)."""
-    if (stratum, doc_id) not in get_document_ids(study):
-        raise ValueError(f"study {study!r} stratum {stratum!r} has no document {doc_id!r}")
-    return layout.document_index(doc_id)
+def get_stratum_document_blocks(study, stratum):
+    """Every document block file of one stratum of a study, in index order."""
+    return [paths.document_block(study, s, k, end) for s, k, end, _ in get_document_blocks(study) if s == stratum]
+
+
+def get_documents_blocks_of(study, doc_ids):
+    """The document block files holding `doc_ids` (the inputs of a trajectory job), in index order."""
+    wanted = set(doc_ids)
+    return [paths.document_block(study, s, k, end) for s, k, end, ids in get_document_blocks(study) if wanted & set(ids)]
 
 
 def get_document_ids(study):

@@ -149,7 +149,7 @@ def test_smoke_study_end_to_end_and_reruns(tmp_path):
 
     more = write_variant(work, "smoke_more.yaml", add_document)
     jobs = planned_jobs(run_snakemake(work, "-n", "--cores", "2", "--configfile", more, "--quiet", "rules").stdout)
-    # one new document per stratum: its document job and its block's trajectory job (documents 0-3 of the stratum)
+    # one new document per stratum: its block's document job and trajectory job (documents 0-3 of the stratum)
     assert jobs.get("document") == 2 and jobs.get("trajectories") == 2, jobs
     assert jobs.get("cube") == 1 and jobs.get("metrics") == 1 and jobs.get("answers") == 1, jobs  # retention50 only
     assert jobs.get("gallery") == 1, jobs
@@ -164,7 +164,8 @@ def test_paper_dag_through_the_slurm_workflow_profile(tmp_path):
     proc = run_snakemake(work, "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/paper.yaml",
                          "--quiet", "rules")
     jobs = planned_jobs(proc.stdout + proc.stderr)
-    assert jobs["trajectories"] == 2 * 2 * 6 * (48 // 4) and jobs["document"] == 2 * 288, jobs
+    # documents in blocks of the reference tokenizer model's documents_per_job (4): 12 per stratum and study
+    assert jobs["trajectories"] == 2 * 2 * 6 * (48 // 4) and jobs["document"] == 2 * 6 * (48 // 4), jobs
     # the profile's set-resources for `trajectories` reach every batch rule
     store = "results/paper/retention50/trajectories/llama/retention50-ruler_4096-0005.zarr"
     out = run_snakemake(work, store, "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/paper.yaml")
@@ -201,6 +202,11 @@ def test_conda_env_pins_match_pyproject():
         (lambda c: c["analysis"].update(blocks=[[4, 1]]), "analysis.blocks[0] = [4, 1]"),
         (lambda c: c["analysis"].update(late=[12, 16]), "analysis.late = [12, 16]"),
         (lambda c: c.pop("models"), "'models' is a required property"),
+        # the output root: a relative path inside the working directory, not into .snakemake or the project's files
+        (lambda c: c.update(results="../elsewhere"), "results: '../elsewhere'"),
+        (lambda c: c.update(results="/tmp/abs"), "results: '/tmp/abs' must be a relative path"),
+        (lambda c: c.update(results=".snakemake/x"), "component '.snakemake' is not allowed"),
+        (lambda c: c.update(results="config"), "would write into the project's own 'config'"),
         (lambda c: c.update(leaderboard={"study": "retention5"}), "leaderboard.study = 'retention5' is not a configured study"),
         (lambda c: c.update(leaderboard={"study": "retention50", "steps": [0]}), "leaderboard"),
     ],
