@@ -19,8 +19,7 @@ rule document:
         last="[0-9]+",
     params:
         first=lambda wildcards: int(wildcards.first),
-        n_documents=lambda wildcards: get_document_block_count(wildcards.study, wildcards.stratum, wildcards.first,
-                                                         wildcards.last),
+        n_documents=lambda w: get_document_block_count(w.study, w.stratum, w.first, w.last),
         tasks=lambda wildcards: get_stratum_spec(wildcards.study, wildcards.stratum).get("tasks", []),
         master_seed=config["seed"],
         study_seed=lambda wildcards: get_study(wildcards.study)["seed"],

@@ -31,13 +31,12 @@ def snakemake(workdir: Path, config: Path, *args: str) -> str:
 
 
 def planned_paths(workdir: Path, config: Path) -> set[str]:
-    """Every output and log path the workflow plans for ``config`` (``snakemake --summary``, no job runs)."""
+    """Every output, log and benchmark path the workflow plans for ``config`` (the job list of ``snakemake -n``)."""
     out = set()
-    for line in snakemake(workdir, config, "--summary").splitlines()[1:]:
-        fields = line.split("\t")
-        if len(fields) >= 4 and not line.startswith("output_file"):
-            out.add(fields[0])
-            out.update(log for log in fields[3].split(",") if log and log != "-")
+    for line in snakemake(workdir, config, "-n").splitlines():
+        key, _, value = line.strip().partition(": ")
+        if key in ("output", "log", "benchmark"):
+            out.update(path.strip() for path in value.split(",") if path.strip())
     return out
 
 
