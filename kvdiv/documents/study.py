@@ -96,13 +96,6 @@ def document_at(index: int, **kwargs) -> Document:
     return stratum_documents(n_documents=index + 1, first=index, **kwargs)[0]
 
 
-def write_document(path: str | os.PathLike, index: int, **kwargs) -> Document:
-    """:func:`document_at`, written atomically to ``path`` as a one-record JSONL (also valid JSON)."""
-    doc = document_at(index, **kwargs)
-    write_jsonl([doc], Path(path))
-    return doc
-
-
 def write_document_block(path: str | os.PathLike, first: int, count: int, **kwargs) -> list[Document]:
     """Documents ``first .. first+count-1`` of a stratum (the arguments of :func:`stratum_documents` but
     ``n_documents``), generated in one process with one tokenizer load and written atomically to ``path``. Each is
