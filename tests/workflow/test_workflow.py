@@ -45,7 +45,8 @@ def test_lint_is_clean():
     assert "Congratulations" in proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("configfile", ["config/config.yaml", "config/smoke.yaml", "config/paper.yaml", "config/presses.yaml"])
+@pytest.mark.parametrize("configfile", ["config/config.yaml", "config/smoke.yaml", "config/paper.yaml", "config/presses.yaml",
+                                        "config/replication.yaml"])
 def test_dry_run_builds_dag(configfile, tmp_path):
     work = copy_repo(tmp_path / "wf")
     proc = run_snakemake(work, "-n", "--cores", "2", "--configfile", configfile, "--quiet", "rules")
