@@ -197,7 +197,7 @@ def test_killed_job_leaves_nothing_complete(work):
 
 def test_edited_source_files_rerun_their_rules(work):
     """A user's JSONL, a RULER file and a local model's files are rule inputs: editing one reruns its rule."""
-    docs = sorted((work / "results/tiny/documents/ruler_512").glob("*.json"))
+    docs = sorted((work / "results/tiny/documents/ruler_512").glob("*.jsonl"))  # the document blocks
     (work / "mine.jsonl").write_text("".join(p.read_text() for p in docs))
     (work / "ruler_512.jsonl").write_text("".join(
         json.dumps({"index": i, "input": f"Remember {i}. " + "grass is green. " * (5 + i), "outputs": [str(i)]}) + "\n"
