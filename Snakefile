@@ -6,10 +6,11 @@ min_version("9.0")
 
 
 # The embedded default, unless the user names their own config(s) with --configfile (which then replace it
-# rather than being merged into it: a paper run must not inherit the default's SmolLM2 model).
+# rather than being merged into it: a paper run must not inherit the default's SmolLM2 model). Found beside this
+# Snakefile, so `snakemake -d DIR` works from any working directory (outputs go under DIR).
 if not workflow.overwrite_configfiles:
 
-    configfile: "config/config.yaml"
+    configfile: f"{workflow.basedir}/config/config.yaml"
 
 
 include: "rules/common.smk"

@@ -6,7 +6,8 @@ R = 1, complete mode. For B in ``--batches``: prefill B documents and run
 :func:`kvdiv.trajectories.generate.generate_documents` over them (what :func:`kvdiv.trajectories.job.run_documents`
 does, without writing stores); the per-document cost is the batch's time / B. B values are interleaved within each
 round (order reversed every other round); each round's costs are divided by that round's B = 1 cost, and the
-table reports min and median of those ratios. ``--busy`` runs the same rounds beside one busy process
+table reports min and median of those ratios (and the process's peak resident memory so far: in round 0, B ascending,
+the peak of the largest B run yet). ``--busy`` runs the same rounds beside one busy process
 (``python -c "while True: pass"``). Also measured once: a fresh process's imports + model load (the fixed cost a
 job pays once per batch instead of once per document).
 
@@ -22,6 +23,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as workflow_scripts/traje
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import resource  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -58,7 +60,8 @@ def rounds(loaded, prompts, doc_ids, actions, horizon, batches, n_rounds, label)
         row = {}
         for b in order:
             job = coupled_job(loaded, prompts[:b], [(1, 2, d) for d in doc_ids[:b]], actions, horizon)
-            row[b] = {"prefill_s": job["prefill"], "total_s": job["total"], "per_document_s": job["total"] / b}
+            row[b] = {"prefill_s": job["prefill"], "total_s": job["total"], "per_document_s": job["total"] / b,
+                      "max_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
         for b in batches:
             row[b]["ratio"] = row[b]["per_document_s"] / row[1]["per_document_s"]
             out[b].append(row[b])

@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-import numba
 import numpy as np
 
 #: The columns of :func:`complete_estimates`, in its output order.
@@ -29,8 +28,7 @@ def tv(p, q):
     return 0.5 * abs(p - q).sum(-1)
 
 
-@numba.njit(cache=True)
-def tv_rows(P: np.ndarray, i: int, Q: np.ndarray, j: int) -> float:
+def _tv_rows(P: np.ndarray, i: int, Q: np.ndarray, j: int) -> float:
     """δ = TV(P[i], Q[j]) = ½ Σ_k |P[i, k] − Q[j, k]| for rows of two tables (by index: no array views), summed
     in order of k."""
     acc = 0.0
@@ -39,8 +37,7 @@ def tv_rows(P: np.ndarray, i: int, Q: np.ndarray, j: int) -> float:
     return 0.5 * acc
 
 
-@numba.njit(cache=True)
-def complete_estimates(count: float, tau: int, in_window: float, horizon: int, window: int, out: np.ndarray) -> None:
+def _complete_estimates(count: float, tau: int, in_window: float, horizon: int, window: int, out: np.ndarray) -> None:
     """Fill ``out`` (:data:`COMPLETE_COLUMNS`) with one complete-coupling replicate's estimators.
 
     ``count`` = Σ_t 1{x_t ≠ y_t}, ``tau`` = τ (1-based; 0 when x and y never split), ``in_window`` =
@@ -59,8 +56,7 @@ def complete_estimates(count: float, tau: int, in_window: float, horizon: int, w
     out[8] = tau
 
 
-@numba.njit(cache=True)
-def swrb_estimates(d: float, j: int, horizon: int, window: int, branch: float, near: float, out: np.ndarray) -> None:
+def _swrb_estimates(d: float, j: int, horizon: int, window: int, branch: float, near: float, out: np.ndarray) -> None:
     """Fill ``out`` (:data:`SWRB_COLUMNS`) with one replicate's SWRB estimators (module docstring).
 
     ``d`` = D, ``j`` = J (1-based), ``branch`` = Σ_{t>J} δ_t and ``near`` = Σ_{t=J+1}^{min(J+L, H)} δ_t along the
@@ -79,6 +75,21 @@ def swrb_estimates(d: float, j: int, horizon: int, window: int, branch: float, n
     out[6] = d * (branch - near) / horizon
     out[7] = d * max(0, horizon - j - window) / horizon
     out[8] = j
+
+
+#: The Numba kernels of this module, compiled on first access (module ``__getattr__``): importing kvdiv.estimands
+#: for :func:`tv` (every trajectory job, through kvdiv.trajectories.coupling) does not pay Numba's import.
+_KERNELS = {"tv_rows": _tv_rows, "swrb_estimates": _swrb_estimates, "complete_estimates": _complete_estimates}
+
+
+def __getattr__(name: str):
+    if name in _KERNELS:
+        import numba
+
+        kernel = numba.njit(cache=True)(_KERNELS[name])
+        globals()[name] = kernel
+        return kernel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def enclosure(z_window: np.ndarray, w_capacity: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:

@@ -4,15 +4,17 @@ rules/common.smk, the rule files, the documents, the report, the CLI and the tes
 from here. Arguments may be Snakemake wildcard patterns (``layout.cube("{study}", "{model}")`` is the cube rule's
 output), so this module checks nothing; :mod:`kvdiv.names` says which names are allowed. A stratum is
 ``{family}_{length}`` (``ruler_1024``); document ``i`` of a stratum of a study is ``{study}-{stratum}-{i:04d}``.
-The tree of paths: docs/internals.md#paths.
+Every path lies under one **output root** (the config's ``results`` key, default ``results``): :class:`Layout` builds
+the paths of one root; the module-level functions are those of :data:`RESULTS`. The tree: docs/internals.md#paths.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 RESULTS = "results"
-LOGS = "logs"
+LOGS = f"{RESULTS}/logs"
 #: Where resolved models live (``results/models/{model}/``).
 MODELS_DIR = f"{RESULTS}/models"
 #: A model directory is complete when this file, written last, exists.
@@ -27,8 +29,8 @@ FINITE_DIR = f"{RESULTS}/finite_state"
 BENCHMARKS_DIR = f"{RESULTS}/benchmarks"
 #: Entries of ``results/`` that are not studies (a study of that name would write into them; kvdiv.names reserves them).
 LEADERBOARD_DIR = f"{RESULTS}/leaderboard"
-RESULTS_ENTRIES = ("models", "finite_state", "figures", "tables", "analysis", "benchmarks", "leaderboard", "report.md", "report.html",
-                   "README.md")
+RESULTS_ENTRIES = ("models", "finite_state", "figures", "tables", "analysis", "benchmarks", "leaderboard", "logs", "report.md",
+                   "report.html", "README.md")
 
 #: A task family, and a stratum name (Snakemake wildcard constraint): family, ``_``, target length.
 FAMILY_REGEX = r"[A-Za-z0-9]+"
@@ -63,95 +65,120 @@ def document_index(doc_id: str) -> int:
     return int(m.group(1))
 
 
-# ------------------------------------------------------------------------------------------- models, documents
-def model_dir(model: str) -> str:
-    """The resolved directory of a model."""
-    return f"{MODELS_DIR}/{model}"
+# ------------------------------------------------------------------------------------------- one output root
+@dataclass(frozen=True)
+class Layout:
+    """The paths of one output root ``root`` (a relative path such as ``results`` or ``results/smoke``; checked by
+    :func:`kvdiv.names.check_results_root`). Arguments may be Snakemake wildcard patterns."""
+
+    root: str = RESULTS
+
+    @property
+    def models_dir(self) -> str:
+        """Where resolved models live (``{root}/models``)."""
+        return f"{self.root}/models"
+
+    @property
+    def report(self) -> str:
+        """The report (``{root}/report.md``)."""
+        return f"{self.root}/report.md"
+
+    # --------------------------------------------------------------------------------------- models, documents
+    def model_dir(self, model: str) -> str:
+        """The resolved directory of a model."""
+        return f"{self.models_dir}/{model}"
+
+    def model_ready(self, model: str) -> str:
+        """The file marking a model as resolved (the input of every rule that loads it)."""
+        return f"{self.model_dir(model)}/{PROVENANCE}"
+
+    def documents_file(self, study: str, stratum: str) -> str:
+        """The JSONL of one stratum of a study."""
+        return f"{self.root}/{study}/documents/{stratum}.jsonl"
+
+    def document_block(self, study: str, stratum: str, first: int | str, last: int | str) -> str:
+        """The JSONL of documents ``first .. last`` (at most; fewer in a stratum's last block) of one stratum,
+        written by one job: the input of the trajectory jobs of those documents. Indices as ``{i:04d}``."""
+        first, last = (i if isinstance(i, str) else f"{int(i):04d}" for i in (first, last))
+        return f"{self.root}/{study}/documents/{stratum}/{first}-{last}.jsonl"
+
+    # --------------------------------------------------------------------------------------- trajectories, metrics
+    def trajectory_store(self, study: str, model: str, doc_id: str) -> str:
+        """The per-document store of one trajectory job."""
+        return f"{self.root}/{study}/trajectories/{model}/{doc_id}.zarr"
+
+    def cube(self, study: str, model: str) -> str:
+        """The cube of a (study, model)."""
+        return f"{self.root}/{study}/cube/{model}.zarr"
+
+    def answers(self, study: str, model: str) -> str:
+        """The scored continuations of a (study, model)'s cube (kvdiv.trajectories.answers; joined into its metrics)."""
+        return f"{self.root}/{study}/answers/{model}.parquet"
+
+    def metrics_dir(self, study: str, model: str) -> str:
+        """The folder of one (study, model)'s metric tables."""
+        return f"{self.root}/{study}/metrics/{model}"
+
+    def metrics_file(self, study: str, model: str, table: str) -> str:
+        """One metric table (:data:`METRIC_TABLES`) of a (study, model)."""
+        return f"{self.metrics_dir(study, model)}/{table}.parquet"
+
+    # --------------------------------------------------------------------------------------- analysis and outputs
+    def analysis_table(self, item: str, table: str) -> str:
+        """One analysis table of a figure item (kvdiv.analysis.items)."""
+        return f"{self.root}/analysis/{item}/{table}.parquet"
+
+    def figure(self, item: str, ext: str) -> str:
+        """A figure file (``pdf`` or ``png``)."""
+        return f"{self.root}/figures/{item}.{ext}"
+
+    def table(self, item: str, ext: str) -> str:
+        """A table file (``csv``, ``md`` or ``tex``)."""
+        return f"{self.root}/tables/{item}.{ext}"
+
+    def gallery(self, study: str, model: str) -> str:
+        """The gallery page of a (study, model): per action, the pairs with the earliest, median and latest divergence."""
+        return f"{self.root}/figures/gallery/{study}/{model}.html"
+
+    def leaderboard(self, model: str, ext: str) -> str:
+        """A file of one model's divergence leaderboard (``csv``, ``md``, ``pdf`` or ``png``)."""
+        return f"{self.root}/leaderboard/{model}.{ext}"
+
+    def finite_file(self, name: str) -> str:
+        """A file of the finite-state study (``exact.parquet``, ``figure4.png``, ...)."""
+        return f"{self.root}/finite_state/{name}"
+
+    def finite_system(self, name: str) -> str:
+        """The system file of one member of the finite-state suite."""
+        return f"{self.root}/finite_state/systems/{name}.json"
+
+    # --------------------------------------------------------------------------------------- logs, job benchmarks
+    def log(self, rule: str, job: str) -> str:
+        """The log of a job of ``rule`` (``job`` names it within the rule, e.g. ``{study}/{model}``)."""
+        return f"{self.root}/logs/{rule}/{job}.log"
+
+    def job_benchmark(self, rule: str, job: str) -> str:
+        """The Snakemake benchmark (time, memory) of a job of ``rule``."""
+        return f"{self.root}/benchmarks/{rule}/{job}.tsv"
 
 
-def model_ready(model: str) -> str:
-    """The file marking a model as resolved (the input of every rule that loads it)."""
-    return f"{model_dir(model)}/{PROVENANCE}"
-
-
-def documents_file(study: str, stratum: str) -> str:
-    """The JSONL of one stratum of a study."""
-    return f"{RESULTS}/{study}/documents/{stratum}.jsonl"
-
-
-def document_file(study: str, stratum: str, doc_id: str) -> str:
-    """The one-record JSON(L) of one document: the input of its trajectory jobs."""
-    return f"{RESULTS}/{study}/documents/{stratum}/{doc_id}.json"
-
-
-# ------------------------------------------------------------------------------------------- trajectories, metrics
-def trajectory_store(study: str, model: str, doc_id: str) -> str:
-    """The per-document store of one trajectory job."""
-    return f"{RESULTS}/{study}/trajectories/{model}/{doc_id}.zarr"
-
-
-def cube(study: str, model: str) -> str:
-    """The cube of a (study, model)."""
-    return f"{RESULTS}/{study}/cube/{model}.zarr"
-
-
-def answers(study: str, model: str) -> str:
-    """The scored continuations of a (study, model)'s cube (kvdiv.trajectories.answers; joined into its metrics)."""
-    return f"{RESULTS}/{study}/answers/{model}.parquet"
-
-
-def metrics_dir(study: str, model: str) -> str:
-    """The folder of one (study, model)'s metric tables."""
-    return f"{RESULTS}/{study}/metrics/{model}"
-
-
-def metrics_file(study: str, model: str, table: str) -> str:
-    """One metric table (:data:`METRIC_TABLES`) of a (study, model)."""
-    return f"{metrics_dir(study, model)}/{table}.parquet"
-
-
-# ------------------------------------------------------------------------------------------- analysis and outputs
-def analysis_table(item: str, table: str) -> str:
-    """One analysis table of a figure item (kvdiv.analysis.items)."""
-    return f"{ANALYSIS_DIR}/{item}/{table}.parquet"
-
-
-def figure(item: str, ext: str) -> str:
-    """A figure file (``pdf`` or ``png``)."""
-    return f"{FIGURES_DIR}/{item}.{ext}"
-
-
-def table(item: str, ext: str) -> str:
-    """A table file (``csv``, ``md`` or ``tex``)."""
-    return f"{TABLES_DIR}/{item}.{ext}"
-
-
-def gallery(study: str, model: str) -> str:
-    """The gallery page of a (study, model): per action, the pairs with the earliest, median and latest divergence."""
-    return f"{FIGURES_DIR}/gallery/{study}/{model}.html"
-
-
-def leaderboard(model: str, ext: str) -> str:
-    """A file of one model's divergence leaderboard (``csv``, ``md``, ``pdf`` or ``png``)."""
-    return f"{LEADERBOARD_DIR}/{model}.{ext}"
-
-
-def finite_file(name: str) -> str:
-    """A file of the finite-state study (``exact.parquet``, ``figure4.png``, ...)."""
-    return f"{FINITE_DIR}/{name}"
-
-
-def finite_system(name: str) -> str:
-    """The system file of one member of the finite-state suite."""
-    return f"{FINITE_DIR}/systems/{name}.json"
-
-
-# ------------------------------------------------------------------------------------------- logs, job benchmarks
-def log(rule: str, job: str) -> str:
-    """The log of a job of ``rule`` (``job`` names it within the rule, e.g. ``{study}/{model}``)."""
-    return f"{LOGS}/{rule}/{job}.log"
-
-
-def job_benchmark(rule: str, job: str) -> str:
-    """The Snakemake benchmark (time, memory) of a job of ``rule``."""
-    return f"{BENCHMARKS_DIR}/{rule}/{job}.tsv"
+#: The default root's paths; the module-level functions below are its methods.
+DEFAULT = Layout(RESULTS)
+model_dir = DEFAULT.model_dir
+model_ready = DEFAULT.model_ready
+documents_file = DEFAULT.documents_file
+document_block = DEFAULT.document_block
+trajectory_store = DEFAULT.trajectory_store
+cube = DEFAULT.cube
+answers = DEFAULT.answers
+metrics_dir = DEFAULT.metrics_dir
+metrics_file = DEFAULT.metrics_file
+analysis_table = DEFAULT.analysis_table
+figure = DEFAULT.figure
+table = DEFAULT.table
+gallery = DEFAULT.gallery
+leaderboard = DEFAULT.leaderboard
+finite_file = DEFAULT.finite_file
+finite_system = DEFAULT.finite_system
+log = DEFAULT.log
+job_benchmark = DEFAULT.job_benchmark

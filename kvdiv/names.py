@@ -6,6 +6,7 @@ equal), the workflow's wildcard constraints (``rules/common.smk``), the CLI and 
 :data:`MAX_LENGTH` characters from ``A-Z a-z 0-9 _ . -`` starting with a letter or digit, no name its kind reserves
 (:data:`RESERVED`, case-insensitively; an action is no store array name), no name ending in one substring repeated
 :data:`PERIODIC_REPEATS` times (a periodic wildcard), no two names of one kind differing only in case.
+The output root (``results``) is a relative path of such names (:func:`check_results_root`).
 Details: docs/internals.md#names.
 """
 
@@ -46,6 +47,9 @@ KINDS = {"model": "models", "action": "actions", "study": "studies"}
 
 _NAME = re.compile(NAME_PATTERN)
 _PERIODIC = re.compile(rf"(.+?)\1{{{PERIODIC_REPEATS - 1},}}$")
+#: Top-level entries of a checkout an output root may not start with (it would write into the project's own files).
+CHECKOUT_ENTRIES = frozenset({"kvdiv", "rules", "config", "workflow_scripts", "tests", "docs", "envs", "profiles", "benchmarks",
+                              "report", "snakefile", "readme.md", "pyproject.toml", "shared"})
 
 
 def check_name(name: object, kind: str = "name", max_length: int = MAX_LENGTH) -> str:
@@ -96,9 +100,40 @@ def check_names(names: Iterable[object], kind: str, where: str) -> list[str]:
     return out
 
 
+def check_results_root(root: object) -> str:
+    """Return the output root ``root`` (config key ``results``) if it is a relative path of safe names: no
+    absolute path, ``..``, ``.``, hidden component (``.snakemake``), empty component, no first component that is
+    one of the project's own entries (:data:`CHECKOUT_ENTRIES`), and no later component that is a non-study entry
+    of a root (``results/models/x`` would nest inside the default root's models). A trailing ``/`` is dropped.
+
+    Raises
+    ------
+    ValueError
+        Naming the key ``results``, the value and the rule it breaks.
+    """
+    if not isinstance(root, str) or not root.strip("/"):
+        raise ValueError(f"results: {root!r} is not a non-empty relative path (e.g. results/mystudy)")
+    if root.startswith(("/", "\\", "~")) or re.match(r"^[A-Za-z]:", root) or "\\" in root:
+        raise ValueError(f"results: {root!r} must be a relative path with '/' separators, inside the working directory")
+    parts = root.rstrip("/").split("/")
+    for i, part in enumerate(parts):
+        if not _NAME.match(part):
+            raise ValueError(
+                f"results: {root!r}: component {part!r} is not allowed (letters, digits, '_', '.', '-', starting with a "
+                "letter or digit: no '..', '.', hidden directories such as .snakemake, or empty components)"
+            )
+        if i == 0 and part.lower() in CHECKOUT_ENTRIES:
+            raise ValueError(f"results: {root!r} would write into the project's own {part!r}; use e.g. results/{root}")
+        if i > 0 and part.lower() in RESERVED["study"]:
+            raise ValueError(f"results: {root!r} nests inside another root's {part!r} entry ({', '.join(RESULTS_ENTRIES)})")
+    return "/".join(parts)
+
+
 def check_config_names(config: Mapping) -> None:
     """Check every name of a (schema-validated) config that becomes a path component: models, actions,
-    studies and each study's strata ``{family}_{length}``."""
+    studies and each study's strata ``{family}_{length}``; and the output root ``results``."""
+    if "results" in config:
+        check_results_root(config["results"])
     for kind, section in KINDS.items():
         check_names(config.get(section) or {}, kind, section)
     for study, spec in (config.get("studies") or {}).items():

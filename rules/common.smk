@@ -15,7 +15,7 @@ os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [str(Path(workflow.bas
 from kvdiv import cluster, config_checks, layout  # noqa: E402
 from kvdiv.analysis import items  # noqa: E402
 from kvdiv.codehash import code_hash  # noqa: E402
-from kvdiv.names import NAME_REGEX, check_config_names  # noqa: E402
+from kvdiv.names import NAME_REGEX, check_config_names, check_results_root  # noqa: E402
 
 # The whole config is checked here, when the workflow starts, whatever it plans (kvdiv.config_checks): every config
 # file re-read refusing duplicate keys, the schema (defaults filled), names, then every cross-section check.
@@ -25,8 +25,19 @@ validate(config, "../config/schema.yaml")
 # Names become path components (results/models/{model}/, results/{study}/...): kvdiv.names says which are safe.
 check_config_names(config)
 config_checks.check_config(config, _GIVEN_CONFIG)
+# Every output, log and job benchmark of this config lies under its own root (config key `results`, e.g.
+# results/smoke): configs live side by side in one working directory. Paths relative to the working directory
+# (snakemake -d DIR); files of the workflow itself are read through workflow.basedir (get_workflow_file).
+RESULTS_ROOT = check_results_root(config["results"])
+paths = layout.Layout(RESULTS_ROOT)
 
 ENV = "../envs/kvdiv.yaml"
+
+
+def get_workflow_file(relative):
+    """The absolute path of a file shipped with the workflow (e.g. kvdiv/data/...): resolved against the
+    Snakefile's directory, not the working directory, so `snakemake -d otherdir` finds it."""
+    return str(Path(workflow.basedir) / relative)
 
 
 _SCRIPT_CODE = {}
@@ -119,12 +130,12 @@ def get_strata(study):
 
 def get_model_dir(model):
     """The resolved directory of a model (load it with kvdiv.llm.loading.load_model)."""
-    return layout.model_dir(model)
+    return paths.model_dir(model)
 
 
 def get_model_ready(model):
     """The file marking a model as resolved: the input of every rule that loads the model."""
-    return layout.model_ready(model)
+    return paths.model_ready(model)
 
 
 def get_model_seed(model):
@@ -164,7 +175,7 @@ def get_finite_system_files():
     """One system file per member of the finite-state suite, named after its design factors."""
     from kvdiv.finite.suite import suite_specs
 
-    return [layout.finite_system(spec.name) for spec in suite_specs(get_finite_state())]
+    return [paths.finite_system(spec.name) for spec in suite_specs(get_finite_state())]
 
 
 # --- documents (rules/documents.smk) ---
@@ -202,7 +213,7 @@ def get_documents_source_files(study, stratum):
 
 def get_documents_file(study, stratum):
     """The JSONL of one stratum of a study."""
-    return layout.documents_file(study, stratum)
+    return paths.documents_file(study, stratum)
 
 
 def get_documents(study):
@@ -210,21 +221,37 @@ def get_documents(study):
     return [get_documents_file(study, s) for s in get_strata(study)]
 
 
-def get_document_file(study, doc_id):
-    """The one-record JSON(L) of one document: the input of its trajectory jobs."""
-    return layout.document_file(study, get_trajectory_stratum(study, doc_id), doc_id)
+def get_document_blocks(study):
+    """[(stratum, first, last, [document ids])] of a study: per stratum, documents in blocks of the reference
+    tokenizer model's `documents_per_job` by index (block k holds i = k*size .. k*size+size-1, fewer in the last;
+    named after the full index range, as the trajectory batches are), one document job each."""
+    size = get_model_spec(get_reference_tokenizer(study))["documents_per_job"]
+    n = get_study(study)["documents_per_stratum"]
+    return [
+        (stratum, k, k + size - 1, [layout.document_id(study, stratum, i) for i in range(k, min(k + size, n))])
+        for stratum in get_strata(study)
+        for k in range(0, n, size)
+    ]
 
 
-def get_stratum_document_files(study, stratum):
-    """Every document file of one stratum of a study, in index order."""
-    return [get_document_file(study, doc_id) for s, doc_id in get_document_ids(study) if s == stratum]
+def get_document_block_count(study, stratum, first, last):
+    """How many documents block `first`-`last` of a stratum holds (checked against the study's config): a
+    param of its job, so a document added to the block reruns that block alone."""
+    for s, k, end, ids in get_document_blocks(study):
+        if (s, k, end) == (stratum, int(first), int(last)):
+            return len(ids)
+    raise ValueError(f"study {study!r} stratum {stratum!r} has no document block {first}-{last}")
 
 
-def get_document_index(study, stratum, doc_id):
-    """The index i of document id `{study}-{stratum}-{i:04d}` (checked against the study's config)."""
-    if get_document_strata(study).get(doc_id) != stratum:
-        raise ValueError(f"study {study!r} stratum {stratum!r} has no document {doc_id!r}")
-    return layout.document_index(doc_id)
+def get_stratum_document_blocks(study, stratum):
+    """Every document block file of one stratum of a study, in index order."""
+    return [paths.document_block(study, s, k, end) for s, k, end, _ in get_document_blocks(study) if s == stratum]
+
+
+def get_documents_blocks_of(study, doc_ids):
+    """The document block files holding `doc_ids` (the inputs of a trajectory job), in index order."""
+    wanted = set(doc_ids)
+    return [paths.document_block(study, s, k, end) for s, k, end, ids in get_document_blocks(study) if wanted & set(ids)]
 
 
 _DOCUMENT_STRATA = {}
@@ -307,7 +334,7 @@ def get_trajectory_batches(study, model):
 
 def get_trajectory_store(study, model, doc_id):
     """The per-document store of one trajectory job."""
-    return layout.trajectory_store(study, model, doc_id)
+    return paths.trajectory_store(study, model, doc_id)
 
 
 def get_trajectory_stores(study, model):
@@ -317,7 +344,7 @@ def get_trajectory_stores(study, model):
 
 def get_cube(study, model):
     """The cube of a (study, model)."""
-    return layout.cube(study, model)
+    return paths.cube(study, model)
 
 
 def get_trajectory_settings(study):
@@ -365,12 +392,12 @@ def get_analysis():
 
 def get_metrics_dir(study, model):
     """Folder of one (study, model)'s metric Parquet files."""
-    return layout.metrics_dir(study, model)
+    return paths.metrics_dir(study, model)
 
 
 def get_metrics_files(study):
     """Every metric file of a study, all its models."""
-    return [layout.metrics_file(study, model, table) for model in get_study_models(study) for table in layout.METRIC_TABLES]
+    return [paths.metrics_file(study, model, table) for model in get_study_models(study) for table in layout.METRIC_TABLES]
 
 
 def get_analysis_study(item):
@@ -392,7 +419,7 @@ ANALYSED_ITEMS = tuple(item for item in items.ANALYSED if item in get_analysis()
 
 def get_analysis_outputs(item):
     """{table name: parquet path} of one figure item's analysis tables (kvdiv.analysis.items)."""
-    return {table: layout.analysis_table(item, table) for table in items.get_item(item).tables}
+    return {table: paths.analysis_table(item, table) for table in items.get_item(item).tables}
 
 
 def get_analysis_params(item, table):

@@ -1,8 +1,9 @@
-# stage: documents — one job per document, then per study and stratum a JSONL gathering them
-# (kvdiv.documents; record format in docs/internals.md). Sized with the study's reference tokenizer
-# (its `reference_tokenizer`, else its first model). Document i of a stratum is a pure function of the
-# seeds, the stratum and i, so adding documents to a stratum adds jobs and reruns no existing one.
-# Helpers (rules/common.smk): get_documents(study), get_document_ids(study), get_document_file(study, doc_id).
+# stage: documents — one job per block of a stratum's documents (the reference tokenizer model's
+# `documents_per_job`, get_document_blocks in rules/common.smk: one process, one tokenizer load per block), then per
+# study and stratum a JSONL gathering them (kvdiv.documents; record format in docs/internals.md). Sized with the
+# study's reference tokenizer (its `reference_tokenizer`, else its first model). Document i of a stratum is a pure
+# function of the seeds, the stratum and i, so adding documents to a stratum reruns only the block they join.
+# Helpers (rules/common.smk): get_documents(study), get_document_ids(study), get_documents_blocks_of(study, ids).
 
 
 rule document:
@@ -10,13 +11,15 @@ rule document:
         model=lambda wildcards: get_model_ready(get_reference_tokenizer(wildcards.study)),
         source=lambda wildcards: get_documents_source_files(wildcards.study, wildcards.stratum),
     output:
-        layout.document_file("{study}", "{stratum}", "{doc_id}"),
+        paths.document_block("{study}", "{stratum}", "{first}", "{last}"),
     wildcard_constraints:
         study=NAME_REGEX,
         stratum=layout.STRATUM_REGEX,
-        doc_id=NAME_REGEX,
+        first="[0-9]+",
+        last="[0-9]+",
     params:
-        index=lambda wildcards: get_document_index(wildcards.study, wildcards.stratum, wildcards.doc_id),
+        first=lambda wildcards: int(wildcards.first),
+        n_documents=lambda w: get_document_block_count(w.study, w.stratum, w.first, w.last),
         tasks=lambda wildcards: get_stratum_spec(wildcards.study, wildcards.stratum).get("tasks", []),
         master_seed=config["seed"],
         study_seed=lambda wildcards: get_study(wildcards.study)["seed"],
@@ -26,9 +29,9 @@ rule document:
         horizon=lambda wildcards: get_study(wildcards.study)["horizon"],
         code=script_code("document.py"),
     log:
-        layout.log("document", "{study}/{stratum}/{doc_id}"),
+        paths.log("document", "{study}/{stratum}/{first}-{last}"),
     benchmark:
-        layout.job_benchmark("document", "{study}/{stratum}/{doc_id}")
+        paths.job_benchmark("document", "{study}/{stratum}/{first}-{last}")
     conda:
         ENV
     script:
@@ -37,16 +40,16 @@ rule document:
 
 rule documents:
     input:
-        lambda wildcards: get_stratum_document_files(wildcards.study, wildcards.stratum),
+        lambda wildcards: get_stratum_document_blocks(wildcards.study, wildcards.stratum),
     output:
-        layout.documents_file("{study}", "{stratum}"),
+        paths.documents_file("{study}", "{stratum}"),
     wildcard_constraints:
         study=NAME_REGEX,
         stratum=layout.STRATUM_REGEX,
     params:
         code=script_code("documents.py"),
     log:
-        layout.log("documents", "{study}/{stratum}"),
+        paths.log("documents", "{study}/{stratum}"),
     conda:
         ENV
     script:

@@ -11,7 +11,7 @@ rule analysis:
     input:
         metrics=lambda wildcards: get_metrics_files(get_analysis_study(wildcards.item)),
     output:
-        **with_checksums({"table": layout.analysis_table("{item}", "{table}")}),
+        **with_checksums({"table": paths.analysis_table("{item}", "{table}")}),
     params:
         settings=lambda wildcards: get_analysis_params(wildcards.item, wildcards.table),
         code=script_code("analysis.py"),
@@ -19,7 +19,7 @@ rule analysis:
         item="|".join(ANALYSED_ITEMS),
         table=r"[a-z0-9_]+",
     log:
-        layout.log("analysis", "{item}/{table}"),
+        paths.log("analysis", "{item}/{table}"),
     conda:
         ENV
     script:
@@ -30,8 +30,8 @@ rule figure:
     input:
         unpack(lambda wildcards: get_analysis_outputs(wildcards.item)),
     output:
-        pdf=report(layout.figure("{item}", "pdf"), caption="../report/figure.rst", category="Figures"),
-        png=report(layout.figure("{item}", "png"), caption="../report/figure.rst", category="Figures"),
+        pdf=report(paths.figure("{item}", "pdf"), caption="../report/figure.rst", category="Figures"),
+        png=report(paths.figure("{item}", "png"), caption="../report/figure.rst", category="Figures"),
     params:
         early=lambda wildcards: get_analysis()["early"],
         late=lambda wildcards: get_analysis()["late"],
@@ -40,7 +40,7 @@ rule figure:
     wildcard_constraints:
         item="|".join(FIGURE_ITEMS),
     log:
-        layout.log("figure", "{item}"),
+        paths.log("figure", "{item}"),
     conda:
         ENV
     script:
@@ -51,16 +51,16 @@ rule table:
     input:
         metrics=lambda wildcards: get_metrics_files(get_analysis_study(wildcards.item)),
     output:
-        csv=report(layout.table("{item}", "csv"), caption="../report/table.rst", category="Tables"),
-        md=layout.table("{item}", "md"),
-        tex=layout.table("{item}", "tex"),
+        csv=report(paths.table("{item}", "csv"), caption="../report/table.rst", category="Tables"),
+        md=paths.table("{item}", "md"),
+        tex=paths.table("{item}", "tex"),
     params:
         settings=lambda wildcards: get_analysis_params(wildcards.item, "numbers"),
         code=script_code("table.py"),
     wildcard_constraints:
         item="|".join(TABLE_ITEMS),
     log:
-        layout.log("table", "{item}"),
+        paths.log("table", "{item}"),
     conda:
         ENV
     script:
@@ -70,19 +70,19 @@ rule table:
 rule report_md:
     input:
         analysis=[path for item in ANALYSED_ITEMS for path in get_analysis_outputs(item).values()],
-        tables=[layout.table(item, ext) for item in TABLE_ITEMS for ext in ("csv", "md")],
+        tables=[paths.table(item, ext) for item in TABLE_ITEMS for ext in ("csv", "md")],
     output:
-        report(layout.REPORT, caption="../report/report.rst", category="Report"),
-        claims_csv=layout.table("claims", "csv"),
-        claims_md=layout.table("claims", "md"),
+        report(paths.report, caption="../report/report.rst", category="Report"),
+        claims_csv=paths.table("claims", "csv"),
+        claims_md=paths.table("claims", "md"),
     params:
         analysis={item: get_analysis_outputs(item) for item in ANALYSED_ITEMS},
-        tables={item: {"numbers": layout.table(item, "csv"), "markdown": layout.table(item, "md")} for item in TABLE_ITEMS},
-        figures={item: layout.figure(item, "png") for item in FIGURE_ITEMS},
+        tables={item: {"numbers": paths.table(item, "csv"), "markdown": paths.table(item, "md")} for item in TABLE_ITEMS},
+        figures={item: paths.figure(item, "png") for item in FIGURE_ITEMS},
         setting=lambda wildcards: get_report_setting(),
         code=script_code("report.py"),
     log:
-        layout.log("report_md", "report_md"),
+        paths.log("report_md", "report_md"),
     conda:
         ENV
     script:
@@ -90,31 +90,31 @@ rule report_md:
 
 
 FINAL_TARGETS.extend(
-    [layout.figure(item, ext) for item in FIGURE_ITEMS for ext in ("pdf", "png")]
-    + [layout.table(item, ext) for item in TABLE_ITEMS for ext in ("csv", "md", "tex")]
-    + [layout.REPORT, layout.table("claims", "csv"), layout.table("claims", "md")]
+    [paths.figure(item, ext) for item in FIGURE_ITEMS for ext in ("pdf", "png")]
+    + [paths.table(item, ext) for item in TABLE_ITEMS for ext in ("csv", "md", "tex")]
+    + [paths.report, paths.table("claims", "csv"), paths.table("claims", "md")]
 )
 
 
 rule gallery:
     input:
-        cube=layout.cube("{study}", "{model}"),
+        cube=paths.cube("{study}", "{model}"),
         model=lambda wildcards: get_model_ready(wildcards.model),
     output:
-        html=report(layout.gallery("{study}", "{model}"), caption="../report/gallery.rst", category="Galleries",
+        html=report(paths.gallery("{study}", "{model}"), caption="../report/gallery.rst", category="Galleries",
                     subcategory="{study}", labels={"study": "{study}", "model": "{model}"}),
     params:
-        models_dir=layout.MODELS_DIR,
+        models_dir=paths.models_dir,
         code=script_code("gallery.py"),
     wildcard_constraints:
         study=NAME_REGEX,
         model=NAME_REGEX,
     log:
-        layout.log("gallery", "{study}/{model}"),
+        paths.log("gallery", "{study}/{model}"),
     conda:
         ENV
     script:
         "../workflow_scripts/gallery.py"
 
 
-FINAL_TARGETS.extend(layout.gallery(study, model) for study in get_studies() for model in get_study_models(study))
+FINAL_TARGETS.extend(paths.gallery(study, model) for study in get_studies() for model in get_study_models(study))

@@ -9,7 +9,7 @@ rule finite_systems:
         suite=lambda wildcards: {k: v for k, v in get_finite_state().items() if k not in ("replicates", "window", "alpha")},
         code=script_code("finite_systems.py"),
     log:
-        layout.log("finite_systems", "finite_systems"),
+        paths.log("finite_systems", "finite_systems"),
     conda:
         ENV
     script:
@@ -20,12 +20,12 @@ rule finite_exact:
     input:
         systems=get_finite_system_files(),
     output:
-        with_checksums([layout.finite_file("exact.parquet")]),
+        with_checksums([paths.finite_file("exact.parquet")]),
     params:
         window=lambda wildcards: get_finite_state()["window"],
         code=script_code("finite_exact.py"),
     log:
-        layout.log("finite_exact", "finite_exact"),
+        paths.log("finite_exact", "finite_exact"),
     conda:
         ENV
     script:
@@ -36,7 +36,7 @@ rule finite_estimates:
     input:
         systems=get_finite_system_files(),
     output:
-        with_checksums([layout.finite_file("estimates.parquet")]),
+        with_checksums([paths.finite_file("estimates.parquet")]),
     params:
         replicates=lambda wildcards: get_finite_state()["replicates"],
         seed=lambda wildcards: get_finite_state()["seed"],
@@ -44,9 +44,9 @@ rule finite_estimates:
         alpha=lambda wildcards: get_finite_state()["alpha"],
         code=script_code("finite_estimates.py"),
     log:
-        layout.log("finite_estimates", "finite_estimates"),
+        paths.log("finite_estimates", "finite_estimates"),
     benchmark:
-        layout.job_benchmark("finite_estimates", "finite_estimates")
+        paths.job_benchmark("finite_estimates", "finite_estimates")
     conda:
         ENV
     script:
@@ -55,17 +55,17 @@ rule finite_estimates:
 
 rule finite_compare:
     input:
-        exact=layout.finite_file("exact.parquet"),
-        estimates=layout.finite_file("estimates.parquet"),
-        paper="kvdiv/data/paper_reported_values.yaml",
+        exact=paths.finite_file("exact.parquet"),
+        estimates=paths.finite_file("estimates.parquet"),
+        paper=get_workflow_file("kvdiv/data/paper_reported_values.yaml"),
     output:
-        **with_checksums({"comparison": layout.finite_file("comparison.parquet")}),
-        csv=report(layout.finite_file("paper_comparison.csv"), caption="../report/finite_state_table.rst", category="Finite-state study"),
-        md=layout.finite_file("paper_comparison.md"),
+        **with_checksums({"comparison": paths.finite_file("comparison.parquet")}),
+        csv=report(paths.finite_file("paper_comparison.csv"), caption="../report/finite_state_table.rst", category="Finite-state study"),
+        md=paths.finite_file("paper_comparison.md"),
     params:
         code=script_code("finite_compare.py"),
     log:
-        layout.log("finite_compare", "finite_compare"),
+        paths.log("finite_compare", "finite_compare"),
     conda:
         ENV
     script:
@@ -74,16 +74,16 @@ rule finite_compare:
 
 rule finite_figure4:
     input:
-        comparison=layout.finite_file("comparison.parquet"),
-        paper_table=layout.finite_file("paper_comparison.csv"),
+        comparison=paths.finite_file("comparison.parquet"),
+        paper_table=paths.finite_file("paper_comparison.csv"),
     output:
-        pdf=report(layout.finite_file("figure4.pdf"), caption="../report/figure4.rst", category="Finite-state study"),
-        png=report(layout.finite_file("figure4.png"), caption="../report/figure4.rst", category="Finite-state study"),
+        pdf=report(paths.finite_file("figure4.pdf"), caption="../report/figure4.rst", category="Finite-state study"),
+        png=report(paths.finite_file("figure4.png"), caption="../report/figure4.rst", category="Finite-state study"),
     params:
         dpi=lambda wildcards: config["plotting"]["dpi"],
         code=script_code("finite_figure4.py"),
     log:
-        layout.log("finite_figure4", "finite_figure4"),
+        paths.log("finite_figure4", "finite_figure4"),
     conda:
         ENV
     script:
@@ -92,9 +92,9 @@ rule finite_figure4:
 
 FINAL_TARGETS.extend(
     [
-        layout.finite_file("figure4.png"),
-        layout.finite_file("figure4.pdf"),
-        layout.finite_file("paper_comparison.csv"),
-        layout.finite_file("paper_comparison.md"),
+        paths.finite_file("figure4.png"),
+        paths.finite_file("figure4.pdf"),
+        paths.finite_file("paper_comparison.csv"),
+        paths.finite_file("paper_comparison.md"),
     ]
 )

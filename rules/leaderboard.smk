@@ -6,13 +6,13 @@
 rule leaderboard:
     input:
         metrics=lambda wildcards: [
-            layout.metrics_file(get_leaderboard()["study"], wildcards.model, table) for table in layout.METRIC_TABLES
+            paths.metrics_file(get_leaderboard()["study"], wildcards.model, table) for table in layout.METRIC_TABLES
         ],
     output:
-        csv=report(layout.leaderboard("{model}", "csv"), caption="../report/leaderboard.rst", category="Leaderboard"),
-        md=layout.leaderboard("{model}", "md"),
-        pdf=layout.leaderboard("{model}", "pdf"),
-        png=report(layout.leaderboard("{model}", "png"), caption="../report/leaderboard.rst", category="Leaderboard"),
+        csv=report(paths.leaderboard("{model}", "csv"), caption="../report/leaderboard.rst", category="Leaderboard"),
+        md=paths.leaderboard("{model}", "md"),
+        pdf=paths.leaderboard("{model}", "pdf"),
+        png=report(paths.leaderboard("{model}", "png"), caption="../report/leaderboard.rst", category="Leaderboard"),
     params:
         steps=lambda wildcards: get_leaderboard()["steps"],
         actions=lambda wildcards: get_action_specs(get_leaderboard()["study"]),
@@ -24,7 +24,7 @@ rule leaderboard:
     wildcard_constraints:
         model=NAME_REGEX,
     log:
-        layout.log("leaderboard", "{model}"),
+        paths.log("leaderboard", "{model}"),
     conda:
         ENV
     script:
@@ -33,7 +33,7 @@ rule leaderboard:
 
 if get_leaderboard() is not None:
     FINAL_TARGETS.extend(
-        layout.leaderboard(model, ext)
+        paths.leaderboard(model, ext)
         for model in get_study_models(get_leaderboard()["study"])
         for ext in ("csv", "md", "pdf", "png")
     )

@@ -5,22 +5,22 @@
 
 rule answers:
     input:
-        cube=layout.cube("{study}", "{model}"),
+        cube=paths.cube("{study}", "{model}"),
         documents=lambda wildcards: get_documents(wildcards.study),
         model=lambda wildcards: get_model_ready(wildcards.model),
     output:
-        **with_checksums({"answers": layout.answers("{study}", "{model}")}),
+        **with_checksums({"answers": paths.answers("{study}", "{model}")}),
     params:
         spec=lambda wildcards: get_model_params(wildcards.model),
-        models_dir=layout.MODELS_DIR,
+        models_dir=paths.models_dir,
         code=script_code("answers.py"),
     wildcard_constraints:
         study=NAME_REGEX,
         model=NAME_REGEX,
     log:
-        layout.log("answers", "{study}/{model}"),
+        paths.log("answers", "{study}/{model}"),
     benchmark:
-        layout.job_benchmark("answers", "{study}/{model}")
+        paths.job_benchmark("answers", "{study}/{model}")
     conda:
         ENV
     script:
@@ -29,23 +29,23 @@ rule answers:
 
 rule metrics:
     input:
-        cube=layout.cube("{study}", "{model}"),
-        answers=layout.answers("{study}", "{model}"),
+        cube=paths.cube("{study}", "{model}"),
+        answers=paths.answers("{study}", "{model}"),
     output:
         **with_checksums(
             {
-                "replicates": layout.metrics_file("{study}", "{model}", "replicates"),
-                "aligned": layout.metrics_file("{study}", "{model}", "profiles_aligned"),
-                "clock": layout.metrics_file("{study}", "{model}", "profiles_clock"),
+                "replicates": paths.metrics_file("{study}", "{model}", "replicates"),
+                "aligned": paths.metrics_file("{study}", "{model}", "profiles_aligned"),
+                "clock": paths.metrics_file("{study}", "{model}", "profiles_clock"),
             }
         ),
     params:
         window=lambda wildcards: get_analysis()["window"],
         code=script_code("metrics.py"),
     log:
-        layout.log("metrics", "{study}/{model}"),
+        paths.log("metrics", "{study}/{model}"),
     benchmark:
-        layout.job_benchmark("metrics", "{study}/{model}")
+        paths.job_benchmark("metrics", "{study}/{model}")
     conda:
         ENV
     script:

@@ -19,9 +19,9 @@ rule resolve_model:
         seed=lambda wildcards: get_model_seed(wildcards.model),
         code=script_code("resolve_model.py"),
     log:
-        layout.log("resolve_model", "{model}"),
+        paths.log("resolve_model", "{model}"),
     benchmark:
-        layout.job_benchmark("resolve_model", "{model}")
+        paths.job_benchmark("resolve_model", "{model}")
     conda:
         ENV
     script:

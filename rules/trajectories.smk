@@ -6,8 +6,8 @@
 # renders every document's user message with its own model's chat template (kvdiv.documents.render), checks
 # prompt + horizon against that model's context, and records the prompt ids it fed in each store.
 # Document ids are known from the config alone (get_document_ids), so the DAG needs no checkpoint; a job reads its
-# records from its documents' own files (results/{study}/documents/{stratum}/{doc_id}.json), so adding a document
-# reruns only its block's job. Snakemake output patterns cannot vary in number, so one rule is defined per batch
+# records from the document blocks holding them (results/{study}/documents/{stratum}/{first}-{last}.jsonl), so adding
+# a document reruns only its block's jobs. Snakemake output patterns cannot vary in number, so one rule is defined per batch
 # (named trajectories_<study>_<model>_<batch>, its job counted as a `trajectories` job by tests/workflow); its
 # resources are those set for `trajectories` (set-resources of a workflow profile, e.g. profiles/slurm) plus
 # gpu. Stores are written to temporary directories and renamed into place, inside a shadow directory: a killed job
@@ -22,7 +22,7 @@ for _study in get_studies():
                 name:
                     get_trajectory_rule_name(_study, _model, _batch)
                 input:
-                    documents=[get_document_file(_study, doc_id) for doc_id in _doc_ids],
+                    documents=get_documents_blocks_of(_study, _doc_ids),
                     model=get_model_ready(_model),
                 output:
                     [directory(get_trajectory_store(_study, _model, doc_id)) for doc_id in _doc_ids],
@@ -40,9 +40,9 @@ for _study in get_studies():
                     settings=get_trajectory_settings(_study),
                     code=script_code("trajectories.py"),
                 log:
-                    layout.log("trajectories", f"{_study}/{_model}/{_batch}"),
+                    paths.log("trajectories", f"{_study}/{_model}/{_batch}"),
                 benchmark:
-                    layout.job_benchmark("trajectories", f"{_study}/{_model}/{_batch}")
+                    paths.job_benchmark("trajectories", f"{_study}/{_model}/{_batch}")
                 conda:
                     ENV
                 script:
@@ -53,15 +53,15 @@ rule cube:
     input:
         stores=lambda wildcards: get_trajectory_stores(wildcards.study, wildcards.model),
     output:
-        directory(layout.cube("{study}", "{model}")),
+        directory(paths.cube("{study}", "{model}")),
     wildcard_constraints:
         study=NAME_REGEX,
     params:
         code=script_code("cube.py"),
     log:
-        layout.log("cube", "{study}/{model}"),
+        paths.log("cube", "{study}/{model}"),
     benchmark:
-        layout.job_benchmark("cube", "{study}/{model}")
+        paths.job_benchmark("cube", "{study}/{model}")
     conda:
         ENV
     script:

@@ -1,18 +1,20 @@
-"""Snakemake script of rule document: write results/{study}/documents/{stratum}/{doc_id}.json (kvdiv.documents)."""
+"""Snakemake script of rule document: write a block of a stratum's documents,
+results/{study}/documents/{stratum}/{first}-{last}.jsonl (kvdiv.documents), with one tokenizer load."""
 
 import logging
 from pathlib import Path
 
-from kvdiv.documents.study import write_document
+from kvdiv.documents.study import write_document_block
 from kvdiv.joblog import job_log
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 
 with job_log(snakemake.log[0]):
     p = snakemake.params
-    doc = write_document(
+    docs = write_document_block(
         snakemake.output[0],
-        int(p.index),
+        int(p.first),
+        int(p.n_documents),
         study=snakemake.wildcards.study,
         stratum=snakemake.wildcards.stratum,
         master_seed=int(p.master_seed),
@@ -25,4 +27,5 @@ with job_log(snakemake.log[0]):
         horizon=int(p.horizon),
         progress=False,
     )
-    logging.info("%s %s: %d tokens (target %d)", doc.id, doc.task, doc.n_tokens, doc.target_length)
+    for doc in docs:
+        logging.info("%s %s: %d tokens (target %d)", doc.id, doc.task, doc.n_tokens, doc.target_length)

@@ -18,12 +18,11 @@ snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 
 with job_log(snakemake.log[0]):  # tqdm progress and errors go to the log
     params = snakemake.params
-    documents = []
-    for path, doc_id in zip(snakemake.input.documents, params.documents):
-        records = {d.id: d for d in read_jsonl(path)}
-        if doc_id not in records:
-            raise ValueError(f"{path}: no document with id {doc_id!r}")
-        documents.append(records[doc_id].to_record())
+    records = {d.id: d for path in snakemake.input.documents for d in read_jsonl(path)}  # the blocks holding them
+    missing = [doc_id for doc_id in params.documents if doc_id not in records]
+    if missing:
+        raise ValueError(f"{', '.join(snakemake.input.documents)}: no document with id {', '.join(map(repr, missing))}")
+    documents = [records[doc_id].to_record() for doc_id in params.documents]
 
     spec = {**params.model_spec, "threads": snakemake.threads}  # the job's thread count, as scheduled
     study, model = params.study, params.model

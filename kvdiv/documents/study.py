@@ -96,11 +96,16 @@ def document_at(index: int, **kwargs) -> Document:
     return stratum_documents(n_documents=index + 1, first=index, **kwargs)[0]
 
 
-def write_document(path: str | os.PathLike, index: int, **kwargs) -> Document:
-    """:func:`document_at`, written atomically to ``path`` as a one-record JSONL (also valid JSON)."""
-    doc = document_at(index, **kwargs)
-    write_jsonl([doc], Path(path))
-    return doc
+def write_document_block(path: str | os.PathLike, first: int, count: int, **kwargs) -> list[Document]:
+    """Documents ``first .. first+count-1`` of a stratum (the arguments of :func:`stratum_documents` but
+    ``n_documents``), generated in one process with one tokenizer load and written atomically to ``path``. Each is
+    the document :func:`document_at` gives for its index: a block holds the same records however blocks are cut."""
+    kwargs.pop("n_documents", None)
+    docs = stratum_documents(n_documents=first + count, first=first, **kwargs)
+    if len(docs) != count:
+        raise ValueError(f"{path}: the source gave {len(docs)} documents for indices {first}..{first + count - 1}")
+    write_jsonl(docs, Path(path))
+    return docs
 
 
 def write_stratum(path: str | os.PathLike, **kwargs) -> list[Document]:

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from kvdiv.layout import MODELS_DIR, PROVENANCE
+from kvdiv.layout import PROVENANCE, Layout
 
 
 def register(subparsers) -> None:
@@ -14,10 +14,11 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("models", help="resolve models and inspect resolved model directories")
     sub = parser.add_subparsers(dest="models_command", required=True)
 
-    resolve = sub.add_parser("resolve", help="materialise results/models/NAME/ from a config's model spec")
+    resolve = sub.add_parser("resolve", help="materialise ROOT/models/NAME/ from a config's model spec (ROOT: its `results`)")
     resolve.add_argument("name", help="model name in the config's `models` section")
     resolve.add_argument("--config", default="config/config.yaml", help="config file (default: config/config.yaml)")
-    resolve.add_argument("--models-dir", default=MODELS_DIR, help=f"where resolved models live (default: {MODELS_DIR})")
+    resolve.add_argument("--models-dir", default=None,
+                         help="where resolved models live (default: the config's output root's models/, e.g. results/models)")
     resolve.add_argument("--force", action="store_true",
                          help="resolve again even if the directory is already resolved from the same spec (rewrites it: "
                               "the workflow then reruns everything that uses the model)")
@@ -62,7 +63,7 @@ def _validation_summary(text: str) -> str:
 
 def _resolve(args: argparse.Namespace) -> int:
     from kvdiv.llm.sources import resolve_model
-    from kvdiv.names import check_name
+    from kvdiv.names import check_name, check_results_root
     from kvdiv.seeds import derive_seed
 
     check_name(args.name, "model")  # before anything is read or written: the name becomes a directory
@@ -71,7 +72,8 @@ def _resolve(args: argparse.Namespace) -> int:
     if args.name not in models:
         raise KeyError(f"model {args.name!r} is not in {args.config}; configured: {sorted(models)}")
     seed = derive_seed(int(config.get("seed", 0)), "model", args.name)
-    out = Path(args.models_dir) / args.name
+    models_dir = args.models_dir or Layout(check_results_root(config["results"])).models_dir
+    out = Path(models_dir) / args.name
     if not args.force and up_to_date(out, models[args.name], seed):
         print(f"{out} is already resolved from this spec; nothing to do (--force resolves it again)")
         return 0

@@ -189,6 +189,22 @@ def test_stratum_documents_from_a_resolved_model(tmp_path):
                           model="tiny", model_spec=spec, models_dir=tmp_path, horizon=128, progress=False)
 
 
+def test_a_document_block_holds_each_index_own_document(tmp_path):
+    """rule document writes blocks (kvdiv.documents.study.write_document_block): block first..last, in one process,
+    holds exactly document_at(i) for each i, so where blocks are cut changes no record."""
+    from kvdiv.documents import read_jsonl
+    from kvdiv.documents.study import document_at, write_document_block
+
+    spec = {"source": "random", "architecture": "llama", "tokenizer": "bytes", "model_config": {"max_position_embeddings": 1500}}
+    resolve_model("tiny", spec, tmp_path / "tiny", seed=0)
+    common = dict(study="st", stratum="ruler_600", master_seed=1, study_seed=2, model="tiny", model_spec=spec,
+                  models_dir=tmp_path, horizon=16, progress=False)
+    written = write_document_block(tmp_path / "0002-0004.jsonl", 2, 3, **common)
+    assert [d.id for d in written] == ["st-ruler_600-0002", "st-ruler_600-0003", "st-ruler_600-0004"]
+    assert read_jsonl(tmp_path / "0002-0004.jsonl") == written
+    assert written == [document_at(i, **common) for i in (2, 3, 4)]
+
+
 # --- the length search ------------------------------------------------------------------------------------
 
 

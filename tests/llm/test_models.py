@@ -217,6 +217,16 @@ def test_cli_resolve_and_info(tmp_path, capsys):
     assert cli_main(["models", "resolve", "absent", "--config", str(config)]) == 2
 
 
+def test_cli_resolve_writes_under_the_configs_root(tmp_path, monkeypatch):
+    """`kvdiv models resolve NAME --config C` resolves into C's output root (`results`), as the workflow does."""
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "smoke.yaml"
+    config.write_text(json.dumps({"results": "results/smoke", "models": {"tiny": {"source": "random", "tokenizer": "bytes",
+                                                                                  "architecture": "llama"}}}))
+    assert cli_main(["models", "resolve", "tiny", "--config", str(config)]) == 0
+    assert (tmp_path / "results/smoke/models/tiny/provenance.json").is_file() and not (tmp_path / "results/models").exists()
+
+
 # ------------------------------------------------------------------------- EOS, chat template, tokenizer
 
 

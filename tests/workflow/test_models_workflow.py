@@ -42,7 +42,7 @@ def test_resolve_rule_orders_tokenizer_dependency_and_reruns_only_changed_models
     snakemake(work, targets[0])  # asks for child only: base must be resolved first
     provenance = {name: json.loads((work / f"results/models/{name}/provenance.json").read_text()) for name in ("base", "child")}
     assert provenance["child"]["tokenizer"] == "base"
-    assert (work / "logs/resolve_model/child.log").is_file()
+    assert (work / "results/logs/resolve_model/child.log").is_file()
     assert not list((work / "results/models").glob(".*.tmp"))  # no temporary directories left behind
 
     assert "Nothing to be done" in snakemake(work, *targets)

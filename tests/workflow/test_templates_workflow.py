@@ -68,7 +68,8 @@ def work(tmp_path_factory) -> Path:
 
 
 def test_each_job_feeds_its_own_models_rendering(work):
-    doc = json.loads((work / f"results/two/documents/helmet_600/{DOC}.json").read_text())
+    block = (work / "results/two/documents/helmet_600/0000-0003.jsonl").read_text().splitlines()
+    doc = next(record for record in map(json.loads, block) if record["id"] == DOC)
     message, prefix = doc["prompt"], doc["answer_prefix"]
     assert doc["rendered"] is False and "<|im_start|>" not in message and "<|start_header_id|>" not in message
     fed = {}

@@ -80,7 +80,7 @@ def test_stores_and_cube(work):
     assert summarize(work / CUBE)["actions"]["snapkv_half"]["replicates"] == 4
     # one job for the stratum's block of documents 0-3 (documents_per_job 4)
     assert (work / "results/benchmarks/trajectories/tiny/tiny/ruler_512-0000-0003.tsv").is_file()
-    assert (work / "logs/trajectories/tiny/tiny/ruler_512-0000-0003.log").is_file()
+    assert (work / "results/logs/trajectories/tiny/tiny/ruler_512-0000-0003.log").is_file()
 
 
 def store_values(root: Path) -> dict:
@@ -170,7 +170,7 @@ def test_swrb_mode_through_the_workflow(work):
 def test_killed_job_leaves_nothing_complete(work):
     # near-greedy sampling of the random model rarely hits EOS: thousands of decode steps
     cfg = write_config(work, "tiny_long.yaml", horizon=3000, replicates=4, temperature=0.05)
-    log_name = "logs/trajectories/tiny/tiny/ruler_512-0000-0003.log"
+    log_name = "results/logs/trajectories/tiny/tiny/ruler_512-0000-0003.log"
     store = work / STORE
     (work / log_name).unlink()
     shutil.rmtree(store)
@@ -197,7 +197,7 @@ def test_killed_job_leaves_nothing_complete(work):
 
 def test_edited_source_files_rerun_their_rules(work):
     """A user's JSONL, a RULER file and a local model's files are rule inputs: editing one reruns its rule."""
-    docs = sorted((work / "results/tiny/documents/ruler_512").glob("*.json"))
+    docs = sorted((work / "results/tiny/documents/ruler_512").glob("*.jsonl"))  # the document blocks
     (work / "mine.jsonl").write_text("".join(p.read_text() for p in docs))
     (work / "ruler_512.jsonl").write_text("".join(
         json.dumps({"index": i, "input": f"Remember {i}. " + "grass is green. " * (5 + i), "outputs": [str(i)]}) + "\n"
@@ -241,7 +241,7 @@ def test_corrupt_metrics_file_is_an_error_in_the_log_and_rebuilt_once_deleted(wo
     replicates.write_bytes(replicates.read_bytes()[:-64])
     out = snakemake(work, target, "--cores", "2", "--configfile", "analysis.yaml", check=False)
     assert "Error in rule analysis" in out
-    log = (work / "logs/analysis/figure5/decomposition.log").read_text()
+    log = (work / "results/logs/analysis/figure5/decomposition.log").read_text()
     assert "Traceback (most recent call last)" in log and f"{METRICS[0]}: sha256" in log and "truncated or altered" in log
     replicates.unlink()
     out = snakemake(work, target, "--cores", "2", "--configfile", "analysis.yaml", "--quiet", "rules")

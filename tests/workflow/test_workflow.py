@@ -45,7 +45,8 @@ def test_lint_is_clean():
     assert "Congratulations" in proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("configfile", ["config/config.yaml", "config/smoke.yaml", "config/paper.yaml", "config/presses.yaml"])
+@pytest.mark.parametrize("configfile", ["config/config.yaml", "config/smoke.yaml", "config/paper.yaml", "config/presses.yaml",
+                                        "config/replication.yaml"])
 def test_dry_run_builds_dag(configfile, tmp_path):
     work = copy_repo(tmp_path / "wf")
     proc = run_snakemake(work, "-n", "--cores", "2", "--configfile", configfile, "--quiet", "rules")
@@ -96,7 +97,7 @@ def test_smoke_study_end_to_end_and_reruns(tmp_path):
     only the new documents' jobs and what depends on them."""
     work = copy_repo(tmp_path / "wf")
     run_snakemake(work, "--cores", "2", "--configfile", "config/smoke.yaml")
-    results = work / "results"
+    results = work / "results/smoke"  # config/smoke.yaml's output root
     for name in ["finite_state/figure4", "figures/figure5", "figures/figure6", "figures/figure7"]:
         for ext in ("pdf", "png"):
             assert (results / f"{name}.{ext}").stat().st_size > 1000, f"{name}.{ext} missing or empty"
@@ -121,7 +122,7 @@ def test_smoke_study_end_to_end_and_reruns(tmp_path):
         assert gallery.count("<h2>") == len(set(reps["action"])) and "http" not in gallery.replace("http-equiv", "")
 
     # snakemake --report: the HTML report carries the galleries
-    run_snakemake(work, "--configfile", "config/smoke.yaml", "--report", "results/report.html")
+    run_snakemake(work, "--configfile", "config/smoke.yaml", "--report", "results/smoke/report.html")
     html = (results / "report.html").read_text(errors="replace")
     assert "Galleries" in html and "Divergence gallery" in html
 
@@ -149,7 +150,7 @@ def test_smoke_study_end_to_end_and_reruns(tmp_path):
 
     more = write_variant(work, "smoke_more.yaml", add_document)
     jobs = planned_jobs(run_snakemake(work, "-n", "--cores", "2", "--configfile", more, "--quiet", "rules").stdout)
-    # one new document per stratum: its document job and its block's trajectory job (documents 0-3 of the stratum)
+    # one new document per stratum: its block's document job and trajectory job (documents 0-3 of the stratum)
     assert jobs.get("document") == 2 and jobs.get("trajectories") == 2, jobs
     assert jobs.get("cube") == 1 and jobs.get("metrics") == 1 and jobs.get("answers") == 1, jobs  # retention50 only
     assert jobs.get("gallery") == 1, jobs
@@ -163,13 +164,14 @@ def test_paper_dag_through_the_slurm_workflow_profile(tmp_path):
     work = copy_repo(tmp_path / "wf")
     proc = run_snakemake(work, "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/paper.yaml")
     jobs = planned_jobs(proc.stdout + proc.stderr)
-    assert jobs["trajectories"] == 2 * 2 * 6 * (48 // 4) and jobs["document"] == 2 * 288, jobs
-    # one SLURM job per job, but `all` (no action: run by snakemake itself) and the documents, 48 to a group job
+    # documents in blocks of the reference tokenizer model's documents_per_job (4): 12 per stratum and study
+    assert jobs["trajectories"] == 2 * 2 * 6 * (48 // 4) and jobs["document"] == 2 * 6 * (48 // 4), jobs
+    # one SLURM job per job, but `all` (no action: run by snakemake itself) and the document blocks, 12 to a group job
     groups = (proc.stdout + proc.stderr).count("Group job documents")
-    assert groups == 2 * 288 // 48
+    assert groups == 2 * 6 * (48 // 4) // 12
     assert sum(jobs.values()) - jobs["all"] - jobs["document"] + groups == 353, jobs
     # the profile's set-resources for `trajectories` reach every batch rule
-    store = "results/retention50/trajectories/llama/retention50-ruler_4096-0005.zarr"
+    store = "results/paper/retention50/trajectories/llama/retention50-ruler_4096-0005.zarr"
     out = run_snakemake(work, store, "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/paper.yaml")
     block = out.stdout[out.stdout.index("rule trajectories_retention50_llama_ruler_4096_0004_0007"):]
     resources = next(line for line in block.splitlines() if line.strip().startswith("resources:"))
@@ -219,6 +221,11 @@ def test_conda_env_pins_match_pyproject():
         (lambda c: c["analysis"].update(blocks=[[4, 1]]), "analysis.blocks[0] = [4, 1]"),
         (lambda c: c["analysis"].update(late=[12, 16]), "analysis.late = [12, 16]"),
         (lambda c: c.pop("models"), "'models' is a required property"),
+        # the output root: a relative path inside the working directory, not into .snakemake or the project's files
+        (lambda c: c.update(results="../elsewhere"), "results: '../elsewhere'"),
+        (lambda c: c.update(results="/tmp/abs"), "results: '/tmp/abs' must be a relative path"),
+        (lambda c: c.update(results=".snakemake/x"), "component '.snakemake' is not allowed"),
+        (lambda c: c.update(results="config"), "would write into the project's own 'config'"),
         (lambda c: c.update(leaderboard={"study": "retention5"}), "leaderboard.study = 'retention5' is not a configured study"),
         (lambda c: c.update(leaderboard={"study": "retention50", "steps": [0]}), "leaderboard"),
     ],
