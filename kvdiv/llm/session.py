@@ -36,6 +36,7 @@ from transformers import DynamicCache
 
 from kvdiv.llm.decode_attention import ATTN_IMPLEMENTATION, DecodePart, DecodePlan, SlotCache, planned
 from kvdiv.llm.prepacked import min_rows
+from kvdiv.llm.presses.logit_bias import clear_logit_bias
 from kvdiv.llm.presses.probabilistic_press import ProbabilisticPress
 from kvdiv.llm.presses.registry import build_press
 
@@ -210,6 +211,7 @@ class KernelSession:
                 if getattr(module, "masked_key_indices", None) is not None:
                     masked[name][layer] = module.masked_key_indices
                 module.masked_key_indices = None
+                clear_logit_bias(module)  # the session applies a press's correction itself (attention_bias)
             return output
 
         handles = [attn.register_forward_hook(hook, with_kwargs=True) for attn in self._attn]
@@ -221,6 +223,7 @@ class KernelSession:
                 h.remove()
             for attn in self._attn:  # a press may mask other layers than its hook's (global budgets)
                 attn.masked_key_indices = None
+                clear_logit_bias(attn)
         logits = out.logits[0, -1]
         n = int(prefill_ids.numel())
         ref = _Prefix(

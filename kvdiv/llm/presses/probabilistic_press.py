@@ -80,7 +80,10 @@ E[1{i kept}/ρ_i] = 1.
 Heads keeping fewer entries than the layer's longest head (multinomial design) are padded with zero keys
 masked out: through kvpress's ``module.masked_key_indices`` (AdaKV's mechanism) in a kvpress pipeline,
 and through −inf logit biases in :class:`kvdiv.llm.session.KernelSession`, which also applies the correction
-(:meth:`ProbabilisticPress.attention_bias`); inside a plain kvpress pipeline only the eviction happens.
+(:meth:`ProbabilisticPress.attention_bias`). Under ``with press(model):`` and in kvpress's pipeline the press leaves
+the correction on each attention module (:mod:`kvdiv.llm.presses.logit_bias`) and the model's ``sdpa`` attention adds
+it at every later forward; with another attention implementation ``correction=True`` is refused with an error there
+(never silently plain eviction).
 
 Randomness: layer ℓ draws from ``layer_seed(ℓ) = derive_seed(draw seed, ℓ)`` (multinomial: a numpy
 Generator for the rounding coins of m and the counts; pips: a torch Generator for the permutation and the
@@ -93,6 +96,7 @@ records it; outside a session the draw seed is ``seed``.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +110,7 @@ from torch import nn
 from transformers import Gemma3ForConditionalGeneration, QuantizedCache
 from transformers.models.llama.modeling_llama import rotate_half
 
+from kvdiv.llm.presses.logit_bias import check_bias_supported, patch_attention_functions, set_logit_bias
 from kvdiv.seeds import derive_seed
 
 DESIGNS = ("multinomial", "pips")
@@ -350,8 +355,8 @@ def multinomial_counts(pi: torch.Tensor, m: torch.Tensor, rng: np.random.Generat
     entries are fed in ascending π so that the subtracted mass stays large (no cancellation for the tiny
     π_i that huge m reach).
     """
-    p = pi.to(torch.float64).reshape(-1, pi.shape[-1]).cpu().numpy()
-    draws = torch.as_tensor(m).expand(pi.shape[:-1]).reshape(-1).cpu().numpy().astype(np.int64)
+    p = pi.detach().to(torch.float64).reshape(-1, pi.shape[-1]).cpu().numpy()
+    draws = torch.as_tensor(m).detach().expand(pi.shape[:-1]).reshape(-1).cpu().numpy().astype(np.int64)
     counts = np.zeros(p.shape, dtype=np.int64)
     for r, (d, row) in enumerate(zip(draws, p)):
         order = np.argsort(row, kind="stable")
@@ -482,7 +487,8 @@ class ProbabilisticPress(BasePress):
         ``multinomial`` only: m per KV head meeting E|S| = k, or one m for the whole cache meeting the
         cache-wide target (heads differ).
     correction : bool, default=True
-        Add the log importance weight to kept entries' attention logits at decode time (KernelSession).
+        Add the log importance weight to kept entries' attention logits at decode time (KernelSession, and the
+        model's own ``sdpa`` attention under ``with press(model)`` or kvpress's pipeline).
     history_size : int, optional
         Number of last prompt queries the history proposals (``h2o``, ``min_h``, ``h2o_h``) average;
         default: all prompt queries.
@@ -575,6 +581,17 @@ class ProbabilisticPress(BasePress):
         return derive_seed(self.seed if self.draw_seed is None else self.draw_seed, layer)
 
     # ------------------------------------------------------------------ hooks
+    @contextmanager
+    def __call__(self, model):
+        """kvpress's ``with press(model):``. With ``correction`` (and something to evict), the decode-time correction
+        is applied through the model's attention function (:mod:`kvdiv.llm.presses.logit_bias`), also after the block
+        (kvpress's pipeline decodes outside it); a model whose attention cannot carry it is refused with an error."""
+        if self.correction and self.compression_ratio > 0:
+            check_bias_supported(model, f"{type(self).__name__}(correction=True)")
+            patch_attention_functions()
+        with super().__call__(model):
+            yield
+
     def post_init_from_model(self, model):
         if self._scorer is not None:
             self._scorer.post_init_from_model(model)
@@ -651,6 +668,7 @@ class ProbabilisticPress(BasePress):
             self.probabilities[layer] = rho
             self.log_weights[layer] = -torch.log(rho.gather(-1, idx.to(rho.device))).to(keys.device)
             self.expected_kept[layer] = rho.sum(-1).cpu()
+            self._leave_bias(module, layer)
             gidx = idx.unsqueeze(-1).expand(-1, -1, -1, keys.shape[-1])
             return keys.gather(2, gidx).contiguous(), values.gather(2, gidx).contiguous()
         if self.budget == "global":
@@ -661,7 +679,13 @@ class ProbabilisticPress(BasePress):
         m, self.expected_kept[layer] = allocate_draws(pi, float(k), rng.random(tuple(pi.shape[:-1])))
         keys, values, masked = self._keep(layer, pi, m, rng, keys, values)
         module.masked_key_indices = masked
+        self._leave_bias(module, layer)
         return keys, values
+
+    def _leave_bias(self, module: nn.Module, layer: int) -> None:
+        """With ``correction``, leave the layer's log weights on its attention module for the model's own attention
+        (:mod:`kvdiv.llm.presses.logit_bias`: ``with press(model)`` and kvpress's pipeline); else clear any."""
+        set_logit_bias(module, self.log_weights[layer] if self.correction else None)
 
     def _keep(self, layer, pi, m, rng, keys, values):
         """Draw counts with m draws per head, keep the distinct entries; record the layer's state.
@@ -707,6 +731,7 @@ class ProbabilisticPress(BasePress):
             keys, values, masked = self._keep(layer, pi, m[:, i], rng, keys, values)
             _write_cache_layer(cache, layer, keys, values)
             module.masked_key_indices = masked
+            self._leave_bias(module, layer)
 
     # ------------------------------------------------------------------ decode time and records
     def attention_bias(self, layer: int) -> torch.Tensor | None:
