@@ -10,7 +10,9 @@ Eviction") as a library plus a Snakemake workflow. One package per pipeline stag
 - :mod:`kvdiv.finite` — the finite-state study (exact enumeration, naive and SWRB samplers, Figure 4's suite);
 - :mod:`kvdiv.analysis` — the cluster-bootstrap analysis behind Figures 5–7 and Tables 2–3 (a registry of items);
 - :mod:`kvdiv.outputs` — figures, tables and the report;
-- :mod:`kvdiv.show` — a pair of continuations decoded side by side (terminal, HTML, a gallery per action).
+- :mod:`kvdiv.show` — a pair of continuations decoded side by side (terminal, HTML, a gallery per action);
+- :mod:`kvdiv.compare` — ``kvdiv.compare(model, tokenizer, prompts, actions)``: the trajectory job from Python
+  (docs/python-api.md).
 
 Shared by all: :mod:`kvdiv.layout` (result paths, stratum names, document ids), :mod:`kvdiv.names` (which names
 are allowed), :mod:`kvdiv.estimands` (TV, the SWRB estimators, the enclosure of R_H and the variance–cost aggregates, written once), :mod:`kvdiv.seeds`, :mod:`kvdiv.io`
@@ -19,3 +21,13 @@ code hash), :mod:`kvdiv.cli` (the ``kvdiv`` command) and :mod:`kvdiv.testing` (t
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """``kvdiv.compare`` on first use (docs/python-api.md). Imported with importlib, not an import statement:
+    kvdiv.codehash counts a package's imports in the code of every rule below it."""
+    if name == "compare":
+        import importlib
+
+        return importlib.import_module("kvdiv.compare").compare
+    raise AttributeError(f"module 'kvdiv' has no attribute {name!r}")

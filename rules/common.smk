@@ -394,7 +394,7 @@ def get_cube(study, model):
 def get_trajectory_settings(study):
     """Generation settings of a study passed to every trajectory job (schema defaults filled)."""
     spec = get_study(study)
-    keys = ("horizon", "replicates", "temperature", "mode", "evict_first_step", "tv_atol")
+    keys = ("horizon", "replicates", "temperature", "mode", "evict_first_step", "tv_atol", "compress")
     return {key: spec[key] for key in keys} | {"master_seed": config["seed"], "study_seed": spec["seed"]}
 
 

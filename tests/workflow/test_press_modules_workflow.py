@@ -134,3 +134,33 @@ def test_an_unknown_press_lists_the_own_presses(work):
     config = {**CONFIG, "actions": {**CONFIG["actions"], "mine": {"press": "NegKnormPress", "compression_ratio": 1.5}}}
     out = snakemake(work, CUBE, "-n", "--cores", "1", "--configfile", write(work, "range.yaml", config), check=False)
     assert "'compression_ratio' = 1.5 is out of range" in out, out[-3000:]
+
+
+def test_compare_gives_the_workflows_arrays_with_the_own_press(work):
+    """kvdiv.compare on the workflow's model, document, actions (press instances, the user's class imported from its
+    file) and seeds: every array of the cube equals the workflow's, value for value."""
+    import kvdiv
+    from kvpress import AdaKVPress, KnormPress
+
+    from kvdiv.documents import read_jsonl
+    from kvdiv.llm.loading import load_model
+    from kvdiv.llm.presses.registry import load_press_modules
+
+    mine = load_press_modules([work / "presses/mine.py"])["NegKnormPress"]
+    config = yaml.safe_load((work / "own.yaml").read_text())
+    loaded = load_model("tiny", {**config["models"]["tiny"], "dtype": "float32"}, work / "results/models")
+    doc_id = "own-ruler_512-0000"
+    record = next(iter(read_jsonl(work / f"results/own/documents/ruler_512/{doc_id}.json"))).to_record()
+    result = kvdiv.compare(
+        loaded.model, loaded.tokenizer, [record],
+        actions={"mine": mine(compression_ratio=0.5), "ada_mine": AdaKVPress(press=mine(compression_ratio=0.5)),
+                 "knorm": KnormPress(compression_ratio=0.5)},
+        horizon=4, replicates=2, seed=config["seed"], study_seed=config["studies"]["own"]["seed"], progress=False)
+    ours, theirs = result.dataset, open_cube(work / CUBE)
+    assert list(ours["document"].values) == [doc_id] and list(ours["action"].values) == ["mine", "ada_mine", "knorm"]
+    for name in ("x", "y", "tv", "fixed_tv", "match", "eos_x", "eos_y"):
+        assert ours[name].dims == theirs[name].dims
+        np.testing.assert_array_equal(ours[name].values, theirs[name].values, err_msg=name)
+    assert ours["prompt_tokens"].values.tolist() == theirs["prompt_tokens"].values.tolist()
+    summary = result.summary()
+    assert summary["action"].to_list() == ["mine", "ada_mine", "knorm"] and summary["n_documents"].to_list() == [1] * 3
