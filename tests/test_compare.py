@@ -95,6 +95,7 @@ def test_show_and_to_zarr(result, tmp_path):
         np.testing.assert_array_equal(again[name].values, result.dataset[name].values)
 
 
+@pytest.mark.slow
 def test_readme_example_runs_as_written(tiny_model_factory, tmp_path, monkeypatch):
     """The fenced Python block of README.md's "From Python" section, executed unchanged; KVDIV_EXAMPLE_MODEL (the
     variable the README documents) names a tiny random model directory instead of SmolLM2."""

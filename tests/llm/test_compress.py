@@ -24,7 +24,7 @@ def test_context_is_the_prompt_before_the_question(tiny_llama):
     k = context_length(DOCUMENT, tiny_llama.tokenizer, True, ids)
     text = render_prompt(DOCUMENT, tiny_llama.tokenizer, True)
     assert tiny_llama.tokenizer.decode(ids[k:]).startswith(QUESTION) and text.endswith("Answer:")
-    assert tiny_llama.tokenizer.decode(ids[:k]).endswith(CONTEXT.rstrip() + "\n\n")
+    assert tiny_llama.tokenizer.decode(ids[:k]).endswith(CONTEXT + "\n\n")
 
 
 def test_first_law_equals_kvpress_two_phase_computation(tiny_llama):

@@ -112,7 +112,7 @@ def load_press_modules(paths: Iterable[str | os.PathLike]) -> dict[str, type[Bas
             if known is not None and known[1] != resolved:
                 raise ValueError(f"press_modules: {str(path)!r} defines class {cls_name!r}, which {str(known[1])!r} "
                                  f"defines too; rename one of them")
-            if not dataclasses.is_dataclass(obj):
+            if "__dataclass_fields__" not in vars(obj):  # decorated itself, not only a dataclass's subclass
                 raise ValueError(f"press_modules: {str(path)!r}: press {cls_name!r} must be a @dataclass (its "
                                  f"hyperparameters are its fields, as kvpress's presses)")
             USER_PRESSES[cls_name] = (obj, resolved)
