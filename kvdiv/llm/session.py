@@ -171,6 +171,7 @@ class KernelSession:
         # every config object whose attention implementation a decode step switches to kvdiv's
         self._configs = {id(m.config): m.config for m in self.model.modules() if hasattr(m, "config")}
         self._kept_cache: dict[str, list[torch.Tensor | None]] = {}
+        self._in_prompt = False
         self._kept_lengths: dict[str, list[int]] = {}
 
         n_ids = int(ids.numel())
@@ -290,11 +291,15 @@ class KernelSession:
         tail through every cache, one token per batched step; extend each prefix by it."""
         names = list(self._prefixes)
         chains = [self.new_chain(name) for name in names]
-        for token in tail[:-1].tolist():
-            if int(token) in self._eos_set:
-                raise ValueError("the prompt's uncompressed tail holds an EOS token")
-            self.step(chains, [int(token)] * len(chains))
         token = int(tail[-1])
+        if token in self._eos_set:
+            raise ValueError("the prompt ends with an EOS token")
+        self._in_prompt = True  # prompt tokens are never absorbing (a chat template's end of turn may be an EOS id)
+        try:
+            for t in tail[:-1].tolist():
+                self.step(chains, [int(t)] * len(chains))
+        finally:
+            self._in_prompt = False
         laws = self.step(chains, [token] * len(chains))
         initial = {}
         for i, (name, c) in enumerate(zip(names, chains)):
@@ -450,7 +455,7 @@ class KernelSession:
             ch = self._chain(c)
             if not 0 <= t < vocab:
                 raise ValueError(f"token {t} outside the vocabulary [0, {vocab})")
-            if ch.done or t in self._eos_set:
+            if ch.done or (t in self._eos_set and not self._in_prompt):
                 ch.done = True
                 out[i] = self._eos_law
             else:
