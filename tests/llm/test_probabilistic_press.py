@@ -488,6 +488,7 @@ def spy_attention(monkeypatch):
                           out.detach().clone(), module.scaling))
         return out, w
 
+    spy._kvdiv_logit_bias_patched = True  # it wraps the patched function: a press entering later must not re-wrap it
     monkeypatch.setitem(ALL_ATTENTION_FUNCTIONS, "sdpa", spy)
     return calls
 
