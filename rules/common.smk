@@ -271,6 +271,32 @@ def get_document_strata(study):
     return _DOCUMENT_STRATA[study]
 
 
+def get_press_modules():
+    """The user's press files (config `press_modules`, paths relative to the working directory), each checked to
+    exist and parse (kvdiv.llm.presses.registry.press_module_classes: read, not run)."""
+    from kvdiv.llm.press_files import press_module_classes
+
+    for path in config["press_modules"]:
+        press_module_classes(path)
+    return list(config["press_modules"])
+
+
+def get_study_press_modules(study):
+    """The press files defining a press that one of the study's actions names: inputs of its trajectory jobs."""
+    from kvdiv.llm.press_files import press_module_files
+
+    return press_module_files(get_action_specs(study), get_press_modules())
+
+
+def get_trajectory_code(study):
+    """The `code` param of a study's trajectory jobs: script_code("trajectories.py"), and with press modules also the
+    kvdiv modules those files import (kvdiv.codehash); the files themselves are inputs."""
+    modules = get_study_press_modules(study)
+    if not modules:
+        return script_code("trajectories.py")
+    return code_hash(str(Path(workflow.basedir) / "workflow_scripts" / "trajectories.py"), *modules)
+
+
 def check_actions():
     """Every configured action builds its press (the press exists, accepts the arguments, and their values are in
     range: kvdiv.llm.presses.registry.check_argument) when the workflow starts, not inside a trajectory job after models and
@@ -280,13 +306,19 @@ def check_actions():
 
     from kvdiv.codehash import fingerprint
 
+    import hashlib
+
+    modules = get_press_modules()  # every file exists and parses, in every process
     if not workflow.is_main_process:
         return
     actions = canonical(config.get("actions") or {})
-    marker = Path(".snakemake/kvdiv") / f"actions-valid-{fingerprint(actions, code_hash('kvdiv.llm.presses.registry'), version('kvpress'))}"
+    sources = {path: hashlib.sha256(Path(path).read_bytes()).hexdigest() for path in modules}
+    marker = Path(".snakemake/kvdiv") / f"actions-valid-{fingerprint(actions, code_hash('kvdiv.llm.presses.registry'), version('kvpress'), sources)}"
     if marker.is_file():
         return
-    from kvdiv.llm.presses.registry import check_evicts, validate_action
+    from kvdiv.llm.presses.registry import check_evicts, load_press_modules, validate_action
+
+    load_press_modules(modules)  # imports the user's files: errors name the file (and the class of a name clash)
 
     for name, spec in actions.items():
         try:
@@ -350,7 +382,7 @@ def get_cube(study, model):
 def get_trajectory_settings(study):
     """Generation settings of a study passed to every trajectory job (schema defaults filled)."""
     spec = get_study(study)
-    keys = ("horizon", "replicates", "temperature", "mode", "evict_first_step", "tv_atol", "reference_chain")
+    keys = ("horizon", "replicates", "temperature", "mode", "evict_first_step", "tv_atol", "reference_chain", "compress")
     return {key: spec[key] for key in keys} | {"master_seed": config["seed"], "study_seed": spec["seed"]}
 
 

@@ -24,6 +24,7 @@ for _study in get_studies():
                 input:
                     documents=get_documents_blocks_of(_study, _doc_ids),
                     model=get_model_ready(_model),
+                    press_modules=get_study_press_modules(_study),
                 output:
                     [directory(get_trajectory_store(_study, _model, doc_id)) for doc_id in _doc_ids],
                 shadow:
@@ -38,7 +39,7 @@ for _study in get_studies():
                     model_spec=get_model_params(_model),
                     actions=get_action_specs(_study),
                     settings=get_trajectory_settings(_study),
-                    code=script_code("trajectories.py"),
+                    code=get_trajectory_code(_study),
                 log:
                     paths.log("trajectories", f"{_study}/{_model}/{_batch}"),
                 benchmark:

@@ -12,6 +12,7 @@ from pathlib import Path  # noqa: E402
 from kvdiv.documents import read_jsonl  # noqa: E402
 from kvdiv.joblog import job_log  # noqa: E402
 from kvdiv.llm.loading import load_model  # noqa: E402
+from kvdiv.llm.presses.registry import load_press_modules  # noqa: E402
 from kvdiv.trajectories.job import run_documents  # noqa: E402
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
@@ -24,6 +25,7 @@ with job_log(snakemake.log[0]):  # tqdm progress and errors go to the log
         raise ValueError(f"{', '.join(snakemake.input.documents)}: no document with id {', '.join(map(repr, missing))}")
     documents = [records[doc_id].to_record() for doc_id in params.documents]
 
+    load_press_modules(snakemake.input.press_modules)  # the user's own presses these actions name
     spec = {**params.model_spec, "threads": snakemake.threads}  # the job's thread count, as scheduled
     study, model = params.study, params.model
     logging.info("loading model %s", model)

@@ -50,4 +50,45 @@ def prompt_token_ids(document: Mapping[str, Any], tokenizer, chat_template: bool
     return list(tokenizer(render_prompt(document, tokenizer, chat_template), add_special_tokens=False)["input_ids"])
 
 
-__all__ = ["build_prompt", "chat_function", "prompt_token_ids", "render_prompt", "render_with"]
+#: How much of the prompt the presses compress: ``prompt`` (all of it: the paper's setting) or ``context`` (all but
+#: the question and what follows it, as kvpress's pipeline: see :func:`context_length`).
+COMPRESS = ("prompt", "context")
+
+
+def question_text(document: Mapping[str, Any]) -> str:
+    """The document's question: its ``question`` field, else the message's last paragraph (the text after its last
+    blank line: kvdiv's synthetic tasks and RULER/HELMET records end their message with the question so)."""
+    if document.get("question"):
+        return str(document["question"])
+    message = str(document["prompt"]).rstrip()
+    if document.get("rendered", False) or "\n\n" not in message:
+        raise ValueError(
+            f"document {document.get('id')!r}: compress: context needs the question kept out of compression; give the "
+            f"record a 'question' field (text that ends its prompt){'' if document.get('rendered') else ' or end the message with it after a blank line'}"
+        )
+    return message.rsplit("\n\n", 1)[1]
+
+
+def context_length(document: Mapping[str, Any], tokenizer, chat_template: bool, prompt_ids: list[int]) -> int:
+    """``compress: context``: how many leading ``prompt_ids`` (the :func:`prompt_token_ids` of ``document``) are the
+    context the presses compress. The rest starts where the question's last occurrence in the rendered prompt
+    starts: the question, the chat template's end of turn and generation prompt and the answer prefix, which
+    kvpress's pipeline feeds after compressing the context. Counted as the tokens the context text and the
+    whole prompt share (a token across the boundary stays in the context), so the ids fed are the same in both
+    modes."""
+    text = render_prompt(document, tokenizer, chat_template)
+    start = text.rfind(question_text(document))
+    if start <= 0:
+        raise ValueError(f"document {document.get('id')!r}: its question does not occur in its rendered prompt after "
+                         f"some context: nothing to compress with compress: context")
+    context = list(tokenizer(text[:start], add_special_tokens=False)["input_ids"])
+    k = 0
+    while k < min(len(context), len(prompt_ids)) and context[k] == prompt_ids[k]:
+        k += 1
+    if not 1 <= k < len(prompt_ids):
+        raise ValueError(f"document {document.get('id')!r}: no context tokens before its question to compress")
+    return k
+
+
+__all__ = ["COMPRESS", "build_prompt", "chat_function", "context_length", "prompt_token_ids", "question_text",
+           "render_prompt", "render_with"]

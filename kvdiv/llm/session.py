@@ -10,14 +10,17 @@ mathematics (positions, step 1, ``evict_first_step``): docs/estimators.md#kernel
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 import torch
+from kvpress import BasePress
 from transformers import DynamicCache
 
 from kvdiv.llm.decode_attention import ATTN_IMPLEMENTATION, DecodePart, DecodePlan, SlotCache, planned
 from kvdiv.llm.prepacked import min_rows
+from kvdiv.llm.presses.logit_bias import clear_logit_bias
 from kvdiv.llm.presses.probabilistic_press import ProbabilisticPress
 from kvdiv.llm.presses.registry import build_press
 
@@ -75,8 +78,9 @@ class KernelSession:
         Anything with ``.model`` (a kvpress-supported causal LM in eval mode) and ``.eos_token_ids``.
     prompt_ids : LongTensor [n] or [1, n]
         The prompt's token ids.
-    actions : mapping name → action spec
-        ``{press: <name>, **arguments}`` (see :mod:`kvdiv.llm.presses.registry`); "reference" is reserved.
+    actions : mapping name → action spec or press instance
+        ``{press: <name>, **arguments}`` (see :mod:`kvdiv.llm.presses.registry`), or a kvpress press instance (a copy
+        is used); "reference" is reserved.
     temperature : float
         Next-token laws are softmax(logits / temperature) in float64.
     evict_first_step : bool
@@ -89,6 +93,11 @@ class KernelSession:
     seed_parts : sequence, optional
         (master seed, study seed, document id): random presses (ProbabilisticPress) draw from these and
         the action's name (:meth:`press_seeds` reports the seeds); None keeps each press's own ``seed``.
+    compressed_length : int, optional
+        ``compress: context`` (kvpress's pipeline): the presses see and compress only the first
+        ``compressed_length`` prompt tokens (the context); the rest (the question and answer prefix) is then fed
+        token by token through every cache, uncompressed, so Q at step 1 already reads the evicted context.
+        None: the whole prompt is compressed (``compress: prompt``).
     """
 
     def __init__(
@@ -101,6 +110,7 @@ class KernelSession:
         max_chains: int | None = None,
         horizon: int = 128,
         seed_parts: Sequence[int | str] | None = None,
+        compressed_length: int | None = None,
     ):
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
@@ -119,8 +129,10 @@ class KernelSession:
             raise ValueError("the prompt needs at least 2 tokens")
         self.prompt_ids = ids
         self.prompt_length = int(ids.numel())
-        self.actions = {name: dict(spec) for name, spec in actions.items()}
-        self.presses = {name: build_press(spec, name=name) for name, spec in self.actions.items()}
+        self.actions = {name: spec if isinstance(spec, BasePress) else dict(spec) for name, spec in actions.items()}
+        # a press instance (kvdiv.compare) is copied: presses keep per-prefill state, one copy per session
+        self.presses = {name: copy.deepcopy(spec) if isinstance(spec, BasePress) else build_press(spec, name=name)
+                        for name, spec in self.actions.items()}
         if seed_parts is not None:
             for name, press in self.presses.items():
                 if isinstance(press, ProbabilisticPress):
@@ -141,10 +153,18 @@ class KernelSession:
         # every config object whose attention implementation a decode step switches to kvdiv's
         self._configs = {id(m.config): m.config for m in self.model.modules() if hasattr(m, "config")}
         self._kept_cache: dict[str, list[torch.Tensor | None]] = {}
+        self._in_prompt = False
         self._kept_lengths: dict[str, list[int]] = {}
 
-        prefill_ids = ids[:-1] if self.evict_first_step else ids
-        self._prefixes, logits = self._prefill(prefill_ids)
+        n_ids = int(ids.numel())
+        if compressed_length is not None and not 1 <= int(compressed_length) < n_ids:
+            raise ValueError(f"compressed_length {compressed_length} must lie in 1..{n_ids - 1} (prompt of {n_ids} tokens)")
+        if compressed_length is not None:
+            self._compressed = int(compressed_length)
+        else:
+            self._compressed = n_ids - 1 if self.evict_first_step else n_ids
+        self.compressed_length = self._compressed
+        self._prefixes, logits = self._prefill(ids[: self._compressed])
         self.kv_heads = self._prefixes[REFERENCE].keys[0].shape[0]
         self.head_dim = self._prefixes[REFERENCE].keys[0].shape[-1]
 
@@ -160,11 +180,11 @@ class KernelSession:
         longest = max(p.length for p in self._prefixes.values())
         self._grow(max_chains or 2 * n_caches + 1, longest + 1 + max(int(horizon) + 1, 1))
 
-        if not self.evict_first_step:
+        if self._compressed == n_ids:
             law = self._law(logits)
             self._initial = {name: law for name in self._prefixes}
         else:
-            self._initial = self._feed_last_prompt_token()
+            self._initial = self._feed_prompt_tail(ids[self._compressed:])
 
     # ------------------------------------------------------------------ prefill
     @torch.no_grad()
@@ -192,6 +212,7 @@ class KernelSession:
                 if getattr(module, "masked_key_indices", None) is not None:
                     masked[name][layer] = module.masked_key_indices
                 module.masked_key_indices = None
+                clear_logit_bias(module)  # the session applies a press's correction itself (attention_bias)
             return output
 
         handles = [attn.register_forward_hook(hook, with_kwargs=True) for attn in self._attn]
@@ -203,6 +224,7 @@ class KernelSession:
                 h.remove()
             for attn in self._attn:  # a press may mask other layers than its hook's (global budgets)
                 attn.masked_key_indices = None
+                clear_logit_bias(attn)
         logits = out.logits[0, -1]
         n = int(prefill_ids.numel())
         ref = _Prefix(
@@ -246,11 +268,20 @@ class KernelSession:
         return prefixes, logits
 
     @torch.no_grad()
-    def _feed_last_prompt_token(self) -> dict[str, torch.Tensor]:
-        """evict_first_step: feed the last prompt token through every cache; extend each prefix by it."""
+    def _feed_prompt_tail(self, tail: torch.Tensor) -> dict[str, torch.Tensor]:
+        """evict_first_step (the last prompt token) or compress: context (the question and answer prefix): feed the
+        tail through every cache, one token per batched step; extend each prefix by it."""
         names = list(self._prefixes)
         chains = [self.new_chain(name) for name in names]
-        token = int(self.prompt_ids[-1])
+        token = int(tail[-1])
+        if token in self._eos_set:
+            raise ValueError("the prompt ends with an EOS token")
+        self._in_prompt = True  # prompt tokens are never absorbing (a chat template's end of turn may be an EOS id)
+        try:
+            for t in tail[:-1].tolist():
+                self.step(chains, [int(t)] * len(chains))
+        finally:
+            self._in_prompt = False
         laws = self.step(chains, [token] * len(chains))
         initial = {}
         for i, (name, c) in enumerate(zip(names, chains)):
@@ -406,7 +437,7 @@ class KernelSession:
             ch = self._chain(c)
             if not 0 <= t < vocab:
                 raise ValueError(f"token {t} outside the vocabulary [0, {vocab})")
-            if ch.done or t in self._eos_set:
+            if ch.done or (t in self._eos_set and not self._in_prompt):
                 ch.done = True
                 out[i] = self._eos_law
             else:
@@ -456,7 +487,7 @@ class KernelSession:
             return self._kept_cache[action]
         press = self.presses[action]
         ref, act = self._prefixes[REFERENCE], self._prefixes[action]
-        n = ref.length - (1 if self.evict_first_step else 0)
+        n = self._compressed
         out: list[torch.Tensor | None] = []
         for layer in range(self.n_layers):
             k_ref = ref.keys[layer][:, :n]

@@ -57,6 +57,7 @@ def run_documents(
     evict_first_step: bool = False,
     tv_atol: float = 1e-6,
     reference_chain: str = "shared",
+    compress: str = "prompt",
     progress: bool = True,
 ) -> list[Path]:
     """One trajectory job over a batch of documents: render each for this model, prefill each once, generate every
@@ -69,19 +70,26 @@ def run_documents(
     replicate) and, with ``reference_chain="shared"`` (complete mode), each replicate's reference chain from
     (master_seed, study_seed, document id, "reference", replicate); a ProbabilisticPress's draw from (master_seed,
     study_seed, document id, action). Every document is checked (keys, prompt + horizon within the context) before any prefill.
+    ``compress``: ``prompt`` (the presses compress the whole prompt) or ``context`` (all but the question and answer
+    prefix, as kvpress's pipeline: :func:`kvdiv.documents.render.context_length`).
     """
-    from kvdiv.documents.render import prompt_token_ids
+    from kvdiv.documents.render import COMPRESS, context_length, prompt_token_ids
     from kvdiv.llm.session import KernelSession
 
     reference_chain = effective_reference_chain(mode, reference_chain)
     if len(documents) != len(outs) or not documents:
         raise ValueError(f"one output per document: {len(documents)} documents, {len(outs)} outputs")
-    prompts = []
+    if compress not in COMPRESS:
+        raise ValueError(f"compress must be one of {', '.join(COMPRESS)}, got {compress!r}")
+    prompts, contexts = [], []
     for document in documents:
-        for key in ("id", "prompt"):
+        for key in ("id", "prompt_ids" if "prompt_ids" in document else "prompt"):
             if key not in document:
                 raise ValueError(f"document record lacks {key!r} (keys: {sorted(document)})")
-        prompt_ids = prompt_token_ids(document, loaded.tokenizer, loaded.chat_template)
+        if "prompt_ids" in document:  # token ids given by the caller (kvdiv.compare), fed unchanged
+            prompt_ids = [int(t) for t in document["prompt_ids"]]
+        else:
+            prompt_ids = prompt_token_ids(document, loaded.tokenizer, loaded.chat_template)
         n_prompt = len(prompt_ids)
         if n_prompt + horizon > loaded.max_context:
             raise ValueError(
@@ -90,12 +98,17 @@ def run_documents(
                 f"(the document was sized to {document.get('n_tokens')} tokens with the reference model {document.get('tokenizer')!r})"
             )
         prompts.append(prompt_ids)
+        if compress == "context" and "prompt_ids" in document:
+            raise ValueError(f"document {document['id']!r}: compress: context needs the prompt's text (its question), "
+                             f"not token ids")
+        contexts.append(context_length(document, loaded.tokenizer, loaded.chat_template, prompt_ids)
+                        if compress == "context" else None)
     ids = [str(document["id"]) for document in documents]
     if len(set(ids)) != len(ids):
         raise ValueError(f"a document appears twice in one job: {ids}")
     seed_parts = [(master_seed, study_seed, doc_id) for doc_id in ids]
     sessions, prefill_s = [], []
-    for prompt_ids, parts in zip(prompts, seed_parts):
+    for prompt_ids, parts, context in zip(prompts, seed_parts, contexts):
         start = time.perf_counter()
         sessions.append(KernelSession(
             loaded,
@@ -106,6 +119,7 @@ def run_documents(
             max_chains=chains_needed(len(actions), replicates, mode, reference_chain),
             horizon=horizon,
             seed_parts=parts,
+            compressed_length=context,
         ))
         prefill_s.append(time.perf_counter() - start)
     trajectories = generate_documents(
@@ -122,7 +136,7 @@ def run_documents(
     )
     settings = dict(master_seed=master_seed, study_seed=study_seed, horizon=horizon, replicates=replicates,
                     temperature=temperature, mode=mode, evict_first_step=evict_first_step, tv_atol=tv_atol,
-                    reference_chain=reference_chain)
+                    reference_chain=reference_chain, compress=compress)
     paths = []
     for document, out, prompt_ids, session, traj, prefill in zip(documents, outs, prompts, sessions, trajectories, prefill_s):
         attrs = _attributes(loaded, document, actions, prompt_ids, session, settings)
@@ -146,8 +160,8 @@ def _attributes(loaded: Any, document: Mapping[str, Any], actions: Mapping[str, 
         "model_spec": dict(loaded.spec),
         "weight_hash": loaded.weight_hash,
         "linear_kernel": loaded.linear_kernel,
-        "document": {k: v for k, v in document.items() if k != "prompt"},
-        "actions": {name: dict(spec) for name, spec in actions.items()},
+        "document": {k: v for k, v in document.items() if k not in ("prompt", "prompt_ids")},
+        "actions": {name: action_record(spec) for name, spec in actions.items()},
         "horizon": settings["horizon"],
         "replicates": settings["replicates"],
         "temperature": settings["temperature"],
@@ -157,7 +171,11 @@ def _attributes(loaded: Any, document: Mapping[str, Any], actions: Mapping[str, 
         "reference_chain": settings["reference_chain"],
         "evict_first_step": evict_first_step,
         "tv_atol": settings["tv_atol"],
-        "first_step": "Q evaluated through the evicted cache" if evict_first_step else "delta_1 = 0: step 1 drawn from the prefill's law under both kernels",
+        "first_step": ("Q evaluated through the evicted cache (the question fed through it)" if settings["compress"] == "context"
+                       else "Q evaluated through the evicted cache" if evict_first_step
+                       else "delta_1 = 0: step 1 drawn from the prefill's law under both kernels"),
+        "compress": settings["compress"],
+        "compressed_prompt_tokens": session.compressed_length,
         "swrb_restore": "retention (reservoir-chosen snapshot of the scan chains)" if mode == "swrb" else None,
         "prompt_tokens": len(prompt_ids),
         "prompt_rendering": _rendering(document, loaded),
@@ -171,8 +189,45 @@ def _attributes(loaded: Any, document: Mapping[str, Any], actions: Mapping[str, 
     }
 
 
+def action_record(spec: Any) -> dict[str, Any]:
+    """The ``actions`` attribute of one action: its config spec, or for a press instance (:func:`kvdiv.compare`)
+    ``{press: <class>, **its init fields}`` (nested presses likewise; values JSON can hold, others as repr)."""
+    import dataclasses
+
+    from kvpress import BasePress
+
+    if not isinstance(spec, BasePress):
+        return dict(spec)
+    record: dict[str, Any] = {"press": type(spec).__name__}
+    for f in dataclasses.fields(spec) if dataclasses.is_dataclass(spec) else ():
+        if not f.init:
+            continue
+        value = getattr(spec, f.name)
+        if isinstance(value, BasePress):
+            record["wraps" if f.name == "press" else f.name] = action_record(value)
+        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, BasePress) for v in value):
+            record[f.name] = [action_record(v) for v in value]
+        elif isinstance(value, (int, float, str, bool, type(None))) or (isinstance(value, (list, dict)) and _plain(value)):
+            record[f.name] = value
+        else:
+            record[f.name] = repr(value)
+    return record
+
+
+def _plain(value: Any) -> bool:
+    import json
+
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def _rendering(document: Mapping[str, Any], loaded: Any) -> str:
     """How the stored prompt ids were made from the document (a store attribute)."""
+    if "prompt_ids" in document:
+        return "ids: token ids given by the caller, fed unchanged"
     if document.get("rendered", False):
         return "document: the record's prompt, already rendered, tokenized unchanged"
     if loaded.chat_template:

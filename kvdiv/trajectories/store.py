@@ -276,7 +276,7 @@ def build_cube(study: str, model: str, doc_stores: Sequence[str | Path], out: st
         raise ValueError(f"no per-document stores for study {study!r}, model {model!r}")
     first_attrs, _ = read_document_store(doc_stores[0])
     actions = list(first_attrs["actions"])
-    keys = ("horizon", "mode", "temperature", "evict_first_step", "reference_chain")
+    keys = ("horizon", "mode", "temperature", "evict_first_step", "reference_chain", "compress")
     doc_ids: list[str] = []
     coords: dict[str, list] = {name: [] for name in DOCUMENT_COORDS}
     stacked: dict[str, list[np.ndarray]] = {}
@@ -309,7 +309,8 @@ def build_cube(study: str, model: str, doc_stores: Sequence[str | Path], out: st
     for name, parts in stacked.items():
         if len({p.shape for p in parts}) != 1:
             raise ValueError(f"array {name!r} differs in shape across documents (replicates or horizon differ)")
-    per_document = ("document", "prompt_tokens", "prompt_rendering", "press_seeds", "effective_retention",
+    per_document = ("document", "prompt_tokens", "compressed_prompt_tokens", "prompt_rendering", "press_seeds",
+                    "effective_retention",
                     "wall_time_s", "prefill_s", "wall_time_total_s", CHECKSUMS_ATTR)
     attrs = {k: v for k, v in first_attrs.items() if k not in per_document}
     attrs.update(study=study, wall_time_s=wall, wall_time_total_s=total_wall)

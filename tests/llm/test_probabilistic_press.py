@@ -558,3 +558,132 @@ def test_schema_documents_the_press_arguments_and_defaults():
         default = f.default_factory() if f.default is dataclasses.MISSING else f.default
         assert documented[name]["default"] == default, name
         assert documented[name]["description"]
+
+
+# ------------------------------------------- the correction under `with press(model)` and in kvpress's pipeline
+
+
+def spy_attention(monkeypatch):
+    """Capture (layer, query, key, value, output) of every non-prefill call of the model's sdpa attention function
+    (outermost: after the press patched it)."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    from kvdiv.llm.presses.logit_bias import patch_attention_functions
+
+    patch_attention_functions()  # (a press patches on entry; done first, the spy stays outermost)
+    calls = []
+    inner = ALL_ATTENTION_FUNCTIONS["sdpa"]
+
+    def spy(module, query, key, value, *args, **kwargs):
+        out, w = inner(module, query, key, value, *args, **kwargs)
+        if query.shape[2] != key.shape[2]:
+            calls.append((module.layer_idx, query.detach().clone(), key.detach().clone(), value.detach().clone(),
+                          out.detach().clone(), module.scaling))
+        return out, w
+
+    spy._kvdiv_logit_bias_patched = True  # it wraps the patched function: a press entering later must not re-wrap it
+    monkeypatch.setitem(ALL_ATTENTION_FUNCTIONS, "sdpa", spy)
+    return calls
+
+
+def reference_kv(model, ids):
+    cache = DynamicCache(config=model.config)
+    with torch.no_grad():
+        model(input_ids=ids[None], past_key_values=cache, use_cache=True)
+    return [(layer.keys[0].double(), layer.values[0].double()) for layer in cache.layers]
+
+
+def check_calls_against_independent(press, calls, reference):
+    """Every captured decode/question call: each query row's output == softmax over the kept prompt entries (the full
+    prompt's keys at the press's kept positions) with the independently recomputed correction, plus the entries after
+    the prompt (causal), times the values."""
+    assert calls
+    for layer, query, key, value, out, scale in calls:
+        ref_k, ref_v = reference[layer]
+        P = press.kept_indices[layer].shape[-1]
+        q_len, n = query.shape[2], key.shape[2]
+        kv_heads = key.shape[1]
+        groups = query.shape[1] // kv_heads
+        for h in range(kv_heads):
+            kept, bias = independent_bias(press, layer, h)
+            for i in range(q_len):
+                visible = n - q_len + i + 1  # causal: keys 0 .. n - q_len + i
+                keys = torch.cat([ref_k[h, kept], key[0, h, P:visible].double()])
+                values = torch.cat([ref_v[h, kept], value[0, h, P:visible].double()])
+                b = torch.cat([bias, torch.zeros(visible - P, dtype=torch.float64)])
+                q = query[0, h * groups:(h + 1) * groups, i].double()
+                expected = torch.softmax(q @ keys.T * scale + b, dim=-1) @ values
+                torch.testing.assert_close(out[0, i, h * groups:(h + 1) * groups].double(), expected,
+                                           atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["mn", "mn_off", "global", "pips"])
+def test_correction_under_with_press_equals_independent_recomputation(llama, name, monkeypatch):
+    """kvpress's usage, without torch.no_grad(): prefill under ``with press(model)``, decode after the block. Every
+    layer's attention == the independent recomputation (correction on: log(c/(mπ)), −log ρ; off: none), and the
+    next-token law == the KernelSession's for the same press and seed (so correction=True never silently vanishes)."""
+    model = llama.model
+    ids = ids_of(64, 7)
+    reference = reference_kv(model, ids)
+    press = build_press(SESSION_ACTIONS[name])
+    cache = DynamicCache(config=model.config)
+    with press(model):
+        model(input_ids=ids[None], past_key_values=cache, use_cache=True)  # no no_grad: the numpy() bug is fixed
+    calls = spy_attention(monkeypatch)
+    # the new token's RoPE position is the prompt length (as kvpress's pipeline passes it), not the compressed length
+    logits = model(input_ids=torch.tensor([[42]]), past_key_values=cache, position_ids=torch.tensor([[len(ids)]]),
+                   use_cache=True).logits[0, -1].detach()
+    check_calls_against_independent(press, calls, reference)
+    session = KernelSession(llama, ids, {name: SESSION_ACTIONS[name]})
+    chain = session.new_chain(name)
+    law = session.step([chain], [42])[0]
+    torch.testing.assert_close(torch.log_softmax(logits.double(), -1), torch.log(law), atol=1e-4, rtol=0)
+
+
+def test_correction_changes_the_logits_under_with_press(llama):
+    """The issue's reproduction: correction=True and False differ after a 64-token prefill (they were identical)."""
+    model, ids = llama.model, ids_of(64, 7)
+    logits = {}
+    for correction in (True, False):
+        press = ProbabilisticPress(compression_ratio=0.5, correction=correction, seed=1)
+        cache = DynamicCache(config=model.config)
+        with torch.no_grad():
+            with press(model):
+                model(input_ids=ids[None], past_key_values=cache, use_cache=True)
+            logits[correction] = model(input_ids=torch.tensor([[42]]), past_key_values=cache).logits[0, -1]
+    assert (torch.log_softmax(logits[True], -1) - torch.log_softmax(logits[False], -1)).abs().max() > 1e-3
+
+
+def test_correction_in_kvpress_pipeline_equals_independent_recomputation(llama, monkeypatch):
+    """kvpress's pipeline: the context is compressed under the press, the question and the answer are decoded after
+    it; every one of those attention calls carries the correction (independent recomputation)."""
+    from kvpress import KVPressTextGenerationPipeline
+
+    pipe = KVPressTextGenerationPipeline(model=llama.model, tokenizer=llama.tokenizer)
+    press = build_press(SESSION_ACTIONS["mn"])
+    context = "".join(chr(97 + int(i) % 26) for i in ids_of(60, 3))
+    inputs = pipe.preprocess(context, ["which letter?"], answer_prefix="", max_context_length=10**6)
+    calls = spy_attention(monkeypatch)
+    pipe(context, question="which letter?", press=press, max_new_tokens=3)
+    reference = reference_kv(llama.model, inputs["context_ids"][0])
+    assert any(c[1].shape[2] > 1 for c in calls)  # the question's forward went through the patched attention
+    check_calls_against_independent(press, calls, reference)
+
+
+def test_correction_refused_where_the_attention_cannot_carry_it(llama):
+    """An attention implementation without an additive mask (eager, flash): ``with press(model)`` raises, naming
+    where the correction applies; correction=False is plain sampled eviction there."""
+    model = llama.model
+    configs = {id(m.config): m.config for m in model.modules() if hasattr(m, "config")}
+    saved = {k: c._attn_implementation for k, c in configs.items()}
+    try:
+        for c in configs.values():
+            c._attn_implementation = "eager"
+        with pytest.raises(NotImplementedError, match=r"sdpa.*'eager'.*KernelSession"):
+            with ProbabilisticPress(compression_ratio=0.5, correction=True)(model):
+                pass
+        with ProbabilisticPress(compression_ratio=0.5, correction=False)(model):
+            pass
+    finally:
+        for k, c in configs.items():
+            c._attn_implementation = saved[k]

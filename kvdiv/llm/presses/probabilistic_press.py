@@ -5,12 +5,14 @@ of the paper describe it.
 Per layer and KV head a proposal π over the prompt entries (``min``, ``h2o``, ``min_h``, ``h2o_h``, ``scorer``), a
 sample of entries to keep (design ``multinomial``: m draws with replacement, budget ``global`` (the paper's, default)
 or ``per_head``; or ``pips``: exactly k by systematic πps sampling) and, with ``correction``, a log importance weight
-(times ``is_temperature``) added to each kept entry's logit at every decode step. Which choices are the paper's:
-docs/probabilistic.md; the mathematics: docs/estimators.md#probabilistic-eviction.
+(times ``is_temperature``) added to each kept entry's logit at every decode step: in KernelSession and, through the
+model's ``sdpa`` attention, under ``with press(model):`` and kvpress's pipeline (elsewhere refused). Which choices are
+the paper's: docs/probabilistic.md; the mathematics: docs/estimators.md#probabilistic-eviction.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +26,7 @@ from torch import nn
 from transformers import Gemma3ForConditionalGeneration, QuantizedCache
 from transformers.models.llama.modeling_llama import rotate_half
 
+from kvdiv.llm.presses.logit_bias import check_bias_supported, patch_attention_functions, set_logit_bias
 from kvdiv.seeds import derive_seed
 
 DESIGNS = ("multinomial", "pips")
@@ -283,8 +286,8 @@ def multinomial_counts(pi: torch.Tensor, m: torch.Tensor, rng: np.random.Generat
     entries are fed in ascending π so that the subtracted mass stays large (no cancellation for the tiny
     π_i that huge m reach).
     """
-    p = pi.to(torch.float64).reshape(-1, pi.shape[-1]).cpu().numpy()
-    draws = torch.as_tensor(m).expand(pi.shape[:-1]).reshape(-1).cpu().numpy().astype(np.int64)
+    p = pi.detach().to(torch.float64).reshape(-1, pi.shape[-1]).cpu().numpy()
+    draws = torch.as_tensor(m).detach().expand(pi.shape[:-1]).reshape(-1).cpu().numpy().astype(np.int64)
     counts = np.zeros(p.shape, dtype=np.int64)
     for r, (d, row) in enumerate(zip(draws, p)):
         order = np.argsort(row, kind="stable")
@@ -416,7 +419,8 @@ class ProbabilisticPress(BasePress):
         cache meeting the cache-wide target (heads differ); ``per_head``: m per KV head meeting E|S| = k (the
         only budget of ``pips``, and its default).
     correction : bool, default=True
-        Add the log importance weight to kept entries' attention logits at decode time (KernelSession).
+        Add the log importance weight to kept entries' attention logits at decode time (KernelSession, and the
+        model's own ``sdpa`` attention under ``with press(model)`` or kvpress's pipeline).
     is_temperature : float in [0, 1], default=1.0
         Importance-sampling temperature τ: the decode-time bias is τ·log w_i (w_i^τ), 1 = the full correction,
         0 = none (the same logits as ``correction=False``); between, a bias–variance trade-off. Only with
@@ -529,6 +533,17 @@ class ProbabilisticPress(BasePress):
         return derive_seed(self.seed if self.draw_seed is None else self.draw_seed, layer)
 
     # ------------------------------------------------------------------ hooks
+    @contextmanager
+    def __call__(self, model):
+        """kvpress's ``with press(model):``. With ``correction`` (and something to evict), the decode-time correction
+        is applied through the model's attention function (:mod:`kvdiv.llm.presses.logit_bias`), also after the block
+        (kvpress's pipeline decodes outside it); a model whose attention cannot carry it is refused with an error."""
+        if self.correction and self.compression_ratio > 0:
+            check_bias_supported(model, f"{type(self).__name__}(correction=True)")
+            patch_attention_functions()
+        with super().__call__(model):
+            yield
+
     def post_init_from_model(self, model):
         if self._scorer is not None:
             self._scorer.post_init_from_model(model)
@@ -606,6 +621,7 @@ class ProbabilisticPress(BasePress):
             self.probabilities[layer] = rho
             self.log_weights[layer] = -torch.log(rho.gather(-1, idx.to(rho.device))).to(keys.device)
             self.expected_kept[layer] = rho.sum(-1).cpu()
+            self._leave_bias(module, layer)
             gidx = idx.unsqueeze(-1).expand(-1, -1, -1, keys.shape[-1])
             return keys.gather(2, gidx).contiguous(), values.gather(2, gidx).contiguous()
         if self.budget == "global":
@@ -616,7 +632,13 @@ class ProbabilisticPress(BasePress):
         m, self.expected_kept[layer] = allocate_draws(pi, float(k), rng.random(tuple(pi.shape[:-1])))
         keys, values, masked = self._keep(layer, pi, m, rng, keys, values)
         module.masked_key_indices = masked
+        self._leave_bias(module, layer)
         return keys, values
+
+    def _leave_bias(self, module: nn.Module, layer: int) -> None:
+        """With ``correction``, leave the layer's log weights on its attention module for the model's own attention
+        (:mod:`kvdiv.llm.presses.logit_bias`: ``with press(model)`` and kvpress's pipeline); else clear any."""
+        set_logit_bias(module, self.log_weights[layer] if self.correction else None)
 
     def _keep(self, layer, pi, m, rng, keys, values):
         """Draw counts with m draws per head, keep the distinct entries; record the layer's state.
@@ -662,6 +684,7 @@ class ProbabilisticPress(BasePress):
             keys, values, masked = self._keep(layer, pi, m[:, i], rng, keys, values)
             _write_cache_layer(cache, layer, keys, values)
             module.masked_key_indices = masked
+            self._leave_bias(module, layer)
 
     # ------------------------------------------------------------------ decode time and records
     def attention_bias(self, layer: int) -> torch.Tensor | None:

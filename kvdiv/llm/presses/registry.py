@@ -1,6 +1,7 @@
 """Eviction actions: a config entry ``{press: <name>, **arguments}`` → a kvpress press instance.
 
-Any press class :mod:`kvpress` exports, or :class:`~kvdiv.llm.presses.probabilistic_press.ProbabilisticPress`; the
+Any press class :mod:`kvpress` exports, :class:`~kvdiv.llm.presses.probabilistic_press.ProbabilisticPress`, or a press
+of the user's own ``press_modules`` files (:func:`load_press_modules`; docs/own-presses.md); the
 other keys are the press's dataclass fields; a wrapper takes its inner press under ``wraps``. Every argument is
 checked before the press is built (:func:`check_argument`, :func:`argument_bounds`), because kvpress accepts many
 out-of-range values silently. How: docs/internals.md#press-registry.
@@ -12,15 +13,22 @@ SnapKVPress(compression_ratio=0.5, window_size=64, kernel_size=5)
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import importlib.util
 import inspect
 import math
+import os
+import re
+import sys
 import typing
 from functools import lru_cache
-from typing import Any, Mapping
+from pathlib import Path
+from typing import Any, Iterable, Mapping
 
 import kvpress
 from kvpress import BasePress
 
+from kvdiv.llm.press_files import press_module_classes, press_module_files, spec_press_names  # noqa: F401
 from kvdiv.llm.presses.probabilistic_press import ProbabilisticPress
 
 #: kvdiv's own presses, nameable beside kvpress's. Adding a method: write a kvpress-style ``@dataclass``
@@ -65,8 +73,8 @@ WRAPS_KEY = "wraps"
 
 
 @lru_cache(maxsize=1)
-def press_classes() -> dict[str, type[BasePress]]:
-    """Every press class an action may name: kvpress's exported ``BasePress`` subclasses + kvdiv's."""
+def builtin_press_classes() -> dict[str, type[BasePress]]:
+    """The press classes of kvpress (its exported ``BasePress`` subclasses) and kvdiv (``KVDIV_PRESSES``)."""
     classes: dict[str, type[BasePress]] = {}
     for name in dir(kvpress):
         obj = getattr(kvpress, name)
@@ -75,6 +83,62 @@ def press_classes() -> dict[str, type[BasePress]]:
     for cls in KVDIV_PRESSES:
         classes[cls.__name__] = cls
     return dict(sorted(classes.items()))
+
+
+#: Presses of the user's own files (:func:`load_press_modules`): class name → (class, the file defining it).
+USER_PRESSES: dict[str, tuple[type[BasePress], Path]] = {}
+
+
+def press_classes() -> dict[str, type[BasePress]]:
+    """Every press class an action may name: kvpress's, kvdiv's and those of the loaded ``press_modules``."""
+    return dict(sorted({**builtin_press_classes(), **{n: c for n, (c, _) in USER_PRESSES.items()}}.items()))
+
+
+def load_press_modules(paths: Iterable[str | os.PathLike]) -> dict[str, type[BasePress]]:
+    """Import the user's press files and make every ``BasePress`` subclass each *defines* nameable by actions.
+
+    This runs the user's own code (that is its purpose). Each file is imported as its own module
+    (``kvdiv_press_modules.<stem>_<hash of its resolved path>``); a file loaded before is not imported again.
+    Raises ``ValueError`` naming the file when it is missing or fails to import, and naming file and class when a
+    class clashes with a kvpress or kvdiv press or with a class of another press module. Returns {name: class} of
+    the presses found in ``paths``.
+    """
+    found: dict[str, type[BasePress]] = {}
+    builtin = builtin_press_classes()
+    for raw in paths:
+        path = Path(raw)
+        resolved = path.resolve()
+        if not path.is_file():
+            raise ValueError(f"press_modules: no such file {str(path)!r} (paths are relative to the working directory)")
+        digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
+        name = f"kvdiv_press_modules.{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{digest}"
+        module = sys.modules.get(name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(name, resolved)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except Exception as err:  # the user's code: any error, reported with the file's name
+                del sys.modules[name]
+                raise ValueError(f"press_modules: importing {str(path)!r} failed: {type(err).__name__}: {err}") from err
+        for cls_name, obj in vars(module).items():
+            if not (inspect.isclass(obj) and issubclass(obj, BasePress) and obj.__module__ == name):
+                continue
+            if cls_name in builtin:
+                origin = "kvdiv" if builtin[cls_name] in KVDIV_PRESSES else "kvpress"
+                raise ValueError(f"press_modules: {str(path)!r} defines class {cls_name!r}, which clashes with "
+                                 f"{origin}'s press of that name; rename it")
+            known = USER_PRESSES.get(cls_name)
+            if known is not None and known[1] != resolved:
+                raise ValueError(f"press_modules: {str(path)!r} defines class {cls_name!r}, which {str(known[1])!r} "
+                                 f"defines too; rename one of them")
+            if "__dataclass_fields__" not in vars(obj):  # decorated itself, not only a dataclass's subclass
+                raise ValueError(f"press_modules: {str(path)!r}: press {cls_name!r} must be a @dataclass (its "
+                                 f"hyperparameters are its fields, as kvpress's presses)")
+            USER_PRESSES[cls_name] = (obj, resolved)
+            found[cls_name] = obj
+    return found
 
 
 def press_arguments(press_name: str) -> list[str]:
