@@ -1,21 +1,10 @@
 """Rendering chat templates within a budget, with a frozen clock, and probing them when the workflow starts.
 
-A chat template is Jinja code that comes with a model (or a config). kvdiv renders it itself, in the sandboxed
-environment transformers builds (``ImmutableSandboxedEnvironment``, ``trim_blocks``, ``lstrip_blocks``, the
-``loopcontrols`` extension, ``tojson``, ``raise_exception``, ``strftime_now``, ``{% generation %}``), so the text is
-what ``tokenizer.apply_chat_template`` gives, with three differences:
-
-- a **budget** (:data:`MAX_STEPS` template statements, :data:`MAX_SECONDS`, :data:`MAX_CHARS` of output): a template
-  with nested ``range(100000)`` loops is stopped with :class:`TemplateBudgetError` naming the model and the limit,
-  instead of hanging a document job, a trajectory job or ``kvdiv show``;
-- a **frozen clock**: ``strftime_now`` formats :data:`FROZEN_CLOCK`, not the time of the job, so a template that
-  prints today's date (Llama-3.1's ``Today Date:``) renders a document the same way in every job and every year;
-- :func:`probe_template` (the workflow's start-up check and every model load) renders two different probe messages
-  twice each: differing renderings of one message (a template depending on anything but its input) or equal
-  renderings of different messages (a template that drops the message) are errors naming the model.
-
-No transformers import (it takes seconds): the start-up check reads a resolved model's template from its files
-(:func:`read_model_template`).
+kvdiv renders a template itself in transformers' sandboxed environment (the same text as
+``tokenizer.apply_chat_template``) with a budget (:data:`MAX_STEPS`, :data:`MAX_SECONDS`, :data:`MAX_CHARS`;
+:class:`TemplateBudgetError` names the model and the limit), a frozen clock (``strftime_now`` formats
+:data:`FROZEN_CLOCK`) and a probe (:func:`probe_template`: a template that depends on anything but its input, or that
+drops the message, is an error). No transformers import. Details: docs/security.md#chat-templates.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """What a model directory may hold: data, never code. Which of its files kvdiv reads, and which weights it loads.
 
-kvdiv runs no code that comes with a model (docs/security.md):
-
-- a directory whose ``config.json`` or ``tokenizer_config.json`` has an ``auto_map`` (transformers' pointer to the
-  directory's own Python classes), or that ships any ``.py`` file, is refused (:func:`check_code_free`), and every
-  transformers load passes ``trust_remote_code=False`` (so transformers never asks on stdin either);
-- weights are safetensors only (:func:`weight_files`): ``model.safetensors``, or the shards a
-  ``model.safetensors.index.json`` names. A pickle (``pytorch_model.bin``, ``*.pt``, ...) is never read nor copied;
-  a directory without safetensors is refused. The provenance ``weight_hash`` covers exactly these files.
-
-No torch import here: the workflow's start-up checks and ``kvdiv models info`` use it.
+A directory with an ``auto_map`` or any ``.py`` file is refused (:func:`check_code_free`); weights are safetensors
+only (:func:`weight_files`), and the provenance ``weight_hash`` covers exactly them. No torch import here.
+Details: docs/security.md#model-directories.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """A decode-time attention-logit bias that a press leaves on an attention module, applied wherever the model's own
 attention runs: under ``with press(model):`` and in kvpress's ``pipeline("kv-press-text-generation", ...)``.
 
-kvpress's own mechanism for head-wise masking (``kvpress.attention_patch``) is a module attribute
-(``masked_key_indices``) that a wrapper around every registered attention function reads. This module adds one more
-attribute in the same way, :data:`LOGIT_BIAS_ATTR`: a float tensor [batch, kv_heads, kept] that a press sets on a layer's
-attention module when it compresses that layer's prompt cache (kvdiv's
-:class:`~kvdiv.llm.presses.probabilistic_press.ProbabilisticPress`: its log importance weights). At every later
-forward whose queries are not a prefill (query length ≠ key length), :func:`bias_patch` adds it to the logits of the
-first ``kept`` key positions (the compressed prompt entries; entries appended later get 0) through an additive
-attention mask, so the model computes softmax(q·k/√d + b)·v exactly as kvdiv's
-:func:`kvdiv.llm.decode_attention.decode_attention` does in :class:`~kvdiv.llm.session.KernelSession`. A prefill
-forward clears the attribute (as kvpress clears ``masked_key_indices``). The bias is −inf on padded entries, so while
-it applies kvpress's fake keys for them are skipped (their search can fail on multi-token queries).
-
-Only attention functions that take an additive float mask can carry it: :data:`BIAS_ATTENTION` (``sdpa``). A model
-running another implementation (``eager`` is not even dispatched through transformers' registry; flash attention takes
-no mask) cannot: :func:`check_bias_supported` raises instead of evicting without the bias.
+Like kvpress's ``masked_key_indices``, a press sets :data:`LOGIT_BIAS_ATTR` ([batch, kv_heads, kept]) on a layer's
+attention module; :func:`bias_patch` adds it to the first ``kept`` key positions of every non-prefill forward through
+an additive mask (softmax(q·k/√d + b)·v, as KernelSession does). Only :data:`BIAS_ATTENTION` (``sdpa``) can carry it;
+elsewhere :func:`check_bias_supported` raises. Details: docs/internals.md#decode-time-logit-bias.
 """
 
 from __future__ import annotations
