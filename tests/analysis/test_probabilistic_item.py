@@ -123,7 +123,9 @@ def test_probabilistic_config_builds_only_its_item(tmp_path):
     size = spec.get("documents_per_job") or schema["properties"]["models"]["additionalProperties"]["properties"][
         "documents_per_job"]["default"]
     per_stratum = config["studies"]["probabilistic"]["documents_per_stratum"]
-    assert int(counts["document"]) == n_docs
+    # documents in blocks of the reference tokenizer model's documents_per_job, as the trajectory jobs
+    assert int(counts["document"]) == len(config["studies"]["probabilistic"]["strata"]) * -(-per_stratum // size)
+    assert n_docs == len(config["studies"]["probabilistic"]["strata"]) * per_stratum
     assert batches == len(config["studies"]["probabilistic"]["strata"]) * -(-per_stratum // size)  # blocks of `size`
     assert int(counts["analysis"]) == len(items.get_item("probabilistic").tables)
     # the accuracy table of the same study (analysis.studies.accuracy), no paper figure or table

@@ -262,7 +262,7 @@ def tiny_stores(tiny_llama, tmp_path_factory):
     stores = {}
     for key, mode, doc in (("complete", "complete", document(0, "ruler")), ("swrb", "swrb", document(0, "ruler")),
                            ("complete_1", "complete", document(1, "helmet"))):
-        stores[key] = run_document(tiny_llama, doc, ACTIONS, out / f"{key}.zarr", master_seed=1, study_seed=2,
+        stores[key] = run_document(tiny_llama, doc, ACTIONS, out / f"{key}.zarr", master_seed=2, study_seed=2,
                                    horizon=H, replicates=R, temperature=1.0, mode=mode, progress=False)
     stores["cube"] = build_cube("st", tiny_llama.name, [stores["complete"], stores["complete_1"]], out / "cube.zarr")
     return stores
@@ -322,7 +322,10 @@ def test_cli_plain_colour_html_and_errors(tiny_llama, tiny_stores, tmp_path, cap
     assert "\x1b" not in plain and "mode swrb" in plain and "action recent_90" in plain  # not a terminal: no colour
     assert main(["show", store, "--models-dir", models_dir, "--action", "recent_90", "--color", "always"]) == 0
     colored = capsys.readouterr().out
-    assert "\x1b[" in colored and ANSI.sub("", colored).startswith(plain.rstrip("\n"))
+    def lines(text):  # the colour codes may close after a line's trailing blank (a padded cell): compare line text
+        return [line.rstrip() for line in text.rstrip("\n").splitlines()]
+
+    assert "\x1b[" in colored and lines(ANSI.sub("", colored))[: len(lines(plain))] == lines(plain)
     out = tmp_path / "pair.html"
     assert main(["show", str(tiny_stores["cube"]), "--models-dir", models_dir, "--document", document(1, "helmet")["id"],
                  "--html", str(out)]) == 0
