@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 import torch
-from kvpress import BasePress
 from transformers import DynamicCache
 
 from kvdiv.llm.decode_attention import ATTN_IMPLEMENTATION, DecodePart, DecodePlan, SlotCache, planned
@@ -23,6 +22,9 @@ from kvdiv.llm.prepacked import min_rows
 from kvdiv.llm.presses.logit_bias import clear_logit_bias
 from kvdiv.llm.presses.probabilistic_press import ProbabilisticPress
 from kvdiv.llm.presses.registry import build_press
+
+# kvpress after kvdiv.llm.decode_attention (which imports it behind the lazy `datasets` placeholder)
+from kvpress import BasePress  # noqa: E402,I001
 
 REFERENCE = "reference"
 

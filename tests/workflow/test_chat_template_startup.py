@@ -33,11 +33,12 @@ def test_bad_chat_templates_are_refused_at_startup(tmp_path):
     assert proc.returncode != 0 and "models.tiny.chat_template: its chat template ran past the rendering budget" in (proc.stdout + proc.stderr)
     # a resolved model whose own template drops the message
     del config["models"]["tiny"]["chat_template"]
-    resolved = tmp_path / "results/models/tiny"
+    models = Path(config.get("results", "results")) / "models"  # under the config's output root
+    resolved = tmp_path / models / "tiny"
     resolved.mkdir(parents=True)
     (resolved / "provenance.json").write_text("{}")
     (resolved / "tokenizer_config.json").write_text(json.dumps({"chat_template": "A"}))
     proc = dry_run(tmp_path, config)
     out = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and f"models.tiny ({Path('results/models/tiny')})" in out, out[-2000:]
+    assert proc.returncode != 0 and f"models.tiny ({models / 'tiny'})" in out, out[-2000:]
     assert "renders two different messages identically" in out

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 IGNORE = shutil.ignore_patterns(
     ".venv", ".git", "results", "logs", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info"
 )
-TARGET = "results/models/tiny/provenance.json"
+TARGET = "results/smoke/models/tiny/provenance.json"  # config/smoke.yaml's output root
 
 pytestmark = pytest.mark.workflow
 
