@@ -19,6 +19,8 @@ def press_module_classes(path: str | os.PathLike) -> list[str]:
     """The names of the classes a press module defines at its top level, read with :mod:`ast` (no code runs): which
     actions a file can serve (the workflow makes the file an input of exactly the rules whose actions name one)."""
     path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"press_modules: no such file {str(path)!r}" + (" (a directory)" if path.is_dir() else ""))
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
     except OSError as err:

@@ -148,12 +148,13 @@ def test_compare_gives_the_workflows_arrays_with_the_own_press(work):
     config = yaml.safe_load((work / "own.yaml").read_text())
     loaded = load_model("tiny", {**config["models"]["tiny"], "dtype": "float32"}, work / "results/models")
     doc_id = "own-ruler_512-0000"
-    record = next(iter(read_jsonl(work / f"results/own/documents/ruler_512/{doc_id}.json"))).to_record()
+    record = next(d for d in read_jsonl(work / "results/own/documents/ruler_512.jsonl") if d.id == doc_id).to_record()
     result = kvdiv.compare(
         loaded.model, loaded.tokenizer, [record],
         actions={"mine": mine(compression_ratio=0.5), "ada_mine": AdaKVPress(press=mine(compression_ratio=0.5)),
                  "knorm": KnormPress(compression_ratio=0.5)},
-        horizon=4, replicates=2, seed=config["seed"], study_seed=config["studies"]["own"]["seed"], progress=False)
+        horizon=4, replicates=2, temperature=config["studies"]["own"]["temperature"], seed=config["seed"],
+        study_seed=config["studies"]["own"]["seed"], progress=False)
     ours, theirs = result.dataset, open_cube(work / CUBE)
     assert list(ours["document"].values) == [doc_id] and list(ours["action"].values) == ["mine", "ada_mine", "knorm"]
     for name in ("x", "y", "tv", "fixed_tv", "match", "eos_x", "eos_y"):
