@@ -160,7 +160,7 @@ def test_smoke_study_end_to_end_and_reruns(tmp_path):
 def test_paper_dag_through_the_slurm_workflow_profile(tmp_path):
     """The paper's study (2 models x 576 documents) plans through profiles/slurm: one GPU trajectory job per
     (study, model, block of 4 documents), with the profile's resources for `trajectories`; documents grouped 48 to
-    a SLURM job: 353 SLURM submissions (docs/slurm.md)."""
+    a SLURM job: 354 SLURM submissions (docs/slurm.md)."""
     work = copy_repo(tmp_path / "wf")
     proc = run_snakemake(work, "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/paper.yaml")
     jobs = planned_jobs(proc.stdout + proc.stderr)
@@ -169,7 +169,7 @@ def test_paper_dag_through_the_slurm_workflow_profile(tmp_path):
     # one SLURM job per job, but `all` (no action: run by snakemake itself) and the document blocks, 12 to a group job
     groups = (proc.stdout + proc.stderr).count("Group job documents")
     assert groups == 2 * 6 * (48 // 4) // 12
-    assert sum(jobs.values()) - jobs["all"] - jobs["document"] + groups == 353, jobs
+    assert sum(jobs.values()) - jobs["all"] - jobs["document"] + groups == 354, jobs
     # the profile's set-resources for `trajectories` reach every batch rule
     store = "results/paper/retention50/trajectories/llama/retention50-ruler_4096-0005.zarr"
     out = run_snakemake(work, store, "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/paper.yaml")
