@@ -104,19 +104,24 @@ def study_strata(config: Mapping, study: str) -> list[str]:
     return [layout.stratum_name(s["family"], s["length"]) for s in config["studies"][study]["strata"]]
 
 
-def trajectory_batches(config: Mapping, study: str, model: str) -> list[tuple[str, list[str]]]:
-    """[(batch name, [document ids])] of a (study, model): per stratum, blocks of the model's ``documents_per_job``
-    documents by index, named ``{stratum}-{first:04d}-{last:04d}``."""
-    size = config["models"][model]["documents_per_job"]
+def document_blocks(config: Mapping, study: str, size: int) -> list[tuple[str, int, int, list[str]]]:
+    """[(stratum, first, last, [document ids])] of a study: per stratum, documents in blocks of ``size`` by index
+    (block k holds i = k .. k + size − 1, fewer in the last, named after the full range), so adding a document changes
+    only its own block. One job each: the document blocks (the reference tokenizer model's size) and the trajectory
+    batches (the model's)."""
     n = config["studies"][study]["documents_per_stratum"]
     return [
-        (
-            f"{stratum}-{k:04d}-{k + size - 1:04d}",
-            [layout.document_id(study, stratum, i) for i in range(k, min(k + size, n))],
-        )
+        (stratum, k, k + size - 1, [layout.document_id(study, stratum, i) for i in range(k, min(k + size, n))])
         for stratum in study_strata(config, study)
         for k in range(0, n, size)
     ]
+
+
+def trajectory_batches(config: Mapping, study: str, model: str) -> list[tuple[str, list[str]]]:
+    """[(batch name, [document ids])] of a (study, model): :func:`document_blocks` of the model's
+    ``documents_per_job``, named ``{stratum}-{first:04d}-{last:04d}``."""
+    blocks = document_blocks(config, study, config["models"][model]["documents_per_job"])
+    return [(f"{stratum}-{first:04d}-{last:04d}", ids) for stratum, first, last, ids in blocks]
 
 
 def trajectory_rule_name(study: str, model: str, batch: str) -> str:

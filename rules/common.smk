@@ -122,7 +122,7 @@ def get_action_specs(study):
 
 def get_strata(study):
     """Stratum names `{family}_{length}` of a study, in config order."""
-    return [layout.stratum_name(s["family"], s["length"]) for s in get_study(study)["strata"]]
+    return config_checks.study_strata(config, study)
 
 
 # --- models (rules/models.smk) ---
@@ -222,16 +222,10 @@ def get_documents(study):
 
 
 def get_document_blocks(study):
-    """[(stratum, first, last, [document ids])] of a study: per stratum, documents in blocks of the reference
-    tokenizer model's `documents_per_job` by index (block k holds i = k*size .. k*size+size-1, fewer in the last;
-    named after the full index range, as the trajectory batches are), one document job each."""
+    """[(stratum, first, last, [document ids])] of a study: blocks of the reference tokenizer model's
+    `documents_per_job` documents by index (kvdiv.config_checks.document_blocks), one document job each."""
     size = get_model_spec(get_reference_tokenizer(study))["documents_per_job"]
-    n = get_study(study)["documents_per_stratum"]
-    return [
-        (stratum, k, k + size - 1, [layout.document_id(study, stratum, i) for i in range(k, min(k + size, n))])
-        for stratum in get_strata(study)
-        for k in range(0, n, size)
-    ]
+    return config_checks.document_blocks(config, study, size)
 
 
 def get_document_block_count(study, stratum, first, last):

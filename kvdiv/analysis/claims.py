@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from kvdiv.analysis.inputs import POOLED
+from kvdiv.analysis.inputs import POOLED, first_row, lookup
 
 VERDICTS = ("consistent", "contradicted", "inconclusive")
 NOT_IDENTIFIED = "not identified (gap indistinguishable from 0)"
@@ -103,26 +103,6 @@ def _fmt(value: float, unit: str) -> str:
 def shown(estimate: float, lower: float, upper: float, unit: str) -> str:
     """``est [lo, hi]`` in the row's unit (proportions shown in percent / pp)."""
     return f"{_fmt(estimate, unit)} [{_fmt(lower, unit)}, {_fmt(upper, unit)}]"
-
-
-def _one(frame: pl.DataFrame | None, **eq: object) -> dict | None:
-    if frame is None or not frame.height:
-        return None
-    sub = frame
-    for k, v in eq.items():
-        if k not in sub.columns:
-            return None
-        sub = sub.filter(pl.col(k) == v)
-    return sub.row(0, named=True) if sub.height else None
-
-
-def _get(values: Mapping, *path: object) -> object:
-    node: object = values
-    for p in path:
-        if not isinstance(node, Mapping) or p not in node:
-            return None
-        node = node[p]
-    return node
 
 
 def _paper_text(parts: Mapping[str, object], unit: str = "") -> str:
@@ -215,12 +195,12 @@ def claims_table(frames: Mapping[str, Mapping[str, pl.DataFrame]], table2: pl.Da
                  "mean_tau_gap", tau_paper, "steps", 1.0),
                 ("C2", f"{b} diverges less often by step H than {a}", "diverged_gap", div_paper, "pp", 0.01),
             ):
-                gaps = {k: _get(table, k, a) - _get(table, k, b) for k in keys
-                        if _get(table, k, a) is not None and _get(table, k, b) is not None}
+                gaps = {k: lookup(table, (k, a)) - lookup(table, (k, b)) for k in keys
+                        if lookup(table, (k, a)) is not None and lookup(table, (k, b)) is not None}
                 if not gaps:
                     continue  # the paper reports no value for this pair of actions
                 direction = 1 if np.mean(list(gaps.values())) > 0 else -1
-                r = _one(entry, model=model, stratum=POOLED, contrast=contrast, statistic=stat)
+                r = first_row(entry, model=model, stratum=POOLED, contrast=contrast, statistic=stat)
                 text = _paper_text({k: round(v, 2) for k, v in gaps.items()}, "" if unit == "steps" else " pp")
                 verdict = sign_verdict(r["lower"], r["upper"], direction) if r else "inconclusive"
                 out.add(claim, statement, model, contrast, f"{a} − {b}, {stat}", unit, r, text, "sign", verdict)
@@ -230,9 +210,9 @@ def claims_table(frames: Mapping[str, Mapping[str, pl.DataFrame]], table2: pl.Da
     share_paper = p50.get("exposure_share_of_gap_percent", {})
     for model in _models(dec5):
         for contrast in _contrasts(dec5, model):
-            share = _one(dec5, model=model, stratum=POOLED, contrast=contrast, statistic="exposure_share")
-            gap = _one(dec5, model=model, stratum=POOLED, contrast=contrast, statistic="gap")
-            values = {k: v for k, v in (_get(share_paper, contrast.replace(" − ", "_minus_")) or {}).items()}
+            share = first_row(dec5, model=model, stratum=POOLED, contrast=contrast, statistic="exposure_share")
+            gap = first_row(dec5, model=model, stratum=POOLED, contrast=contrast, statistic="gap")
+            values = {k: v for k, v in (lookup(share_paper, (contrast.replace(" − ", "_minus_"),)) or {}).items()}
             text = _paper_text(values, "%")
             _share_row(out, "C3", "exposure carries the majority (> 50%) of the 50% gap", model, contrast, share, gap,
                        text, None, None, "exposure share of the mismatch gap")
@@ -252,7 +232,7 @@ def claims_table(frames: Mapping[str, Mapping[str, pl.DataFrame]], table2: pl.Da
                     if action in seen:
                         continue
                     seen.add(action)
-                    r = _one(dec5, model=model, stratum=POOLED, contrast=contrast, statistic=side)
+                    r = first_row(dec5, model=model, stratum=POOLED, contrast=contrast, statistic=side)
                     if r is None:
                         continue
                     verdict = range_verdict(r["lower"], r["upper"], lo_p, hi_p, +1, 0.5)
@@ -264,7 +244,7 @@ def claims_table(frames: Mapping[str, Mapping[str, pl.DataFrame]], table2: pl.Da
     # C6, C7: late − early branch TV is positive (50% and 90%, all cells)
     for claim, item, strata_table, by, text_all, pooled_paper in (
         ("C6", f6, "late_minus_early", "stratum", p50.get("late_minus_early_positive"),
-         _get(p50, "branch_tv_snapkv_half_tau_le_64_percent")),
+         lookup(p50, ("branch_tv_snapkv_half_tau_le_64_percent",))),
         ("C7", f7, "late_minus_early_strata", "family", p90.get("late_minus_early_positive_strata"),
          p90.get("late_minus_early_branch_tv_pp_range")),
     ):
@@ -301,8 +281,8 @@ def claims_table(frames: Mapping[str, Mapping[str, pl.DataFrame]], table2: pl.Da
     share90 = p90.get("exposure_share_of_gap_percent", {})
     for model in _models(dec7):
         for contrast in _contrasts(dec7, model):
-            gap = _one(dec7, model=model, family=POOLED, contrast=contrast, statistic="gap")
-            share = _one(dec7, model=model, family=POOLED, contrast=contrast, statistic="exposure_share")
+            gap = first_row(dec7, model=model, family=POOLED, contrast=contrast, statistic="gap")
+            share = first_row(dec7, model=model, family=POOLED, contrast=contrast, statistic="exposure_share")
             if gap is not None:
                 out.add("C8", "the 90% gap (recent − SnapKV mismatch risk) is positive", model, contrast,
                         "mismatch gap", "pp", gap, _paper_text(gap_paper, " pp"), "sign",
@@ -318,11 +298,11 @@ def claims_table(frames: Mapping[str, Mapping[str, pl.DataFrame]], table2: pl.Da
     for model in _models(eos):
         for contrast in _contrasts(eos, model):
             for fam in sorted(set(eos.filter(pl.col("model") == model)["family"].to_list())):
-                share = _one(eos, model=model, family=fam, contrast=contrast, statistic="eos_share")
-                gap = _one(eos, model=model, family=fam, contrast=contrast, statistic="gap")
+                share = first_row(eos, model=model, family=fam, contrast=contrast, statistic="eos_share")
+                gap = first_row(eos, model=model, family=fam, contrast=contrast, statistic="gap")
                 if share is None:
                     continue
-                parts = {k: (_get(eos_paper, k, fam) if isinstance(eos_paper.get(k), Mapping) else eos_paper.get(k))
+                parts = {k: (lookup(eos_paper, (k, fam)) if isinstance(eos_paper.get(k), Mapping) else eos_paper.get(k))
                          for k in keys}
                 text = ", ".join(f"{k} {v}%" for k, v in parts.items() if v is not None) or "–"
                 statement = "the share of the 90% gap made after the first EOS is small (< 50%)"

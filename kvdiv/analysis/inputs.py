@@ -8,7 +8,7 @@ Units: proportions (0–1) throughout; tables and the report print percentage po
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -146,3 +146,25 @@ def paired(doc: pl.DataFrame, a: str, b: str, cols: Sequence[str]) -> pl.DataFra
     left = doc.filter(pl.col("action") == a).select(*DOC_KEYS, *[pl.col(c).alias(f"{c}_a") for c in cols])
     right = doc.filter(pl.col("action") == b).select("model", "document", *[pl.col(c).alias(f"{c}_b") for c in cols])
     return left.join(right, on=["model", "document"], how="inner")
+
+
+def first_row(frame: pl.DataFrame | None, **eq: object) -> dict | None:
+    """The first row of ``frame`` whose columns equal ``eq`` (as a dict), or None (no frame, a missing column, no row)."""
+    if frame is None or not frame.height:
+        return None
+    sub = frame
+    for k, v in eq.items():
+        if k not in sub.columns:
+            return None
+        sub = sub.filter(pl.col(k) == v)
+    return sub.row(0, named=True) if sub.height else None
+
+
+def lookup(values: Mapping, path: Iterable[object], missing: object = None) -> object:
+    """The entry of the nested mapping ``values`` at ``path``, or ``missing`` when absent (e.g. the paper's values)."""
+    node: object = values
+    for p in path:
+        if not isinstance(node, Mapping) or p not in node:
+            return missing
+        node = node[p]
+    return node

@@ -25,7 +25,7 @@ from kvdiv.analysis.claims import (
     claims_table,
     verdict_counts,
 )
-from kvdiv.analysis.inputs import POOLED, contrast_name
+from kvdiv.analysis.inputs import POOLED, contrast_name, first_row, lookup
 from kvdiv.analysis.items import ANALYSED, ITEMS
 from kvdiv.analysis.verdicts import RULE, contrast_verdicts
 from kvdiv.io import atomic_path, read_parquet
@@ -50,18 +50,8 @@ def _ci(row: Mapping | None, digits: int = 2, key: str = "estimate") -> str:
 _MISSING = object()
 
 
-def _lookup(values: Mapping, path: tuple[str, ...]) -> object:
-    """The entry of the nested mapping ``values`` at ``path`` (``_MISSING`` when absent)."""
-    node: object = values
-    for p in path:
-        if not isinstance(node, Mapping) or p not in node:
-            return _MISSING
-        node = node[p]
-    return node
-
-
 def _paper(values: Mapping, *path: str) -> str:
-    node = _lookup(values, path)
+    node = lookup(values, path, _MISSING)
     if node is _MISSING:
         return "–"
     if isinstance(node, list):
@@ -85,7 +75,7 @@ def _count(values: pl.Series, threshold: float) -> str:
 
 
 def _paper_item(values: Mapping, index: int, *path: str) -> str:
-    node = _lookup(values, path)
+    node = lookup(values, path, _MISSING)
     return str(node[index]) if isinstance(node, list) and index < len(node) else "–"
 
 
@@ -100,15 +90,6 @@ def _share(row: Mapping | None, digits: int = 1) -> str:
     if row.get("contains_estimate") is False:
         text += " ⚠ interval excludes its estimate"
     return text
-
-
-def _one(frame: pl.DataFrame, **eq: object) -> dict | None:
-    sub = frame
-    for k, v in eq.items():
-        if k not in sub.columns:
-            return None
-        sub = sub.filter(pl.col(k) == v)
-    return sub.row(0, named=True) if sub.height else None
 
 
 class _Table:
@@ -219,21 +200,21 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
         entry, dec = f5["entry"], f5["decomposition"]
         for model in sorted(entry["model"].unique().to_list()):
             for action in sorted(entry["action"].unique().to_list()):
-                r = _one(entry, model=model, stratum=POOLED, action=action, statistic="mean_tau_diverged")
+                r = first_row(entry, model=model, stratum=POOLED, action=action, statistic="mean_tau_diverged")
                 if r:
                     t.add(f"mean first-divergence step among diverged, {action}", model, r["n_documents"],
                           _num(r),
                           _paper(p50, "mean_first_divergence_step_among_diverged", "llama", action),
                           _paper(p50, "mean_first_divergence_step_among_diverged", "qwen", action))
-                r = _one(entry, model=model, stratum=POOLED, action=action, statistic="diverged")
+                r = first_row(entry, model=model, stratum=POOLED, action=action, statistic="diverged")
                 if r:
                     t.add(f"diverged by step H (%), {action}", model, r["n_documents"], _ci(r),
                           _paper(p50, "diverged_by_step_128_percent", "llama", action),
                           _paper(p50, "diverged_by_step_128_percent", "qwen", action))
             for contrast in list(dict.fromkeys(dec.filter(pl.col("model") == model)["contrast"].to_list())):
                 key = contrast.replace(" − ", "_minus_")
-                r = _one(dec, model=model, stratum=POOLED, contrast=contrast, statistic="exposure_share")
-                g = _one(dec, model=model, stratum=POOLED, contrast=contrast, statistic="gap")
+                r = first_row(dec, model=model, stratum=POOLED, contrast=contrast, statistic="exposure_share")
+                g = first_row(dec, model=model, stratum=POOLED, contrast=contrast, statistic="gap")
                 if g:
                     t.add(f"mismatch gap (pp), {contrast}", model, g["n_documents"], _ci(g))
                 if r:
@@ -267,7 +248,7 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
         lme = f6["late_minus_early"]
         for model in sorted(lme["model"].unique().to_list()):
             for which in ("early", "late"):
-                r = _one(lme, model=model, stratum=POOLED, action=ref_action, statistic=which)
+                r = first_row(lme, model=model, stratum=POOLED, action=ref_action, statistic=which)
                 if r:
                     t.add(f"branch TV, τ ≤ {setting.get('cohort_max_tau', 64)}, {ref_action}, {which} window (%)", model,
                           r["n_documents"], _ci(r),
@@ -291,8 +272,8 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
         dec, lme, eos = f7["decomposition"], f7["late_minus_early"], f7["eos"]
         for model in sorted(dec["model"].unique().to_list()):
             for contrast in list(dict.fromkeys(dec.filter(pl.col("model") == model)["contrast"].to_list())):
-                g = _one(dec, model=model, family=POOLED, contrast=contrast, statistic="gap")
-                r = _one(dec, model=model, family=POOLED, contrast=contrast, statistic="exposure_share")
+                g = first_row(dec, model=model, family=POOLED, contrast=contrast, statistic="gap")
+                r = first_row(dec, model=model, family=POOLED, contrast=contrast, statistic="exposure_share")
                 if g:
                     t.add(f"mismatch gap (pp), {contrast}", model, g["n_documents"], _ci(g),
                           _paper(p90, "mismatch_gap_pp", "llama"), _paper(p90, "mismatch_gap_pp", "qwen"))
@@ -300,7 +281,7 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
                     t.add(f"exposure share of gap (%), {contrast}", model, r["n_documents"], _share(r),
                           _paper(p90, "exposure_share_of_gap_percent", "llama"), _paper(p90, "exposure_share_of_gap_percent", "qwen"))
                 for fam in sorted(set(eos.filter(pl.col("model") == model)["family"].to_list())):
-                    e = _one(eos, model=model, family=fam, contrast=contrast, statistic="eos_share")
+                    e = first_row(eos, model=model, family=fam, contrast=contrast, statistic="eos_share")
                     if e:
                         t.add(f"EOS share of gap (%), {fam}, {contrast}", model, e["n_documents"], _share(e, 2),
                               _paper(p90, "eos_share_percent", "llama", fam) if fam != POOLED else "–",
@@ -310,7 +291,7 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
             for r in main.iter_rows(named=True):
                 t.add(f"late − early branch TV (pp), {r['action']}", model, r["n_documents"], _ci(r),
                       _paper(p90, "late_minus_early_branch_tv_pp_range"), "")
-                s = _one(pooled, action=r["action"], statistic="late_minus_early_strict_pre_eos")
+                s = first_row(pooled, action=r["action"], statistic="late_minus_early_strict_pre_eos")
                 if s:
                     t.add(f"strict pre-EOS late − early (pp), {r['action']}", model, s["n_documents"], _ci(s),
                           _paper(p90, "strict_pre_eos_late_minus_early_pp", "llama"),
@@ -492,8 +473,8 @@ def _probabilistic_section(frames: Mapping[str, pl.DataFrame], title: str, figur
     parts += ["| action | model | documents | diverged by H (%) | mean τ among diverged |", "|---|---|---|---|---|"]
     for model in sorted(entry["model"].unique().to_list()):
         for action in list(dict.fromkeys(entry.filter(pl.col("model") == model)["action"].to_list())):
-            d = _one(entry, model=model, stratum=POOLED, action=action, statistic="diverged")
-            t = _one(entry, model=model, stratum=POOLED, action=action, statistic="mean_tau_diverged")
+            d = first_row(entry, model=model, stratum=POOLED, action=action, statistic="diverged")
+            t = first_row(entry, model=model, stratum=POOLED, action=action, statistic="mean_tau_diverged")
             n = (d or t or {}).get("n_documents", "–")
             parts.append(f"| {action} | {model} | {n} | {_ci(d)} | {_num(t, 1) if t else '–'} |")
     parts.append("")
@@ -505,9 +486,9 @@ def _probabilistic_section(frames: Mapping[str, pl.DataFrame], title: str, figur
                   "| verdict |", "|---|---|---|---|---|---|---|"]
         for model in sorted(dec["model"].unique().to_list()):
             for contrast in list(dict.fromkeys(dec.filter(pl.col("model") == model)["contrast"].to_list())):
-                g = _one(dec, model=model, stratum=POOLED, contrast=contrast, statistic="gap")
-                s = _one(dec, model=model, stratum=POOLED, contrast=contrast, statistic="exposure_share")
-                v = _one(verdicts, model=model, contrast=contrast)
+                g = first_row(dec, model=model, stratum=POOLED, contrast=contrast, statistic="gap")
+                s = first_row(dec, model=model, stratum=POOLED, contrast=contrast, statistic="exposure_share")
+                v = first_row(verdicts, model=model, contrast=contrast)
                 n = (g or {}).get("n_documents", "–")
                 direction = claimed.get((v or {}).get("direction"), "–")
                 parts.append(f"| {contrast} | {model} | {n} | {_ci(g)} | {_share(s)} | {direction} | "

@@ -4,11 +4,9 @@ clash, a missing file or a file that fails to import is an error naming the file
 
 from __future__ import annotations
 
-import os
+import functools
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,14 +16,9 @@ import yaml
 from kvdiv.trajectories.store import open_cube, read_document_store
 
 from test_trajectories_workflow import IGNORE, REPO
+from test_trajectories_workflow import snakemake as _snakemake
 
-
-def snakemake(work: Path, *args: str, check: bool = True) -> str:
-    proc = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=work, capture_output=True, text=True,
-                          timeout=1800, env=dict(os.environ, PYTHONPATH=str(work)))
-    if check and proc.returncode != 0:
-        pytest.fail(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
-    return proc.stdout + proc.stderr
+snakemake = functools.partial(_snakemake, timeout=1800)  # three studies' jobs in the fixture run
 
 pytestmark = pytest.mark.workflow
 

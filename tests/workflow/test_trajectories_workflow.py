@@ -42,9 +42,9 @@ IGNORE = shutil.ignore_patterns(".venv", ".git", "results", "logs", ".snakemake"
 pytestmark = pytest.mark.workflow
 
 
-def snakemake(work: Path, *args: str, check: bool = True) -> str:
+def snakemake(work: Path, *args: str, check: bool = True, timeout: int = 600) -> str:
     proc = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=work, capture_output=True, text=True,
-                          timeout=600, env=dict(os.environ, PYTHONPATH=str(work)))
+                          timeout=timeout, env=dict(os.environ, PYTHONPATH=str(work)))
     if check and proc.returncode != 0:
         pytest.fail(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
     return proc.stdout + proc.stderr
