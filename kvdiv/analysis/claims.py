@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from kvdiv.analysis.inputs import POOLED, first_row, lookup
+from kvdiv.analysis.verdicts import sign_verdict
 
 VERDICTS = ("consistent", "contradicted", "inconclusive")
 NOT_IDENTIFIED = "not identified (gap indistinguishable from 0)"
@@ -37,18 +38,6 @@ RULES = {
 
 def _finite(*v: object) -> bool:
     return all(x is not None and np.isfinite(float(x)) for x in v)
-
-
-def sign_verdict(lower: float, upper: float, direction: int, null: float = 0.0) -> str:
-    """``sign`` rule: ``direction`` +1 (the paper's value lies above ``null``) or −1."""
-    if not _finite(lower, upper):
-        return "inconclusive"
-    above, below = lower > null, upper < null
-    if (above and direction > 0) or (below and direction < 0):
-        return "consistent"
-    if above or below:
-        return "contradicted"
-    return "inconclusive"
 
 
 def range_verdict(lower: float, upper: float, paper_low: float, paper_high: float, direction: int,

@@ -23,21 +23,29 @@ RULE = ("consistent: the interval excludes 0 in the paper's direction; contradic
         "direction; inconclusive: it contains 0; no claim: the paper states no direction for this contrast")
 
 
+def sign_verdict(lower: float | None, upper: float | None, direction: int, null: float = 0.0) -> str:
+    """The ``sign`` rule on an interval [lower, upper]: ``direction`` +1 (the paper's value lies above ``null``) or
+    −1; the interval wholly on the paper's side → consistent, wholly on the other → contradicted, else inconclusive."""
+    if not all(v is not None and math.isfinite(float(v)) for v in (lower, upper)):
+        return INCONCLUSIVE
+    above, below = lower > null, upper < null
+    if (above and direction > 0) or (below and direction < 0):
+        return CONSISTENT
+    if above or below:
+        return CONTRADICTED
+    return INCONCLUSIVE
+
+
 def verdict(lower: float | None, upper: float | None, direction: str | None) -> str:
     """The verdict of an interval [lower, upper] of a contrast a − b against a claimed ``direction``
-    (``lower``: a < b; ``higher``: a > b; None: no claim). See the module docstring for the rule."""
+    (``lower``: a < b; ``higher``: a > b; None: no claim): :func:`sign_verdict` about 0."""
     if direction is None:
         return NO_CLAIM
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)} or None, got {direction!r}")
-    if lower is None or upper is None or not (math.isfinite(lower) and math.isfinite(upper)):
-        return INCONCLUSIVE
-    if lower > upper:
+    if lower is not None and upper is not None and lower > upper:
         raise ValueError(f"interval [{lower}, {upper}] has lower > upper")
-    below, above = upper < 0, lower > 0
-    if not (below or above):
-        return INCONCLUSIVE
-    return CONSISTENT if below == (direction == "lower") else CONTRADICTED
+    return sign_verdict(lower, upper, -1 if direction == "lower" else +1)
 
 
 def check_directions(directions: Sequence[Sequence[str]], contrasts: Sequence[Sequence[str]]) -> dict[str, str]:
