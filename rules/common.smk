@@ -1,6 +1,7 @@
 # Config validation (schema defaults filled in place) and the small get_* helpers the rules use.
 # Rules read config only through these helpers or params:.
 import copy
+import functools
 import os
 import sys
 from pathlib import Path
@@ -277,11 +278,18 @@ def get_press_modules():
 
 def get_study_press_modules(study):
     """The press files defining a press that one of the study's actions names: inputs of its trajectory jobs."""
+    return list(_study_press_modules(study))
+
+
+@functools.cache
+def _study_press_modules(study):
+    # once per study and planning (every trajectory rule of the study asks; the files do not change meanwhile)
     from kvdiv.llm.press_files import press_module_files
 
-    return press_module_files(get_action_specs(study), get_press_modules())
+    return tuple(press_module_files(get_action_specs(study), get_press_modules()))
 
 
+@functools.cache
 def get_trajectory_code(study):
     """The `code` param of a study's trajectory jobs: script_code("trajectories.py"), and with press modules also the
     kvdiv modules those files import (kvdiv.codehash); the files themselves are inputs."""
