@@ -124,6 +124,22 @@ def trajectory_batches(config: Mapping, study: str, model: str) -> list[tuple[st
     return [(f"{stratum}-{first:04d}-{last:04d}", ids) for stratum, first, last, ids in blocks]
 
 
+def trajectory_batch_priority(config: Mapping, study: str, batch: str) -> int:
+    """The scheduling priority of one trajectory batch: its estimated cost, documents × (stratum length + horizon)
+    × (actions + 1) in thousands of token-chains, so that Snakemake starts the longest batches first and the run
+    does not end on one long job (longest-processing-time-first). Document blocks outrank every batch
+    (:data:`DOCUMENT_PRIORITY`): they are cheap and every batch waits on one."""
+    spec = config["studies"][study]
+    stratum = batch.rsplit("-", 2)[0]
+    length = next(s["length"] for s in spec["strata"] if layout.stratum_name(s["family"], s["length"]) == stratum)
+    first, last = (int(k) for k in batch.rsplit("-", 2)[1:])
+    n = min(last, spec["documents_per_stratum"] - 1) - first + 1
+    return max(1, round(n * (length + spec["horizon"]) * (len(spec["actions"]) + 1) / 1000))
+
+
+DOCUMENT_PRIORITY = 1_000_000_000
+
+
 def trajectory_rule_name(study: str, model: str, batch: str) -> str:
     """The rule name of one trajectory batch: ``trajectories_`` + study, model and batch, other characters than
     ``[A-Za-z0-9_]`` as ``_``."""

@@ -10,8 +10,9 @@
 # a document reruns only its block's jobs. Snakemake output patterns cannot vary in number, so one rule is defined per batch
 # (named trajectories_<study>_<model>_<batch>, its job counted as a `trajectories` job by tests/workflow); its
 # resources are those set for `trajectories` (set-resources of a workflow profile, e.g. profiles/slurm) plus
-# gpu. Stores are written to temporary directories and renamed into place, inside a shadow directory: a killed job
-# leaves nothing that Snakemake takes as complete. Helpers: rules/common.smk (get_trajectory_*, get_cube).
+# gpu; its priority is its estimated cost (longest batches first, so a run does not end on one long job; document
+# blocks outrank every batch). Stores are written to temporary directories and renamed into place, inside a shadow
+# directory: a killed job leaves nothing that Snakemake takes as complete. Helpers: rules/common.smk (get_trajectory_*, get_cube).
 
 
 for _study in get_studies():
@@ -30,6 +31,7 @@ for _study in get_studies():
                 shadow:
                     "minimal"
                 threads: get_model_spec(_model)["threads"]
+                priority: config_checks.trajectory_batch_priority(config, _study, _batch)
                 resources:
                     **get_trajectory_resources(_model),
                 params:

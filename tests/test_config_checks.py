@@ -354,3 +354,17 @@ def test_empty_gold_answers_are_refused_in_every_loader(tmp_path):
     ruler.write_text(json.dumps({"input": "text", "outputs": [""]}) + "\n")
     with pytest.raises(ValueError, match=rf"{ruler}:1: field 'answers'\[0\] = '' is empty"):
         list(read_records(ruler, "niah"))
+
+
+def test_trajectory_batch_priority_orders_batches_by_cost_and_documents_first():
+    """Longest batches first (documents × (length + horizon) × (actions + 1)); every document block outranks them."""
+    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    config["models"]["smollm2"]["documents_per_job"] = 2  # blocks of 2: the last block of 3 documents holds one
+    study = config["studies"]["retention50"]
+    batches = [name for name, _ in config_checks.trajectory_batches(config, "retention50", "smollm2")]
+    priority = {name: config_checks.trajectory_batch_priority(config, "retention50", name) for name in batches}
+    actions = len(study["actions"]) + 1
+    assert priority["ruler_1536-0000-0001"] == round(2 * (1536 + 128) * actions / 1000)
+    assert priority["ruler_1536-0002-0003"] == round(1 * (1536 + 128) * actions / 1000)
+    assert priority["helmet_1536-0000-0001"] > priority["helmet_1024-0000-0001"] > priority["helmet_640-0000-0001"]
+    assert max(priority.values()) < config_checks.DOCUMENT_PRIORITY
