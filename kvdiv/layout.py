@@ -83,6 +83,11 @@ class Layout:
         """The report (``{root}/report.md``)."""
         return f"{self.root}/report.md"
 
+    @property
+    def report_page(self) -> str:
+        """The report as one HTML page (``{root}/report.md.html``: what Snakemake's HTML report shows inline)."""
+        return f"{self.root}/report.md.html"
+
     # --------------------------------------------------------------------------------------- models, documents
     def model_dir(self, model: str) -> str:
         """The resolved directory of a model."""
@@ -133,7 +138,7 @@ class Layout:
         return f"{self.root}/figures/{item}.{ext}"
 
     def table(self, item: str, ext: str) -> str:
-        """A table file (``csv``, ``md`` or ``tex``)."""
+        """A table file (``csv``, ``md``, ``tex`` or ``html``: the Markdown as one page)."""
         return f"{self.root}/tables/{item}.{ext}"
 
     def gallery(self, study: str, model: str) -> str:

@@ -51,7 +51,7 @@ rule table:
     input:
         metrics=lambda wildcards: get_metrics_files(get_analysis_study(wildcards.item)),
     output:
-        csv=report(paths.table("{item}", "csv"), caption="../report/table.rst", category="Tables"),
+        csv=paths.table("{item}", "csv"),
         md=paths.table("{item}", "md"),
         tex=paths.table("{item}", "tex"),
     params:
@@ -72,7 +72,7 @@ rule report_md:
         analysis=[path for item in ANALYSED_ITEMS for path in get_analysis_outputs(item).values()],
         tables=[paths.table(item, ext) for item in TABLE_ITEMS for ext in ("csv", "md")],
     output:
-        report(paths.report, caption="../report/report.rst", category="Report"),
+        paths.report,
         claims_csv=paths.table("claims", "csv"),
         claims_md=paths.table("claims", "md"),
     params:
@@ -89,10 +89,53 @@ rule report_md:
         "../workflow_scripts/report.py"
 
 
+# Snakemake's HTML report shows images, PDF and HTML inline and offers anything else as a download: report.md and
+# each table's Markdown are also rendered as one self-contained page each (kvdiv.outputs.pages; the report's figures
+# inlined), and those pages are what `snakemake --report` displays. Local rules: a second of work, never a cluster job.
+localrules:
+    report_page,
+    table_page,
+
+
+rule report_page:
+    input:
+        report=paths.report,
+        figures=[paths.figure(item, "png") for item in FIGURE_ITEMS],
+    output:
+        report(paths.report_page, caption="../report/report.rst", category="Report"),
+    params:
+        title="kvdiv report",
+        code=script_code("markdown_page.py"),
+    log:
+        paths.log("report_page", "report"),
+    conda:
+        ENV
+    script:
+        "../workflow_scripts/markdown_page.py"
+
+
+rule table_page:
+    input:
+        paths.table("{item}", "md"),
+    output:
+        report(paths.table("{item}", "html"), caption="../report/table.rst", category="Tables"),
+    wildcard_constraints:
+        item="|".join(TABLE_ITEMS + ("claims",)),
+    params:
+        title=lambda wildcards: f"kvdiv {wildcards.item}",
+        code=script_code("markdown_page.py"),
+    log:
+        paths.log("table_page", "{item}"),
+    conda:
+        ENV
+    script:
+        "../workflow_scripts/markdown_page.py"
+
+
 FINAL_TARGETS.extend(
     [paths.figure(item, ext) for item in FIGURE_ITEMS for ext in ("pdf", "png")]
-    + [paths.table(item, ext) for item in TABLE_ITEMS for ext in ("csv", "md", "tex")]
-    + [paths.report, paths.table("claims", "csv"), paths.table("claims", "md")]
+    + [paths.table(item, ext) for item in TABLE_ITEMS for ext in ("csv", "md", "tex", "html")]
+    + [paths.report, paths.report_page] + [paths.table("claims", ext) for ext in ("csv", "md", "html")]
 )
 
 

@@ -57,7 +57,7 @@ def largest_fitting(
 
     # expand: extrapolate from the latest slope (at most 16x the current size per step) until a size exceeds
     step = 32
-    hi = f_hi = None
+    hi = None
     while hi is None:
         s = slope() if len(history) > 1 else None
         if s and s > 0:
@@ -74,7 +74,7 @@ def largest_fitting(
                 step *= 2
             lo, f_lo = n, v
         else:
-            hi, f_hi = n, v
+            hi = n
     # shrink the bracket (lo fits, hi does not)
     stalls = 0
     while hi - lo > 1:
@@ -89,7 +89,7 @@ def largest_fitting(
         if v <= target:
             lo, f_lo = n, v
         else:
-            hi, f_hi = n, v
+            hi = n
         stalls = stalls + 1 if hi - lo > width / 2 else 0
     return lo, f_lo
 

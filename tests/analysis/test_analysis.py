@@ -296,7 +296,7 @@ def test_figures_tables_and_report(study50, tmp_path):
     paper = paper_values()
     finite = paper["finite_state"]
     section = text[text.index(f"## {items.ITEMS['swrb'].title} (swrb90, mode swrb)"):]
-    assert f"| variance–cost advantage (ratio of means) | tiny | all (mean D" in section
+    assert "| variance–cost advantage (ratio of means) | tiny | all (mean D" in section
     assert f"| {finite['variance_cost_advantage_ratio_of_means']} |" in section
     assert f"| {finite['variance_ratio_naive_over_swrb']['median']} |" in section
     assert "**Enclosure of R_H from sampled profiles**" in section and "| recent_90 | tiny | 8 |" in section

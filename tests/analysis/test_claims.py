@@ -5,7 +5,6 @@ report), and the report opens with the claims section and writes the claims tabl
 
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 import pytest
 

@@ -125,6 +125,11 @@ def test_smoke_study_end_to_end_and_reruns(tmp_path):
     run_snakemake(work, "--configfile", "config/smoke.yaml", "--report", "results/smoke/report.html")
     html = (results / "report.html").read_text(errors="replace")
     assert "Galleries" in html and "Divergence gallery" in html
+    # report.md and the tables as pages, which the HTML report shows inline (it offers .md/.csv only as downloads)
+    for page in ("report.md.html", "tables/claims.html", "tables/table2.html", "tables/table3.html"):
+        assert page.rsplit("/", 1)[-1] in html, page
+    page = (results / "report.md.html").read_text()
+    assert "<table>" in page and "data:image/png;base64," in page and "Claims" in page
 
     out = run_snakemake(work, "-n", "--cores", "2", "--configfile", "config/smoke.yaml").stdout
     assert "Nothing to be done" in out
@@ -141,7 +146,7 @@ def test_smoke_study_end_to_end_and_reruns(tmp_path):
     # a plotting option: only figure rules rerun
     dpi = write_variant(work, "smoke_dpi.yaml", lambda c: c["plotting"].update(dpi=90))
     jobs = planned_jobs(run_snakemake(work, "-n", "--cores", "2", "--configfile", dpi, "--quiet", "rules").stdout)
-    assert jobs and set(jobs) - {"all"} <= {"figure", "finite_figure4"}, jobs
+    assert jobs and set(jobs) - {"all"} <= {"figure", "finite_figure4", "report_page"}, jobs  # the page inlines them
     assert jobs.get("figure", 0) == 3
 
     # one more document per stratum in retention50: its document + trajectory jobs and what depends on them
@@ -169,7 +174,10 @@ def test_paper_dag_through_the_slurm_workflow_profile(tmp_path):
     # one SLURM job per job, but `all` (no action: run by snakemake itself) and the document blocks, 12 to a group job
     groups = (proc.stdout + proc.stderr).count("Group job documents")
     assert groups == 2 * 6 * (48 // 4) // 12
-    assert sum(jobs.values()) - jobs["all"] - jobs["document"] + groups == 354, jobs
+    # (and the Markdown pages of the HTML report: local rules, run by snakemake itself)
+    local = jobs["all"] + jobs.get("report_page", 0) + jobs.get("table_page", 0)
+    assert jobs["report_page"] == 1 and jobs["table_page"] >= 3, jobs
+    assert sum(jobs.values()) - local - jobs["document"] + groups == 354, jobs
     # the profile's set-resources for `trajectories` reach every batch rule
     store = "results/paper/retention50/trajectories/llama/retention50-ruler_4096-0005.zarr"
     out = run_snakemake(work, store, "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/paper.yaml")
