@@ -20,7 +20,7 @@ from transformers import DynamicCache
 from kvdiv.llm.decode_attention import ATTN_IMPLEMENTATION, DecodePart, DecodePlan, SlotCache, planned
 from kvdiv.llm.prepacked import min_rows
 from kvdiv.llm.presses.logit_bias import clear_logit_bias
-from kvdiv.llm.presses.probabilistic_press import ProbabilisticPress
+from kvdiv.llm.presses.probabilistic_press import ProbabilisticPress, shared_proposals
 from kvdiv.llm.presses.registry import build_press
 
 # kvpress after kvdiv.llm.decode_attention (which imports it behind the lazy `datasets` placeholder)
@@ -220,7 +220,8 @@ class KernelSession:
         handles = [attn.register_forward_hook(hook, with_kwargs=True) for attn in self._attn]
         cache = DynamicCache(config=model.config)
         try:
-            out = model(input_ids=prefill_ids[None], past_key_values=cache, use_cache=True, logits_to_keep=1)
+            with shared_proposals():  # actions sharing an attention proposal compute it once per layer
+                out = model(input_ids=prefill_ids[None], past_key_values=cache, use_cache=True, logits_to_keep=1)
         finally:
             for h in handles:
                 h.remove()

@@ -276,6 +276,57 @@ def test_h2o_normalised_by_queries(llama, history_size):
         assert (press.probabilities[layer][0] - plain.probabilities[layer][0]).abs().max() > 1e-3
 
 
+def test_actions_sharing_a_proposal_compute_it_once_per_layer(llama, monkeypatch):
+    """In one prefill, presses asking for the same attention proposal share one computation per layer (the
+    memo of ``shared_proposals``), and every press's π equals the π it gets alone in its own session."""
+    from kvdiv.llm.presses import probabilistic_press as pp
+
+    calls = []
+    original = pp.mean_attention
+    monkeypatch.setattr(pp, "mean_attention", lambda *a, **k: calls.append(1) or original(*a, **k))
+    ids = ids_of(40, 5)
+    base = {"press": "ProbabilisticPress", "proposal": "min_h", "seed": 1}
+    actions = {"half": {**base, "compression_ratio": 0.5}, "half_corr_off": {**base, "compression_ratio": 0.5,
+               "correction": False}, "ninety": {**base, "compression_ratio": 0.9, "budget": "per_head"},
+               "h2o": {**base, "compression_ratio": 0.5, "proposal": "h2o"}}
+    together = KernelSession(llama, ids, actions)
+    n_layers = len(together.presses["half"].probabilities)
+    assert len(calls) == 2 * n_layers  # min_h once per layer for three actions, h2o once per layer
+    for name, spec in actions.items():
+        alone_session = KernelSession(llama, ids, {name: spec})
+        alone = alone_session.presses[name]
+        for layer in range(n_layers):
+            assert torch.equal(together.presses[name].probabilities[layer], alone.probabilities[layer]), (name, layer)
+        for kept, kept_alone in zip(together.kept_indices(name), alone_session.kept_indices(name)):
+            assert (kept is None and kept_alone is None) or torch.equal(kept, kept_alone), name
+    # outside a session's prefill nothing is shared
+    calls.clear()
+    module, hidden, keys, values, pos = _layer_inputs(llama, ids)
+    for _ in range(2):
+        pp.proposal_distribution("min_h", module, hidden, keys, values, pos)
+    assert len(calls) == 2
+
+
+def _layer_inputs(loaded, ids):
+    """Layer 0's attention module, its input hidden states, keys, values and position embeddings for ``ids``."""
+    model = loaded.model
+    seen = {}
+    attn = model.model.layers[0].self_attn
+
+    def hook(module, args, kwargs, output):
+        cache = kwargs["past_key_values"]
+        seen.update(hidden=kwargs["hidden_states"], keys=cache.layers[0].keys, values=cache.layers[0].values,
+                    pos=kwargs["position_embeddings"])
+
+    handle = attn.register_forward_hook(hook, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            model(input_ids=ids[None], past_key_values=DynamicCache(config=model.config), use_cache=True)
+    finally:
+        handle.remove()
+    return attn, seen["hidden"], seen["keys"], seen["values"], seen["pos"]
+
+
 SESSION_ACTIONS = {
     "mn": {**PER_HEAD, "seed": 3},
     "mn_off": {**PER_HEAD, "seed": 3, "correction": False},

@@ -13,8 +13,9 @@ the paper's: docs/probabilistic.md; the mathematics: docs/estimators.md#probabil
 from __future__ import annotations
 
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import kvpress
 import numpy as np
@@ -139,6 +140,24 @@ def mean_attention(
     return out
 
 
+#: While :func:`shared_proposals` is open: attention proposals already computed in this prefill, by
+#: (layer module, proposal, history size, H2O normalisation) → (hidden states, keys, values, π).
+_SHARED: ContextVar[dict | None] = ContextVar("kvdiv_shared_proposals", default=None)
+
+
+@contextmanager
+def shared_proposals() -> Iterator[None]:
+    """Within the block, presses of one prefill that ask for the same attention proposal on the same layer
+    inputs get one computation (KernelSession's prefill runs every action's press on each layer; a study with
+    eleven ``min_h`` actions computed the same attention rows eleven times). Inputs are matched by identity, so a
+    different tensor is never served a stale π; each caller gets its own copy."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
 def proposal_distribution(
     proposal: str,
     module: nn.Module,
@@ -163,12 +182,22 @@ def proposal_distribution(
         raise ValueError(f"unknown attention proposal {proposal!r}; valid: {', '.join(ATTENTION_PROPOSALS)}")
     if h2o_normalization not in H2O_NORMALIZATIONS:
         raise ValueError(f"h2o_normalization must be one of {', '.join(H2O_NORMALIZATIONS)}; got {h2o_normalization!r}")
+    memo = _SHARED.get()
+    key = (id(module), proposal, int(h.numel()), h2o_normalization)
+    if memo is not None and key in memo:
+        seen_hidden, seen_keys, seen_values, seen_pi = memo[key]
+        if seen_hidden is hidden_states and seen_keys is keys and seen_values is values:
+            return seen_pi.clone()
     weight = mean_attention(module, hidden_states, keys, position_embeddings, h)
     if proposal in ("min", "min_h"):
         weight = weight * values.to(torch.float64).norm(dim=-1)
     if proposal == "h2o" and h2o_normalization == "queries":
         weight = weight / queries_seeing(n, int(h.numel())).to(weight.device)
-    return normalise(weight)
+    pi = normalise(weight)
+    if memo is not None:
+        memo[key] = (hidden_states, keys, values, pi)
+        return pi.clone()
+    return pi
 
 
 def queries_seeing(n: int, history: int) -> torch.Tensor:
