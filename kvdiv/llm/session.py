@@ -18,10 +18,11 @@ import torch
 from transformers import DynamicCache
 
 from kvdiv.llm.decode_attention import ATTN_IMPLEMENTATION, DecodePart, DecodePlan, SlotCache, planned
+from kvdiv.llm.decoding import ChainState, HiddenCapture, match_rows, run_decoding_hooks
 from kvdiv.llm.prepacked import min_rows
 from kvdiv.llm.presses.logit_bias import clear_logit_bias
 from kvdiv.llm.presses.probabilistic_press import ProbabilisticPress, shared_proposals
-from kvdiv.llm.presses.registry import build_press
+from kvdiv.llm.presses.registry import build_press, decoding_press
 
 # kvpress after kvdiv.llm.decode_attention (which imports it behind the lazy `datasets` placeholder)
 from kvpress import BasePress  # noqa: E402,I001
@@ -61,6 +62,7 @@ class _Chain:
     length: int
     position: int
     done: bool
+    decode: ChainState | None = None  # an action with decode-time compression: its per-chain state
 
 
 def _language_model(model):
@@ -141,6 +143,9 @@ class KernelSession:
                     press.set_document(*seed_parts, action=name)
         self._attn = _attention_layers(self.model)
         self.n_layers = len(self._attn)
+        # actions that compress during decoding too (kvpress's DecodingPress, PrefillDecodingPress): their part that does
+        self._decoding = {name: part for name, press in self.presses.items()
+                          if (part := decoding_press(press)) is not None}
         if getattr(self.model.config.get_text_config(), "attn_logit_softcapping", None) is not None:
             raise NotImplementedError(f"{type(self.model).__name__}: kvdiv decoding does not support attention softcapping")
         # sliding-window layers are supported while every position stays inside the window (then the
@@ -376,7 +381,8 @@ class KernelSession:
             self._values[layer][slot, :, :L] = prefix.values[layer]
             self._bias[layer][slot].fill_(float("-inf"))
             self._bias[layer][slot, :, :L] = prefix.bias[layer]
-        return self._register(_Chain(slot, cache, L, prefix.position, False))
+        state = ChainState() if cache in self._decoding else None
+        return self._register(_Chain(slot, cache, L, prefix.position, False, state))
 
     @torch.no_grad()
     def fork(self, c: int) -> int:
@@ -388,7 +394,8 @@ class KernelSession:
             self._keys[layer][slot, :, :L] = self._keys[layer][src.slot, :, :L]
             self._values[layer][slot, :, :L] = self._values[layer][src.slot, :, :L]
             self._bias[layer][slot] = self._bias[layer][src.slot]
-        return self._register(_Chain(slot, src.cache, L, src.position, src.done))
+        state = None if src.decode is None else src.decode.copy()
+        return self._register(_Chain(slot, src.cache, L, src.position, src.done, state))
 
     def release(self, chains: Iterable[int]) -> None:
         """Free the slots of ``chains``."""
@@ -409,6 +416,16 @@ class KernelSession:
     def is_done(self, c: int) -> bool:
         """Whether chain ``c`` has emitted an EOS token."""
         return self._chain(c).done
+
+    def cache_length(self, c: int) -> int:
+        """Entries in chain ``c``'s cache (its longest layer): the prompt cache plus what it appended, less what
+        decode-time compression removed."""
+        return self._chain(c).length
+
+    def compressions(self, c: int) -> int:
+        """How many times decode-time compression has cut chain ``c``'s cache (0 for a prefill-only action)."""
+        state = self._chain(c).decode
+        return 0 if state is None else state.compressions
 
     def _law(self, logits: torch.Tensor) -> torch.Tensor:
         return torch.softmax(logits.to(torch.float64) / self.temperature, dim=-1).cpu()
@@ -476,6 +493,17 @@ class KernelSession:
         return part
 
 
+    def _compress_during_decoding(self, part: "_StepPart", row0: int, inputs: dict) -> None:
+        """After a decode forward: run each decoding action's hook for its chains (:mod:`kvdiv.llm.decoding`)."""
+        for r, (slot, _, ch, _) in enumerate(part.active):
+            if ch.decode is None:
+                continue
+            length = run_decoding_hooks(self._decoding[ch.cache], ch.decode, self._attn, inputs, row0 + r,
+                                        ch.position - 1, self._keys, self._values, self._bias, slot, ch.length,
+                                        ch.cache)
+            if length is not None:
+                ch.length = length
+
     def kept_indices(self, action: str) -> list[torch.Tensor | None]:
         """Per layer, LongTensor [kv_heads, kept] of the prompt positions the action's cache keeps.
 
@@ -498,7 +526,7 @@ class KernelSession:
             if isinstance(press, ProbabilisticPress) and layer in press.kept_indices:
                 idx = press.kept_indices[layer][0].to(k_ref.device)
             else:
-                idx = _match_rows(k_ref, k_act)
+                idx = match_rows(k_ref, k_act)
             if idx is not None:
                 bias = act.bias[layer][:, : idx.shape[1]]
                 masked = torch.isinf(bias) & (bias < 0)
@@ -557,6 +585,9 @@ def step_sessions(
         positions.extend([a[2].position] for a in p.active)
     first = running[0].session
     dev = first.device
+    # rows whose cache compresses during decoding: their attention inputs are captured for the press's hook
+    decoding = [p for p in running if p.session._decoding and not p.session._in_prompt
+                and any(a[2].decode is not None for a in p.active)]
     pad = _padding_rows(row, model, dev)
     if pad:
         plan.parts.append(_padding_part(first, row, pad))
@@ -568,7 +599,8 @@ def step_sessions(
     dummy_mask = torch.zeros(row, 1, 1, 1, dtype=first.dtype, device=dev)
     configs = first._configs
     saved = {k: cfg._attn_implementation for k, cfg in configs.items()}
-    with planned(plan):
+    capture = HiddenCapture(first._attn if decoding else [])
+    with planned(plan), capture:
         try:
             for cfg in configs.values():
                 cfg._attn_implementation = ATTN_IMPLEMENTATION
@@ -589,6 +621,8 @@ def step_sessions(
             ch.length += 1
             ch.position += 1
             p.out[i] = laws[r]
+        if p in decoding:
+            p.session._compress_during_decoding(p, dp.row0, capture.inputs)
     return [p.out for p in parts]
 
 
@@ -610,25 +644,6 @@ def _padding_part(session: KernelSession, row0: int, n: int) -> DecodePart:
     bias = [torch.zeros(shape[:3], dtype=torch.float32, device=session.device) for _ in range(session.n_layers)]
     slots = torch.arange(n, device=session.device)
     return DecodePart(row0, row0 + n, keys, values, bias, slots, torch.zeros_like(slots), [(0, n, 0, n, 1)])
-
-
-def _match_rows(ref: torch.Tensor, sub: torch.Tensor) -> torch.Tensor | None:
-    """Indices i with sub[h, j] == ref[h, i[h, j]] exactly, per head h; None if some row has no match."""
-    gen = torch.Generator().manual_seed(0)
-    r = torch.randn(ref.shape[-1], dtype=torch.float64, generator=gen).to(ref.device)
-    a = ref.to(torch.float64) @ r
-    b = sub.to(torch.float64) @ r
-    order = torch.argsort(a, dim=-1)
-    sorted_a = a.gather(-1, order).contiguous()
-    # nearest projection (the products may round differently for different tensor shapes), then verify
-    hi = torch.searchsorted(sorted_a, b.contiguous()).clamp(max=a.shape[-1] - 1)
-    lo = (hi - 1).clamp(min=0)
-    closer_lo = (sorted_a.gather(-1, lo) - b).abs() < (sorted_a.gather(-1, hi) - b).abs()
-    idx = order.gather(-1, torch.where(closer_lo, lo, hi))
-    gathered = ref.gather(1, idx.unsqueeze(-1).expand(-1, -1, ref.shape[-1]))
-    if not torch.equal(gathered, sub):
-        return None
-    return idx
 
 
 __all__ = ["KernelSession", "REFERENCE", "step_sessions"]

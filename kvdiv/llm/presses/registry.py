@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import kvpress
-from kvpress import BasePress
+from kvpress import BasePress, DecodingPress, PrefillDecodingPress
 
 from kvdiv.llm.press_files import press_module_classes, press_module_files, spec_press_names  # noqa: F401
 from kvdiv.llm.presses.probabilistic_press import ProbabilisticPress
@@ -44,7 +44,8 @@ _FORWARDS = "runs extra forward (or backward) passes over the context at prefill
 _UNSEEDED = ("draws an unseeded random sketch (torch.randn) at prefill: a rerun, or another set of documents in its "
              "job, gives another cache, against kvdiv's reproducibility")
 _EAGER = "needs the eager attention weights (attn_implementation='eager'), which kvdiv's prefill does not use"
-_DECODING = "compresses during decoding; kvdiv evicts once after prefill (persistent eviction)"
+_MERGES_DECODING = ("changes kept values while decoding (merges evicted entries into them); kvdiv runs decode-time "
+                    "compression that keeps or drops entries (DecodingPress, PrefillDecodingPress)")
 UNRUNNABLE: dict[str, str] = {
     "QFilterPress": _DOWNLOADS, "KVzapPress": _DOWNLOADS, "DuoAttentionPress": _DOWNLOADS,
     "ExpectedAttentionStatsPress": _DOWNLOADS,
@@ -60,16 +61,18 @@ UNRUNNABLE: dict[str, str] = {
                         "threshold): Q ≡ P (every TV 0)"),
     "KeyRerotationPress": ("re-rotates kept keys to compacted positions while kvdiv decodes at prompt positions: not "
                            "kvpress's Q"),
-    "DecodingPress": _DECODING, "CompressionRatioDecodingPress": _DECODING, "PrefillDecodingPress": _DECODING,
-    "CAMPress": _DECODING, "DMSPress": _DECODING,
+    "CAMPress": _MERGES_DECODING,
+    "DMSPress": "needs a trained eviction head (DMS checkpoints from the Hub) to decide what to drop while decoding",
     "LUKVPress": "ships budget curves for Llama-3.1-8B-Instruct with ExpectedAttentionPress only",
     "PerLayerCompressionPress": "is a combinator not checked against kvpress's prefill here",
     "MergingPress": "merges evicted entries into kept ones; not checked against kvpress's prefill here",
 }
 #: The key of an action spec that names the press.
 PRESS_KEY = "press"
-#: The key of a wrapper action's nested spec (fills the wrapper press's own field named ``press``).
+#: The key of a wrapper action's nested spec (fills the wrapper press's own field named ``press``, or ``base_press``
+#: for kvpress's DecodingPress).
 WRAPS_KEY = "wraps"
+WRAPPED_FIELDS = ("press", "base_press")
 
 
 @lru_cache(maxsize=1)
@@ -161,6 +164,8 @@ def _is_spec(value: Any) -> bool:
 #: Integer fields that count something of which there must be at least one (a window, a chunk, a kernel).
 POSITIVE_INTEGERS = ("window", "beta", "num_samples", "sketch_dimension", "sample_seq_len")
 POSITIVE_INTEGER_SUFFIXES = ("_size", "_length", "_interval")
+#: Sizes that may be 0 (kvpress's DecodingPress: a buffer of 0 hidden states scores with the current one only).
+NONNEGATIVE_SIZES = ("hidden_states_buffer_size",)
 
 
 def argument_bounds(field: str, kind: type | None) -> tuple[float, float, bool, bool] | None:
@@ -183,6 +188,8 @@ def argument_bounds(field: str, kind: type | None) -> tuple[float, float, bool, 
         return (0.0, math.inf, False, False)
     if field == "is_temperature":
         return (0.0, 1.0, True, True)
+    if field in NONNEGATIVE_SIZES:
+        return (0.0, math.inf, True, False)
     if kind is int:
         positive = field in POSITIVE_INTEGERS or field.endswith(POSITIVE_INTEGER_SUFFIXES)
         return (1.0 if positive else 0.0, math.inf, True, False)
@@ -307,9 +314,10 @@ def build_press(spec: Mapping[str, Any], name: str = "action") -> BasePress:
     for key, value in spec.items():
         if key == PRESS_KEY:
             continue
-        field = "press" if key == WRAPS_KEY and "press" in valid else key
+        wrapped = [f for f in WRAPPED_FIELDS if f in valid]
+        field = wrapped[0] if key == WRAPS_KEY and wrapped else key
         if field not in valid:
-            shown = [WRAPS_KEY if a == "press" else a for a in valid]
+            shown = [WRAPS_KEY if a in WRAPPED_FIELDS else a for a in valid]
             raise ValueError(
                 f"action {name!r}: unknown argument {key!r} for {cls.__name__}; "
                 f"valid arguments: {', '.join(shown) if shown else '(none)'}"
@@ -323,9 +331,11 @@ def build_press(spec: Mapping[str, Any], name: str = "action") -> BasePress:
         kwargs[field] = value
     _check_scorer_kwargs(cls, kwargs, name)
     try:
-        return cls(**kwargs)
+        press = cls(**kwargs)
     except (AssertionError, ValueError, TypeError) as err:
         raise ValueError(f"action {name!r}: {cls.__name__}({kwargs}) rejected its arguments: {err}") from None
+    check_decoding_press(press, name)
+    return press
 
 
 def _check_scorer_kwargs(cls: type, kwargs: Mapping[str, Any], name: str) -> None:
@@ -341,6 +351,36 @@ def _check_scorer_kwargs(cls: type, kwargs: Mapping[str, Any], name: str) -> Non
     if scorer in classes:
         for key, value in scorer_kwargs.items():
             check_argument(classes[scorer], key, value, f"{name}.scorer_kwargs")
+
+
+def decoding_press(press: BasePress) -> DecodingPress | None:
+    """The part of ``press`` that compresses during decoding: the press itself (a ``DecodingPress`` or subclass), the
+    ``decoding_press`` of a ``PrefillDecodingPress``, or None (a prefill-only press)."""
+    if isinstance(press, DecodingPress):
+        return press
+    if isinstance(press, PrefillDecodingPress):
+        return press.decoding_press
+    return None
+
+
+def check_decoding_press(press: BasePress, name: str) -> None:
+    """Raise ``ValueError`` naming the action unless its decoding part can run: a base press with a query window
+    (SnapKV's ``window_size``) needs more buffered states than the window at every compression, i.e.
+    ``min(compression_interval, hidden_states_buffer_size) > window_size``."""
+    part = decoding_press(press)
+    if part is None:
+        return
+    window = getattr(part.base_press, "window_size", None)
+    if isinstance(part.base_press, BasePress) and window is None:
+        window = getattr(getattr(part.base_press, "press", None), "window_size", None)
+    if isinstance(window, int):
+        buffered = min(part.compression_interval, part.hidden_states_buffer_size)
+        if buffered <= window:
+            raise ValueError(
+                f"action {name!r}: {type(part).__name__} buffers min(compression_interval, hidden_states_buffer_size) "
+                f"= {buffered} attention inputs per compression, but its base press {type(part.base_press).__name__} "
+                f"scores with a window of {window} queries: give more than {window}"
+            )
 
 
 def describe(spec: Mapping[str, Any]) -> dict[str, Any]:
