@@ -64,6 +64,11 @@ def array_digest(values: np.ndarray) -> str:
     return digest.hexdigest()
 
 
+#: Steps per chunk of the per-step arrays (per-document stores and cubes): a window of steps of a long horizon
+#: (H = 1024) reads a quarter of it.
+STEP_CHUNK = 256
+
+
 @contextlib.contextmanager
 def writing_every_chunk() -> Iterator[None]:
     """Zarr writes chunks that hold only the fill value too (a missing chunk is then always an error)."""
@@ -220,7 +225,8 @@ def write_document_store(
             if traj.overlap_tv is not None:
                 arrays["overlap_tv"] = traj.overlap_tv.astype(np.float32)
             for name, data in arrays.items():
-                group.create_array(name, data=data, chunks=data.shape, dimension_names=["replicate", "step"])
+                chunks = (data.shape[0], min(data.shape[1], STEP_CHUNK) or 1)
+                group.create_array(name, data=data, chunks=chunks, dimension_names=["replicate", "step"])
             if traj.branch_start is not None:
                 data = traj.branch_start.astype(np.int32)
                 group.create_array("branch_start", data=data, chunks=data.shape, dimension_names=["replicate"])
@@ -270,7 +276,7 @@ def build_cube(study: str, model: str, doc_stores: Sequence[str | Path], out: st
     """Concatenate per-document stores into the cube ``out`` with dims (document, action, replicate, step).
 
     All stores must share actions (same order), replicates, horizon and mode; a mismatch raises a
-    ``ValueError`` naming the store. Chunks are (n_document, 1, R, H): one chunk per action.
+    ``ValueError`` naming the store. Chunks: :func:`write_cube`.
     """
     if not doc_stores:
         raise ValueError(f"no per-document stores for study {study!r}, model {model!r}")
@@ -330,7 +336,8 @@ def write_cube(
 
     ``data``: name → array (document, action, replicate, step), or (document, action, replicate) for
     ``branch_start``; ``document_coords``: each of :data:`DOCUMENT_COORDS` → one value per document (None: missing).
-    Chunks are (n_document, 1, R, H): one chunk per action.
+    Chunks are (n_document, 1, R, min(H, STEP_CHUNK)): one action is read without the others, and the first
+    steps of a long horizon without the rest.
     """
     n_doc = len(documents)
     replicates, horizon = data["x"].shape[2:]
@@ -341,7 +348,7 @@ def write_cube(
         dims4 = ["document", "action", "replicate", "step"]
         for name, values in data.items():
             dims = dims4[: values.ndim]
-            chunks = (n_doc, 1) + values.shape[2:]
+            chunks = (n_doc, 1) + values.shape[2:3] + tuple(min(n, STEP_CHUNK) or 1 for n in values.shape[3:])
             root.create_array(name, data=values, chunks=chunks, dimension_names=dims)
         _coord(root, "document", np.array(list(documents), dtype=str), "document")
         _coord(root, "action", np.array(actions, dtype=str), "action")

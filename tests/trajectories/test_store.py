@@ -91,6 +91,27 @@ def test_cube(tmp_path, mode):
         read_cube_action(cube, "zzz")
 
 
+def test_long_horizons_are_chunked_along_steps(tmp_path, monkeypatch):
+    """Steps are chunked (STEP_CHUNK; 4 here for H = 6): the store and the cube hold two step chunks per array and
+    read back whole, and a window of the first steps reads only the first chunk of one action."""
+    import kvdiv.trajectories.store as store
+
+    monkeypatch.setattr(store, "STEP_CHUNK", 4)
+    stores, outs = zip(*(doc_store(tmp_path, i) for i in range(2)))
+    assert xr.open_zarr(stores[0], group="a")["tv"].encoding["chunks"] == (R, 4)
+    _, data = read_document_store(stores[0])
+    assert np.array_equal(data["a"]["tv"], outs[0]["a"].tv)
+    cube = build_cube("st", "toy", list(stores), tmp_path / "cube.zarr")
+    plain = xr.open_zarr(cube)
+    assert plain["tv"].encoding["chunks"] == (2, 1, R, 4)
+    assert np.array_equal(read_cube_action(cube, "a")["tv"][1], outs[1]["a"].tv)
+    (cube / "tv/c/0/1/0/1").write_bytes(b"not a chunk")  # action "b", steps 5-6: garbage
+    tv_b = xr.open_zarr(cube)["tv"].sel(action="b")
+    assert np.array_equal(tv_b.isel(step=slice(0, 4)).values, np.stack([o["b"].tv[:, :4] for o in outs]))
+    with pytest.raises(Exception):  # the garbage chunk is read only for steps 5-6
+        tv_b.isel(step=slice(4, 6)).values
+
+
 def test_cube_rejects_mismatched_stores(tmp_path):
     (tmp_path / "x").mkdir()
     s1, _ = doc_store(tmp_path, 0)
