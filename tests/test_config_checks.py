@@ -96,6 +96,13 @@ def jsonl_study(path: str | Path):
     return edit
 
 
+def decoding_action(**arguments):
+    def edit(config):
+        config["actions"]["dec"] = {"press": "DecodingPress", "wraps": {"press": "KnormPress"}, **arguments}
+        config["studies"]["retention50"]["actions"].append("dec")
+    return edit
+
+
 @pytest.mark.parametrize(
     "edit, message",
     [
@@ -190,6 +197,9 @@ def jsonl_study(path: str | Path):
             lambda c: c["studies"]["retention90"].update(seed=50),
             "studies 'retention50' and 'retention90' share seed 50",
         ),
+        # decoding presses that cannot change a law within the horizon
+        (decoding_action(compression_interval=15, target_size=8), "studies.retention50: action 'dec'.*law of step 17"),
+        (decoding_action(compression_interval=4, target_size=10**6), "target_size = 1000000 entries.*never evicts"),
     ],
 )
 def test_start_up_checks_refuse(edit, message):

@@ -30,18 +30,36 @@ COLUMNS = {
 }
 
 
+#: Arguments of a decoding press shown in its name (how much it keeps, how often it cuts).
+DECODING_ARGUMENTS = ("target_size", "target_compression_ratio", "compression_interval")
+
+
 def press_name(spec: Mapping[str, Any]) -> str:
-    """``SnapKVPress``; a wrapper ``AdaKVPress(SnapKVPress)``."""
-    inner = spec.get("wraps")
-    return f"{spec['press']}({press_name(inner)})" if isinstance(inner, Mapping) else str(spec["press"])
+    """``SnapKVPress``; a wrapper ``AdaKVPress(SnapKVPress)``; a decoding press with its budget,
+    ``DecodingPress(KnormPress; target_size 512, compression_interval 32)``; ``PrefillDecodingPress(SnapKVPress,
+    DecodingPress(...))``."""
+    parts = [press_name(spec[key]) for key in ("prefilling_press", "decoding_press") if isinstance(spec.get(key), Mapping)]
+    inner = spec.get("wraps", spec.get("base_press"))
+    if isinstance(inner, Mapping):
+        parts.append(press_name(inner))
+    settings = ", ".join(f"{key} {spec[key]}" for key in DECODING_ARGUMENTS if key in spec)
+    inside = ", ".join(parts) + (f"; {settings}" if settings else "")
+    return f"{spec['press']}({inside})" if inside else str(spec["press"])
 
 
 def retention(spec: Mapping[str, Any]) -> float | None:
-    """1 − compression_ratio of the action (its own, else its wrapped press's); None when it has none."""
-    if "compression_ratio" in spec:
-        return 1.0 - float(spec["compression_ratio"])
-    inner = spec.get("wraps")
-    return retention(inner) if isinstance(inner, Mapping) else None
+    """1 − compression_ratio of the action (its own, else its wrapped press's, else a PrefillDecodingPress's prefill
+    press's; a CompressionRatioDecodingPress's 1 − target_compression_ratio); None when it has none (a DecodingPress
+    keeps a number of entries, ``target_size``, shown in its name)."""
+    for key in ("compression_ratio", "target_compression_ratio"):
+        if key in spec:
+            return 1.0 - float(spec[key])
+    if spec.get("press") == "DecodingPress" or "target_size" in spec:  # its scorer's own ratio is overridden
+        return None
+    for key in ("wraps", "prefilling_press"):
+        if isinstance(spec.get(key), Mapping):
+            return retention(spec[key])
+    return None
 
 
 def describe_actions(table: pl.DataFrame, actions: Mapping[str, Mapping[str, Any]]) -> pl.DataFrame:

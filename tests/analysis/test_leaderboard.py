@@ -70,6 +70,18 @@ def test_write_leaderboard(metrics, tmp_path):
     actions = {"low": {"press": "AdaKVPress", "wraps": {"press": "SnapKVPress", "compression_ratio": 0.1}},
                "mid": {"press": "KnormPress", "compression_ratio": 0.5}, "high": {"press": "RandomPress", "compression_ratio": 0.5}}
     assert press_name(actions["low"]) == "AdaKVPress(SnapKVPress)" and retention(actions["low"]) == pytest.approx(0.9)
+    decoding = {"press": "DecodingPress", "target_size": 512, "compression_interval": 32,
+                "wraps": {"press": "KnormPress", "compression_ratio": 0.5}}  # the scorer's own ratio is overridden
+    assert press_name(decoding) == "DecodingPress(KnormPress; target_size 512, compression_interval 32)"
+    assert retention(decoding) is None
+    both = {"press": "PrefillDecodingPress", "prefilling_press": {"press": "SnapKVPress", "compression_ratio": 0.75},
+            "decoding_press": decoding}
+    assert press_name(both) == ("PrefillDecodingPress(SnapKVPress, DecodingPress(KnormPress; target_size 512, "
+                                "compression_interval 32))")
+    assert retention(both) == pytest.approx(0.25)
+    ratio = {"press": "CompressionRatioDecodingPress", "target_compression_ratio": 0.4, "base_press": {"press": "TOVAPress"}}
+    assert press_name(ratio) == "CompressionRatioDecodingPress(TOVAPress; target_compression_ratio 0.4)"
+    assert retention(ratio) == pytest.approx(0.6)
     paths = [tmp_path / f"synthetic.{ext}" for ext in ("csv", "md", "pdf", "png")]
     numbers = write_leaderboard(table, actions, paths, caption="cap", dpi=60)
     csv = pl.read_csv(paths[0])
