@@ -15,6 +15,11 @@ ACTIONS = {
     "snapkv_half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 8},
     "recent_half": {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 0},
     "keep_all": {"press": "StreamingLLMPress", "compression_ratio": 0.0, "n_sink": 0},
+    # decode-time compression along each chain's own history (a cut at forwards 3 and 6 changes laws 5 and 8)
+    "knorm_decoding": {"press": "DecodingPress", "compression_interval": 3, "target_size": 40,
+                       "wraps": {"press": "KnormPress"}},
+    "keep_decoding": {"press": "DecodingPress", "compression_interval": 3, "target_size": 10**6,
+                      "wraps": {"press": "KnormPress"}},
 }
 H, R = 10, 2
 TV_ATOL = 1e-6
@@ -79,13 +84,18 @@ def test_batched_documents_equal_each_document_alone(model, mode, one_thread, re
                                   eos_token_ids=loaded.eos_token_ids, mode=mode, tv_atol=TV_ATOL,
                                   reference_chain=reference_chain, progress=False)
     assert all(session._chains == {} for session in batch)  # every chain released
-    diverged = False
+    diverged = decoded_tv = False
     for d, out in enumerate(together):
         assert_same(out, alone(loaded, d, mode, reference_chain), f"document {d}")
         diverged |= any(not t.match.all() for t in out.values())
-        keep = out["keep_all"]  # 100% retention ⇒ δ ≡ 0 and identical chains, also in a batch
-        assert np.all(keep.match) and np.all(keep.tv == 0) and np.all(keep.fixed_tv == 0)
+        for keeping in ("keep_all", "keep_decoding"):  # 100% retention ⇒ δ ≡ 0 and identical chains, also in a batch
+            keep = out[keeping]
+            assert np.all(keep.match) and np.all(keep.tv == 0) and np.all(keep.fixed_tv == 0)
+        decoding = out["knorm_decoding"]  # a decode-only press: δ ≡ 0 before its first cut changes a law (step 5)
+        assert np.all(decoding.tv[:, :4] == 0) and np.all(decoding.fixed_tv[:, :4] == 0)
+        decoded_tv |= bool((decoding.tv[:, 4:] > 0).any())
     assert diverged  # the comparison covers divergent pairs (three chains per pair)
+    assert decoded_tv  # the decoding press's cuts changed laws
     # a document's values do not depend on which documents share its forward, nor on their order
     pair = generate_documents(sessions(loaded, [PROMPTS[3], PROMPTS[1]], mode), [seeds(4)[3], seeds(4)[1]],
                               list(ACTIONS), horizon=H, replicates=R, eos_token_ids=loaded.eos_token_ids, mode=mode,
