@@ -111,3 +111,16 @@ def test_readme_example_runs_as_written(tiny_model_factory, tmp_path, monkeypatc
     assert result.dataset.sizes == {"document": 2, "action": 2, "replicate": 8, "step": 128}
     assert open_cube(tmp_path / "compare.zarr")["x"].shape == (2, 2, 8, 128)
     assert os.environ["KVDIV_EXAMPLE_MODEL"] == str(loaded.path)
+
+
+def test_a_decoding_press_instance_from_python(tiny_llama):
+    """A kvpress DecodingPress instance (your own scorer inside it works the same): δ = 0 until its first cut changes a
+    law (cut at the end of decode forward 2: step 4), then the laws differ; its spec is recorded."""
+    from kvpress import DecodingPress
+
+    press = DecodingPress(base_press=KnormPress(), compression_interval=2, target_size=24)
+    out = kvdiv.compare(tiny_llama.model, tiny_llama.tokenizer, PROMPTS, actions={"dec": press}, horizon=8,
+                        replicates=3, seed=5, study_seed=9, temperature=3.0, progress=False)
+    tv = out.dataset["tv"].sel(action="dec").values  # [document, replicate, step]
+    assert np.all(tv[..., :3] == 0) and (tv[..., 3:] > 0).any()
+    assert out.dataset.attrs["actions"]["dec"]["press"] == "DecodingPress"
