@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from kvdiv.trajectories.coupling import TV_ATOL
+
 #: The study name of a comparison's cube (the workflow's cubes carry their study's name).
 STUDY = "compare"
 
@@ -98,7 +100,7 @@ def compare(
     temperature: float = 1.0,
     mode: str = "complete",
     evict_first_step: bool = False,
-    tv_atol: float = 1e-6,
+    tv_atol: float = TV_ATOL,
     compress: str = "prompt",
     chat_template: bool = True,
     eos_token_ids: Sequence[int] | None = None,

@@ -70,6 +70,12 @@ def fold_eos(laws: np.ndarray, eos_token_ids) -> np.ndarray:
     return out
 
 
+#: The default ``tv_atol`` of a run (the workflow's schema default, the trajectory job, :func:`kvdiv.compare`,
+#: :func:`kvdiv.trajectories.generate.generate`): float32 round-off of batched decoding moves a law by a few ulp, so a
+#: TV below this counts as 0. The coupling primitives below default to 0 (exact) and take it explicitly.
+TV_ATOL = 1e-6
+
+
 def tv_distance(p: np.ndarray, q: np.ndarray, tv_atol: float = 0.0) -> np.ndarray:
     """δ = :func:`kvdiv.estimands.tv` per row of two laws, clipped to [0, 1] (0 below ``tv_atol``); float64 [n]."""
     p, q = _as_laws(p, q)

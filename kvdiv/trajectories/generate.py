@@ -29,6 +29,7 @@ from kvdiv.trajectories.base import (
     eos_flags,
 )
 from kvdiv.trajectories.complete import run_complete, run_complete_shared
+from kvdiv.trajectories.coupling import TV_ATOL
 from kvdiv.trajectories.swrb import run_swrb
 
 
@@ -41,7 +42,7 @@ def generate(
     seed_parts: Sequence[int | str],
     eos_token_ids: Sequence[int],
     mode: str = "complete",
-    tv_atol: float = 0.0,
+    tv_atol: float = TV_ATOL,
     reference_chain: str = "shared",
     progress: bool = True,
 ) -> dict[str, ActionTrajectories]:
@@ -81,7 +82,7 @@ def generate_documents(
     replicates: int,
     eos_token_ids: Sequence[int],
     mode: str = "complete",
-    tv_atol: float = 0.0,
+    tv_atol: float = TV_ATOL,
     reference_chain: str = "shared",
     progress: bool = True,
 ) -> list[dict[str, ActionTrajectories]]:

@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from kvdiv.trajectories.base import EOS_FOLDING, chains_needed, effective_reference_chain
+from kvdiv.trajectories.coupling import TV_ATOL
 from kvdiv.trajectories.generate import generate_documents
 from kvdiv.trajectories.store import write_document_store
 
@@ -55,7 +56,7 @@ def run_documents(
     temperature: float = 1.0,
     mode: str = "complete",
     evict_first_step: bool = False,
-    tv_atol: float = 1e-6,
+    tv_atol: float = TV_ATOL,
     reference_chain: str = "shared",
     compress: str = "prompt",
     progress: bool = True,

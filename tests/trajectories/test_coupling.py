@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -109,3 +111,22 @@ def test_fold_eos_moves_end_mass_onto_the_absorbing_id():
     np.testing.assert_allclose(folded, [[0.0, 0.2, 0.4, 0.4], [0.0, 0.25, 0.5, 0.25]])
     np.testing.assert_allclose(laws[0], [0.1, 0.2, 0.3, 0.4])  # a copy
     assert fold_eos(laws, [2]) is laws and fold_eos(laws, [1, 1]) is laws  # one id: nothing to fold
+
+
+def test_one_default_tv_atol_for_the_workflow_and_the_library():
+    """The schema's default tv_atol is the library's (generate, the job, kvdiv.compare): a library caller couples as
+    the workflow does."""
+    import inspect
+
+    import yaml
+
+    import kvdiv
+    from kvdiv.trajectories.coupling import TV_ATOL
+    from kvdiv.trajectories.generate import generate, generate_documents
+    from kvdiv.trajectories.job import run_documents
+
+    schema = yaml.safe_load((Path(__file__).resolve().parents[2] / "config/schema.yaml").read_text())
+    study = schema["properties"]["studies"]["additionalProperties"]["properties"]
+    assert study["tv_atol"]["default"] == TV_ATOL
+    for function in (generate, generate_documents, run_documents, kvdiv.compare):
+        assert inspect.signature(function).parameters["tv_atol"].default == TV_ATOL, function.__name__
