@@ -84,7 +84,8 @@ class _ChainCache:
 
 class HiddenCapture:
     """Forward pre-hooks on the attention modules recording, per layer, the keyword inputs a decoding press's hook
-    reads (``hidden_states`` [rows, 1, hidden], ``position_embeddings``, ``position_ids``) during one batched forward."""
+    reads during one batched forward (``hidden_states`` [rows, 1, hidden], ``position_embeddings``); each row's
+    position is the session's own."""
 
     def __init__(self, modules: Sequence[torch.nn.Module]):
         self.modules = list(modules)
@@ -97,7 +98,6 @@ class HiddenCapture:
             self.inputs[module.layer_idx] = {
                 "hidden_states": hidden,
                 "position_embeddings": kwargs.get("position_embeddings"),
-                "position_ids": kwargs.get("position_ids"),
             }
 
         self._handles = [m.register_forward_pre_hook(hook, with_kwargs=True) for m in self.modules]
@@ -109,13 +109,11 @@ class HiddenCapture:
         self._handles = []
 
 
-def _row_kwargs(inputs: dict[str, Any], row: int, position: int, cache: _ChainCache) -> dict[str, Any]:
+def _row_kwargs(inputs: dict[str, Any], row: int, position_ids: torch.Tensor, cache: _ChainCache) -> dict[str, Any]:
     """The hook's kwargs for one row of the batched forward: that row's tensors, its own position (kvpress's decode
     path passes ``position_ids`` and ``cache_position`` of the one new token)."""
     hidden = inputs["hidden_states"][row : row + 1]
     pe = inputs["position_embeddings"]
-    device = hidden.device
-    position_ids = torch.tensor([[position]], dtype=torch.long, device=device)
     return {
         "hidden_states": hidden,
         "position_embeddings": None if pe is None else tuple(p[row : row + 1] for p in pe),
@@ -149,6 +147,7 @@ def run_decoding_hooks(
     when no layer compressed."""
     saved = press.hidden_states_buffer, press.layer_step_counts
     layers: dict[int, _ChainCacheLayer] = {}
+    position_ids = torch.tensor([[position]], dtype=torch.long, device=keys[0].device)
     try:
         press.hidden_states_buffer, press.layer_step_counts = state.buffers, state.counts
         for module in modules:
@@ -156,7 +155,7 @@ def run_decoding_hooks(
             cache_layer = _ChainCacheLayer(lambda layer=layer: _entries(keys[layer], values[layer], bias[layer], slot,
                                                                        length))
             layers[layer] = cache_layer
-            kwargs = _row_kwargs(inputs[layer], row, position, _ChainCache(layers))
+            kwargs = _row_kwargs(inputs[layer], row, position_ids, _ChainCache(layers))
             press.forward_hook(module, (), kwargs, (None, None))
     finally:
         press.hidden_states_buffer, press.layer_step_counts = saved
