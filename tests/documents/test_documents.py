@@ -96,6 +96,10 @@ def check_answers(task: str, prompt: str, answers: list[str]) -> None:
         data = json.loads(re.search(r"JSON data:\n(\{.*\})\n", prompt).group(1))
         key = re.search(r'Key: "([0-9a-f-]+)"', prompt).group(1)
         assert [data[key]] == answers
+    elif task == "record_recall":  # every record's code, in the order the records appear
+        records = re.findall(r"The code for ([a-z]+-[a-z]+) is ([0-9]+)\.", prompt)
+        assert [code for _, code in records] == answers and len(answers) == 24
+        assert len({key for key, _ in records}) == len(records)  # one code per key
     else:  # pragma: no cover - a new task needs its own reading here
         raise AssertionError(f"no answer check for task {task}")
 
@@ -103,6 +107,10 @@ def check_answers(task: str, prompt: str, answers: list[str]) -> None:
 @pytest.mark.parametrize("target", [700, 2000])
 @pytest.mark.parametrize("task", sorted(TASKS))
 def test_bytes_tokenizer_lengths_and_answers(task, target, byte_tok, byte_chat):
+    if task == "record_recall" and target < 1200:  # its 24 records alone take ~1.1K bytes (~330 SmolLM2 tokens)
+        with pytest.raises(LengthError, match="too short for task 'record_recall'"):
+            generate_prompt(task, seed=11, target_length=target, tokenizer=byte_tok, chat=byte_chat)
+        return
     message, prefix, answers, n = generate_prompt(task, seed=11, target_length=target, tokenizer=byte_tok, chat=byte_chat)
     prompt = build_prompt(message, prefix, byte_chat)  # the reference rendering the document was sized with
     assert n == count_tokens(byte_tok, prompt)
@@ -117,6 +125,10 @@ def test_smollm2_tokenizer_lengths_and_answers(target, smollm2):
     tok = smollm2.tokenizer
     chat = chat_function(tok, True)
     for i, task in enumerate(sorted(TASKS)):
+        if task == "record_recall" and target < 512:  # 24 records: ~330 tokens before any filler
+            with pytest.raises(LengthError, match="too short for task 'record_recall'"):
+                generate_prompt(task, seed=100 + i, target_length=target, tokenizer=tok, chat=chat)
+            continue
         message, prefix, answers, n = generate_prompt(
             task, seed=100 + i, target_length=target, tokenizer=tok, chat=chat, max_context=smollm2.max_context,
             model="smollm2", horizon=128,
