@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 
 from kvdiv.analysis.inputs import POOLED, stratum_key
-from kvdiv.outputs.style import ACTION_COLORS, apply_style, save_figure
+from kvdiv.outputs.style import action_colors, apply_style, save_figure
 
 EXPOSURE_COLOR = "#4c72b0"
 BRANCH_COLOR = "#dd8452"
@@ -20,9 +20,19 @@ def _stat(frame: pl.DataFrame, statistic: str) -> pl.DataFrame:
     return frame.filter(pl.col("statistic") == statistic)
 
 
-def plot_gap_bars(ax, decomposition: pl.DataFrame, model: str) -> None:
+#: Hatches telling the contrasts of one panel apart (cycled beyond their number).
+CONTRAST_HATCHES = (None, "//", "..", "xx", "\\\\", "++", "oo", "--")
+
+
+def contrast_hatch(k: int) -> str | None:
+    """The hatch of the ``k``-th contrast of a panel."""
+    return CONTRAST_HATCHES[k % len(CONTRAST_HATCHES)]
+
+
+def plot_gap_bars(ax, decomposition: pl.DataFrame, model: str) -> list[str]:
     """Stacked bars: exposure part and branch-mismatch part of each contrast's gap (pp), per stratum,
-    with the gap's bootstrap interval as an error bar."""
+    with the gap's bootstrap interval as an error bar; contrasts told apart by hatch (:func:`contrast_hatch`).
+    Returns the contrasts in bar order."""
     sub = decomposition.filter(pl.col("model") == model)
     contrasts = list(dict.fromkeys(sub["contrast"].to_list()))
     strata = sorted(set(sub["stratum"].to_list()) - {POOLED}, key=stratum_key) + [POOLED]
@@ -39,28 +49,41 @@ def plot_gap_bars(ax, decomposition: pl.DataFrame, model: str) -> None:
         exp, br = values("exposure_part"), values("branch_part")
         gap, lo, hi = values("gap"), values("gap", "lower"), values("gap", "upper")
         pos = x - 0.4 + width * (k + 0.5)
-        hatch = None if k == 0 else "//"
-        ax.bar(pos, exp, width * 0.95, color=EXPOSURE_COLOR, hatch=hatch, edgecolor="white",
-               label=f"exposure ({contrast})")
+        hatch = contrast_hatch(k)
+        ax.bar(pos, exp, width * 0.95, color=EXPOSURE_COLOR, hatch=hatch, edgecolor="white")
         ax.bar(pos, br, width * 0.95, bottom=np.where(np.sign(br) == np.sign(exp), exp, 0), color=BRANCH_COLOR,
-               hatch=hatch, edgecolor="white", label=f"branch mismatch ({contrast})")
+               hatch=hatch, edgecolor="white")
         ax.errorbar(pos, gap, yerr=[np.maximum(gap - lo, 0), np.maximum(hi - gap, 0)], fmt="none", ecolor="black",
                     capsize=2, lw=0.8)
     ax.axhline(0, color="black", lw=0.6)
     ax.set_xticks(x, [s.replace("_", " ") for s in strata], rotation=35, ha="right", rotation_mode="anchor")
     ax.set_ylabel("mismatch gap (pp)")
     ax.set_title(f"{model}: gap = exposure + branch mismatch")
+    return contrasts
+
+
+def gap_legend_handles(contrasts: list[str]) -> list:
+    """Legend entries of :func:`plot_gap_bars`: the two parts' colours, then one hatch per contrast."""
+    from matplotlib.patches import Patch
+
+    handles = [Patch(facecolor=EXPOSURE_COLOR, label="exposure part"),
+               Patch(facecolor=BRANCH_COLOR, label="branch-mismatch part")]
+    handles += [Patch(facecolor="0.88", edgecolor="0.35", hatch=contrast_hatch(k), label=c)
+                for k, c in enumerate(contrasts)]
+    return handles
 
 
 def plot_survival(ax, survival: pl.DataFrame, model: str, entry: pl.DataFrame | None = None,
                   colors: dict[str, str] | None = None) -> None:
     """First-divergence survival P(τ > t) per action with bootstrap bands; the legend gives each action's
     mean entry step among diverged chains (pooled over strata). ``colors``: action → colour (default: the style's
-    fixed colours, others cycling)."""
+    fixed colours, others distinct: :func:`kvdiv.outputs.style.action_colors`)."""
     sub = survival.filter(pl.col("model") == model)
-    for k, action in enumerate(sorted(sub["action"].unique().to_list())):
+    actions = sorted(sub["action"].unique().to_list())
+    colors = {**action_colors(actions), **(colors or {})}
+    for action in actions:
         s = sub.filter(pl.col("action") == action).sort("step")
-        color = (colors or ACTION_COLORS).get(action, f"C{k % 10}")
+        color = colors[action]
         label = action
         if entry is not None and entry.height:
             e = entry.filter((pl.col("model") == model) & (pl.col("action") == action) & (pl.col("stratum") == POOLED)
@@ -74,7 +97,10 @@ def plot_survival(ax, survival: pl.DataFrame, model: str, entry: pl.DataFrame | 
     ax.set_ylabel("P(no divergence by t)")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title(f"{model}: first-divergence survival")
-    ax.legend(frameon=False)
+    if len(sub["action"].unique()) > 3:  # beside the curves, not over them
+        ax.legend(frameon=False, fontsize=6.5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    else:
+        ax.legend(frameon=False)
 
 
 def plot_figure5(frames: dict[str, pl.DataFrame], pdf: str | Path, png: str | Path, dpi: int = 200,
@@ -84,13 +110,17 @@ def plot_figure5(frames: dict[str, pl.DataFrame], pdf: str | Path, png: str | Pa
     models = sorted(frames["decomposition"]["model"].unique().to_list()) or sorted(frames["survival"]["model"].unique().to_list())
     if not models:
         raise ValueError("Figure 5 has no data: the decomposition and survival tables are empty")
-    fig, axes = plt.subplots(len(models), 2, figsize=(width, row_height * len(models)), squeeze=False,
+    n_actions = frames["survival"]["action"].n_unique() if frames["survival"].height else 0
+    wide = n_actions > 3  # the survival legend goes beside its panel
+    handles = gap_legend_handles(list(dict.fromkeys(frames["decomposition"]["contrast"].to_list())))
+    ncol = 3 if len(handles) > 4 else 2
+    legend_height = 0.18 * -(-len(handles) // ncol) + 0.15  # inches below the panels, growing with its rows
+    height = row_height * len(models) + legend_height
+    fig, axes = plt.subplots(len(models), 2, figsize=(width + (2.2 if wide else 0), height), squeeze=False,
                              gridspec_kw={"width_ratios": [1.4, 1]})
     for i, model in enumerate(models):
         plot_gap_bars(axes[i, 0], frames["decomposition"], model)
         plot_survival(axes[i, 1], frames["survival"], model, frames.get("entry"))
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    top = 1 - 0.5 / (row_height * len(models))
-    fig.legend(handles, labels, loc="upper center", ncol=2, frameon=False, fontsize=7, bbox_to_anchor=(0.5, 1.0))
-    fig.tight_layout(rect=(0, 0, 1, top))
+    fig.legend(handles=handles, loc="lower center", ncol=ncol, frameon=False, fontsize=7, bbox_to_anchor=(0.5, 0.0))
+    fig.tight_layout(rect=(0, legend_height / height, 1, 1))
     save_figure(fig, pdf, png, dpi=dpi)

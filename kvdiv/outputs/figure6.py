@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 
 from kvdiv.analysis.inputs import POOLED, stratum_key
-from kvdiv.outputs.style import ACTION_COLORS, apply_style, save_figure
+from kvdiv.outputs.style import action_colors, apply_style, save_figure
 
 
 def plot_profiles(ax, profiles: pl.DataFrame, model: str, action: str, early: Sequence[int], late: Sequence[int]) -> None:
@@ -24,7 +24,7 @@ def plot_profiles(ax, profiles: pl.DataFrame, model: str, action: str, early: Se
         s = sub.filter(pl.col("stratum") == stratum).sort("depth")
         ax.plot(s["depth"], s["tv"], color=cmap(k), lw=0.8, alpha=0.8, label=stratum.replace("_", " "))
     pooled = sub.filter(pl.col("stratum") == POOLED).sort("depth")
-    color = ACTION_COLORS.get(action, "black")
+    color = action_colors([action])[action]
     if pooled.height:
         ax.plot(pooled["depth"], pooled["tv"], color="black", lw=1.8, label="pooled")
         ax.fill_between(pooled["depth"].to_numpy(), pooled["lower"].to_numpy(), pooled["upper"].to_numpy(), color=color,
@@ -43,6 +43,7 @@ def plot_contrasts(ax, contrasts: pl.DataFrame, model: str, statistic: str = "la
     sub = contrasts.filter((pl.col("model") == model) & (pl.col("statistic") == statistic))
     strata = sorted(set(sub["stratum"].to_list()) - {POOLED}, key=stratum_key) + [POOLED]
     actions = sorted(sub["action"].unique().to_list())
+    colors = action_colors(actions)
     y = np.arange(len(strata))
     step = 0.7 / max(1, len(actions))
     for k, action in enumerate(actions):
@@ -53,7 +54,7 @@ def plot_contrasts(ax, contrasts: pl.DataFrame, model: str, statistic: str = "la
         hi = np.array([100 * lookup[st]["upper"] if st in lookup else np.nan for st in strata])
         pos = y - 0.35 + step * (k + 0.5)
         ax.errorbar(est, pos, xerr=[np.maximum(est - lo, 0), np.maximum(hi - est, 0)], fmt="o", ms=3, capsize=2,
-                    color=ACTION_COLORS.get(action), label=action)
+                    color=colors[action], label=action)
     ax.axvline(0, color="black", lw=0.6)
     ax.set_yticks(y, [s.replace("_", " ") for s in strata])
     ax.set_xlabel("late − early branch TV (pp)")

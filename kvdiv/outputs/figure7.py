@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 
 from kvdiv.analysis.inputs import POOLED, stratum_key
-from kvdiv.outputs.style import ACTION_COLORS, apply_style, save_figure
+from kvdiv.outputs.style import action_colors, apply_style, save_figure
 
 
 def _intervals(ax, frame: pl.DataFrame, labels: list[str], key: str, color: str, offset: float, label: str) -> None:
@@ -55,8 +55,9 @@ def plot_figure7(frames: dict[str, pl.DataFrame], pdf: str | Path, png: str | Pa
         for k, (stat, label) in enumerate((("late_minus_early", "all steps"), ("late_minus_early_strict_pre_eos", "strict pre-EOS"))):
             s = pooled.filter(pl.col("statistic") == stat)
             _intervals(ax, s, actions, "action", "black" if k == 0 else "grey", 0.15 * k, label)
+        colors = action_colors(actions)
         for tick, action in zip(ax.get_xticklabels(), actions):
-            tick.set_color(ACTION_COLORS.get(action, "black"))
+            tick.set_color(colors[action])
         ax.axhline(0, color="black", lw=0.6)
         ax.set_ylabel("late − early branch TV (pp)")
         ax.set_title(f"{model}: branch TV late − early")

@@ -38,6 +38,22 @@ ACTION_COLORS = {
 }
 
 
+#: Colours for actions without a fixed one (matplotlib's tab10, then tab20's lighter shades).
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d")
+
+
+def action_colors(actions) -> dict[str, str]:
+    """A colour per action of one figure: the paper's actions keep theirs (:data:`ACTION_COLORS`), the others take
+    the first :data:`PALETTE` colours no other action of the figure has (cycling only beyond the palette)."""
+    actions = list(dict.fromkeys(actions))
+    out = {a: ACTION_COLORS[a] for a in actions if a in ACTION_COLORS}
+    free = [c for c in PALETTE if c not in set(out.values())] or list(PALETTE)
+    for k, a in enumerate(a for a in actions if a not in out):
+        out[a] = free[k % len(free)]
+    return out
+
+
 def apply_style() -> None:
     """Set kvdiv's rcParams."""
     plt.rcParams.update(RC)

@@ -366,3 +366,16 @@ def test_decomposition_when_one_action_never_diverges():
     out = decomposition.decomposition_stat(m)
     assert out["exposure_share"] == pytest.approx(1.0) and out["gap"] == pytest.approx(0.32)
     assert np.isnan(out["rate_b"]) and out["rate_a"] == pytest.approx(0.75)
+
+
+def test_every_action_of_a_figure_gets_its_own_colour():
+    """The paper's actions keep their colours; others take colours no other action of the figure has (a config with
+    seven actions, as config/decoding.yaml, drew two pairs of curves in one colour before)."""
+    from kvdiv.outputs.style import ACTION_COLORS, PALETTE, action_colors
+
+    actions = ["dec_256_128", "dec_256_32", "dec_512_128", "dec_512_32", "recent_half", "snapkv_half", "both"]
+    colors = action_colors(actions)
+    assert len(set(colors.values())) == len(actions)
+    assert colors["snapkv_half"] == ACTION_COLORS["snapkv_half"] and colors["recent_half"] == ACTION_COLORS["recent_half"]
+    many = action_colors([f"a{i}" for i in range(len(PALETTE) + 2)])  # beyond the palette: cycles
+    assert len(set(many.values())) == len(PALETTE)
