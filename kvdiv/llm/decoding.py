@@ -1,16 +1,12 @@
 """Decode-time compression: kvpress's decoding presses run along each chain's own history.
 
-kvpress's :class:`~kvpress.DecodingPress` (and :class:`~kvpress.CompressionRatioDecodingPress`, and the decoding half of
-:class:`~kvpress.PrefillDecodingPress`) is a forward hook that, on every decode forward, buffers the attention input
-of the new token per layer and, every ``compression_interval`` forwards, cuts that layer's cache to ``target_size``
-with its scorer press. The hook keeps its state (step counts, hidden-state buffers) on the press, one sequence at a
-time. :class:`~kvdiv.llm.session.KernelSession` decodes many chains in one batched forward, each with its own cache, so
-the state lives here, per chain (:class:`ChainState`), and :func:`run_decoding_hooks` calls the press's own
-``forward_hook`` once per chain and layer after the forward, with that chain's state swapped onto the press and a
-stand-in cache holding that chain's entries (:class:`_ChainCacheLayer`). Running the hook after the forward instead of
-inside it changes nothing: a layer's compression after its attention cannot change the later layers' inputs of the
-same forward. Semantics (which step first reads a compressed cache, what prompt tokens count):
-docs/internals.md#decode-time-compression.
+kvpress's ``DecodingPress`` (also ``CompressionRatioDecodingPress`` and ``PrefillDecodingPress``'s decoding half) is a
+forward hook keeping its state (step counts, buffered attention inputs per layer) on the press, one sequence at a time.
+:class:`~kvdiv.llm.session.KernelSession` decodes many chains per forward, each with its own cache, so the state lives
+here per chain (:class:`ChainState`) and :func:`run_decoding_hooks` calls the press's own ``forward_hook`` per chain and
+layer after the forward, with the chain's state swapped onto the press and a stand-in cache of the chain's entries
+(a cut after a layer's attention cannot change the later layers' inputs of the same forward, so after equals inside).
+Semantics: docs/internals.md#decode-time-compression.
 """
 
 from __future__ import annotations
