@@ -37,6 +37,15 @@ LIMIT = int(os.environ.get("KVDIV_SLURM_TEST_TIMEOUT", "1800"))
 COMMAND_LIMIT = 60
 
 
+def smoke_paths():
+    """The smoke config's paths (:class:`kvdiv.layout.Layout` of its ``results`` root: results/smoke)."""
+    import yaml
+
+    from kvdiv.layout import Layout
+
+    return Layout(yaml.safe_load((REPO / "config/smoke.yaml").read_text())["results"])
+
+
 def cluster_problem() -> str | None:
     """What keeps the test cluster from taking jobs (sinfo, partition `cpu`), or None when it is up."""
     if shutil.which("sinfo") is None:
@@ -185,7 +194,7 @@ def test_oversized_memory_request_is_refused_at_submission(tmp_path):
     SLURM's reason, and snakemake exits by itself (a pending job would keep it waiting until the timeout); nothing
     of it waits in the queue (slurmctld lists the refused request as FAILED)."""
     work = copy_repo(tmp_path / "wf")
-    target = "results/finite_state/systems/v2h8-s0.01-persistent-noeos.json"
+    target = smoke_paths().finite_system("v2h8-s0.01-persistent-noeos")  # under the smoke config's own root
     started = time.monotonic()
     # the profile's `resources` clip every job to 8000 MB: raise that bound too, as a user overriding both would
     proc = run(work, [*SNAKEMAKE, *SMOKE, *PROFILE, "--retries", "0", "--resources", "mem_mb=400000", "cpus_per_task=4",

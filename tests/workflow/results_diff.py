@@ -14,7 +14,7 @@ Strict (any difference fails):
 - the same set of those files on both sides.
 
 Reported, not failed: files whose bytes record when or how long a run took (``provenance.json``'s
-``resolved_at``, job benchmarks ``results/benchmarks/**.tsv`` named after their rule), figures (PNG byte for byte,
+``resolved_at``, job benchmarks ``benchmarks/**.tsv`` and job logs ``logs/**.log`` under any config's root), figures (PNG byte for byte,
 PDF byte for byte but for matplotlib's ``/CreationDate``; listed when they differ, failed with
 ``--strict-figures``), and Snakemake's ``.snakemake_timestamp``.
 """
@@ -95,8 +95,11 @@ def _volatile(rel: str) -> str | None:
     name = rel.rsplit("/", 1)[-1]
     if name == ".snakemake_timestamp":
         return "Snakemake's directory timestamp"
-    if rel.startswith("benchmarks/") and rel.endswith(".tsv"):
+    parents = rel.split("/")[:-1]  # under the default root or a config's own (smoke/benchmarks/..., smoke/logs/...)
+    if "benchmarks" in parents and rel.endswith(".tsv"):
         return "job benchmark (wall time, memory; named after its rule)"
+    if "logs" in parents and rel.endswith(".log"):
+        return "job log (times, paths and progress of the run that wrote it)"
     if name == "provenance.json":
         return "model provenance (resolved_at)"
     return None

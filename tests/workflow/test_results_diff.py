@@ -21,6 +21,10 @@ def make_results(root):
     (root / "tables/table2.md").write_text("| a |\n")
     (root / "benchmarks/metrics/s").mkdir(parents=True)
     (root / "benchmarks/metrics/s/m.tsv").write_text("s\n1.0\n")
+    (root / "smoke/logs/metrics/s").mkdir(parents=True)  # a config's own root holds its logs and benchmarks
+    (root / "smoke/logs/metrics/s/m.log").write_text("started 12:00\n")
+    (root / "smoke/benchmarks/metrics/s").mkdir(parents=True)
+    (root / "smoke/benchmarks/metrics/s/m.tsv").write_text("s\n1.0\n")
     return root
 
 
@@ -37,10 +41,12 @@ def test_identical_runs_compare_equal_and_wall_times_may_differ(tmp_path):
     shutil.copytree(a, b)
     edit_store(b / "s/cube/m.zarr", lambda root: root.attrs.update(wall_time_total_s=99.0))
     (b / "benchmarks/metrics/s/m.tsv").write_text("s\n2.0\n")
+    (b / "smoke/benchmarks/metrics/s/m.tsv").write_text("s\n3.0\n")
+    (b / "smoke/logs/metrics/s/m.log").write_text("started 12:01\n")
     result = compare_results(a, b)
     assert result.identical, result.summary()
     assert result.stores == 1 and result.arrays > 10 and result.files == 3  # parquet, its .sha256, table
-    assert any("job benchmark" in n for n in result.notes)
+    assert sum("job benchmark" in n for n in result.notes) == 2 and any("job log" in n for n in result.notes)
 
 
 def test_a_changed_value_byte_attribute_or_file_is_a_difference(tmp_path):
