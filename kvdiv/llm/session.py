@@ -1,7 +1,8 @@
 """Kernel pairs (P, Q) from a real LLM: one prefill, every action's evicted cache, batched decoding.
 
 P is the model with the full prompt cache ("reference"); an action's Q is the same model with the prompt cache
-evicted once after prefill by the action's press (persistent eviction). One prefill serves all actions (hooks run
+evicted once after prefill by the action's press (persistent eviction), and for a decoding press cut again along each
+chain's own history while it generates (:mod:`kvdiv.llm.decoding`). One prefill serves all actions (hooks run
 each press on a private capture cache; the reference cache is never mutated); :meth:`KernelSession.step` advances
 several chains with different caches in ONE batched forward, with the attention of
 :mod:`kvdiv.llm.decode_attention`. What is supported and how: docs/internals.md#kernel-pairs; the kernels'
