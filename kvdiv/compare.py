@@ -12,6 +12,7 @@ workflow (tests/test_compare.py compares them array for array). Reference: docs/
 
 from __future__ import annotations
 
+import inspect
 import shutil
 import sys
 import tempfile
@@ -254,3 +255,4 @@ class _CallableModule(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _CallableModule
+sys.modules[__name__].__signature__ = inspect.signature(compare)  # help(kvdiv.compare), inspect: compare's own
