@@ -587,8 +587,8 @@ def step_sessions(
     first = running[0].session
     dev = first.device
     # rows whose cache compresses during decoding: their attention inputs are captured for the press's hook
-    decoding = [p for p in running if p.session._decoding and not p.session._in_prompt
-                and any(a[2].decode is not None for a in p.active)]
+    decoding = {id(p) for p in running if p.session._decoding and not p.session._in_prompt
+                and any(a[2].decode is not None for a in p.active)}
     pad = _padding_rows(row, model, dev)
     if pad:
         plan.parts.append(_padding_part(first, row, pad))
@@ -622,7 +622,7 @@ def step_sessions(
             ch.length += 1
             ch.position += 1
             p.out[i] = laws[r]
-        if p in decoding:
+        if id(p) in decoding:
             p.session._compress_during_decoding(p, dp.row0, capture.inputs)
     return [p.out for p in parts]
 

@@ -371,7 +371,7 @@ def check_decoding_press(press: BasePress, name: str) -> None:
     if part is None:
         return
     window = getattr(part.base_press, "window_size", None)
-    if isinstance(part.base_press, BasePress) and window is None:
+    if window is None:  # an AdaKVPress base press: its scorer's window
         window = getattr(getattr(part.base_press, "press", None), "window_size", None)
     if isinstance(window, int):
         buffered = min(part.compression_interval, part.hidden_states_buffer_size)
