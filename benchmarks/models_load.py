@@ -34,7 +34,7 @@ def main() -> None:
 
     hf_logging.disable_progress_bar()
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    validate(config, str(REPO / "config" / "schema.yaml"))
+    validate(config, str(REPO / "kvdiv" / "data" / "schema.yaml"))
     spec = config["models"]["smollm2"]
     ids = torch.arange(100, 164)[None]
     gguf_times, safetensors_times = [], []

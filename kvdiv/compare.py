@@ -119,7 +119,7 @@ def compare(
         document), a list of token ids, a documents-JSONL record, or a list of these.
     actions : name → a kvpress press instance (yours, kvpress's or kvdiv's) or a config spec ``{press: ..., ...}``.
     horizon, replicates, temperature, mode, evict_first_step, tv_atol, compress : as a study's keys
-        (config/schema.yaml); ``compress="context"`` keeps each prompt's question (its last paragraph, or a record's
+        (kvdiv/data/schema.yaml); ``compress="context"`` keeps each prompt's question (its last paragraph, or a record's
         ``question``) out of compression, as kvpress's pipeline.
     seed, study_seed : the master and study seeds; replicate r of action a on prompt i samples from
         ``derive_rng(seed, study_seed, ids[i], a, r)``, exactly as the workflow's trajectory job.

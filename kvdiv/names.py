@@ -1,7 +1,7 @@
 """Names that become path components: models, actions, studies, strata (and document ids built from them).
 
 A name is used verbatim as a file or directory name, so it must not be able to escape its directory or alias another
-output. One rule, written here and used by ``config/schema.yaml``'s ``$defs.name.pattern`` (a test keeps the two
+output. One rule, written here and used by ``kvdiv/data/schema.yaml``'s ``$defs.name.pattern`` (a test keeps the two
 equal), the workflow's wildcard constraints (``rules/common.smk``), the CLI and the library: 1 to
 :data:`MAX_LENGTH` characters from ``A-Z a-z 0-9 _ . -`` starting with a letter or digit, no name its kind reserves
 (:data:`RESERVED`, case-insensitively; an action is no store array name), no name ending in one substring repeated
@@ -17,7 +17,7 @@ from typing import Iterable, Mapping
 
 from kvdiv.layout import RESULTS_ENTRIES, stratum_name
 
-#: The allowed names (the same pattern is ``$defs.name.pattern`` in config/schema.yaml).
+#: The allowed names (the same pattern is ``$defs.name.pattern`` in kvdiv/data/schema.yaml).
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 #: The pattern without anchors, for Snakemake ``wildcard_constraints``.
 NAME_REGEX = NAME_PATTERN[1:-1]

@@ -28,7 +28,7 @@ rule document:
         source=lambda wildcards: get_documents_source(wildcards.study),
         horizon=lambda wildcards: get_study(wildcards.study)["horizon"],
         code=script_code("document.py"),
-    priority: config_checks.DOCUMENT_PRIORITY
+    priority: DOCUMENT_PRIORITY
     log:
         paths.log("document", "{study}/{stratum}/{first}-{last}"),
     benchmark:

@@ -31,7 +31,7 @@ for _study in get_studies():
                 shadow:
                     "minimal"
                 threads: get_model_spec(_model)["threads"]
-                priority: config_checks.trajectory_batch_priority(config, _study, _batch)
+                priority: get_trajectory_priority(_study, _batch)
                 resources:
                     **get_trajectory_resources(_model),
                 params:

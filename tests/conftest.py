@@ -76,7 +76,7 @@ def default_config() -> dict:
     from snakemake.utils import validate
 
     config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
-    validate(config, str(REPO_ROOT / "config" / "schema.yaml"))
+    validate(config, str(REPO_ROOT / "kvdiv" / "data" / "schema.yaml"))
     return config
 
 

@@ -38,7 +38,7 @@ def test_good_names_pass(name):
 
 
 def test_schema_uses_the_kvdiv_name_pattern():
-    schema = yaml.safe_load((REPO / "config/schema.yaml").read_text())
+    schema = yaml.safe_load((REPO / "kvdiv/data/schema.yaml").read_text())
     assert schema["$defs"]["name"]["pattern"] == NAME_PATTERN
     for section in ("models", "actions", "studies"):
         assert schema["properties"][section]["propertyNames"] == {"$ref": "#/$defs/name"}

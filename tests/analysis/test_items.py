@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_items_are_the_keys_of_analysis_studies_in_the_schema():
-    schema = yaml.safe_load((REPO / "config/schema.yaml").read_text())
+    schema = yaml.safe_load((REPO / "kvdiv/data/schema.yaml").read_text())
     studies = schema["properties"]["analysis"]["properties"]["studies"]
     assert set(studies["properties"]) == set(items.ITEMS)
     # the default builds the paper's five items; the probabilistic study is opt-in (config/probabilistic.yaml)

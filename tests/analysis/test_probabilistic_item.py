@@ -117,7 +117,7 @@ def test_probabilistic_config_builds_only_its_item(tmp_path):
     for rule, count in re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M):  # (the table may be printed twice)
         counts[rule] = int(count)
     batches = sum(count for rule, count in counts.items() if rule.startswith("trajectories_"))
-    schema = yaml.safe_load((work / "config/schema.yaml").read_text())
+    schema = yaml.safe_load((work / "kvdiv/data/schema.yaml").read_text())
     spec = config["models"]["smollm2"]
     size = spec.get("documents_per_job") or schema["properties"]["models"]["additionalProperties"]["properties"][
         "documents_per_job"]["default"]

@@ -398,7 +398,7 @@ def test_gguf_sources_require_sha256_in_library_and_schema(tmp_path, spec):
     with pytest.raises(ValueError, match="needs the key 'sha256'"):
         sources.resolve_model("m", spec, tmp_path / "m")
     with pytest.raises(Exception, match="'sha256' is a required property"):
-        validate({"models": {"m": dict(spec)}}, str(Path(__file__).resolve().parents[2] / "config/schema.yaml"))
+        validate({"models": {"m": dict(spec)}}, str(Path(__file__).resolve().parents[2] / "kvdiv/data/schema.yaml"))
 
 
 def test_source_files_of_local_and_gguf_specs_are_what_resolution_reads(tmp_path):

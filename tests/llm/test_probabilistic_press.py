@@ -595,13 +595,13 @@ def test_global_budget_meets_the_target_on_smollm2(smollm2, smollm2_prompt):
 
 
 def test_schema_documents_the_press_arguments_and_defaults():
-    """config/schema.yaml's $defs/ProbabilisticPress lists every argument of the press with the press's default."""
+    """kvdiv/data/schema.yaml's $defs/ProbabilisticPress lists every argument of the press with the press's default."""
     import dataclasses
     from pathlib import Path
 
     import yaml
 
-    schema = yaml.safe_load((Path(__file__).resolve().parents[2] / "config" / "schema.yaml").read_text())
+    schema = yaml.safe_load((Path(__file__).resolve().parents[2] / "kvdiv" / "data" / "schema.yaml").read_text())
     documented = schema["$defs"]["ProbabilisticPress"]["properties"]
     fields = {f.name: f for f in dataclasses.fields(ProbabilisticPress) if f.init}
     assert set(documented) == set(fields)

@@ -125,7 +125,7 @@ def test_one_default_tv_atol_for_the_workflow_and_the_library():
     from kvdiv.trajectories.generate import generate, generate_documents
     from kvdiv.trajectories.job import run_documents
 
-    schema = yaml.safe_load((Path(__file__).resolve().parents[2] / "config/schema.yaml").read_text())
+    schema = yaml.safe_load((Path(__file__).resolve().parents[2] / "kvdiv/data/schema.yaml").read_text())
     study = schema["properties"]["studies"]["additionalProperties"]["properties"]
     assert study["tv_atol"]["default"] == TV_ATOL
     import kvdiv.compare  # noqa: F401  (then the package attribute is the callable module: as users see it after)

@@ -1,5 +1,5 @@
-"""The whole workflow config checked when the workflow starts, whatever it plans (rules/common.smk calls
-:func:`check_config` after the schema has filled its defaults).
+"""The whole workflow config checked when the workflow starts, whatever it plans (:func:`kvdiv.config.load`, and
+rules/common.smk, call :func:`check_config` after the schema has filled its defaults).
 
 Every check runs at start-up (a check in an input function would run only when its job is planned) and raises a
 :class:`ConfigError` naming the key (and file, line or value): duplicate YAML keys in every config file read,
@@ -10,72 +10,14 @@ docs/configuration.md lists what is validated.
 
 from __future__ import annotations
 
-import re
 import string
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 
-from kvdiv import layout
-
-
-class ConfigError(ValueError):
-    """A config the workflow refuses at start-up (the message names the key, file or value)."""
-
-
-# --- YAML files -----------------------------------------------------------------------------------------------
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """A SafeLoader whose mappings refuse a key given twice (PyYAML keeps the last silently)."""
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen: dict[Any, int] = {}
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":
-            continue
-        key = loader.construct_object(key_node, deep=True)
-        line = key_node.start_mark.line + 1
-        try:
-            first = seen.setdefault(key, line)
-        except TypeError:  # an unhashable key: SafeLoader's own error says so
-            break
-        if first != line:
-            raise ConfigError(
-                f"{loader.name}:{line}: duplicate key {key!r} (first given at line {first}); YAML would keep only "
-                "the last one silently"
-            )
-    loader.flatten_mapping(node)
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def load_yaml_strict(path: str | Path) -> Any:
-    """The YAML document at ``path``; a key given twice in one mapping is a :class:`ConfigError` naming the file,
-    the line and the key."""
-    path = Path(path)
-    with open(path, encoding="utf-8") as fh:
-        loader = _StrictLoader(fh)
-        loader.name = str(path)
-        try:
-            return loader.get_single_data()
-        finally:
-            loader.dispose()
-
-
-def check_config_files(paths: Iterable[str | Path]) -> None:
-    """Every config file Snakemake read (the embedded default and each ``--configfile``), strictly re-read."""
-    for path in paths:
-        if Path(path).is_file():
-            load_yaml_strict(path)
-
-
-# --- the whole config -----------------------------------------------------------------------------------------
+from kvdiv.config.files import ConfigError
+from kvdiv.config.plan import _studies, study_models, study_strata, trajectory_batches, trajectory_rule_name
 
 
 #: Most documents one config may plan (all studies): Snakemake's planning grows with its jobs (the smoke config with
@@ -88,62 +30,6 @@ MAX_TRAJECTORY_RULES = 5000
 MAX_STEP_ARRAY = 10**8
 #: Most histories an exact finite-state enumeration may visit (vocab ** (2 horizon) pairs of paths).
 MAX_FINITE_PATHS = 10**7
-
-
-def _studies(config: Mapping) -> Mapping:
-    return config.get("studies") or {}
-
-
-def study_models(config: Mapping, study: str) -> list[str]:
-    """The models a study runs (its ``models``, default all)."""
-    return list(config["studies"][study].get("models") or config["models"])
-
-
-def study_strata(config: Mapping, study: str) -> list[str]:
-    """A study's stratum names ``{family}_{length}``, in config order."""
-    return [layout.stratum_name(s["family"], s["length"]) for s in config["studies"][study]["strata"]]
-
-
-def document_blocks(config: Mapping, study: str, size: int) -> list[tuple[str, int, int, list[str]]]:
-    """[(stratum, first, last, [document ids])] of a study: per stratum, documents in blocks of ``size`` by index
-    (block k holds i = k .. k + size − 1, fewer in the last, named after the full range), so adding a document changes
-    only its own block. One job each: the document blocks (the reference tokenizer model's size) and the trajectory
-    batches (the model's)."""
-    n = config["studies"][study]["documents_per_stratum"]
-    return [
-        (stratum, k, k + size - 1, [layout.document_id(study, stratum, i) for i in range(k, min(k + size, n))])
-        for stratum in study_strata(config, study)
-        for k in range(0, n, size)
-    ]
-
-
-def trajectory_batches(config: Mapping, study: str, model: str) -> list[tuple[str, list[str]]]:
-    """[(batch name, [document ids])] of a (study, model): :func:`document_blocks` of the model's
-    ``documents_per_job``, named ``{stratum}-{first:04d}-{last:04d}``."""
-    blocks = document_blocks(config, study, config["models"][model]["documents_per_job"])
-    return [(f"{stratum}-{first:04d}-{last:04d}", ids) for stratum, first, last, ids in blocks]
-
-
-def trajectory_batch_priority(config: Mapping, study: str, batch: str) -> int:
-    """The scheduling priority of one trajectory batch: its estimated cost, documents × (stratum length + horizon)
-    × (actions + 1) in thousands of token-chains, so that Snakemake starts the longest batches first and the run
-    does not end on one long job (longest-processing-time-first). Document blocks outrank every batch
-    (:data:`DOCUMENT_PRIORITY`): they are cheap and every batch waits on one."""
-    spec = config["studies"][study]
-    stratum = batch.rsplit("-", 2)[0]
-    length = next(s["length"] for s in spec["strata"] if layout.stratum_name(s["family"], s["length"]) == stratum)
-    first, last = (int(k) for k in batch.rsplit("-", 2)[1:])
-    n = min(last, spec["documents_per_stratum"] - 1) - first + 1
-    return max(1, round(n * (length + spec["horizon"]) * (len(spec["actions"]) + 1) / 1000))
-
-
-DOCUMENT_PRIORITY = 1_000_000_000
-
-
-def trajectory_rule_name(study: str, model: str, batch: str) -> str:
-    """The rule name of one trajectory batch: ``trajectories_`` + study, model and batch, other characters than
-    ``[A-Za-z0-9_]`` as ``_``."""
-    return re.sub(r"[^A-Za-z0-9_]", "_", f"trajectories_{study}_{model}_{batch}")
 
 
 def check_config(config: Mapping, given: Mapping | None = None, *, basedir: str | Path = ".") -> None:

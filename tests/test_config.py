@@ -1,4 +1,4 @@
-"""kvdiv.config_checks: the whole config checked at start-up, whatever the workflow plans.
+"""kvdiv.config: the whole config checked at start-up, whatever the workflow plans.
 
 Each case is a hostile edit of config/smoke.yaml that the workflow used to accept (silently, or with an unclear
 error from inside Snakemake or a job, or "Nothing to be done" after a complete run); each must now be refused by
@@ -15,13 +15,10 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from kvdiv import config_checks
-from kvdiv.config_checks import (
-    ConfigError,
-    check_config,
-    load_yaml_strict,
-    trajectory_rule_name,
-)
+from kvdiv.config import files, plan
+from kvdiv.config.checks import check_config
+from kvdiv.config.files import ConfigError, load_yaml_strict
+from kvdiv.config.plan import trajectory_rule_name
 from kvdiv.names import check_config_names
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,7 +31,7 @@ def checked(edit, basedir: Path = REPO) -> None:
     config = copy.deepcopy(SMOKE)
     edit(config)
     given = copy.deepcopy(config)
-    validate(config, str(REPO / "config/schema.yaml"))
+    validate(config, str(REPO / "kvdiv/data/schema.yaml"))
     check_config_names(config)
     check_config(config, given, basedir=basedir)
 
@@ -45,7 +42,7 @@ def test_the_shipped_configs_pass():
             continue
         config = load_yaml_strict(path)
         given = copy.deepcopy(config)
-        validate(config, str(REPO / "config/schema.yaml"))
+        validate(config, str(REPO / "kvdiv/data/schema.yaml"))
         check_config_names(config)
         check_config(config, given)
 
@@ -288,7 +285,7 @@ def test_duplicate_keys_are_refused_naming_file_line_and_key(tmp_path):
     )
     assert yaml.safe_load(path.read_text())["actions"]["snap"] == {"press": "TOVAPress"}  # what PyYAML does
     with pytest.raises(ConfigError, match=rf"{path}:4: duplicate key 'snap' \(first given at line 2\)"):
-        config_checks.check_config_files([path])
+        files.check_config_files([path])
     nested = tmp_path / "nested.yaml"
     nested.write_text("studies:\n  s:\n    seed: 1\n    horizon: 8\n    seed: 2\n")
     with pytest.raises(ConfigError, match=rf"{nested}:5: duplicate key 'seed'"):
@@ -371,10 +368,10 @@ def test_trajectory_batch_priority_orders_batches_by_cost_and_documents_first():
     config = yaml.safe_load((REPO / "config/config.yaml").read_text())
     config["models"]["smollm2"]["documents_per_job"] = 2  # blocks of 2: the last block of 3 documents holds one
     study = config["studies"]["retention50"]
-    batches = [name for name, _ in config_checks.trajectory_batches(config, "retention50", "smollm2")]
-    priority = {name: config_checks.trajectory_batch_priority(config, "retention50", name) for name in batches}
+    batches = [name for name, _ in plan.trajectory_batches(config, "retention50", "smollm2")]
+    priority = {name: plan.trajectory_batch_priority(config, "retention50", name) for name in batches}
     actions = len(study["actions"]) + 1
     assert priority["ruler_1536-0000-0001"] == round(2 * (1536 + 128) * actions / 1000)
     assert priority["ruler_1536-0002-0003"] == round(1 * (1536 + 128) * actions / 1000)
     assert priority["helmet_1536-0000-0001"] > priority["helmet_1024-0000-0001"] > priority["helmet_640-0000-0001"]
-    assert max(priority.values()) < config_checks.DOCUMENT_PRIORITY
+    assert max(priority.values()) < plan.DOCUMENT_PRIORITY

@@ -1,0 +1,28 @@
+"""The only reader of the config's layout: :func:`load` (YAML read strictly, the schema's defaults filled, every
+check), :func:`check_config` (every cross-key check), the plan (:mod:`~kvdiv.config.plan`), the workflow's lookups
+(:mod:`~kvdiv.config.lookups`) and the typed settings the library takes (:mod:`~kvdiv.config.settings`).
+
+Importing this package imports nothing else (jobs import :mod:`kvdiv.config.settings` alone); the names below load
+their module on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_EXPORTS = {
+    "load": "kvdiv.config.files", "validate": "kvdiv.config.files", "generation": "kvdiv.config.files",
+    "ConfigError": "kvdiv.config.files", "SCHEMA": "kvdiv.config.files",
+    "check_config": "kvdiv.config.checks",
+    "Generation": "kvdiv.config.settings", "Runtime": "kvdiv.config.settings",
+    "DocumentRequest": "kvdiv.config.settings",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'kvdiv.config' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

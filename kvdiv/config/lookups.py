@@ -1,0 +1,323 @@
+"""What the workflow's rules look up in a checked config (rules/common.smk binds each ``get_*`` helper to one method
+of :class:`Lookups`): paths, specs, document blocks, trajectory batches, params, resources. Lookups decide nothing
+the start-up checks have not already decided; a name they cannot find is a ``ValueError`` naming it."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kvdiv import cluster, layout
+from kvdiv.analysis import items
+from kvdiv.codehash import code_hash
+from kvdiv.config import plan
+from kvdiv.config.settings import Generation, Runtime
+
+
+def canonical(value: Any) -> Any:
+    """``value`` with every mapping's keys sorted (recursively): params built from config sections compare equal
+    however the YAML orders its keys, so reordering a config reruns nothing."""
+    if isinstance(value, dict):
+        return {key: canonical(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [canonical(item) for item in value]
+    return value
+
+
+class Lookups:
+    """The lookups of one checked ``config``; ``basedir`` is the workflow's directory (its scripts), ``paths`` the
+    config's :class:`kvdiv.layout.Layout`, ``overwrite_resources`` what a profile or ``--set-resources`` gives."""
+
+    def __init__(self, config: Mapping[str, Any], basedir: str | Path, paths: layout.Layout,
+                 overwrite_resources: Mapping[str, Any] | None = None) -> None:
+        self.config, self.basedir, self.paths = config, Path(basedir), paths
+        self.overwrite_resources = dict(overwrite_resources or {})
+        self.rule_names: dict[str, tuple[str, str, str]] = {}
+        self._document_strata: dict[str, dict[str, str]] = {}
+        analysed = self.config["analysis"]["studies"]
+        # the items this config builds: those named in analysis.studies (kvdiv.analysis.items order)
+        self.figure_items = tuple(item for item in items.FIGURES if item in analysed)
+        self.table_items = tuple(item for item in items.TABLES if item in analysed)
+        self.analysed_items = tuple(item for item in items.ANALYSED if item in analysed)
+
+    # --- workflow files and code ---
+
+    def workflow_file(self, relative: str) -> str:
+        """A file shipped with the workflow, resolved against the Snakefile's directory (``snakemake -d`` works)."""
+        return str(self.basedir / relative)
+
+    @functools.cache
+    def script_code(self, script: str) -> str:
+        """The ``code`` param of a job running workflow_scripts/{script}: the hash of every kvdiv module it imports,
+        transitively, and the data files they read (:mod:`kvdiv.codehash`); once per script and planning."""
+        return code_hash(str(self.basedir / "workflow_scripts" / script))
+
+    # --- models ---
+
+    def models(self) -> list[str]:
+        return list(self.config["models"])
+
+    def model_spec(self, model: str) -> dict:
+        """The config spec of one model (keys sorted)."""
+        return canonical(self.config["models"][model])
+
+    def model_params(self, model: str) -> dict:
+        """A model's spec without its runtime keys (:class:`Runtime`): the ``model_spec`` param of its rules."""
+        return Runtime.split(self.model_spec(model))[0]
+
+    def model_runtime(self, model: str) -> Runtime:
+        return Runtime.split(self.model_spec(model))[1]
+
+    def model_dir(self, model: str) -> str:
+        return self.paths.model_dir(model)
+
+    def model_ready(self, model: str) -> str:
+        """The file marking a model as resolved: the input of every rule that loads the model."""
+        return self.paths.model_ready(model)
+
+    def model_seed(self, model: str) -> int | None:
+        """The initialisation seed of a random model, derive_seed(master seed, "model", name); None otherwise."""
+        from kvdiv.seeds import derive_seed
+
+        if self.model_spec(model)["source"] != "random":
+            return None
+        return derive_seed(self.config["seed"], "model", model)
+
+    def model_resolve_inputs(self, model: str) -> list[str]:
+        """A random model with another model's tokenizer needs that model resolved first; a local or gguf model's
+        files on disk are inputs (editing one reruns the resolution)."""
+        spec = self.model_spec(model)
+        tokenizer = spec.get("tokenizer")
+        if spec["source"] == "random" and tokenizer and tokenizer != "bytes":
+            if tokenizer not in self.config["models"]:
+                raise ValueError(f"model {model!r}: tokenizer {tokenizer!r} is neither 'bytes' nor a configured model")
+            return [self.model_ready(tokenizer)]
+        if spec["source"] in ("local", "gguf"):
+            from kvdiv.llm.sources import source_files
+
+            return [str(path) for path in source_files(spec)]
+        return []
+
+    # --- finite state ---
+
+    def finite_state(self) -> dict:
+        return self.config["finite_state"]
+
+    def finite_system_files(self) -> list[str]:
+        """One system file per member of the finite-state suite, named after its design factors."""
+        from kvdiv.finite.suite import suite_specs
+
+        return [self.paths.finite_system(spec.name) for spec in suite_specs(self.finite_state())]
+
+    # --- studies and documents ---
+
+    def studies(self) -> list[str]:
+        return list(self.config.get("studies", {}))
+
+    def study(self, study: str) -> dict:
+        return self.config["studies"][study]
+
+    def study_models(self, study: str) -> list[str]:
+        return plan.study_models(self.config, study)
+
+    def action_specs(self, study: str) -> dict:
+        """{action name: press spec} of a study's actions, in the study's order (spec keys sorted)."""
+        return {name: canonical(self.config["actions"][name]) for name in self.study(study)["actions"]}
+
+    def strata(self, study: str) -> list[str]:
+        return plan.study_strata(self.config, study)
+
+    def reference_tokenizer(self, study: str) -> str:
+        """The model whose tokenizer sizes a study's documents (``reference_tokenizer``, else its first model)."""
+        name = self.study(study).get("reference_tokenizer") or self.study_models(study)[0]
+        if name not in self.config["models"]:
+            raise ValueError(f"study {study!r}: reference_tokenizer {name!r} is not a configured model")
+        return name
+
+    def stratum_spec(self, study: str, stratum: str) -> dict:
+        for spec in self.study(study)["strata"]:
+            if layout.stratum_name(spec["family"], spec["length"]) == stratum:
+                return spec
+        raise ValueError(f"study {study!r} has no stratum {stratum!r} (has {', '.join(self.strata(study))})")
+
+    def documents_source(self, study: str) -> dict:
+        """A study's ``documents`` section (default: synthetic generation)."""
+        return canonical(dict(self.study(study)["documents"]))
+
+    def documents_source_files(self, study: str, stratum: str) -> list[str]:
+        """The local file one stratum's documents are read from, if any (an input: editing it reruns them)."""
+        from kvdiv.documents.loaders import source_file
+
+        path = source_file(self.documents_source(study), stratum=stratum)
+        return [] if path is None else [str(path)]
+
+    def documents_file(self, study: str, stratum: str) -> str:
+        return self.paths.documents_file(study, stratum)
+
+    def documents(self, study: str) -> list[str]:
+        return [self.documents_file(study, s) for s in self.strata(study)]
+
+    @functools.cache
+    def document_blocks(self, study: str) -> list[tuple[str, int, int, list[str]]]:
+        """[(stratum, first, last, [ids])]: blocks of the reference tokenizer model's ``documents_per_job``."""
+        size = self.model_runtime(self.reference_tokenizer(study)).documents_per_job
+        return plan.document_blocks(self.config, study, size)
+
+    def document_block_count(self, study: str, stratum: str, first: int | str, last: int | str) -> int:
+        """How many documents block ``first``-``last`` of a stratum holds (a param: adding one reruns the block)."""
+        for s, k, end, ids in self.document_blocks(study):
+            if (s, k, end) == (stratum, int(first), int(last)):
+                return len(ids)
+        raise ValueError(f"study {study!r} stratum {stratum!r} has no document block {first}-{last}")
+
+    def stratum_document_blocks(self, study: str, stratum: str) -> list[str]:
+        return [self.paths.document_block(study, s, k, end) for s, k, end, _ in self.document_blocks(study)
+                if s == stratum]
+
+    def documents_blocks_of(self, study: str, doc_ids: list[str]) -> list[str]:
+        """The document block files holding ``doc_ids`` (a trajectory job's inputs), in index order."""
+        wanted = set(doc_ids)
+        return [self.paths.document_block(study, s, k, end) for s, k, end, ids in self.document_blocks(study)
+                if wanted & set(ids)]
+
+    def document_strata(self, study: str) -> dict[str, str]:
+        """{document id: stratum} of a study in stratum and index order (built once per planning)."""
+        if study not in self._document_strata:
+            n = self.study(study)["documents_per_stratum"]
+            self._document_strata[study] = {layout.document_id(study, s, i): s for s in self.strata(study)
+                                            for i in range(n)}
+        return self._document_strata[study]
+
+    def document_ids(self, study: str) -> list[tuple[str, str]]:
+        """[(stratum, document id)] of a study, known from the config alone."""
+        return [(stratum, doc_id) for doc_id, stratum in self.document_strata(study).items()]
+
+    # --- press files ---
+
+    def press_modules(self) -> list[str]:
+        """The user's press files (config ``press_modules``), each checked to exist and parse (read, not run)."""
+        from kvdiv.llm.press_files import press_module_classes
+
+        for path in self.config["press_modules"]:
+            press_module_classes(path)
+        return list(self.config["press_modules"])
+
+    @functools.cache
+    def study_press_modules(self, study: str) -> list[str]:
+        """The press files defining a press one of the study's actions names: inputs of its trajectory jobs."""
+        from kvdiv.llm.press_files import press_module_files
+
+        return list(press_module_files(self.action_specs(study), self.press_modules()))
+
+    # --- trajectories ---
+
+    @functools.cache
+    def trajectory_code(self, study: str) -> str:
+        """The ``code`` param of a study's trajectory jobs, with the kvdiv modules its press files import."""
+        modules = self.study_press_modules(study)
+        if not modules:
+            return self.script_code("trajectories.py")
+        return code_hash(str(self.basedir / "workflow_scripts" / "trajectories.py"), *modules)
+
+    def trajectory_batches(self, study: str, model: str) -> list[tuple[str, list[str]]]:
+        return plan.trajectory_batches(self.config, study, model)
+
+    def trajectory_priority(self, study: str, batch: str) -> int:
+        return plan.trajectory_batch_priority(self.config, study, batch)
+
+    def trajectory_rule_name(self, study: str, model: str, batch: str) -> str:
+        """The name of one trajectory batch's rule (unique: checked against the names already given)."""
+        name = plan.trajectory_rule_name(study, model, batch)
+        other = self.rule_names.setdefault(name, (study, model, batch))
+        if other != (study, model, batch):
+            raise ValueError(f"trajectory batches {other} and {(study, model, batch)} map to one rule name {name!r}")
+        return name
+
+    def trajectory_stratum(self, study: str, doc_id: str) -> str:
+        stratum = self.document_strata(study).get(doc_id)
+        if stratum is None:
+            raise ValueError(f"study {study!r} has no document {doc_id!r} (ids are {study}-{{stratum}}-{{index:04d}})")
+        return stratum
+
+    def trajectory_store(self, study: str, model: str, doc_id: str) -> str:
+        return self.paths.trajectory_store(study, model, doc_id)
+
+    def trajectory_stores(self, study: str, model: str) -> list[str]:
+        return [self.trajectory_store(study, model, doc_id) for _, doc_id in self.document_ids(study)]
+
+    def cube(self, study: str, model: str) -> str:
+        return self.paths.cube(study, model)
+
+    def trajectory_settings(self, study: str) -> dict:
+        """A study's :class:`Generation` as the ``settings`` param of its trajectory jobs."""
+        return Generation.from_study(self.config, study).as_dict()
+
+    def trajectory_gpus(self, model: str) -> int:
+        """1 for a model on a CUDA device (a counter locally; --gpus= on SLURM), else 0."""
+        return 1 if str(self.model_spec(model)["device"]).startswith("cuda") else 0
+
+    def trajectory_resources(self, model: str) -> dict:
+        """Those a profile or --set-resources gives rule ``trajectories``, with gpu=1 for a CUDA model
+        (:func:`kvdiv.cluster.trajectory_resources`)."""
+        given = {name: getattr(value, "raw", value)
+                 for name, value in (self.overwrite_resources.get("trajectories") or {}).items()}
+        return cluster.trajectory_resources(given, on_gpu=self.trajectory_gpus(model) == 1)
+
+    # --- metrics, figures, tables, report, leaderboard ---
+
+    def analysis(self) -> dict:
+        return self.config["analysis"]
+
+    def metrics_dir(self, study: str, model: str) -> str:
+        return self.paths.metrics_dir(study, model)
+
+    def metrics_files(self, study: str) -> list[str]:
+        return [self.paths.metrics_file(study, model, table) for model in self.study_models(study)
+                for table in layout.METRIC_TABLES]
+
+    def analysis_study(self, item: str) -> str:
+        """The study that feeds a figure/table (config analysis.studies)."""
+        study = self.analysis()["studies"][item]
+        if study not in self.studies():
+            raise ValueError(f"analysis.studies.{item} = {study!r} is not a configured study (studies: "
+                             f"{self.studies()}); set analysis.studies in your config")
+        return study
+
+    def analysis_outputs(self, item: str) -> dict[str, str]:
+        return {table: self.paths.analysis_table(item, table) for table in items.get_item(item).tables}
+
+    def analysis_params(self, item: str, table: str) -> dict:
+        """The settings one table of an item uses (so a change reruns exactly what uses it)."""
+        a = self.analysis()
+        common = {"bootstrap": a["bootstrap"], "confidence": a["confidence"], "seed": self.config["seed"]}
+        return {**common, **items.table_settings(item, table, a)}
+
+    def report_setting(self) -> dict:
+        """What ran, for the report's comparison with the paper's setting."""
+        a = self.analysis()
+        studies = {}
+        for study in self.studies():
+            spec = self.study(study)
+            studies[study] = {
+                "documents": spec["documents_per_stratum"] * len(spec["strata"]),
+                "documents_per_stratum": spec["documents_per_stratum"], "strata": self.strata(study),
+                "horizon": spec["horizon"], "replicates": spec["replicates"], "actions": list(spec["actions"]),
+                "models": self.study_models(study), "mode": spec["mode"],
+            }
+        models = {}
+        for name in self.models():
+            spec = self.model_spec(name)
+            models[name] = spec.get("id") or spec.get("gguf_file") or spec.get("path") or spec["source"]
+        keys = ("contrasts", "directions", "cohort_max_tau", "early", "late", "bootstrap", "confidence")
+        return {"models": models, "studies": studies, "figure_studies": dict(a["studies"]),
+                **{key: a[key] for key in keys}}
+
+    def leaderboard(self) -> dict | None:
+        """The ``leaderboard`` section (None: no leaderboard), its study checked against ``studies``."""
+        section = self.config.get("leaderboard")
+        if section is not None and section["study"] not in self.studies():
+            raise ValueError(f"leaderboard.study = {section['study']!r} is not a configured study "
+                             f"(studies: {self.studies()})")
+        return section

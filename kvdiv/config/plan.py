@@ -1,0 +1,65 @@
+"""How a checked config becomes jobs: study strata, document blocks, trajectory batches, their rule names and
+priorities (pure functions of the config; the workflow's lookups, :class:`kvdiv.config.lookups.Lookups`, call them)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from kvdiv import layout
+
+
+def _studies(config: Mapping) -> Mapping:
+    return config.get("studies") or {}
+
+
+def study_models(config: Mapping, study: str) -> list[str]:
+    """The models a study runs (its ``models``, default all)."""
+    return list(config["studies"][study].get("models") or config["models"])
+
+
+def study_strata(config: Mapping, study: str) -> list[str]:
+    """A study's stratum names ``{family}_{length}``, in config order."""
+    return [layout.stratum_name(s["family"], s["length"]) for s in config["studies"][study]["strata"]]
+
+
+def document_blocks(config: Mapping, study: str, size: int) -> list[tuple[str, int, int, list[str]]]:
+    """[(stratum, first, last, [document ids])] of a study: per stratum, documents in blocks of ``size`` by index
+    (block k holds i = k .. k + size − 1, fewer in the last, named after the full range), so adding a document changes
+    only its own block. One job each: the document blocks (the reference tokenizer model's size) and the trajectory
+    batches (the model's)."""
+    n = config["studies"][study]["documents_per_stratum"]
+    return [
+        (stratum, k, k + size - 1, [layout.document_id(study, stratum, i) for i in range(k, min(k + size, n))])
+        for stratum in study_strata(config, study)
+        for k in range(0, n, size)
+    ]
+
+
+def trajectory_batches(config: Mapping, study: str, model: str) -> list[tuple[str, list[str]]]:
+    """[(batch name, [document ids])] of a (study, model): :func:`document_blocks` of the model's
+    ``documents_per_job``, named ``{stratum}-{first:04d}-{last:04d}``."""
+    blocks = document_blocks(config, study, config["models"][model]["documents_per_job"])
+    return [(f"{stratum}-{first:04d}-{last:04d}", ids) for stratum, first, last, ids in blocks]
+
+
+def trajectory_batch_priority(config: Mapping, study: str, batch: str) -> int:
+    """The scheduling priority of one trajectory batch: its estimated cost, documents × (stratum length + horizon)
+    × (actions + 1) in thousands of token-chains, so that Snakemake starts the longest batches first and the run
+    does not end on one long job (longest-processing-time-first). Document blocks outrank every batch
+    (:data:`DOCUMENT_PRIORITY`): they are cheap and every batch waits on one."""
+    spec = config["studies"][study]
+    stratum = batch.rsplit("-", 2)[0]
+    length = next(s["length"] for s in spec["strata"] if layout.stratum_name(s["family"], s["length"]) == stratum)
+    first, last = (int(k) for k in batch.rsplit("-", 2)[1:])
+    n = min(last, spec["documents_per_stratum"] - 1) - first + 1
+    return max(1, round(n * (length + spec["horizon"]) * (len(spec["actions"]) + 1) / 1000))
+
+
+DOCUMENT_PRIORITY = 1_000_000_000
+
+
+def trajectory_rule_name(study: str, model: str, batch: str) -> str:
+    """The rule name of one trajectory batch: ``trajectories_`` + study, model and batch, other characters than
+    ``[A-Za-z0-9_]`` as ``_``."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", f"trajectories_{study}_{model}_{batch}")

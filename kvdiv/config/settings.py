@@ -1,0 +1,144 @@
+"""Typed, frozen settings the library takes from a checked config: :class:`Generation` (what a study's trajectories
+compute), :class:`Runtime` (how a job runs: never part of what is computed) and :class:`DocumentRequest` (which
+documents a job writes). Each ``__post_init__`` is the only place its values are checked; the defaults live in the
+config schema alone (:func:`kvdiv.config.files.generation` fills them for library callers)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+#: Trajectory modes: the complete coupling, or the stop-when-reached branch scan (docs/estimators.md).
+MODES = ("complete", "swrb")
+#: ``reference_chain``: one full-cache chain per (document, replicate) for every action, or one per action.
+REFERENCE_CHAINS = ("shared", "per_action")
+#: ``compress``: what the presses compress once after prefill (the whole prompt, or all but the question).
+COMPRESS = ("prompt", "context")
+#: The largest ``tv_atol``: a δ below it is float round-off (float32 laws summed over a vocabulary), never a signal.
+MAX_TV_ATOL = 1e-3
+#: The keys of a study's config that :class:`Generation` carries (besides the two seeds).
+STUDY_KEYS = ("horizon", "replicates", "temperature", "mode", "evict_first_step", "tv_atol", "reference_chain",
+              "compress")
+
+
+def _choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+
+
+def _integer(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _seed(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A study's generation settings: seeds, H, R, the sampling temperature, the mode, whether Q is evaluated at
+    step 1, the TV round-off tolerance, the reference chain and what is compressed."""
+
+    master_seed: int
+    study_seed: int
+    horizon: int
+    replicates: int
+    temperature: float
+    mode: str
+    evict_first_step: bool
+    tv_atol: float
+    reference_chain: str
+    compress: str
+
+    def __post_init__(self) -> None:
+        _seed("master_seed", self.master_seed)
+        _seed("study_seed", self.study_seed)
+        _integer("horizon", self.horizon, 1)
+        _integer("replicates", self.replicates, 1)
+        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) \
+                or not math.isfinite(self.temperature) or self.temperature <= 0:
+            raise ValueError(f"temperature must be a finite number > 0, got {self.temperature!r}")
+        _choice("mode", self.mode, MODES)
+        if not isinstance(self.evict_first_step, bool):
+            raise ValueError(f"evict_first_step must be true or false, got {self.evict_first_step!r}")
+        if isinstance(self.tv_atol, bool) or not isinstance(self.tv_atol, (int, float)) \
+                or not 0 <= self.tv_atol <= MAX_TV_ATOL:
+            raise ValueError(f"tv_atol must be a number in [0, {MAX_TV_ATOL}] (float round-off), got {self.tv_atol!r}")
+        _choice("reference_chain", self.reference_chain, REFERENCE_CHAINS)
+        _choice("compress", self.compress, COMPRESS)
+
+    @property
+    def shared_reference(self) -> bool:
+        """Whether one reference chain per (document, replicate) serves every action: ``reference_chain: shared``
+        in complete mode (swrb has no chain of P alone to share: always per action)."""
+        return self.effective_reference_chain == "shared"
+
+    @property
+    def effective_reference_chain(self) -> str:
+        """The reference chain the trajectories use (and their stores record): per_action in swrb mode."""
+        return self.reference_chain if self.mode == "complete" else "per_action"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings as a plain mapping (a rule's params, a log line)."""
+        return asdict(self)
+
+    @classmethod
+    def from_study(cls, config: Mapping[str, Any], study: str) -> "Generation":
+        """The settings of ``study`` in a schema-validated ``config`` (defaults filled)."""
+        spec = config["studies"][study]
+        return cls(master_seed=config["seed"], study_seed=spec["seed"], **{key: spec[key] for key in STUDY_KEYS})
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """How a model's jobs run: CPU threads (None: torch's own choice) and documents per job. Changing it reruns
+    nothing (it is not part of a model's identity, nor of its rules' params)."""
+
+    threads: int | None
+    documents_per_job: int
+
+    def __post_init__(self) -> None:
+        if self.threads is not None:
+            _integer("threads", self.threads, 1)
+        _integer("documents_per_job", self.documents_per_job, 1)
+
+    #: The keys of a model's config spec that are runtime, not model.
+    KEYS = ("threads", "documents_per_job")
+
+    @classmethod
+    def split(cls, spec: Mapping[str, Any]) -> tuple[dict[str, Any], "Runtime"]:
+        """A model spec as (what the model is, how its jobs run)."""
+        model = {key: value for key, value in spec.items() if key not in cls.KEYS}
+        return model, cls(threads=spec.get("threads"), documents_per_job=spec["documents_per_job"])
+
+
+@dataclass(frozen=True)
+class DocumentRequest:
+    """Documents ``first .. first + count - 1`` of one stratum of a study: where they come from (``source``, the
+    study's ``documents`` section; ``tasks`` of the stratum), the seeds, and the reference tokenizer's model, sized
+    to leave ``horizon`` tokens of its context free."""
+
+    study: str
+    stratum: str
+    first: int
+    count: int
+    master_seed: int
+    study_seed: int
+    model: str
+    model_spec: Mapping[str, Any]
+    source: Mapping[str, Any]
+    horizon: int
+    tasks: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        _integer("first", self.first, 0)
+        _integer("count", self.count, 1)
+        _seed("master_seed", self.master_seed)
+        _seed("study_seed", self.study_seed)
+        _integer("horizon", self.horizon, 0)
+        if self.tasks is not None:
+            object.__setattr__(self, "tasks", tuple(self.tasks) or None)
