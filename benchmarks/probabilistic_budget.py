@@ -105,7 +105,7 @@ def main() -> None:
     loaded = load_model("smollm2", spec, args.models_dir)
     chat = chat_function(loaded.tokenizer, loaded.chat_template)
     message, prefix, _, _ = generate_prompt("niah_single_noise_number", seed=1, target_length=args.prompt_tokens,
-                                            tokenizer=loaded.tokenizer, chat=chat)
+                                            tokenizer=loaded.tokenizer, chat=chat, horizon=0)
     document = {"prompt": message, "answer_prefix": prefix}
     ids = torch.tensor(prompt_token_ids(document, loaded.tokenizer, loaded.chat_template))
     print(f"SmolLM2-135M-Instruct, prompt {len(ids)} tokens, seed {args.seed}, {args.threads} threads\n")

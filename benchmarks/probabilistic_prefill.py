@@ -39,7 +39,7 @@ def main() -> None:
     loaded = load_model("smollm2", spec, args.models_dir)
     chat = chat_function(loaded.tokenizer, loaded.chat_template)
     message, prefix, _, _ = generate_prompt("niah_single_noise_number", seed=1, target_length=args.prompt_tokens,
-                                            tokenizer=loaded.tokenizer, chat=chat)
+                                            tokenizer=loaded.tokenizer, chat=chat, horizon=0)
     ids = torch.tensor(prompt_token_ids({"prompt": message, "answer_prefix": prefix}, loaded.tokenizer,
                                         loaded.chat_template))
     actions = yaml.safe_load(Path("config/probabilistic.yaml").read_text())["actions"]

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from kvdiv.trajectories.coupling import TV_ATOL
+from kvdiv.settings import generation
 
 #: The study name of a comparison's cube (the workflow's cubes carry their study's name).
 STUDY = "compare"
@@ -93,16 +93,17 @@ def compare(
     prompts: Sequence[Any] | str,
     actions: Mapping[str, Any],
     *,
-    horizon: int = 128,
-    replicates: int = 8,
+    horizon: int | None = None,
+    replicates: int | None = None,
     seed: int = 0,
     study_seed: int = 0,
     ids: Sequence[str] | None = None,
-    temperature: float = 1.0,
-    mode: str = "complete",
-    evict_first_step: bool = False,
-    tv_atol: float = TV_ATOL,
-    compress: str = "prompt",
+    temperature: float | None = None,
+    mode: str | None = None,
+    evict_first_step: bool | None = None,
+    tv_atol: float | None = None,
+    reference_chain: str | None = None,
+    compress: str | None = None,
     chat_template: bool = True,
     eos_token_ids: Sequence[int] | None = None,
     name: str | None = None,
@@ -118,8 +119,8 @@ def compare(
     prompts : a string (a user message, rendered with the tokenizer's chat template as the workflow renders a
         document), a list of token ids, a documents-JSONL record, or a list of these.
     actions : name → a kvpress press instance (yours, kvpress's or kvdiv's) or a config spec ``{press: ..., ...}``.
-    horizon, replicates, temperature, mode, evict_first_step, tv_atol, compress : as a study's keys
-        (kvdiv/data/schema.yaml); ``compress="context"`` keeps each prompt's question (its last paragraph, or a record's
+    horizon, replicates, temperature, mode, evict_first_step, tv_atol, reference_chain, compress : as a study's keys,
+        and None (not given) is a study's default (kvdiv/data/schema.yaml: the workflow's); ``compress="context"`` keeps each prompt's question (its last paragraph, or a record's
         ``question``) out of compression, as kvpress's pipeline.
     seed, study_seed : the master and study seeds; replicate r of action a on prompt i samples from
         ``derive_rng(seed, study_seed, ids[i], a, r)``, exactly as the workflow's trajectory job.
@@ -135,15 +136,17 @@ def compare(
 
     if not actions:
         raise ValueError("compare: no actions")
+    given = dict(horizon=horizon, replicates=replicates, temperature=temperature, mode=mode,
+                 evict_first_step=evict_first_step, tv_atol=tv_atol, reference_chain=reference_chain, compress=compress)
+    settings = generation(master_seed=seed, study_seed=study_seed,
+                          **{key: value for key, value in given.items() if value is not None})
     documents = _documents(prompts, ids, tokenizer)
     name = name or (Path(str(getattr(model.config, "_name_or_path", "") or "model")).name or "model")
     loaded = _loaded(model, tokenizer, name, chat_template, eos_token_ids, prepack)
     tmp = tempfile.TemporaryDirectory(prefix="kvdiv-compare-")
     root = Path(tmp.name)
     outs = [root / "trajectories" / f"{i:04d}.zarr" for i in range(len(documents))]
-    run_documents(loaded, documents, dict(actions), outs, master_seed=seed, study_seed=study_seed, horizon=horizon,
-                  replicates=replicates, temperature=temperature, mode=mode, evict_first_step=evict_first_step,
-                  tv_atol=tv_atol, compress=compress, progress=progress)
+    run_documents(loaded, documents, dict(actions), outs, settings, progress=progress)
     cube = build_cube(STUDY, name, outs, root / "cube.zarr")
     dataset = open_cube(cube).load()
     return Comparison(dataset=dataset, tokenizer=tokenizer, cube=cube, stores=outs, seed=seed, _tmp=tmp)

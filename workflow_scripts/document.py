@@ -4,6 +4,7 @@ results/{study}/documents/{stratum}/{first}-{last}.jsonl (kvdiv.documents), with
 import logging
 from pathlib import Path
 
+from kvdiv.settings import DocumentRequest
 from kvdiv.documents.study import write_document_block
 from kvdiv.joblog import job_log
 
@@ -11,21 +12,19 @@ snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 
 with job_log(snakemake.log[0]):
     p = snakemake.params
-    docs = write_document_block(
-        snakemake.output[0],
-        int(p.first),
-        int(p.n_documents),
+    request = DocumentRequest(
         study=snakemake.wildcards.study,
         stratum=snakemake.wildcards.stratum,
+        first=int(p.first),
+        count=int(p.n_documents),
         master_seed=int(p.master_seed),
         study_seed=int(p.study_seed),
         model=p.model,
         model_spec=dict(p.model_spec),
-        models_dir=str(Path(snakemake.input.model).parent.parent),
         source=dict(p.source),
-        tasks=list(p.tasks) if p.tasks else None,
         horizon=int(p.horizon),
-        progress=False,
+        tasks=tuple(p.tasks) if p.tasks else None,
     )
+    docs = write_document_block(snakemake.output[0], request, Path(snakemake.input.model).parent.parent, progress=False)
     for doc in docs:
         logging.info("%s %s: %d tokens (target %d)", doc.id, doc.task, doc.n_tokens, doc.target_length)

@@ -9,6 +9,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import logging  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+from kvdiv.settings import Generation, Runtime  # noqa: E402
 from kvdiv.documents import read_jsonl  # noqa: E402
 from kvdiv.joblog import job_log  # noqa: E402
 from kvdiv.llm.loading import load_model  # noqa: E402
@@ -26,13 +27,14 @@ with job_log(snakemake.log[0]):  # tqdm progress and errors go to the log
     documents = [records[doc_id].to_record() for doc_id in params.documents]
 
     load_press_modules(snakemake.input.press_modules)  # the user's own presses these actions name
-    spec = {**params.model_spec, "threads": snakemake.threads}  # the job's thread count, as scheduled
+    runtime = Runtime(threads=snakemake.threads, documents_per_job=len(documents))  # as scheduled
+    generation = Generation(**params.settings)
     study, model = params.study, params.model
     logging.info("loading model %s", model)
     # shadow: "minimal" links only the inputs into the job's directory: follow provenance.json to the real model dir
     models_dir = Path(snakemake.input.model).resolve().parent.parent
-    loaded = load_model(model, spec, models_dir)
+    loaded = load_model(model, dict(params.model_spec), models_dir, runtime)
     logging.info("study %s, documents %s, actions %s, settings %s", study, [d["id"] for d in documents],
-                 list(params.actions), dict(params.settings))
-    run_documents(loaded, documents, dict(params.actions), list(snakemake.output), **dict(params.settings))
+                 list(params.actions), generation)
+    run_documents(loaded, documents, dict(params.actions), list(snakemake.output), generation)
     logging.info("wrote %s", list(snakemake.output))

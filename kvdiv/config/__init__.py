@@ -1,9 +1,9 @@
 """The only reader of the config's layout: :func:`load` (YAML read strictly, the schema's defaults filled, every
 check), :func:`check_config` (every cross-key check), the plan (:mod:`~kvdiv.config.plan`), the workflow's lookups
-(:mod:`~kvdiv.config.lookups`) and the typed settings the library takes (:mod:`~kvdiv.config.settings`).
+(:mod:`~kvdiv.config.lookups`) and the typed settings the library takes (:mod:`kvdiv.settings`, low in the package graph: documents,
+trajectories and llm import it).
 
-Importing this package imports nothing else (jobs import :mod:`kvdiv.config.settings` alone); the names below load
-their module on first use.
+Importing this package imports nothing else; the names below load their module on first use.
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 _EXPORTS = {
-    "load": "kvdiv.config.files", "validate": "kvdiv.config.files", "generation": "kvdiv.config.files",
-    "ConfigError": "kvdiv.config.files", "SCHEMA": "kvdiv.config.files",
+    "load": "kvdiv.config.loading", "validate": "kvdiv.config.files", "ConfigError": "kvdiv.config.files",
     "check_config": "kvdiv.config.checks",
-    "Generation": "kvdiv.config.settings", "Runtime": "kvdiv.config.settings",
-    "DocumentRequest": "kvdiv.config.settings",
+    "Generation": "kvdiv.settings", "Runtime": "kvdiv.settings", "DocumentRequest": "kvdiv.settings",
+    "generation": "kvdiv.settings", "SCHEMA": "kvdiv.settings",
 }
 __all__ = sorted(_EXPORTS)
 

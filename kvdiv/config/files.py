@@ -4,15 +4,13 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
-if TYPE_CHECKING:
-    from kvdiv.config.settings import Generation
+from kvdiv.settings import SCHEMA
 
 class ConfigError(ValueError):
     """A config the workflow refuses at start-up (the message names the key, file or value)."""
@@ -68,9 +66,6 @@ def check_config_files(paths: Iterable[str | Path]) -> None:
             load_yaml_strict(path)
 
 
-#: The config schema (JSON Schema in YAML, with defaults): package data, so the installed ``kvdiv`` validates as the
-#: workflow does.
-SCHEMA = Path(__file__).resolve().parent.parent / "data" / "schema.yaml"
 
 
 def merge(base: dict, update: Mapping) -> dict:
@@ -100,47 +95,3 @@ def _validation_summary(text: str) -> str:
     reason = next((line for line in lines if line.startswith("ValidationError:")), lines[0] if lines else text)
     where = next((line.rstrip(":") for line in lines if line.startswith("On instance")), "")
     return f"{reason} ({where})" if where else reason
-
-
-def load(*paths: str | Path, basedir: str | Path = ".") -> dict:
-    """The config of one or more files (merged as Snakemake merges ``--configfile``s), read strictly, validated
-    (defaults filled), its names and every cross-key check passed (:func:`kvdiv.config.checks.check_config`)."""
-    from kvdiv.config.checks import check_config
-    from kvdiv.names import check_config_names
-
-    if not paths:
-        raise ConfigError("no config file given")
-    config: dict = {}
-    for path in paths:
-        if not Path(path).is_file():
-            raise ConfigError(f"config file {path} does not exist")
-        data = load_yaml_strict(path) or {}
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: a config is a YAML mapping, got {type(data).__name__}")
-        merge(config, data)
-    given = copy.deepcopy(config)
-    where = ", ".join(map(str, paths))
-    validate(config, where)
-    check_config_names(config)
-    check_config(config, given, basedir=basedir)
-    return config
-
-
-def schema() -> dict:
-    """The config schema (:data:`SCHEMA`) as a mapping."""
-    return yaml.safe_load(SCHEMA.read_text(encoding="utf-8"))
-
-
-def generation(**given: Any) -> Generation:
-    """A :class:`kvdiv.config.settings.Generation` of ``given`` settings, the rest the schema's study defaults
-    (the seeds: the master seed's default and study seed 0): a library caller gets the workflow's settings."""
-    from kvdiv.config.settings import STUDY_KEYS, Generation
-
-    properties = schema()["properties"]
-    study = properties["studies"]["additionalProperties"]["properties"]
-    defaults = {key: study[key]["default"] for key in STUDY_KEYS}
-    defaults |= {"master_seed": properties["seed"]["default"], "study_seed": 0}
-    unknown = sorted(set(given) - set(defaults))
-    if unknown:
-        raise TypeError(f"unknown generation setting(s) {', '.join(unknown)}; known: {', '.join(sorted(defaults))}")
-    return Generation(**(defaults | given))

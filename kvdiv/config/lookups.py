@@ -13,7 +13,7 @@ from kvdiv import cluster, layout
 from kvdiv.analysis import items
 from kvdiv.codehash import code_hash
 from kvdiv.config import plan
-from kvdiv.config.settings import Generation, Runtime
+from kvdiv.settings import Generation, Runtime
 
 
 def canonical(value: Any) -> Any:

@@ -141,7 +141,7 @@ def generate_prompt(
     chat: Callable[[str], str] | None = None,
     max_context: int | None = None,
     model: str = "model",
-    horizon: int = 0,
+    horizon: int,
 ) -> tuple[str, str, list[str], int]:
     """One task instance sized so that its rendering with ``chat`` has ``target_length`` tokens of ``tokenizer``.
 
@@ -190,7 +190,7 @@ def generate_stratum(
     chat: Callable[[str], str] | None = None,
     tasks: Sequence[str] | None = None,
     max_context: int | None = None,
-    horizon: int = 0,
+    horizon: int,
     progress: bool = False,
     first: int = 0,
 ) -> list[Document]:
@@ -219,7 +219,7 @@ def generate_document(
     chat: Callable[[str], str] | None = None,
     tasks: Sequence[str] | None = None,
     max_context: int | None = None,
-    horizon: int = 0,
+    horizon: int,
 ) -> Document:
     """Document ``index`` of a stratum (id ``{study}-{stratum}-{index:04d}``): a pure function of the seeds,
     the stratum and the index, independent of how many documents the stratum has."""

@@ -27,7 +27,7 @@ def count_tokens(tokenizer, text: str) -> int:
     return len(tokenizer.encode(text, add_special_tokens=False))
 
 
-def check_context(target: int, max_context: int | None, model: str, horizon: int = 0) -> None:
+def check_context(target: int, max_context: int | None, model: str, horizon: int) -> None:
     """Raise :class:`LengthError` when ``target`` prompt tokens plus ``horizon`` (H) generated tokens exceed the
     context ``max_context`` of ``model`` (None: no limit known)."""
     if max_context is not None and target + horizon > max_context:

@@ -94,7 +94,7 @@ def select_documents(
     chat: Callable[[str], str] | None,
     rendered: bool = False,
     max_context: int | None = None,
-    horizon: int = 0,
+    horizon: int,
 ) -> list[Document]:
     """The ``n_documents`` longest records that fit the stratum's target length (after the reference
     model's rendering with ``chat``, or as they are when ``rendered``)."""
@@ -195,7 +195,7 @@ def check_own_documents(path: str | os.PathLike, *, strata: list[str], n_documen
 
 def own_documents(
     path: str | os.PathLike, *, study: str, stratum: str, n_documents: int, tokenizer, tokenizer_name: str,
-    rendered: bool, chat: Callable[[str], str] | None = None, max_context: int | None = None, horizon: int = 0,
+    rendered: bool, chat: Callable[[str], str] | None = None, max_context: int | None = None, horizon: int,
 ) -> list[Document]:
     """The first ``n_documents`` of a user's JSONL in kvdiv's own format whose ``stratum`` matches,
     re-counted with the reference model's rendering and renamed ``{study}-{stratum}-{i:04d}``.

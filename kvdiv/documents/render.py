@@ -50,11 +50,6 @@ def prompt_token_ids(document: Mapping[str, Any], tokenizer, chat_template: bool
     return list(tokenizer(render_prompt(document, tokenizer, chat_template), add_special_tokens=False)["input_ids"])
 
 
-#: How much of the prompt the presses compress: ``prompt`` (all of it: the paper's setting) or ``context`` (all but
-#: the question and what follows it, as kvpress's pipeline: see :func:`context_length`).
-COMPRESS = ("prompt", "context")
-
-
 def question_text(document: Mapping[str, Any]) -> str:
     """The document's question: its ``question`` field, else the message's last paragraph (the text after its last
     blank line: kvdiv's synthetic tasks and RULER/HELMET records end their message with the question so)."""
@@ -90,5 +85,5 @@ def context_length(document: Mapping[str, Any], tokenizer, chat_template: bool, 
     return k
 
 
-__all__ = ["COMPRESS", "build_prompt", "chat_function", "context_length", "prompt_token_ids", "question_text",
+__all__ = ["build_prompt", "chat_function", "context_length", "prompt_token_ids", "question_text",
            "render_prompt", "render_with"]

@@ -1,4 +1,4 @@
-"""A study's stratum of documents from the config pieces the ``documents`` rule passes.
+"""A study's stratum of documents from a :class:`kvdiv.config.DocumentRequest` (what the ``document`` rule passes).
 
 Loads the reference tokenizer from the resolved model directory (kvdiv.llm), works out the
 model's context and chat template, and generates (source ``synthetic``) or loads (``jsonl``,
@@ -7,10 +7,12 @@ model's context and chat template, and generates (source ``synthetic``) or loads
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from pathlib import Path
 
+from kvdiv.settings import DocumentRequest
 from kvdiv.documents.generate import Document, document_seed, generate_stratum, write_jsonl
 from kvdiv.documents.render import chat_function
 
@@ -30,28 +32,17 @@ def model_context(model_dir: str | os.PathLike, tokenizer, spec: dict) -> int:
     return max_context(AutoConfig.from_pretrained(model_dir, trust_remote_code=False, local_files_only=True), tokenizer, spec)
 
 
-def stratum_documents(
-    *,
-    study: str,
-    stratum: str,
-    n_documents: int,
-    master_seed: int,
-    study_seed: int,
-    model: str,
-    model_spec: dict,
-    models_dir: str | os.PathLike,
-    source: dict | None = None,
-    tasks: list[str] | None = None,
-    horizon: int = 0,
-    progress: bool = True,
-    first: int = 0,
-) -> list[Document]:
-    """Documents ``first .. n_documents-1`` of one stratum, sized with the tokenizer of ``model``
-    (resolved under ``models_dir``)."""
+def stratum_documents(request: DocumentRequest, models_dir: str | os.PathLike, *, progress: bool = True) -> list[Document]:
+    """Documents ``request.first .. request.first + request.count - 1`` of one stratum, sized with the tokenizer
+    of ``request.model`` (resolved under ``models_dir``); document i does not depend on how many are asked for."""
     from kvdiv.llm.loading import load_tokenizer, model_dir
     from kvdiv.llm.tokenization import uses_chat_template
 
-    source = dict(source or {"source": "synthetic"})
+    study, stratum, first, horizon = request.study, request.stratum, request.first, request.horizon
+    n_documents, master_seed, study_seed = request.first + request.count, request.master_seed, request.study_seed
+    model, model_spec = request.model, dict(request.model_spec)
+    tasks = list(request.tasks) if request.tasks else None
+    source = dict(request.source or {"source": "synthetic"})
     kind = source.get("source", "synthetic")
     if kind not in SOURCES:
         raise ValueError(f"study {study!r}: documents.source {kind!r} is not one of {', '.join(SOURCES)}")
@@ -89,27 +80,19 @@ def stratum_documents(
     )[first:]
 
 
-def document_at(index: int, **kwargs) -> Document:
-    """Document ``index`` of a stratum (the arguments of :func:`stratum_documents` but ``n_documents``):
-    it does not depend on how many documents the stratum has."""
-    kwargs.pop("n_documents", None)
-    return stratum_documents(n_documents=index + 1, first=index, **kwargs)[0]
+def document_at(request: DocumentRequest, index: int, models_dir: str | os.PathLike) -> Document:
+    """Document ``index`` of ``request``'s stratum: it does not depend on how many documents the stratum has."""
+    return stratum_documents(dataclasses.replace(request, first=index, count=1), models_dir, progress=False)[0]
 
 
-def write_document_block(path: str | os.PathLike, first: int, count: int, **kwargs) -> list[Document]:
-    """Documents ``first .. first+count-1`` of a stratum (the arguments of :func:`stratum_documents` but
-    ``n_documents``), generated in one process with one tokenizer load and written atomically to ``path``. Each is
-    the document :func:`document_at` gives for its index: a block holds the same records however blocks are cut."""
-    kwargs.pop("n_documents", None)
-    docs = stratum_documents(n_documents=first + count, first=first, **kwargs)
-    if len(docs) != count:
-        raise ValueError(f"{path}: the source gave {len(docs)} documents for indices {first}..{first + count - 1}")
-    write_jsonl(docs, Path(path))
-    return docs
-
-
-def write_stratum(path: str | os.PathLike, **kwargs) -> list[Document]:
-    """:func:`stratum_documents`, written atomically to ``path``."""
-    docs = stratum_documents(**kwargs)
+def write_document_block(path: str | os.PathLike, request: DocumentRequest, models_dir: str | os.PathLike, *,
+                         progress: bool = True) -> list[Document]:
+    """The documents of ``request``, generated in one process with one tokenizer load and written atomically to
+    ``path``. Each is the document :func:`document_at` gives for its index: a block holds the same records however
+    blocks are cut."""
+    docs = stratum_documents(request, models_dir, progress=progress)
+    if len(docs) != request.count:
+        raise ValueError(f"{path}: the source gave {len(docs)} documents for indices "
+                         f"{request.first}..{request.first + request.count - 1}")
     write_jsonl(docs, Path(path))
     return docs

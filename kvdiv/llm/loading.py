@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 import torch
 
+from kvdiv.settings import Runtime
 from kvdiv.layout import MODELS_DIR, PROVENANCE
 from kvdiv.llm.model_files import check_code_free, weight_files, weight_hash  # noqa: F401 (re-exported)
 from kvdiv.llm.prepacked import ATEN, linear_kernel, prepack_linears
@@ -109,16 +110,19 @@ def load_tokenizer(name: str, spec: dict, models_dir: str | os.PathLike = MODELS
     return configure_chat_template(name, tokenizer, spec)
 
 
-def load_model(name: str, spec: dict, models_dir: str | os.PathLike = MODELS_DIR) -> LoadedModel:
+def load_model(name: str, spec: dict, models_dir: str | os.PathLike = MODELS_DIR,
+               runtime: Runtime | None = None) -> LoadedModel:
     """Load resolved model ``name`` from ``models_dir/name`` (seconds): eval mode, spec dtype and device.
 
-    Sets ``torch.set_num_threads(spec['threads'])`` for CPU models.
+    A CPU model runs on ``runtime.threads`` threads (``torch.set_num_threads``; without a runtime, the spec's
+    ``threads`` if it has one).
     """
     path = model_dir(name, models_dir)
-    return load_model_dir(path, spec, name=name)
+    return load_model_dir(path, spec, name=name, runtime=runtime)
 
 
-def load_model_dir(path: str | os.PathLike, spec: dict, *, name: str | None = None) -> LoadedModel:
+def load_model_dir(path: str | os.PathLike, spec: dict, *, name: str | None = None,
+                   runtime: Runtime | None = None) -> LoadedModel:
     """Load a resolved (or any safetensors) model directory as a :class:`LoadedModel`.
 
     Refused: a directory that ships code or an ``auto_map`` (:func:`kvdiv.llm.model_files.check_code_free`) or
@@ -131,8 +135,11 @@ def load_model_dir(path: str | os.PathLike, spec: dict, *, name: str | None = No
     check_code_free(path, name)
     weight_files(path, name)  # safetensors or nothing: never a pickle
     device = torch.device(spec.get("device", "cpu"))
-    if device.type == "cpu" and spec.get("threads"):
-        torch.set_num_threads(int(spec["threads"]))
+    threads = runtime.threads if runtime is not None else spec.get("threads")
+    if runtime is not None:  # the spec it ran with: a job's threads are recorded with it (stores' `model_spec`)
+        spec = {**spec, "threads": runtime.threads}
+    if device.type == "cpu" and threads:
+        torch.set_num_threads(int(threads))
     # Accelerators: place weights straight on the device (no full copy in host memory first).
     placement = {} if device.type == "cpu" else {"device_map": str(device)}
     with quiet_transformers():

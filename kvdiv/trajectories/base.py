@@ -14,11 +14,6 @@ import numpy as np
 
 from kvdiv.trajectories.coupling import fold_eos
 
-MODES = ("complete", "swrb")
-
-#: How complete mode draws the reference chains (``reference_chain`` of a study; :mod:`kvdiv.trajectories.complete`):
-#: ``shared`` = one x per (document, replicate) that every action's y is coupled to; ``per_action`` = one x per pair.
-REFERENCE_CHAINS = ("shared", "per_action")
 
 #: A sampler of one document: yields each batched step's (chains, tokens), is sent back their laws
 #: ([len(chains), V] float64, EOS folded), and returns its extra arrays (swrb: overlap_tv, branch_start).
@@ -63,15 +58,6 @@ def chains_needed(n_actions: int, replicates: int, mode: str, reference_chain: s
     if mode == "complete" and reference_chain == "shared":
         return (2 * n_actions + 1) * replicates
     return (3 if mode == "complete" else 4) * n_actions * replicates
-
-
-def effective_reference_chain(mode: str, reference_chain: str) -> str:
-    """The reference chain a study's trajectories use: ``reference_chain`` in complete mode; ``per_action`` in swrb
-    mode, whose path before the branch point is drawn from the overlap of P and each action's Q (no chain of P
-    alone exists to share). A name outside :data:`REFERENCE_CHAINS` is a ``ValueError``."""
-    if reference_chain not in REFERENCE_CHAINS:
-        raise ValueError(f"reference_chain must be one of {REFERENCE_CHAINS}, got {reference_chain!r}")
-    return reference_chain if mode == "complete" else "per_action"
 
 
 def to_numpy(probs: Any) -> np.ndarray:

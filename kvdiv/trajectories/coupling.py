@@ -70,13 +70,7 @@ def fold_eos(laws: np.ndarray, eos_token_ids) -> np.ndarray:
     return out
 
 
-#: The default ``tv_atol`` of a run (the workflow's schema default, the trajectory job, :func:`kvdiv.compare`,
-#: :func:`kvdiv.trajectories.generate.generate`): float32 round-off of batched decoding moves a law by a few ulp, so a
-#: TV below this counts as 0. The coupling primitives below default to 0 (exact) and take it explicitly.
-TV_ATOL = 1e-6
-
-
-def tv_distance(p: np.ndarray, q: np.ndarray, tv_atol: float = 0.0) -> np.ndarray:
+def tv_distance(p: np.ndarray, q: np.ndarray, tv_atol: float) -> np.ndarray:
     """δ = :func:`kvdiv.estimands.tv` per row of two laws, clipped to [0, 1] (0 below ``tv_atol``); float64 [n]."""
     p, q = _as_laws(p, q)
     delta = np.clip(tv(p, q), 0.0, 1.0)
@@ -84,7 +78,7 @@ def tv_distance(p: np.ndarray, q: np.ndarray, tv_atol: float = 0.0) -> np.ndarra
 
 
 def couple(
-    p: np.ndarray, q: np.ndarray, rng: np.random.Generator | np.ndarray, tv_atol: float = 0.0
+    p: np.ndarray, q: np.ndarray, rng: np.random.Generator | np.ndarray, tv_atol: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One step of the maximal coupling for every row.
 
@@ -132,7 +126,7 @@ def reference_draw(p: np.ndarray, rng: np.random.Generator | np.ndarray) -> np.n
 
 
 def couple_to_reference(
-    p: np.ndarray, q: np.ndarray, x: np.ndarray, rng: np.random.Generator | np.ndarray, tv_atol: float = 0.0
+    p: np.ndarray, q: np.ndarray, x: np.ndarray, rng: np.random.Generator | np.ndarray, tv_atol: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """One step of the maximal coupling given the reference token: y_t for every row (module docstring).
 
@@ -176,7 +170,7 @@ def couple_to_reference(
 
 
 def overlap_draw(
-    p: np.ndarray, q: np.ndarray, rng: np.random.Generator | np.ndarray, tv_atol: float = 0.0
+    p: np.ndarray, q: np.ndarray, rng: np.random.Generator | np.ndarray, tv_atol: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """One step of the SWRB overlap scan: u_t ~ m/(1 − δ_t) with m = min(p, q).
 

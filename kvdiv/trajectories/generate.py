@@ -13,78 +13,59 @@ replicate r's reference from ``derive_rng(*seed_parts, "reference", r)`` and act
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from kvdiv.seeds import derive_rng
-from kvdiv.trajectories.base import (
-    MODES,
-    ActionTrajectories,
-    FoldedSession,
-    Pairs,
-    Session,
-    drive,
-    effective_reference_chain,
-    eos_flags,
-)
+from kvdiv.settings import resolve
+from kvdiv.settings import Generation
+from kvdiv.trajectories.base import ActionTrajectories, FoldedSession, Pairs, Session, drive, eos_flags
 from kvdiv.trajectories.complete import run_complete, run_complete_shared
-from kvdiv.trajectories.coupling import TV_ATOL
 from kvdiv.trajectories.swrb import run_swrb
 
 
 def generate(
     session: Session,
     actions: Sequence[str],
+    generation: Generation | None = None,
     *,
-    horizon: int,
-    replicates: int,
     seed_parts: Sequence[int | str],
     eos_token_ids: Sequence[int],
-    mode: str = "complete",
-    tv_atol: float = TV_ATOL,
-    reference_chain: str = "shared",
     progress: bool = True,
+    **settings: Any,
 ) -> dict[str, ActionTrajectories]:
     """Coupled trajectories of every action for one document.
 
     Parameters
     ----------
-    session : KernelSession (or :class:`kvdiv.testing.ToyKernelSession`)
+    session : KernelSession (or a test double such as tests/support's toy sessions)
         Serves P ("reference" cache) and Q (one cache per action) after one prefill.
     actions : action names known to the session.
-    horizon : H, generated tokens per chain.
-    replicates : R, coupled replicates per action.
+    generation : the settings (:class:`kvdiv.config.Generation`): H, R, mode, ``tv_atol`` (δ below it counts as
+        0), ``reference_chain``; or give them as keywords (``settings``), the rest the schema's study defaults
+        (:func:`kvdiv.config.generation`: the workflow's coupling). Its seeds are not used: ``seed_parts`` are.
     seed_parts : (master seed, study seed, document id); replicate streams append (action, r) and ("reference", r).
     eos_token_ids : the model's end ids, ``[0]`` the session's absorbing one: every law has their mass
         folded onto ``[0]`` before coupling and TV; flagged as EOS in ``eos_x``/``eos_y``.
-    mode : "complete" or "swrb".
-    tv_atol : δ below it counts as 0 (float round-off; see :mod:`kvdiv.trajectories.coupling`).
-    reference_chain : "shared" (one reference chain per replicate for every action) or "per_action" (complete
-        mode; swrb always per action: :func:`kvdiv.trajectories.base.effective_reference_chain`).
 
     Returns
     -------
     dict action → :class:`ActionTrajectories`.
     """
-    return generate_documents(
-        [session], [seed_parts], actions, horizon=horizon, replicates=replicates, eos_token_ids=eos_token_ids,
-        mode=mode, tv_atol=tv_atol, reference_chain=reference_chain, progress=progress,
-    )[0]
+    return generate_documents([session], [seed_parts], actions, resolve(generation, settings),
+                              eos_token_ids=eos_token_ids, progress=progress)[0]
 
 
 def generate_documents(
     sessions: Sequence[Session],
     seed_parts: Sequence[Sequence[int | str]],
     actions: Sequence[str],
+    generation: Generation | None = None,
     *,
-    horizon: int,
-    replicates: int,
     eos_token_ids: Sequence[int],
-    mode: str = "complete",
-    tv_atol: float = TV_ATOL,
-    reference_chain: str = "shared",
     progress: bool = True,
+    **settings: Any,
 ) -> list[dict[str, ActionTrajectories]]:
     """Coupled trajectories of every action for several documents of one model, advanced together.
 
@@ -93,10 +74,8 @@ def generate_documents(
     document, each equal value for value to :func:`generate` on that document alone; ``wall_time_s`` splits the
     generation's time over documents and actions by their share of kernel rows.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if horizon < 1 or replicates < 1:
-        raise ValueError(f"horizon and replicates must be >= 1, got {horizon}, {replicates}")
+    g = resolve(generation, settings)
+    horizon, replicates, mode, tv_atol = g.horizon, g.replicates, g.mode, g.tv_atol
     if len(set(actions)) != len(actions) or not actions:
         raise ValueError(f"actions must be distinct and non-empty, got {list(actions)}")
     if len(sessions) != len(seed_parts) or not sessions:
@@ -104,7 +83,7 @@ def generate_documents(
     start = time.perf_counter()
     if len(set(eos_token_ids)) > 1:
         sessions = [FoldedSession(session, eos_token_ids) for session in sessions]
-    shared = effective_reference_chain(mode, reference_chain) == "shared"
+    shared = g.shared_reference
     documents = [Pairs(actions, replicates, horizon) for _ in sessions]
     samplers = []
     for d, (session, pairs, parts) in enumerate(zip(sessions, documents, seed_parts)):

@@ -18,8 +18,9 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from kvdiv.trajectories.base import EOS_FOLDING, chains_needed, effective_reference_chain
-from kvdiv.trajectories.coupling import TV_ATOL
+from kvdiv.settings import resolve
+from kvdiv.settings import Generation
+from kvdiv.trajectories.base import EOS_FOLDING, chains_needed
 from kvdiv.trajectories.generate import generate_documents
 from kvdiv.trajectories.store import write_document_store
 
@@ -37,10 +38,11 @@ def run_document(
     document: Mapping[str, Any],
     actions: Mapping[str, Mapping[str, Any]],
     out: str | Path,
+    generation: Generation | None = None,
     **settings: Any,
 ) -> Path:
     """One document's trajectory job: :func:`run_documents` with a batch of one."""
-    return run_documents(loaded, [document], actions, [out], **settings)[0]
+    return run_documents(loaded, [document], actions, [out], generation, **settings)[0]
 
 
 def run_documents(
@@ -48,18 +50,10 @@ def run_documents(
     documents: Sequence[Mapping[str, Any]],
     actions: Mapping[str, Mapping[str, Any]],
     outs: Sequence[str | Path],
+    generation: Generation | None = None,
     *,
-    master_seed: int,
-    study_seed: int,
-    horizon: int,
-    replicates: int,
-    temperature: float = 1.0,
-    mode: str = "complete",
-    evict_first_step: bool = False,
-    tv_atol: float = TV_ATOL,
-    reference_chain: str = "shared",
-    compress: str = "prompt",
     progress: bool = True,
+    **settings: Any,
 ) -> list[Path]:
     """One trajectory job over a batch of documents: render each for this model, prefill each once, generate every
     action of every document together, write one store per document.
@@ -67,21 +61,21 @@ def run_documents(
     ``loaded`` is a :class:`kvdiv.llm.loading.LoadedModel`; each document a documents-JSONL record
     (docs/internals.md) whose message is rendered with the model's own chat template (or none:
     :func:`kvdiv.documents.render.render_prompt`); the prompt ids fed are recorded in its store, which goes to
-    ``outs[d]`` atomically. Sampling streams derive from (master_seed, study_seed, document id, action,
-    replicate) and, with ``reference_chain="shared"`` (complete mode), each replicate's reference chain from
-    (master_seed, study_seed, document id, "reference", replicate); a ProbabilisticPress's draw from (master_seed,
-    study_seed, document id, action). Every document is checked (keys, prompt + horizon within the context) before any prefill.
-    ``compress``: ``prompt`` (the presses compress the whole prompt) or ``context`` (all but the question and answer
-    prefix, as kvpress's pipeline: :func:`kvdiv.documents.render.context_length`).
+    ``outs[d]`` atomically. ``generation`` (:class:`kvdiv.config.Generation`, or its keyword ``settings``, the rest
+    the schema's defaults) gives the seeds, H, R and the rest: sampling streams derive from (master seed, study seed,
+    document id, action, replicate) and, with a shared reference chain, each replicate's reference chain from
+    (master seed, study seed, document id, "reference", replicate); a ProbabilisticPress's draw from (master seed,
+    study seed, document id, action). Every document is checked (keys, prompt + horizon within the context) before any
+    prefill. ``compress``: ``prompt`` (the whole prompt) or ``context`` (all but the question and answer prefix, as
+    kvpress's pipeline: :func:`kvdiv.documents.render.context_length`).
     """
-    from kvdiv.documents.render import COMPRESS, context_length, prompt_token_ids
+    from kvdiv.documents.render import context_length, prompt_token_ids
     from kvdiv.llm.session import KernelSession
 
-    reference_chain = effective_reference_chain(mode, reference_chain)
+    g = resolve(generation, settings)
+    horizon, compress = g.horizon, g.compress
     if len(documents) != len(outs) or not documents:
         raise ValueError(f"one output per document: {len(documents)} documents, {len(outs)} outputs")
-    if compress not in COMPRESS:
-        raise ValueError(f"compress must be one of {', '.join(COMPRESS)}, got {compress!r}")
     prompts, contexts = [], []
     for document in documents:
         for key in ("id", "prompt_ids" if "prompt_ids" in document else "prompt"):
@@ -107,7 +101,7 @@ def run_documents(
     ids = [str(document["id"]) for document in documents]
     if len(set(ids)) != len(ids):
         raise ValueError(f"a document appears twice in one job: {ids}")
-    seed_parts = [(master_seed, study_seed, doc_id) for doc_id in ids]
+    seed_parts = [(g.master_seed, g.study_seed, doc_id) for doc_id in ids]
     sessions, prefill_s = [], []
     for prompt_ids, parts, context in zip(prompts, seed_parts, contexts):
         start = time.perf_counter()
@@ -115,32 +109,21 @@ def run_documents(
             loaded,
             torch.tensor(prompt_ids, dtype=torch.long),
             actions,
-            temperature=temperature,
-            evict_first_step=evict_first_step,
-            max_chains=chains_needed(len(actions), replicates, mode, reference_chain),
+            temperature=g.temperature,
+            evict_first_step=g.evict_first_step,
+            max_chains=chains_needed(len(actions), g.replicates, g.mode, g.effective_reference_chain),
             horizon=horizon,
             seed_parts=parts,
             compressed_length=context,
         ))
         prefill_s.append(time.perf_counter() - start)
-    trajectories = generate_documents(
-        sessions,
-        seed_parts,
-        list(actions),
-        horizon=horizon,
-        replicates=replicates,
-        eos_token_ids=loaded.eos_token_ids,
-        mode=mode,
-        tv_atol=tv_atol,
-        reference_chain=reference_chain,
-        progress=progress,
-    )
-    settings = dict(master_seed=master_seed, study_seed=study_seed, horizon=horizon, replicates=replicates,
-                    temperature=temperature, mode=mode, evict_first_step=evict_first_step, tv_atol=tv_atol,
-                    reference_chain=reference_chain, compress=compress)
+    trajectories = generate_documents(sessions, seed_parts, list(actions), g, eos_token_ids=loaded.eos_token_ids,
+                                      progress=progress)
+    # what the stores record: the reference chain the trajectories used (per_action in swrb mode)
+    recorded = g.as_dict() | {"reference_chain": g.effective_reference_chain}
     paths = []
     for document, out, prompt_ids, session, traj, prefill in zip(documents, outs, prompts, sessions, trajectories, prefill_s):
-        attrs = _attributes(loaded, document, actions, prompt_ids, session, settings)
+        attrs = _attributes(loaded, document, actions, prompt_ids, session, recorded)
         attrs["prefill_s"] = prefill
         # this document's prefill + its share (by kernel rows) of the batch's generation
         attrs["wall_time_total_s"] = prefill + sum(t.wall_time_s for t in traj.values())

@@ -33,6 +33,7 @@ from kvdiv.documents.length import fit_length, largest_fitting
 from kvdiv.documents.loaders import own_documents, read_records, select_documents
 from kvdiv.documents.scoring import normalize_answer
 from kvdiv.documents.render import build_prompt, prompt_token_ids, render_prompt
+from kvdiv.settings import DocumentRequest
 from kvdiv.documents.study import chat_function, stratum_documents
 from kvdiv.llm.sources import resolve_model
 from kvdiv.llm.tokenization import bytes_tokenizer
@@ -109,9 +110,9 @@ def check_answers(task: str, prompt: str, answers: list[str]) -> None:
 def test_bytes_tokenizer_lengths_and_answers(task, target, byte_tok, byte_chat):
     if task == "record_recall" and target < 1200:  # its 24 records alone take ~1.1K bytes (~330 SmolLM2 tokens)
         with pytest.raises(LengthError, match="too short for task 'record_recall'"):
-            generate_prompt(task, seed=11, target_length=target, tokenizer=byte_tok, chat=byte_chat)
+            generate_prompt(task, seed=11, target_length=target, tokenizer=byte_tok, chat=byte_chat, horizon=0)
         return
-    message, prefix, answers, n = generate_prompt(task, seed=11, target_length=target, tokenizer=byte_tok, chat=byte_chat)
+    message, prefix, answers, n = generate_prompt(task, seed=11, target_length=target, tokenizer=byte_tok, chat=byte_chat, horizon=0)
     prompt = build_prompt(message, prefix, byte_chat)  # the reference rendering the document was sized with
     assert n == count_tokens(byte_tok, prompt)
     assert target - tolerance(target) <= n <= target
@@ -127,7 +128,7 @@ def test_smollm2_tokenizer_lengths_and_answers(target, smollm2):
     for i, task in enumerate(sorted(TASKS)):
         if task == "record_recall" and target < 512:  # 24 records: ~330 tokens before any filler
             with pytest.raises(LengthError, match="too short for task 'record_recall'"):
-                generate_prompt(task, seed=100 + i, target_length=target, tokenizer=tok, chat=chat)
+                generate_prompt(task, seed=100 + i, target_length=target, tokenizer=tok, chat=chat, horizon=0)
             continue
         message, prefix, answers, n = generate_prompt(
             task, seed=100 + i, target_length=target, tokenizer=tok, chat=chat, max_context=smollm2.max_context,
@@ -140,7 +141,7 @@ def test_smollm2_tokenizer_lengths_and_answers(target, smollm2):
 
 
 def test_without_chat_template_prompt_is_plain_text(byte_tok):
-    message, prefix, answers, n = generate_prompt("niah_multivalue", seed=3, target_length=900, tokenizer=byte_tok, chat=None)
+    message, prefix, answers, n = generate_prompt("niah_multivalue", seed=3, target_length=900, tokenizer=byte_tok, chat=None, horizon=0)
     prompt = build_prompt(message, prefix, None)
     assert prompt == f"{message}\n\n{prefix}" and prefix and n == count_tokens(byte_tok, prompt)
     assert "<|im_start|>" not in prompt and prompt.endswith("are:")
@@ -183,22 +184,26 @@ def test_tasks_cycle_evenly_in_a_seeded_order():
     assert task_cycle("helmet", ["json_kv"], 7, 50, "helmet_512") == ("json_kv",)
 
 
+def request(**given) -> DocumentRequest:
+    """A DocumentRequest of study 'st' with model 'tiny' (the given fields replaced)."""
+    base = dict(study="st", stratum="ruler_800", first=0, count=1, master_seed=1, study_seed=2, model="tiny",
+                model_spec={}, source={"source": "synthetic"}, horizon=0)
+    return DocumentRequest(**(base | given))
+
+
 def test_stratum_documents_from_a_resolved_model(tmp_path):
     spec = {"source": "random", "architecture": "llama", "tokenizer": "bytes", "chat_template": True,
             "model_config": {"max_position_embeddings": 1500}}
     resolve_model("tiny", spec, tmp_path / "tiny", seed=0)
-    docs = stratum_documents(
-        study="st", stratum="helmet_1200", n_documents=4, master_seed=1, study_seed=2, model="tiny",
-        model_spec=spec, models_dir=tmp_path, horizon=128, progress=False,
-    )
+    docs = stratum_documents(request(stratum="helmet_1200", count=4, model_spec=spec, horizon=128), tmp_path,
+                             progress=False)
     assert sorted(d.task for d in docs) == sorted(FAMILY_TASKS["helmet"])
     tok = bytes_tokenizer()
     for d in docs:  # documents keep the message; n_tokens counts the reference model's rendering
         assert 1200 - tolerance(1200) <= d.n_tokens <= 1200 and not d.rendered and "<|im_start|>" not in d.prompt
         assert d.n_tokens == count_tokens(tok, render_prompt(d.to_record(), tok, True))
     with pytest.raises(LengthError, match=r"target length 1400 plus 128 generated tokens exceeds .*'tiny'.*1500"):
-        stratum_documents(study="st", stratum="helmet_1400", n_documents=1, master_seed=1, study_seed=2,
-                          model="tiny", model_spec=spec, models_dir=tmp_path, horizon=128, progress=False)
+        stratum_documents(request(stratum="helmet_1400", model_spec=spec, horizon=128), tmp_path, progress=False)
 
 
 def test_a_document_block_holds_each_index_own_document(tmp_path):
@@ -209,12 +214,11 @@ def test_a_document_block_holds_each_index_own_document(tmp_path):
 
     spec = {"source": "random", "architecture": "llama", "tokenizer": "bytes", "model_config": {"max_position_embeddings": 1500}}
     resolve_model("tiny", spec, tmp_path / "tiny", seed=0)
-    common = dict(study="st", stratum="ruler_600", master_seed=1, study_seed=2, model="tiny", model_spec=spec,
-                  models_dir=tmp_path, horizon=16, progress=False)
-    written = write_document_block(tmp_path / "0002-0004.jsonl", 2, 3, **common)
+    block = request(stratum="ruler_600", first=2, count=3, model_spec=spec, horizon=16)
+    written = write_document_block(tmp_path / "0002-0004.jsonl", block, tmp_path, progress=False)
     assert [d.id for d in written] == ["st-ruler_600-0002", "st-ruler_600-0003", "st-ruler_600-0004"]
     assert read_jsonl(tmp_path / "0002-0004.jsonl") == written
-    assert written == [document_at(i, **common) for i in (2, 3, 4)]
+    assert written == [document_at(block, i, tmp_path) for i in (2, 3, 4)]
 
 
 # --- the length search ------------------------------------------------------------------------------------
@@ -257,7 +261,7 @@ def test_fit_length_uses_few_tokenizations(byte_tok):
 
 def test_unknown_task_and_family_are_clear_errors(byte_tok, byte_chat):
     with pytest.raises(ValueError, match=r"unknown document task 'niah_nope'; known tasks: .*json_kv"):
-        generate_prompt("niah_nope", seed=1, target_length=500, tokenizer=byte_tok)
+        generate_prompt("niah_nope", seed=1, target_length=500, tokenizer=byte_tok, horizon=0)
     with pytest.raises(ValueError, match="unknown document task 'nope'"):
         stratum(byte_tok, byte_chat, tasks=["nope"])
     with pytest.raises(ValueError, match="unknown document family 'longbench'"):
@@ -266,9 +270,9 @@ def test_unknown_task_and_family_are_clear_errors(byte_tok, byte_chat):
 
 def test_impossible_lengths_are_clear_errors(byte_tok, byte_chat):
     with pytest.raises(LengthError, match=r"target length 64 is too short for task 'json_kv'"):
-        generate_prompt("json_kv", seed=1, target_length=64, tokenizer=byte_tok, chat=byte_chat)
+        generate_prompt("json_kv", seed=1, target_length=64, tokenizer=byte_tok, chat=byte_chat, horizon=0)
     with pytest.raises(LengthError, match=r"target length 9000 exceeds the context of model 'tiny' \(max_context 4096\)"):
-        generate_prompt("json_kv", seed=1, target_length=9000, tokenizer=byte_tok, max_context=4096, model="tiny")
+        generate_prompt("json_kv", seed=1, target_length=9000, tokenizer=byte_tok, max_context=4096, model="tiny", horizon=0)
     with pytest.raises(LengthError, match="cannot reach target length 1030 .* 1000 tokens"):
         fit_length(lambda u, p: "a" * (100 + 50 * u), len, 1030, pads=False)
 
@@ -288,17 +292,17 @@ def test_own_documents_are_recounted_and_renamed(tmp_path, byte_tok, byte_chat):
     path = tmp_path / "mine.jsonl"
     write_jsonl(docs, path)
     got = own_documents(path, study="s", stratum="ruler_800", n_documents=2, tokenizer=byte_tok,
-                        tokenizer_name="bytes", rendered=False, chat=byte_chat)
+                        tokenizer_name="bytes", rendered=False, chat=byte_chat, horizon=0)
     assert [d.id for d in got] == ["s-ruler_800-0000", "s-ruler_800-0001"]
     fields = lambda d: (d.prompt, d.answer_prefix, d.rendered, d.answers, d.n_tokens)  # noqa: E731
     assert [fields(d) for d in got] == [fields(d) for d in docs[:2]]
     with pytest.raises(ValueError, match="stratum 'ruler_800' has 3 documents; 4 are needed"):
         own_documents(path, study="s", stratum="ruler_800", n_documents=4, tokenizer=byte_tok, tokenizer_name="bytes",
-                      rendered=False)
+                      rendered=False, horizon=0)
     with pytest.raises(ValueError, match=r"mine.jsonl:1: record says rendered=False but the config declares "
                                          r"documents.rendered=True"):
         own_documents(path, study="s", stratum="ruler_800", n_documents=2, tokenizer=byte_tok, tokenizer_name="bytes",
-                      rendered=True)
+                      rendered=True, horizon=0)
 
 
 def test_own_rendered_documents_are_fed_unchanged(tmp_path, byte_tok, byte_chat):
@@ -316,7 +320,7 @@ def test_own_rendered_documents_are_fed_unchanged(tmp_path, byte_tok, byte_chat)
     with pytest.raises(ValueError, match=r"old.jsonl:1: document record lacks key\(s\) rendered"):
         read_jsonl(path)
     got = own_documents(path, study="s", stratum="ruler_800", n_documents=2, tokenizer=byte_tok,
-                        tokenizer_name="bytes", rendered=True, chat=byte_chat)
+                        tokenizer_name="bytes", rendered=True, chat=byte_chat, horizon=0)
     for d, g in zip(docs, got):
         assert g.rendered and g.answer_prefix == "" and g.prompt == render_prompt(d.to_record(), byte_tok, True)
         assert render_prompt(g.to_record(), byte_tok, True) == g.prompt  # no second template
@@ -343,12 +347,13 @@ def test_render_prompt_per_model(byte_tok):
 def test_jsonl_source_must_declare_rendered(tmp_path):
     spec = {"source": "random", "architecture": "llama", "tokenizer": "bytes", "chat_template": True}
     resolve_model("tiny", spec, tmp_path / "tiny", seed=0)
-    common = dict(study="st", stratum="ruler_800", n_documents=1, master_seed=1, study_seed=2, model="tiny",
-                  model_spec=spec, models_dir=tmp_path, progress=False)
+    common = dict(stratum="ruler_800", model_spec=spec)
     with pytest.raises(ValueError, match=r"study 'st': documents.source 'jsonl' needs documents.rendered"):
-        stratum_documents(**common, source={"source": "jsonl", "path": str(tmp_path / "x.jsonl")})
+        stratum_documents(request(**common, source={"source": "jsonl", "path": str(tmp_path / "x.jsonl")}), tmp_path,
+                          progress=False)
     with pytest.raises(ValueError, match=r"documents.rendered: true does not apply to synthetic"):
-        stratum_documents(**common, source={"source": "synthetic", "rendered": True})
+        stratum_documents(request(**common, source={"source": "synthetic", "rendered": True}), tmp_path,
+                          progress=False)
 
 
 def own_file(tmp_path, docs, edit=None, line=2) -> Path:
@@ -377,7 +382,7 @@ def test_own_documents_must_fit_and_agree_with_their_stratum(tmp_path, byte_tok,
     path = own_file(tmp_path, docs, edit, line=2)
     with pytest.raises(ValueError) as err:
         own_documents(path, study="s", stratum="ruler_800", n_documents=3, tokenizer=byte_tok, tokenizer_name="bytes",
-                      rendered=False, chat=byte_chat)
+                      rendered=False, chat=byte_chat, horizon=0)
     assert f"{path}:2: field '{field}'" in str(err.value) and message in str(err.value)
 
 
@@ -401,7 +406,7 @@ def test_ruler_style_records_are_selected_by_length(tmp_path, byte_tok):
     path.write_text("".join(json.dumps(r) + "\n" for r in lines))
     records = list(read_records(path, "niah_single_1"))
     docs = select_documents(records, study="s", stratum="ruler_500", n_documents=2, seed=1, tokenizer=byte_tok,
-                            tokenizer_name="bytes", chat=None)
+                            tokenizer_name="bytes", chat=None, horizon=0)
     assert [d.answers for d in docs] == [["5"], ["4"]] and [d.n_tokens for d in docs] == [500, 400]
 
 

@@ -553,7 +553,7 @@ def smollm2_prompt(smollm2):
 
     chat = chat_function(smollm2.tokenizer, smollm2.chat_template)
     message, prefix, _, _ = generate_prompt("niah_single_noise_number", seed=1, target_length=1000,
-                                            tokenizer=smollm2.tokenizer, chat=chat)
+                                            tokenizer=smollm2.tokenizer, chat=chat, horizon=0)
     return torch.tensor(prompt_token_ids({"prompt": message, "answer_prefix": prefix}, smollm2.tokenizer,
                                          smollm2.chat_template))
 

@@ -1,14 +1,18 @@
 """Typed, frozen settings the library takes from a checked config: :class:`Generation` (what a study's trajectories
 compute), :class:`Runtime` (how a job runs: never part of what is computed) and :class:`DocumentRequest` (which
 documents a job writes). Each ``__post_init__`` is the only place its values are checked; the defaults live in the
-config schema alone (:func:`kvdiv.config.files.generation` fills them for library callers)."""
+config schema alone (package data; :func:`generation` fills them for library callers). Re-exported by kvdiv.config."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 #: Trajectory modes: the complete coupling, or the stop-when-reached branch scan (docs/estimators.md).
 MODES = ("complete", "swrb")
@@ -142,3 +146,38 @@ class DocumentRequest:
         _integer("horizon", self.horizon, 0)
         if self.tasks is not None:
             object.__setattr__(self, "tasks", tuple(self.tasks) or None)
+
+
+#: The config schema (JSON Schema in YAML, with defaults): package data, so the installed ``kvdiv`` validates as the
+#: workflow does.
+SCHEMA = Path(__file__).resolve().parent / "data" / "schema.yaml"
+
+
+@functools.cache
+def schema() -> dict:
+    """The config schema (:data:`SCHEMA`) as a mapping (read once)."""
+    return yaml.safe_load(SCHEMA.read_text(encoding="utf-8"))
+
+
+def generation(**given: Any) -> Generation:
+    """A :class:`Generation` of ``given`` settings, the rest the schema's study defaults (the seeds: the master
+    seed's default and study seed 0)."""
+    properties = schema()["properties"]
+    study = properties["studies"]["additionalProperties"]["properties"]
+    defaults = {key: study[key]["default"] for key in STUDY_KEYS}
+    defaults |= {"master_seed": properties["seed"]["default"], "study_seed": 0}
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        raise TypeError(f"unknown generation setting(s) {', '.join(unknown)}; known: {', '.join(sorted(defaults))}")
+    return Generation(**(defaults | given))
+
+
+def resolve(generation_: Generation | None, settings: dict[str, Any]) -> Generation:
+    """``generation_`` as given, or (None) one of the keyword ``settings`` (:func:`generation`); not both."""
+    if generation_ is None:
+        return generation(**settings)
+    if settings:
+        raise TypeError(f"give a Generation or its settings, not both (also given: {', '.join(sorted(settings))})")
+    if not isinstance(generation_, Generation):
+        raise TypeError(f"generation must be a kvdiv.config.Generation, got {type(generation_).__name__}")
+    return generation_

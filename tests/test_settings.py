@@ -1,0 +1,142 @@
+"""kvdiv.config's typed settings: checked once, defaults only in the schema, a library call couples as the workflow."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from kvdiv.config import files, loading
+from kvdiv.settings import generation, schema
+from kvdiv.settings import STUDY_KEYS, DocumentRequest, Generation, Runtime
+from kvdiv.testing import ToyKernelSession, history_kernel, mixture_kernel
+from kvdiv.trajectories.generate import generate, generate_documents
+from kvdiv.trajectories.job import run_documents
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+
+
+def _validated(config: dict) -> dict:
+    config = copy.deepcopy(config)
+    files.validate(config)
+    return config
+
+
+def test_library_defaults_are_the_schema_defaults():
+    """generation() with nothing given is a study's settings with every key left to the schema."""
+    config = _validated(SMOKE)
+    study = next(iter(config["studies"]))
+    for key in STUDY_KEYS:  # a study that gives none of them
+        config["studies"][study].pop(key, None)
+    files.validate(config)
+    from_workflow = Generation.from_study(config, study)
+    assert generation(master_seed=from_workflow.master_seed, study_seed=from_workflow.study_seed) == from_workflow
+    properties = schema()["properties"]["studies"]["additionalProperties"]["properties"]
+    assert generation().tv_atol == properties["tv_atol"]["default"] == 1e-6
+
+
+def test_no_second_default_in_the_library():
+    """No library signature carries its own horizon or tv_atol default (the schema's are the only ones)."""
+    pattern = re.compile(r"\b(horizon: int|tv_atol: float) = ")
+    offenders = [f"{path.relative_to(REPO)}:{n}" for path in (REPO / "kvdiv").rglob("*.py")
+                 for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+    assert offenders == []
+    import kvdiv.compare  # noqa: F401  (the package attribute is then the callable module, as users see it)
+
+    for function in (generate, generate_documents, run_documents):
+        assert inspect.signature(function).parameters["generation"].default is None, function.__name__
+    assert inspect.signature(kvdiv.compare).parameters["tv_atol"].default is None
+
+
+def test_a_library_call_couples_as_the_workflow():
+    """generate() without settings gives what the workflow's Generation of a default study gives, value for value;
+    tv_atol = 0 (exact) differs where a δ is below the default tolerance."""
+    eos = 0
+    ref = history_kernel(4, seed=3)
+    close = mixture_kernel(ref, history_kernel(4, seed=4), 1e-8)  # δ ≈ 1e-8: below the default tolerance
+    kernels = {"a": mixture_kernel(ref, history_kernel(4, seed=4), 0.5), "b": close}
+    s_workflow, s_library, s_exact = (ToyKernelSession(ref, kernels, eos_token_ids=[eos], evict_first_step=True)
+                                      for _ in range(3))
+    config = _validated(SMOKE)
+    study = next(iter(config["studies"]))
+    g = dataclasses.replace(Generation.from_study(config, study), horizon=6, replicates=3)
+    kwargs = dict(seed_parts=(1, 2, "doc"), eos_token_ids=[eos], progress=False)
+    a = generate(s_workflow, ["a", "b"], g, **kwargs)
+    b = generate(s_library, ["a", "b"], horizon=6, replicates=3, **kwargs)
+    for action in ("a", "b"):
+        for name in ("x", "y", "tv", "fixed_tv"):
+            np.testing.assert_array_equal(getattr(a[action], name), getattr(b[action], name))
+    assert np.all(a["b"].tv == 0) and np.any(a["a"].tv > 0)
+    exact = generate(s_exact, ["a", "b"], horizon=6, replicates=3, tv_atol=0.0, **kwargs)
+    assert np.any(exact["b"].tv > 0)  # exact coupling: the tiny δ counts
+    with pytest.raises(TypeError, match="not both"):
+        generate(s_library, ["a"], g, horizon=6, **kwargs)
+    with pytest.raises(TypeError, match="unknown generation setting.*horizn"):
+        generate(s_library, ["a"], horizn=6, **kwargs)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"horizon": 0}, "horizon must be an integer >= 1"),
+    ({"horizon": 2.5}, "horizon must be an integer"),
+    ({"replicates": True}, "replicates must be an integer"),
+    ({"temperature": 0.0}, "temperature must be a finite number > 0"),
+    ({"temperature": float("nan")}, "temperature must be a finite number"),
+    ({"mode": "full"}, "mode must be one of complete, swrb"),
+    ({"evict_first_step": 1}, "evict_first_step must be true or false"),
+    ({"tv_atol": 0.9}, r"tv_atol must be a number in \[0, 0.001\]"),
+    ({"tv_atol": -1e-9}, "tv_atol must be a number"),
+    ({"reference_chain": "one"}, "reference_chain must be one of shared, per_action"),
+    ({"compress": "all"}, "compress must be one of prompt, context"),
+    ({"master_seed": "7"}, "master_seed must be an integer"),
+])
+def test_generation_refuses_values_against_their_meaning(change, message):
+    with pytest.raises(ValueError, match=message):
+        generation(**change)
+
+
+def test_swrb_records_its_own_reference_chain():
+    g = generation(mode="swrb", reference_chain="shared")
+    assert g.effective_reference_chain == "per_action" and not g.shared_reference
+    assert generation().shared_reference
+
+
+def test_runtime_is_not_part_of_a_model():
+    model, runtime = Runtime.split({"source": "random", "threads": 2, "documents_per_job": 4, "dtype": "float32"})
+    assert model == {"source": "random", "dtype": "float32"} and runtime == Runtime(threads=2, documents_per_job=4)
+    with pytest.raises(ValueError, match="documents_per_job must be an integer >= 1"):
+        Runtime(threads=1, documents_per_job=0)
+    with pytest.raises(ValueError, match="threads must be an integer >= 1"):
+        Runtime(threads=0, documents_per_job=1)
+
+
+def test_document_request_checks_its_range():
+    base = dict(study="s", stratum="ruler_768", first=0, count=2, master_seed=1, study_seed=2, model="m",
+                model_spec={}, source={"source": "synthetic"}, horizon=8, tasks=["niah"])
+    assert DocumentRequest(**base).tasks == ("niah",)
+    with pytest.raises(ValueError, match="count must be an integer >= 1"):
+        DocumentRequest(**{**base, "count": 0})
+    with pytest.raises(ValueError, match="first must be an integer >= 0"):
+        DocumentRequest(**{**base, "first": -1})
+
+
+def test_load_reads_validates_and_checks(tmp_path):
+    """kvdiv.config.load: the one loader (the CLI's and the workflow's checks): merged files, defaults, checks."""
+    config = loading.load(REPO / "config/smoke.yaml", basedir=REPO)
+    assert config["studies"][next(iter(config["studies"]))]["tv_atol"] == 1e-6  # a default filled
+    override = tmp_path / "override.yaml"
+    override.write_text("analysis:\n  bootstrap: 17\n")
+    merged = loading.load(REPO / "config/smoke.yaml", override, basedir=REPO)
+    assert merged["analysis"]["bootstrap"] == 17 and merged["analysis"]["confidence"] == config["analysis"]["confidence"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("analysis:\n  bootsrap: 7\n")
+    with pytest.raises(files.ConfigError, match="bad.yaml.*bootsrap"):
+        loading.load(REPO / "config/smoke.yaml", bad, basedir=REPO)
+    with pytest.raises(files.ConfigError, match="does not exist"):
+        loading.load(tmp_path / "nowhere.yaml")
