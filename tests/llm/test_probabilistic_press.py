@@ -279,7 +279,7 @@ def test_h2o_normalised_by_queries(llama, history_size):
 def test_actions_sharing_a_proposal_compute_it_once_per_layer(llama, monkeypatch):
     """In one prefill, presses asking for the same attention proposal share one computation per layer (the
     memo of ``shared_proposals``), and every press's π equals the π it gets alone in its own session."""
-    from kvdiv.llm.presses import probabilistic_press as pp
+    from kvdiv.llm.presses import proposals as pp  # where the presses compute π
 
     calls = []
     original = pp.mean_attention
