@@ -25,32 +25,14 @@ from torch import nn
 from transformers import Gemma3ForConditionalGeneration, QuantizedCache
 
 from kvdiv.llm.presses.logit_bias import check_bias_supported, patch_attention_functions, set_logit_bias
-from kvdiv.llm.presses.multinomial_design import (
-    MAX_DRAWS,
-    allocate_draws,
-    distinct_variance,
-    draws_law,
-    expected_distinct,
-    importance_log_weights,
-    kept_from_counts,
-    multinomial_counts,
-)
+# the designs' and proposals' names are re-exported: they were defined here before the split
+from kvdiv.llm.presses.multinomial_design import (MAX_DRAWS, allocate_draws, distinct_variance, draws_law,
+                                                  expected_distinct, importance_log_weights, kept_from_counts,
+                                                  multinomial_counts)
 from kvdiv.llm.presses.pips_design import inclusion_probabilities, systematic_sample
-from kvdiv.llm.presses.proposals import (
-    ATTENTION_PROPOSALS,
-    H2O_NORMALIZATIONS,
-    HISTORY_PROPOSALS,
-    PROPOSALS,
-    WEIGHTINGS,
-    history_prior,
-    mean_attention,
-    normalise,
-    proposal_distribution,
-    queries_seeing,
-    score_weights,
-    scorer_classes,
-    shared_proposals,
-)
+from kvdiv.llm.presses.proposals import (ATTENTION_PROPOSALS, H2O_NORMALIZATIONS, HISTORY_PROPOSALS, PROPOSALS,
+                                         WEIGHTINGS, history_prior, mean_attention, normalise, proposal_distribution,
+                                         queries_seeing, score_weights, scorer_classes, shared_proposals)
 from kvdiv.seeds import derive_seed
 
 DESIGNS = ("multinomial", "pips")
