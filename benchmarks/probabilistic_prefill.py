@@ -22,7 +22,7 @@ import yaml
 from bench_common import busy_process
 from kvdiv.documents import generate_prompt
 from kvdiv.documents.render import chat_function, prompt_token_ids
-from kvdiv.llm import session as session_module
+from kvdiv.llm import prefill as prefill_module  # where the session's prefill opens shared_proposals
 from kvdiv.llm.loading import load_model
 from kvdiv.llm.session import KernelSession
 
@@ -43,16 +43,16 @@ def main() -> None:
     ids = torch.tensor(prompt_token_ids({"prompt": message, "answer_prefix": prefix}, loaded.tokenizer,
                                         loaded.chat_template))
     actions = yaml.safe_load(Path("config/probabilistic.yaml").read_text())["actions"]
-    shared = session_module.shared_proposals
+    shared = prefill_module.shared_proposals
 
     def prefill(memo: bool) -> tuple[float, KernelSession]:
-        session_module.shared_proposals = shared if memo else contextlib.nullcontext
+        prefill_module.shared_proposals = shared if memo else contextlib.nullcontext
         try:
             start = time.perf_counter()
             s = KernelSession(loaded, ids, actions, max_chains=1, horizon=0)
             return time.perf_counter() - start, s
         finally:
-            session_module.shared_proposals = shared
+            prefill_module.shared_proposals = shared
 
     times: dict[bool, list[float]] = {True: [], False: []}
     with busy_process(args.busy):

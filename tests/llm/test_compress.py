@@ -33,7 +33,7 @@ def test_first_law_equals_kvpress_two_phase_computation(tiny_llama):
     model, tok = tiny_llama.model, tiny_llama.tokenizer
     ids = prompt_token_ids(DOCUMENT, tok, True)
     k = context_length(DOCUMENT, tok, True, ids)
-    session = KernelSession(tiny_llama, torch.tensor(ids), {"knorm": SPEC}, compressed_length=k)
+    session = KernelSession(tiny_llama, torch.tensor(ids), {"knorm": SPEC}, compressed_length=k, horizon=128)
     press = build_press(SPEC)
     cache = DynamicCache(config=model.config)
     with torch.no_grad():
@@ -47,7 +47,7 @@ def test_first_law_equals_kvpress_two_phase_computation(tiny_llama):
     torch.testing.assert_close(session.initial_probs(REFERENCE), torch.softmax(full.double(), -1), atol=2e-6, rtol=0)
     kept = session.kept_indices("knorm")
     assert all(int(layer.max()) < k for layer in kept)  # only context entries were scored and kept
-    whole = KernelSession(tiny_llama, torch.tensor(ids), {"knorm": SPEC})
+    whole = KernelSession(tiny_llama, torch.tensor(ids), {"knorm": SPEC}, horizon=128)
     assert (whole.initial_probs("knorm") - whole.initial_probs(REFERENCE)).abs().max() == 0  # δ_1 = 0 there
     assert (session.initial_probs("knorm") - session.initial_probs(REFERENCE)).abs().max() > 1e-6
 

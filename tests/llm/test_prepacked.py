@@ -138,7 +138,7 @@ def test_a_one_row_step_is_padded_to_the_measured_minimum(tiny_model_factory, mo
         alone, together = one_row_alone_and_beside_others()
         assert torch.equal(alone, together)
         if min_rows(loaded.model) > 1:
-            monkeypatch.setattr("kvdiv.llm.session._padding_rows", lambda rows, model, device: 0)
+            monkeypatch.setattr("kvdiv.llm.batched_step._padding_rows", lambda rows, model, device: 0)
             alone, together = one_row_alone_and_beside_others()
             assert not torch.equal(alone, together)
     finally:

@@ -202,7 +202,7 @@ def test_zero_one_probabilities_equal_deterministic_eviction(llama):
         "prob_nc": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "design": "pips", "proposal": "scorer",
                     "scorer": "StreamingLLMPress", "scorer_kwargs": {"n_sink": 3}, "correction": False},
     }
-    s = KernelSession(llama, ids, actions)
+    s = KernelSession(llama, ids, actions, horizon=128)
     for layer, (a, b) in enumerate(zip(s.kept_indices("streaming"), s.kept_indices("prob"))):
         assert torch.equal(a.sort(-1).values, b)
         assert (s._prefixes["prob"].bias[layer] == 0).all()  # log ρ = 0: the correction is void
@@ -218,7 +218,8 @@ def test_probabilistic_press_bias_and_seed(llama):
     base = {"press": "ProbabilisticPress", "compression_ratio": 0.5, "design": "pips", "proposal": "scorer",
             "scorer": "KnormPress"}
     s = KernelSession(llama, ids, {"a": {**base, "seed": 1}, "b": {**base, "seed": 1},
-                                   "c": {**base, "seed": 2}, "nc": {**base, "seed": 1, "correction": False}})
+                                   "c": {**base, "seed": 2}, "nc": {**base, "seed": 1, "correction": False}},
+                      horizon=128)
     press = s.presses["a"]
     for layer in range(s.n_layers):
         bias = s._prefixes["a"].bias[layer]
@@ -299,7 +300,8 @@ def test_correction_equals_independently_recomputed_attention(llama):
     ids = torch.randint(10, 200, (48,), generator=torch.Generator().manual_seed(5))
     spec = {"press": "ProbabilisticPress", "compression_ratio": 0.5, "design": "pips", "proposal": "scorer",
             "scorer": "KnormPress", "weighting": "linear"}
-    s = KernelSession(llama, ids, {"ht": spec, "plain": {**spec, "correction": False}}, seed_parts=(3, 4, "doc"))
+    s = KernelSession(llama, ids, {"ht": spec, "plain": {**spec, "correction": False}}, seed_parts=(3, 4, "doc"),
+                      horizon=128)
     cache = DynamicCache(config=llama.model.config)
     with torch.no_grad():
         llama.model(input_ids=ids[None], past_key_values=cache, use_cache=True)
@@ -346,7 +348,7 @@ def test_probabilistic_press_draws_per_document_and_records_the_seed(llama, tmp_
             "scorer": "KnormPress", "seed": 9}
 
     def kept(doc, action="p", master=1, study=2):
-        s = KernelSession(llama, ids, {action: spec}, seed_parts=(master, study, doc))
+        s = KernelSession(llama, ids, {action: spec}, seed_parts=(master, study, doc), horizon=128)
         return s, [k.clone() for k in s.kept_indices(action)]
 
     s, a = kept("doc-0")

@@ -220,7 +220,7 @@ def test_proposals_equal_eager_attention(llama, proposal, history_size):
         spec["history_size"] = history_size
     if proposal == "h2o":  # the plain accumulated sum here; the normalised one: test_h2o_normalised_by_queries
         spec["h2o_normalization"] = "none"
-    session = KernelSession(llama, ids, {"p": spec})
+    session = KernelSession(llama, ids, {"p": spec}, horizon=128)
     press = session.presses["p"]
     attentions, values = eager_attention(llama, ids)
     W = history_size or n
@@ -253,8 +253,8 @@ def test_h2o_normalised_by_queries(llama, history_size):
     spec = {"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "h2o"}
     if history_size:
         spec["history_size"] = history_size
-    press = KernelSession(llama, ids, {"p": spec}).presses["p"]
-    plain = KernelSession(llama, ids, {"p": {**spec, "h2o_normalization": "none"}}).presses["p"]
+    press = KernelSession(llama, ids, {"p": spec}, horizon=128).presses["p"]
+    plain = KernelSession(llama, ids, {"p": {**spec, "h2o_normalization": "none"}}, horizon=128).presses["p"]
     attentions, values = eager_attention(llama, ids)
     W = min(history_size or n, n)
     for layer, (attn, v) in enumerate(zip(attentions, values)):
@@ -279,7 +279,7 @@ def test_h2o_normalised_by_queries(llama, history_size):
 def test_actions_sharing_a_proposal_compute_it_once_per_layer(llama, monkeypatch):
     """In one prefill, presses asking for the same attention proposal share one computation per layer (the
     memo of ``shared_proposals``), and every press's π equals the π it gets alone in its own session."""
-    from kvdiv.llm.presses import probabilistic_press as pp
+    from kvdiv.llm.presses import proposals as pp  # where the presses compute π
 
     calls = []
     original = pp.mean_attention
@@ -289,11 +289,11 @@ def test_actions_sharing_a_proposal_compute_it_once_per_layer(llama, monkeypatch
     actions = {"half": {**base, "compression_ratio": 0.5}, "half_corr_off": {**base, "compression_ratio": 0.5,
                "correction": False}, "ninety": {**base, "compression_ratio": 0.9, "budget": "per_head"},
                "h2o": {**base, "compression_ratio": 0.5, "proposal": "h2o"}}
-    together = KernelSession(llama, ids, actions)
+    together = KernelSession(llama, ids, actions, horizon=128)
     n_layers = len(together.presses["half"].probabilities)
     assert len(calls) == 2 * n_layers  # min_h once per layer for three actions, h2o once per layer
     for name, spec in actions.items():
-        alone_session = KernelSession(llama, ids, {name: spec})
+        alone_session = KernelSession(llama, ids, {name: spec}, horizon=128)
         alone = alone_session.presses[name]
         for layer in range(n_layers):
             assert torch.equal(together.presses[name].probabilities[layer], alone.probabilities[layer]), (name, layer)
@@ -342,7 +342,7 @@ SESSION_ACTIONS = {
 
 @pytest.fixture(scope="module")
 def session(llama):
-    return KernelSession(llama, ids_of(64, 7), SESSION_ACTIONS)
+    return KernelSession(llama, ids_of(64, 7), SESSION_ACTIONS, horizon=128)
 
 
 def independent_bias(press: ProbabilisticPress, layer: int, head: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -375,13 +375,13 @@ def test_correction_attention_equals_independent_recomputation(session, name, mo
     monkeypatch.setitem(AttentionInterface._global_mapping, ATTN_IMPLEMENTATION, spy)
     press = session.presses[name]
     chain = session.new_chain(name)
-    slot, prefix = session._chains[chain].slot, session._prefixes[name].length
+    slot, prefix = session._slots.chains[chain].slot, session._prefixes[name].length
     session.step([chain], [42])
     ref = session._prefixes[REFERENCE]
     for layer in range(session.n_layers):
         query, out, scale = captured[layer]
-        new_key = session._keys[layer][slot, :, prefix].double()
-        new_value = session._values[layer][slot, :, prefix].double()
+        new_key = session._slots.keys[layer][slot, :, prefix].double()
+        new_value = session._slots.values[layer][slot, :, prefix].double()
         for h in range(session.kv_heads):
             kept, bias = independent_bias(press, layer, h)
             keys = torch.cat([ref.keys[layer][h, kept].double(), new_key[h][None]])
@@ -469,7 +469,8 @@ def test_budgets_and_records(session):
 
 
 def test_seed_reproduces_draws(session, llama):
-    again = KernelSession(llama, session.prompt_ids, {"mn": SESSION_ACTIONS["mn"], "global": SESSION_ACTIONS["global"]})
+    again = KernelSession(llama, session.prompt_ids, {"mn": SESSION_ACTIONS["mn"], "global": SESSION_ACTIONS["global"]},
+                          horizon=128)
     for name in ("mn", "global"):
         assert all(torch.equal(a, b) for a, b in zip(again.kept_indices(name), session.kept_indices(name)))
     assert not all(torch.equal(a, b) for a, b in zip(session.kept_indices("mn"), session.kept_indices("mn_other_seed")))
@@ -482,7 +483,7 @@ def test_multinomial_draws_per_document(llama):
     actions = {"g": SESSION_ACTIONS["global"], "h": SESSION_ACTIONS["mn"]}
 
     def kept(doc):
-        s = KernelSession(llama, ids, actions, seed_parts=(1, 2, doc))
+        s = KernelSession(llama, ids, actions, seed_parts=(1, 2, doc), horizon=128)
         return s, {name: [k.clone() for k in s.kept_indices(name)] for name in actions}
 
     s0, a = kept("doc-0")
@@ -685,7 +686,7 @@ def test_correction_under_with_press_equals_independent_recomputation(llama, nam
     logits = model(input_ids=torch.tensor([[42]]), past_key_values=cache, position_ids=torch.tensor([[len(ids)]]),
                    use_cache=True).logits[0, -1].detach()
     check_calls_against_independent(press, calls, reference)
-    session = KernelSession(llama, ids, {name: SESSION_ACTIONS[name]})
+    session = KernelSession(llama, ids, {name: SESSION_ACTIONS[name]}, horizon=128)
     chain = session.new_chain(name)
     law = session.step([chain], [42])[0]
     torch.testing.assert_close(torch.log_softmax(logits.double(), -1), torch.log(law), atol=1e-4, rtol=0)

@@ -3,14 +3,18 @@ decoding == plain HF decoding, no-eviction invariant, EOS absorption, cache immu
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import pytest
 import torch
 from default_presses import DEFAULT_PRESSES, NO_EVICTION
+from kvpress import RandomPress, ScorerPress
 from transformers import DynamicCache
 
 from kvdiv.llm.presses.registry import build_press
 from kvdiv.estimands import tv
 from kvdiv.llm.session import REFERENCE, KernelSession
+from kvdiv.seeds import derive_seed
 
 PROMPT_LEN = 48
 
@@ -38,7 +42,7 @@ def prompt(loaded, n: int = PROMPT_LEN, seed: int = 0) -> torch.Tensor:
 
 @pytest.fixture(scope="module")
 def session(llama):
-    return KernelSession(llama, prompt(llama), {**PRESS_SPECS, "none": NO_EVICTION})
+    return KernelSession(llama, prompt(llama), {**PRESS_SPECS, "none": NO_EVICTION}, horizon=128)
 
 
 def kvpress_prefill(loaded, ids, spec):
@@ -146,7 +150,7 @@ def test_reference_cache_never_mutated(session, llama):
 @pytest.fixture(scope="module")
 def long_session(llama):
     # long enough that evicted and full caches fall into separate attention runs
-    return KernelSession(llama, prompt(llama, n=200, seed=9), {**PRESS_SPECS, "none": NO_EVICTION})
+    return KernelSession(llama, prompt(llama, n=200, seed=9), {**PRESS_SPECS, "none": NO_EVICTION}, horizon=128)
 
 
 @pytest.mark.parametrize("which", ["session", "long_session"])
@@ -189,7 +193,8 @@ def test_batched_step_equals_single_chain_decoding(which, llama, request):
 def test_no_eviction_gives_q_equal_p(arch, request):
     """compression_ratio 0 evicts nothing: TV(P, Q) < 1e-6 at every step along a sampled path."""
     loaded = request.getfixturevalue(arch)
-    s = KernelSession(loaded, prompt(loaded, seed=2), {"none": NO_EVICTION, "prob0": {"press": "ProbabilisticPress"}})
+    s = KernelSession(loaded, prompt(loaded, seed=2), {"none": NO_EVICTION, "prob0": {"press": "ProbabilisticPress"}},
+                      horizon=128)
     p = s.initial_probs(REFERENCE)
     assert tv(p, s.initial_probs("none")) < 1e-6
     chains = [s.new_chain(REFERENCE), s.new_chain("none"), s.new_chain("prob0")]
@@ -238,7 +243,7 @@ def test_evict_first_step(llama):
     """evict_first_step: Q at step 1 == kvpress's press on prompt[:-1], then the last token at position n−1."""
     ids = prompt(llama, seed=4)
     spec = PRESS_SPECS["snapkv"]
-    s = KernelSession(llama, ids, {"snapkv": spec}, evict_first_step=True)
+    s = KernelSession(llama, ids, {"snapkv": spec}, evict_first_step=True, horizon=128)
     cache, _ = kvpress_prefill(llama, ids[:-1], spec)
     expected = hf_decode(llama.model, cache, [int(ids[-1]), 33], len(ids) - 1)
     torch.testing.assert_close(s.initial_probs("snapkv"), expected[0], atol=1e-6, rtol=1e-5)
@@ -252,10 +257,10 @@ def test_evict_first_step(llama):
 def test_session_errors(llama):
     ids = prompt(llama)
     with pytest.raises(ValueError, match="unknown press 'NoSuchPress'.*SnapKVPress"):
-        KernelSession(llama, ids, {"a": {"press": "NoSuchPress"}})
+        KernelSession(llama, ids, {"a": {"press": "NoSuchPress"}}, horizon=128)
     with pytest.raises(ValueError, match="reserved"):
-        KernelSession(llama, ids, {REFERENCE: NO_EVICTION})
-    s = KernelSession(llama, ids, {})
+        KernelSession(llama, ids, {REFERENCE: NO_EVICTION}, horizon=128)
+    s = KernelSession(llama, ids, {}, horizon=128)
     with pytest.raises(KeyError, match="unknown cache"):
         s.new_chain("snapkv")
     c = s.new_chain()
@@ -269,7 +274,8 @@ def test_smollm2_no_eviction(smollm2):
     text = "The quick brown fox jumps over the lazy dog. " * 12
     ids = smollm2.tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids[0]
     s = KernelSession(smollm2, ids, {"none": {"press": "SnapKVPress", "compression_ratio": 0.0},
-                                     "half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 16}})
+                                     "half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 16}},
+                      horizon=128)
     chains = [s.new_chain(REFERENCE), s.new_chain("none"), s.new_chain("half")]
     p = s.initial_probs(REFERENCE)
     g = torch.Generator().manual_seed(0)
@@ -289,7 +295,7 @@ def test_other_architectures(arch, tiny_model_factory):
     loaded = tiny_model_factory(arch, initializer_range=0.25)
     ids = prompt(loaded, n=40, seed=5)
     spec = PRESS_SPECS["snapkv"]
-    s = KernelSession(loaded, ids, {"snapkv": spec})
+    s = KernelSession(loaded, ids, {"snapkv": spec}, horizon=128)
     chains = [s.new_chain(REFERENCE), s.new_chain("snapkv")]
     tokens = [21, 57]
     got = torch.stack([s.step(chains, [t, t]) for t in tokens], 1)
@@ -311,7 +317,7 @@ def test_slots_and_capacity_grow(llama):
     for s in (small, big):
         chains = [s.new_chain(REFERENCE), s.new_chain("snapkv"), s.new_chain("snapkv")]
         out.append(torch.stack([s.step(chains, [30 + t, 40 + t, 50 + t]) for t in range(6)]))
-    assert small._n_slots >= 3 and small._capacity >= small._prefixes[REFERENCE].length + 6
+    assert small._slots.n_slots >= 3 and small._slots.capacity >= small._prefixes[REFERENCE].length + 6
     torch.testing.assert_close(out[0], out[1], atol=1e-6, rtol=0)
 
 
@@ -330,3 +336,73 @@ def test_the_attention_transformers_calls_for_kvdiv_decode_is_kvdivs_whatever_is
             "print(fns.get_interface(d.ATTN_IMPLEMENTATION, None) is d.decode_attention)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "True"
+
+
+@dataclass
+class DoubledKnorm(ScorerPress):
+    """Knorm's top-k entries with their keys doubled: the session cannot recover its kept positions by key matching."""
+
+    compression_ratio: float = 0.0
+
+    def score(self, module, hidden_states, keys, values, attentions, kwargs):
+        return -keys.norm(dim=-1)
+
+    def compress(self, module, hidden_states, keys, values, attentions, kwargs):
+        kept = int(keys.shape[2] * (1 - self.compression_ratio))
+        idx = self.score(module, hidden_states, keys, values, attentions, kwargs).topk(kept, dim=-1).indices
+        self.record(module.layer_idx, idx)
+        gidx = idx.unsqueeze(-1).expand(-1, -1, -1, keys.shape[-1])
+        return 2 * keys.gather(2, gidx), values.gather(2, gidx)
+
+    def record(self, layer: int, idx: torch.Tensor) -> None:
+        """What a press of the session protocol reports (nothing here)."""
+
+
+@dataclass
+class ProtocolKnorm(DoubledKnorm):
+    """DoubledKnorm that also speaks kvdiv.llm.presses.protocol: seeded per document, a constant decode-time bias
+    on its kept entries, and the kept positions it recorded."""
+
+    seed: int = 5
+    draw_seed: int | None = None
+    kept_indices: dict = field(default_factory=dict)
+    biases: dict = field(default_factory=dict)
+
+    def set_document(self, *seed_parts, action):
+        self.draw_seed = derive_seed(*seed_parts, action, self.seed)
+        return self.draw_seed
+
+    def layer_seed(self, layer):
+        return derive_seed(self.draw_seed, layer)
+
+    def attention_bias(self, layer):
+        return self.biases.get(layer)
+
+    def record(self, layer, idx):
+        self.kept_indices[layer] = idx
+        self.biases[layer] = torch.full(idx.shape, -0.5, dtype=torch.float64)
+
+
+def test_a_press_of_the_session_protocol_is_seeded_biased_and_indexed(llama):
+    """The session asks any press through kvdiv.llm.presses.protocol, not for ProbabilisticPress: a press of one's own
+    providing the members is seeded per document, its bias reaches the prefix and its kept positions are reported;
+    a press without them (here the same eviction, and kvpress's RandomPress, which has a ``seed``) runs as before."""
+    from kvdiv.llm.presses.protocol import BiasedPress, IndexedPress, SeededPress
+
+    ids = prompt(llama)
+    assert all(isinstance(ProtocolKnorm(), kind) for kind in (SeededPress, BiasedPress, IndexedPress))
+    actions = {"mine": ProtocolKnorm(compression_ratio=0.5), "plain": DoubledKnorm(compression_ratio=0.5),
+               "random": RandomPress(compression_ratio=0.5, seed=3)}
+    s = KernelSession(llama, ids, actions, horizon=4, seed_parts=(1, 2, "doc"))
+    draw = derive_seed(1, 2, "doc", "mine", 5)
+    assert s.press_seeds() == {"mine": {"seed": 5, "draw_seed": draw,
+                                        "layer_seeds": [derive_seed(draw, layer) for layer in range(s.n_layers)]}}
+    mine, plain = s.kept_indices("mine"), s.kept_indices("plain")
+    for layer in range(s.n_layers):
+        assert torch.equal(s._prefixes["mine"].keys[layer], s._prefixes["plain"].keys[layer])
+        assert (s._prefixes["mine"].bias[layer] == -0.5).all() and (s._prefixes["plain"].bias[layer] == 0).all()
+        assert torch.equal(mine[layer], s.presses["mine"].kept_indices[layer][0]) and plain[layer] is None
+    # the bias acts at decode time: the two caches hold the same entries, only the bias differs
+    c_mine, c_plain = s.new_chain("mine"), s.new_chain("plain")
+    laws = s.step([c_mine, c_plain], [33, 33])
+    assert not torch.equal(laws[0], laws[1])

@@ -83,7 +83,7 @@ def test_batched_documents_equal_each_document_alone(model, mode, one_thread, re
     together = generate_documents(batch, seeds(len(PROMPTS)), list(ACTIONS), horizon=H, replicates=R,
                                   eos_token_ids=loaded.eos_token_ids, mode=mode, tv_atol=TV_ATOL,
                                   reference_chain=reference_chain, progress=False)
-    assert all(session._chains == {} for session in batch)  # every chain released
+    assert all(session._slots.chains == {} for session in batch)  # every chain released
     diverged = decoded_tv = False
     for d, out in enumerate(together):
         assert_same(out, alone(loaded, d, mode, reference_chain), f"document {d}")

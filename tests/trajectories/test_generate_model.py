@@ -30,7 +30,7 @@ def prompt_ids(loaded) -> torch.Tensor:
 
 def run(loaded, actions, mode="complete", seed=("doc", 0), temperature=1.0, ids=None):
     ids = prompt_ids(loaded) if ids is None else ids
-    session = KernelSession(loaded, ids, {a: ACTIONS[a] for a in actions}, temperature=temperature)
+    session = KernelSession(loaded, ids, {a: ACTIONS[a] for a in actions}, temperature=temperature, horizon=128)
     out = generate(session, list(actions), horizon=H, replicates=R, seed_parts=(1, 2, *seed),
                    eos_token_ids=loaded.eos_token_ids, mode=mode, tv_atol=TV_ATOL, progress=False)
     return session, out
@@ -39,7 +39,7 @@ def run(loaded, actions, mode="complete", seed=("doc", 0), temperature=1.0, ids=
 @pytest.mark.parametrize("mode", ["complete", "swrb"])
 def test_store_invariants_on_a_tiny_model(tiny_llama, mode):
     session, out = run(tiny_llama, list(ACTIONS), mode=mode, temperature=1.5)
-    assert session._chains == {}  # every chain released
+    assert session._slots.chains == {}  # every chain released
     diverged_any = False
     for name, t in out.items():
         assert np.array_equal(t.match, t.x == t.y)
@@ -150,7 +150,8 @@ def test_swrb_and_complete_estimate_the_same_divergence_and_risk(tiny_llama):
     action, horizon, replicates = "snapkv_half", 10, 300
     out = {}
     for mode, stream in (("complete", "c"), ("swrb", "s")):
-        session = KernelSession(tiny_llama, prompt_ids(tiny_llama), {action: ACTIONS[action]}, temperature=0.7)
+        session = KernelSession(tiny_llama, prompt_ids(tiny_llama), {action: ACTIONS[action]}, temperature=0.7,
+                                horizon=128)
         out[mode] = generate(session, [action], horizon=horizon, replicates=replicates, seed_parts=(4, stream, "doc"),
                              eos_token_ids=tiny_llama.eos_token_ids, mode=mode, tv_atol=TV_ATOL, progress=False)[action]
     c, s = out["complete"], out["swrb"]

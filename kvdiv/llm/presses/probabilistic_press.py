@@ -10,404 +10,33 @@ model's ``sdpa`` attention, under ``with press(model):`` and kvpress's pipeline 
 the paper's: docs/probabilistic.md; the mathematics: docs/estimators.md#probabilistic-eviction.
 """
 
+
 from __future__ import annotations
 
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
-import kvpress
 import numpy as np
 import torch
-from kvpress import ScorerPress
 from kvpress.presses.base_press import BasePress, is_prefilling
-from kvpress.utils import compute_n_kept, extract_keys_and_values, get_prerope_query_states
+from kvpress.utils import compute_n_kept, extract_keys_and_values
 from torch import nn
 from transformers import Gemma3ForConditionalGeneration, QuantizedCache
-from transformers.models.llama.modeling_llama import rotate_half
 
 from kvdiv.llm.presses.logit_bias import check_bias_supported, patch_attention_functions, set_logit_bias
+# the designs' and proposals' names are re-exported: they were defined here before the split
+from kvdiv.llm.presses.multinomial_design import (MAX_DRAWS, allocate_draws, distinct_variance, draws_law,
+                                                  expected_distinct, importance_log_weights, kept_from_counts,
+                                                  multinomial_counts)
+from kvdiv.llm.presses.pips_design import inclusion_probabilities, systematic_sample
+from kvdiv.llm.presses.proposals import (ATTENTION_PROPOSALS, H2O_NORMALIZATIONS, HISTORY_PROPOSALS, PROPOSALS,
+                                         WEIGHTINGS, history_prior, mean_attention, normalise, proposal_distribution,
+                                         queries_seeing, score_weights, scorer_classes, shared_proposals)
 from kvdiv.seeds import derive_seed
 
 DESIGNS = ("multinomial", "pips")
-PROPOSALS = ("min", "h2o", "min_h", "h2o_h", "scorer")
 BUDGETS = ("per_head", "global")
-#: π_H2O: accumulated attention divided by the number of queries that see each key (kvpress), or not
-H2O_NORMALIZATIONS = ("queries", "none")
-WEIGHTINGS = ("linear", "softmax")
-#: proposals built from prompt-query attention rows, and those of them averaging a history of queries
-ATTENTION_PROPOSALS = ("min", "h2o", "min_h", "h2o_h")
-HISTORY_PROPOSALS = ("h2o", "min_h", "h2o_h")
-#: the most draws m a head may get (the budget target may stay out of reach beyond it)
-MAX_DRAWS = 2**50
-#: float64 elements of attention computed at once by :func:`mean_attention` (bounds its memory)
-_CHUNK_ELEMENTS = 2**24
-
-
-def scorer_classes() -> dict[str, type[ScorerPress]]:
-    """kvpress's exported scorer presses (subclasses of ``ScorerPress``), by class name."""
-    out = {}
-    for name in dir(kvpress):
-        obj = getattr(kvpress, name)
-        if isinstance(obj, type) and issubclass(obj, ScorerPress) and obj is not ScorerPress:
-            out[name] = obj
-    return dict(sorted(out.items()))
-
-
-def score_weights(scores: torch.Tensor, weighting: str = "linear", score_temperature: float = 1.0) -> torch.Tensor:
-    """Non-negative weights w from scores (last dim = entries), float64.
-
-    ``linear``: w_i = s_i − min(0, min_j s_j) (scores shifted to be non-negative; attention-type scores
-    are used as they are; with negative scores the lowest-scored entry gets weight 0, hence ρ = 0, and
-    is never kept). ``softmax``: w_i = exp((s_i − max_j s_j) / score_temperature), all ρ_i > 0, which the
-    Horvitz–Thompson estimators need to be unbiased.
-    """
-    s = scores.to(torch.float64)
-    if torch.isnan(s).any():
-        raise ValueError("scorer returned NaN scores")
-    if weighting == "linear":
-        finite = torch.where(torch.isfinite(s), s, torch.zeros_like(s))
-        shift = finite.min(dim=-1, keepdim=True).values.clamp(max=0.0)
-        w = torch.where(s == float("-inf"), torch.zeros_like(s), s - shift)
-        top = torch.where(torch.isfinite(w), w, torch.zeros_like(w)).max(dim=-1, keepdim=True).values
-        return torch.where(w == float("inf"), 2 * top + 1, w)
-    if weighting == "softmax":
-        return torch.softmax(s / score_temperature, dim=-1)
-    raise ValueError(f"unknown weighting {weighting!r}; valid: {', '.join(WEIGHTINGS)}")
-
-
-# ---------------------------------------------------------------------------------------- proposals
-
-
-def history_prior(n_queries: int, prior: str) -> torch.Tensor:
-    """Weights h [n_queries] (float64, sum 1) of the history queries, oldest first.
-
-    ``harmonic``: h_j ∝ 1/(a_j + 1), a_j = age of query j (0 for the last one); ``uniform``: 1/W.
-    """
-    if n_queries < 1:
-        raise ValueError(f"n_queries must be >= 1, got {n_queries}")
-    if prior == "harmonic":
-        h = 1.0 / torch.arange(n_queries, 0, -1, dtype=torch.float64)
-    elif prior == "uniform":
-        h = torch.ones(n_queries, dtype=torch.float64)
-    else:
-        raise ValueError(f"unknown prior {prior!r}; valid: harmonic, uniform")
-    return h / h.sum()
-
-
-def mean_attention(
-    module: nn.Module,
-    hidden_states: torch.Tensor,
-    keys: torch.Tensor,
-    position_embeddings: tuple[torch.Tensor, torch.Tensor],
-    query_weights: torch.Tensor,
-) -> torch.Tensor:
-    """Σ_j h_j Ā_j(i): attention rows of the last W prompt queries, weighted by ``query_weights`` [W]
-    (oldest first), each row averaged over the query heads sharing a KV head. Returns [b, kv_heads, n]
-    float64.
-
-    The rows are what the layer computes: RoPE'd queries from ``hidden_states`` (kvpress's
-    ``get_prerope_query_states``, as SnapKV's window attention), the cached keys, ``module.scaling``,
-    causal mask (query j attends entries 0..j). Computed in chunks of queries.
-    """
-    b, kv_heads, n, head_dim = keys.shape
-    W = int(query_weights.numel())
-    if not 1 <= W <= n or hidden_states.shape[1] != n:
-        raise ValueError(f"{W} history queries for {n} prompt entries and {hidden_states.shape[1]} hidden states")
-    n_heads = module.config.num_attention_heads
-    groups = n_heads // kv_heads
-    scale = float(getattr(module, "scaling", head_dim**-0.5))
-    cos, sin = position_embeddings
-    k = keys.float().transpose(2, 3)  # [b, kv, d, n]
-    positions = torch.arange(n, device=keys.device)
-    chunk = max(1, _CHUNK_ELEMENTS // max(1, b * n_heads * n))
-    out = torch.zeros(b, kv_heads, n, dtype=torch.float64, device=keys.device)
-    h = query_weights.to(device=keys.device, dtype=torch.float64)
-    for start in range(n - W, n, chunk):
-        rows = slice(start, min(start + chunk, n))
-        r = rows.stop - rows.start
-        q = get_prerope_query_states(module, hidden_states[:, rows])  # [b, heads, r, d]
-        c, s = cos[:, rows].unsqueeze(1), sin[:, rows].unsqueeze(1)
-        q = (q * c + rotate_half(q) * s).float()
-        # query head kv·G + g shares KV head kv (transformers' repeat_kv layout)
-        logits = torch.matmul(q.reshape(b, kv_heads, groups * r, head_dim), k).mul_(scale).double()
-        logits = logits.view(b, kv_heads, groups, r, n)
-        future = positions[None, :] > positions[rows, None]  # [r, n]
-        logits.masked_fill_(future, float("-inf"))
-        attn = torch.softmax(logits, dim=-1).mean(2)  # [b, kv, r, n]
-        out += torch.einsum("bkrn,r->bkn", attn, h[rows.start - (n - W): rows.stop - (n - W)])
-    return out
-
-
-#: While :func:`shared_proposals` is open: attention proposals already computed in this prefill, by
-#: (layer module, proposal, history size, H2O normalisation) → (hidden states, keys, values, π).
-_SHARED: ContextVar[dict | None] = ContextVar("kvdiv_shared_proposals", default=None)
-
-
-@contextmanager
-def shared_proposals() -> Iterator[None]:
-    """Within the block, presses of one prefill that ask for the same attention proposal on the same layer
-    inputs get one computation (KernelSession's prefill runs every action's press on each layer; a study with
-    eleven ``min_h`` actions computed the same attention rows eleven times). Inputs are matched by identity, so a
-    different tensor is never served a stale π; each caller gets its own copy."""
-    token = _SHARED.set({})
-    try:
-        yield
-    finally:
-        _SHARED.reset(token)
-
-
-def proposal_distribution(
-    proposal: str,
-    module: nn.Module,
-    hidden_states: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
-    position_embeddings: tuple[torch.Tensor, torch.Tensor],
-    history_size: int | None = None,
-    h2o_normalization: str = "queries",
-) -> torch.Tensor:
-    """The proposal π [b, kv_heads, n] (float64, rows sum to 1) of an attention proposal
-    (``min``, ``h2o``, ``min_h``, ``h2o_h``; see the module docstring). ``h2o_normalization`` (``h2o`` only):
-    ``queries`` divides each key's accumulated attention by the number of history queries that see it
-    (:func:`queries_seeing`, kvpress's ``ObservedAttentionPress``), ``none`` keeps the plain sum."""
-    n = keys.shape[2]
-    if proposal == "min":
-        h = history_prior(1, "uniform")
-    elif proposal in HISTORY_PROPOSALS:
-        W = n if history_size is None else min(int(history_size), n)
-        h = history_prior(W, "uniform" if proposal == "h2o" else "harmonic")
-    else:
-        raise ValueError(f"unknown attention proposal {proposal!r}; valid: {', '.join(ATTENTION_PROPOSALS)}")
-    if h2o_normalization not in H2O_NORMALIZATIONS:
-        raise ValueError(f"h2o_normalization must be one of {', '.join(H2O_NORMALIZATIONS)}; got {h2o_normalization!r}")
-    memo = _SHARED.get()
-    key = (id(module), proposal, int(h.numel()), h2o_normalization)
-    if memo is not None and key in memo:
-        seen_hidden, seen_keys, seen_values, seen_pi = memo[key]
-        if seen_hidden is hidden_states and seen_keys is keys and seen_values is values:
-            return seen_pi.clone()
-    weight = mean_attention(module, hidden_states, keys, position_embeddings, h)
-    if proposal in ("min", "min_h"):
-        weight = weight * values.to(torch.float64).norm(dim=-1)
-    if proposal == "h2o" and h2o_normalization == "queries":
-        weight = weight / queries_seeing(n, int(h.numel())).to(weight.device)
-    pi = normalise(weight)
-    if memo is not None:
-        memo[key] = (hidden_states, keys, values, pi)
-        return pi.clone()
-    return pi
-
-
-def queries_seeing(n: int, history: int) -> torch.Tensor:
-    """Number of the last ``history`` prompt queries that see each of the n prompt keys under the causal mask:
-    min(history, n − i) for key i (float64 [n]); kvpress's ``ObservedAttentionPress`` divides by it (history = n)."""
-    return torch.clamp(torch.arange(n, 0, -1, dtype=torch.float64), max=float(history))
-
-
-def normalise(weights: torch.Tensor) -> torch.Tensor:
-    """Rows of non-negative weights (last dim) divided by their sums; all-zero rows become uniform."""
-    w = weights.to(torch.float64)
-    total = w.sum(-1, keepdim=True)
-    return torch.where(total > 0, w / total.clamp(min=1e-300), torch.full_like(w, 1.0 / w.shape[-1]))
-
-
-# ---------------------------------------------------------------------------------------- multinomial
-
-
-def expected_distinct(pi: torch.Tensor, m: torch.Tensor | float) -> torch.Tensor:
-    """E|S| = Σ_i (1 − (1 − π_i)^m): expected number of distinct entries in m draws from π (last dim);
-    ``m`` broadcasts against ``pi``'s leading dims. Returns float64 [...] (on the CPU)."""
-    log_q = np.log1p(-_numpy64(pi))
-    return torch.from_numpy(np.asarray(_distinct(log_q, np.asarray(_numpy64(m)))))
-
-
-def _numpy64(x: Any) -> np.ndarray:
-    return (x.detach().cpu().to(torch.float64).numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=np.float64))
-
-
-def _distinct(log_q: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """Σ_i −expm1(m · log(1 − π_i)) over the last dim of ``log_q``, m broadcast over the leading dims."""
-    return (-np.expm1(np.expand_dims(m, -1) * log_q)).sum(-1)
-
-
-def distinct_variance(pi: torch.Tensor, m: torch.Tensor | float) -> torch.Tensor:
-    """Var|S| of the number of distinct entries in m draws from π (last dim), exactly:
-    Σ_i a_i(1 − a_i) + Σ_{i≠j} [(1 − π_i − π_j)^m − a_i a_j] with a_i = (1 − π_i)^m (the indicators of
-    undrawn entries). O(n²) per row. Returns float64 [...] (CPU)."""
-    p = _numpy64(pi)
-    rows = p.reshape(-1, p.shape[-1])
-    ms = np.broadcast_to(np.asarray(_numpy64(m)), p.shape[:-1]).reshape(-1)
-    out = np.empty(len(rows))
-    for r, (row, mr) in enumerate(zip(rows, ms)):
-        log_a = mr * np.log1p(-row)
-        a = np.exp(log_a)
-        # (1−π_i−π_j)^m = a_i a_j (1 − π_iπ_j/((1−π_i)(1−π_j)))^m, computed without cancellation
-        with np.errstate(divide="ignore"):
-            ratio = np.outer(row, row) / np.outer(1 - row, 1 - row)
-            cov = np.outer(a, a) * np.expm1(mr * np.log1p(-np.minimum(ratio, 1.0)))
-        np.fill_diagonal(cov, 0.0)
-        out[r] = (a * (1 - a)).sum() + cov.sum()
-    return torch.from_numpy(out.reshape(p.shape[:-1]))
-
-
-def draws_law(pi: torch.Tensor, target: torch.Tensor | float, shared: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """The law of the number of draws m meeting an expected-distinct target: m = m⁻ + Bernoulli(f).
-
-    Per row of ``pi`` [..., n] with ``target`` [...] (or a scalar); with ``shared=True`` one m for all rows
-    and Σ_rows E|S_row| = ``target`` (a scalar). m⁻ is the largest integer in [1, MAX_DRAWS] with
-    E|S|(m⁻) ≤ target (1 if none) and f ∈ [0, 1] interpolates so that
-    (1 − f)·E|S|(m⁻) + f·E|S|(m⁻ + 1) = target (f = 0 where the target is out of reach).
-    Returns (m⁻ LongTensor, f float64 tensor) on the CPU: shape [...] per row, [] when shared.
-    """
-    log_q = np.log1p(-_numpy64(pi))
-    if shared:
-        rows = log_q.reshape(-1, log_q.shape[-1])
-
-        def distinct(m: np.ndarray) -> np.ndarray:
-            return _distinct(rows, np.broadcast_to(m, rows.shape[:1])).sum(keepdims=True)
-
-        goal = np.asarray(_numpy64(target)).reshape(1)
-        shape: tuple[int, ...] = ()
-    else:
-        def distinct(m: np.ndarray) -> np.ndarray:
-            return _distinct(log_q, m)
-
-        shape = log_q.shape[:-1]
-        goal = np.broadcast_to(_numpy64(target), shape).astype(np.float64)
-    lo = np.ones(goal.shape)
-    hi = np.full(goal.shape, float(MAX_DRAWS + 1))
-    # integer bisection keeping E|S|(lo) <= target < E|S|(hi) (or hi = MAX_DRAWS + 1): about 50 halvings
-    while bool((hi - lo > 1).any()):
-        mid = np.floor((lo + hi) / 2)
-        below = distinct(mid) <= goal
-        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-    d_lo, d_next = distinct(lo), distinct(lo + 1)
-    gap = d_next - d_lo
-    f = np.where(gap > 0, (goal - d_lo) / np.where(gap > 0, gap, 1.0), 0.0).clip(0.0, 1.0)
-    f = np.where(lo >= MAX_DRAWS, 0.0, f)
-    return torch.from_numpy(lo.astype(np.int64).reshape(shape)), torch.from_numpy(f.reshape(shape))
-
-
-def allocate_draws(
-    pi: torch.Tensor, target: torch.Tensor | float, u: torch.Tensor | float, shared: bool = False
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Numbers of draws m = m⁻ + 1{u < f} (:func:`draws_law`; ``u`` uniform on [0, 1)) and the expected
-    kept entries E|S| of every row of ``pi`` [..., n] over the law of m and the draws.
-
-    Per row: ``u`` [...], each row's E|S| equals its target. ``shared=True``: ``u`` a scalar, one m for every
-    row (returned broadcast to [...]), the rows' E|S| sum to the target. Returns (m LongTensor [...],
-    E|S| float64 [...]) on the CPU.
-    """
-    m_lo, f = draws_law(pi, target, shared)
-    coin = torch.as_tensor(u, dtype=torch.float64)
-    m = m_lo + (coin < f).to(torch.long)
-    expected = (1 - f) * expected_distinct(pi, m_lo) + f * expected_distinct(pi, m_lo + 1)
-    return m.expand(expected.shape).clone(), expected
-
-
-def multinomial_counts(pi: torch.Tensor, m: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
-    """Draw counts c ~ Multinomial(m_row, π_row) for every row of ``pi`` [..., n]; ``m`` [...] integers.
-
-    Returns int64 counts [..., n] on ``pi``'s device. numpy's multinomial sampler (exact for any m) draws
-    entry by entry from binomials with π_i / (the mass not yet drawn), that mass kept by subtraction; the
-    entries are fed in ascending π so that the subtracted mass stays large (no cancellation for the tiny
-    π_i that huge m reach).
-    """
-    p = pi.detach().to(torch.float64).reshape(-1, pi.shape[-1]).cpu().numpy()
-    draws = torch.as_tensor(m).detach().expand(pi.shape[:-1]).reshape(-1).cpu().numpy().astype(np.int64)
-    counts = np.zeros(p.shape, dtype=np.int64)
-    for r, (d, row) in enumerate(zip(draws, p)):
-        order = np.argsort(row, kind="stable")
-        counts[r, order] = rng.multinomial(int(d), row[order])
-    return torch.from_numpy(counts).reshape(pi.shape).to(pi.device)
-
-
-def importance_log_weights(counts: torch.Tensor, m: torch.Tensor, pi: torch.Tensor) -> torch.Tensor:
-    """log w_i = log(c_i / (m π_i)) (float64), −inf where c_i = 0; ``m`` broadcasts over the last dim."""
-    m = torch.as_tensor(m, device=counts.device).to(torch.float64).unsqueeze(-1)
-    return torch.log(counts.to(torch.float64)) - torch.log(m) - torch.log(pi.to(torch.float64))
-
-
-def kept_from_counts(counts: torch.Tensor) -> torch.Tensor:
-    """Kept entries per row of ``counts`` [..., n]: indices of c_i > 0 ascending, padded with −1 to the
-    longest row. Returns LongTensor [..., max_kept]."""
-    drawn = counts > 0
-    width = max(1, int(drawn.sum(-1).max()))
-    # stable descending sort of the drawn flags keeps ascending positions among drawn entries
-    order = torch.sort(drawn.to(torch.int8), dim=-1, descending=True, stable=True).indices[..., :width]
-    return torch.where(drawn.gather(-1, order), order, torch.full_like(order, -1))
-
-
-# ---------------------------------------------------------------------------------------- πps
-
-
-def inclusion_probabilities(weights: torch.Tensor, k: int) -> torch.Tensor:
-    """πps inclusion probabilities ρ (last dim = entries) with Σρ = k and ρ ≤ 1, by iterative capping.
-
-    ρ_i = min(1, c·w_i) with c such that the sum is k. Rows with at most k positive weights keep those
-    with ρ = 1 and spread the rest of the budget uniformly over the zero-weight entries.
-    """
-    w = weights.to(torch.float64)
-    n = w.shape[-1]
-    if not 0 <= k <= n:
-        raise ValueError(f"budget k={k} outside [0, {n}]")
-    if (w < 0).any():
-        raise ValueError("weights must be non-negative")
-    if k == n:
-        return torch.ones_like(w)
-    if k == 0:
-        return torch.zeros_like(w)
-    n_pos = (w > 0).sum(-1, keepdim=True)
-    few = n_pos <= k
-    # rows with few positives: positives get a huge weight (capped at once), zeros weight 1
-    w = torch.where(few, torch.where(w > 0, torch.full_like(w, 1e30), torch.ones_like(w)), w)
-    capped = torch.zeros_like(w, dtype=torch.bool)
-    for _ in range(n + 1):
-        remaining = k - capped.sum(-1, keepdim=True)
-        free_mass = torch.where(capped, torch.zeros_like(w), w).sum(-1, keepdim=True)
-        c = remaining / free_mass
-        rho = torch.where(capped, torch.ones_like(w), c * w)
-        new = (rho >= 1) & ~capped
-        if not new.any():
-            break
-        capped |= new
-    return rho.clamp(max=1.0)
-
-
-def systematic_sample(rho: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """Exactly-k randomised systematic πps sample for each row of ``rho`` (k = Σρ, an integer).
-
-    Returns the kept indices per row, sorted ascending: LongTensor [..., k]. Entries with ρ = 1 are kept
-    deterministically; P(i kept) = ρ_i (see the module docstring).
-    """
-    shape = rho.shape
-    r = rho.reshape(-1, shape[-1]).to(torch.float64).cpu()
-    k = int(round(float(r[0].sum())))
-    sure = r >= 1.0
-    rest = torch.where(sure, torch.zeros_like(r), r)
-    order = torch.argsort(torch.rand(r.shape, generator=generator, dtype=torch.float64), dim=-1)
-    rest_perm = rest.gather(-1, order)
-    target = (k - sure.sum(-1, keepdim=True)).to(torch.float64)
-    cum = torch.cumsum(rest_perm, dim=-1)
-    total = cum[:, -1:]
-    cum = torch.where(total > 0, cum * (target / total.clamp(min=1e-300)), cum)
-    prev = torch.cat([torch.zeros_like(cum[:, :1]), cum[:, :-1]], dim=-1)
-    u = torch.rand((r.shape[0], 1), generator=generator, dtype=torch.float64)
-    hits = (torch.floor(cum - u) - torch.floor(prev - u)) > 0
-    chosen_perm = torch.zeros_like(sure)
-    chosen_perm.scatter_(-1, order, hits)
-    chosen = sure | chosen_perm
-    counts = chosen.sum(-1)
-    if not bool((counts == k).all()):
-        raise RuntimeError(f"systematic sample kept {counts.tolist()} entries, expected {k}")
-    idx = torch.sort(chosen.to(torch.int8), dim=-1, descending=True, stable=True).indices[:, :k]
-    idx = torch.sort(idx, dim=-1).values
-    return idx.reshape(*shape[:-1], k).to(rho.device)
-
-
-# ---------------------------------------------------------------------------------------- the press
 
 
 def _write_cache_layer(cache: Any, layer: int, keys: torch.Tensor, values: torch.Tensor) -> None:
@@ -769,7 +398,15 @@ class ProbabilisticPress(BasePress):
 
 
 __all__ = [
+    "ATTENTION_PROPOSALS",
+    "BUDGETS",
+    "DESIGNS",
+    "H2O_NORMALIZATIONS",
+    "HISTORY_PROPOSALS",
+    "MAX_DRAWS",
+    "PROPOSALS",
     "ProbabilisticPress",
+    "WEIGHTINGS",
     "allocate_draws",
     "distinct_variance",
     "draws_law",
@@ -780,7 +417,11 @@ __all__ = [
     "kept_from_counts",
     "mean_attention",
     "multinomial_counts",
+    "normalise",
     "proposal_distribution",
+    "queries_seeing",
     "score_weights",
+    "scorer_classes",
+    "shared_proposals",
     "systematic_sample",
 ]

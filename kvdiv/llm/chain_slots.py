@@ -1,0 +1,112 @@
+"""A :class:`~kvdiv.llm.session.KernelSession`'s chains and the slot buffers holding their caches.
+
+Per layer, preallocated K/V buffers [slots, kv_heads, capacity, head_dim] and an additive logit bias [slots, kv_heads,
+capacity] (−inf where nothing is attended); each live chain (:class:`Chain`) owns one slot, takes the lowest free one
+and grows the buffers on demand. docs/internals.md#kernel-pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import torch
+
+from kvdiv.llm.decoding import ChainState
+from kvdiv.llm.prefill import Prefix
+
+
+@dataclass
+class Chain:
+    """One chain: its slot, the cache it decodes with, its cache length and RoPE position, whether it emitted EOS."""
+
+    slot: int
+    cache: str
+    length: int
+    position: int
+    done: bool
+    decode: ChainState | None = None  # an action with decode-time compression: its per-chain state
+
+
+class ChainSlots:
+    """The slot buffers of ``n_layers`` layers and the live chains by id (ids are never reused)."""
+
+    def __init__(self, n_layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device):
+        self.n_layers, self.kv_heads, self.head_dim = n_layers, kv_heads, head_dim
+        self.dtype, self.device = dtype, device
+        self.capacity = 0
+        self.n_slots = 0
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        self.bias: list[torch.Tensor] = []
+        self.free: list[int] = []
+        self.chains: dict[int, Chain] = {}
+        self.next_id = 0
+
+    def grow(self, n_slots: int, capacity: int) -> None:
+        """Make room for at least ``n_slots`` slots of ``capacity`` entries, keeping every slot's contents."""
+        n_slots, capacity = max(n_slots, self.n_slots), max(capacity, self.capacity)
+        if n_slots == self.n_slots and capacity == self.capacity:
+            return
+        shape = (n_slots, self.kv_heads, capacity, self.head_dim)
+        for layer in range(self.n_layers):
+            k = torch.zeros(shape, dtype=self.dtype, device=self.device)
+            v = torch.zeros(shape, dtype=self.dtype, device=self.device)
+            b = torch.full(shape[:3], float("-inf"), dtype=torch.float32, device=self.device)
+            if self.n_slots:
+                k[: self.n_slots, :, : self.capacity] = self.keys[layer]
+                v[: self.n_slots, :, : self.capacity] = self.values[layer]
+                b[: self.n_slots, :, : self.capacity] = self.bias[layer]
+                self.keys[layer], self.values[layer], self.bias[layer] = k, v, b
+            else:
+                self.keys.append(k)
+                self.values.append(v)
+                self.bias.append(b)
+        self.free = sorted(set(self.free) | set(range(self.n_slots, n_slots)))
+        self.n_slots, self.capacity = n_slots, capacity
+
+    def take(self) -> int:
+        """The lowest free slot (the slots double when none is free)."""
+        if not self.free:
+            self.grow(2 * self.n_slots, self.capacity)
+        return self.free.pop(0)
+
+    def register(self, chain: Chain) -> int:
+        """A new chain id for ``chain``."""
+        cid = self.next_id
+        self.next_id += 1
+        self.chains[cid] = chain
+        return cid
+
+    def chain(self, c: int) -> Chain:
+        """Live chain ``c``; KeyError naming it if unknown or released."""
+        if c not in self.chains:
+            raise KeyError(f"unknown or released chain {c}")
+        return self.chains[c]
+
+    def release(self, chains: Iterable[int]) -> None:
+        """Free the slots of ``chains`` (unknown ids are ignored)."""
+        for c in chains:
+            ch = self.chains.pop(c, None)
+            if ch is not None:
+                self.free.append(ch.slot)
+        self.free.sort()
+
+    def load(self, slot: int, prefix: Prefix) -> None:
+        """Write a prompt cache into ``slot``: its keys, values and bias, −inf beyond it."""
+        L = prefix.length
+        for layer in range(self.n_layers):
+            self.keys[layer][slot, :, :L] = prefix.keys[layer]
+            self.values[layer][slot, :, :L] = prefix.values[layer]
+            self.bias[layer][slot].fill_(float("-inf"))
+            self.bias[layer][slot, :, :L] = prefix.bias[layer]
+
+    def copy(self, source: int, slot: int, length: int) -> None:
+        """Copy slot ``source``'s first ``length`` entries and its whole bias into ``slot``."""
+        for layer in range(self.n_layers):
+            self.keys[layer][slot, :, :length] = self.keys[layer][source, :, :length]
+            self.values[layer][slot, :, :length] = self.values[layer][source, :, :length]
+            self.bias[layer][slot] = self.bias[layer][source]
+
+
+__all__ = ["Chain", "ChainSlots"]
