@@ -2,9 +2,10 @@
 ``show STORE``, each a fresh ``python`` process running ``kvdiv.cli.main`` (wall time, min and median over
 interleaved rounds), and what each imports (``python -X importtime``: the total, and which heavy packages).
 
-Run from the root of the checkout to measure (that copy of kvdiv is imported: ``python -c`` puts the working
-directory first on ``sys.path``), after a smoke run (or pass --store and --model-dir):
-    python benchmarks/cli_startup.py --rounds 3 [--results /work/before/results/smoke]
+Each process runs in a checkout's root (``python -c`` puts the working directory first on ``sys.path``: that copy
+of kvdiv is imported); ``--checkout`` names several (e.g. an older commit's ``git archive``) to compare them in the
+same rounds. Run after a smoke run (or pass --store and --model-dir):
+    python benchmarks/cli_startup.py --rounds 3 [--results results/smoke] [--checkout . --checkout /tmp/old]
 """
 
 from __future__ import annotations
@@ -33,16 +34,16 @@ def commands(store: Path, model_dir: Path) -> dict[str, list[str]]:
     }
 
 
-def wall_time(argv: list[str]) -> float:
-    """Seconds one ``kvdiv ARGV`` process takes, start to exit (it must succeed)."""
+def wall_time(argv: list[str], checkout: Path) -> float:
+    """Seconds one ``kvdiv ARGV`` process of ``checkout`` takes, start to exit (it must succeed)."""
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", RUNNER, *argv], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, "-c", RUNNER, *argv], cwd=checkout, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
 
 
-def import_profile(argv: list[str]) -> tuple[float, list[str]]:
+def import_profile(argv: list[str], checkout: Path) -> tuple[float, list[str]]:
     """Total import time (s, the sum of ``-X importtime``'s self times) and the heavy packages imported."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", RUNNER, *argv], check=True,
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", RUNNER, *argv], cwd=checkout, check=True,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     total_us, modules = 0, set()
     for line in proc.stderr.splitlines():
@@ -61,21 +62,27 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=Path("results/smoke"), help="a smoke run's output root")
     parser.add_argument("--store", type=Path, help="a per-document store (default: the first under --results)")
     parser.add_argument("--model-dir", type=Path, help="the store's resolved model (default: --results/models/tiny)")
+    parser.add_argument("--checkout", type=Path, action="append", help="a checkout's root (repeatable; default: .)")
     args = parser.parse_args()
-    store = args.store or sorted(args.results.glob("*/trajectories/*/*.zarr"))[0]
-    model_dir = args.model_dir or args.results / "models" / "tiny"
+    results = args.results.resolve()
+    store = (args.store or sorted(results.glob("*/trajectories/*/*.zarr"))[0]).resolve()
+    model_dir = (args.model_dir or results / "models" / "tiny").resolve()
+    checkouts = [path.resolve() for path in args.checkout or [Path(".")]]
     cases = commands(store, model_dir)
-    times: dict[str, list[float]] = {name: [] for name in cases}
-    for _ in range(args.rounds):  # interleaved: a change of load hits every command alike
+    times: dict[tuple[str, Path], list[float]] = {(name, c): [] for name in cases for c in checkouts}
+    for _ in range(args.rounds):  # interleaved: a change of load hits every command and checkout alike
         for name, argv in cases.items():
-            times[name].append(wall_time(argv))
+            for checkout in checkouts:
+                times[name, checkout].append(wall_time(argv, checkout))
     print(f"store {store}, model {model_dir}, {args.rounds} rounds\n")
-    print("| command | wall min | wall median | imports (total) | heavy packages imported |")
-    print("|---|---|---|---|---|")
+    print("| command | checkout | wall min | wall median | imports (total) | heavy packages imported |")
+    print("|---|---|---|---|---|---|")
     for name, argv in cases.items():
-        imports, heavy = import_profile(argv)
-        print(f"| `{name}` | {min(times[name]):.2f} s | {statistics.median(times[name]):.2f} s | {imports:.2f} s "
-              f"| {', '.join(heavy) or '-'} |")
+        for checkout in checkouts:
+            imports, heavy = import_profile(argv, checkout)
+            wall = times[name, checkout]
+            print(f"| `{name}` | {checkout} | {min(wall):.2f} s | {statistics.median(wall):.2f} s | {imports:.2f} s "
+                  f"| {', '.join(heavy) or '-'} |")
 
 
 if __name__ == "__main__":
