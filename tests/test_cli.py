@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -91,3 +92,23 @@ def test_a_documents_path_that_is_a_directory_is_reported_as_such(tmp_path):
         list(read_records(tmp_path, "niah"))
     with pytest.raises(IsADirectoryError, match=rf"{tmp_path} is a directory"):
         list(jsonl_records(tmp_path))
+
+
+def test_building_the_parser_imports_no_heavy_library():
+    """`kvdiv --help` (and every command before it runs) builds the parser with the standard library only: torch,
+    transformers, kvpress, matplotlib and even numpy are imported by the commands that use them, when they run."""
+    code = ("import json, sys\nimport kvdiv.cli\nparser = kvdiv.cli.build_parser()\n"
+            "heavy = ('torch', 'transformers', 'kvpress', 'matplotlib', 'numpy', 'zarr', 'yaml')\n"
+            "print(json.dumps({'imported': [m for m in heavy if m in sys.modules],\n"
+            "                  'commands': sorted(parser._subparsers._group_actions[0].choices)}))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"imported": [], "commands": ["finite", "inspect", "models", "show"]}
+
+
+def test_show_default_models_dir_is_the_libraries():
+    """`kvdiv show --models-dir` defaults to kvdiv.show.view's default (named without importing kvdiv.show)."""
+    from kvdiv.cli import build_parser
+    from kvdiv.show.view import DEFAULT_MODELS_DIR
+
+    assert build_parser().parse_args(["show", "s.zarr"]).models_dir == DEFAULT_MODELS_DIR

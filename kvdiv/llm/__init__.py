@@ -7,5 +7,5 @@ Modules: :mod:`~kvdiv.llm.sources` (model specs and sources: hf, local, gguf, py
 :mod:`~kvdiv.llm.presses` (actions → presses: kvpress's and kvdiv's own, one press per file),
 :mod:`~kvdiv.llm.session` (:class:`~kvdiv.llm.session.KernelSession`: one prefill, every action's cache, chains,
 forks, batched steps; its parts ``prefill``, ``chain_slots``, ``batched_step``), :mod:`~kvdiv.llm.decode_attention`
-(the attention of a batched decode step over slot buffers) and :mod:`~kvdiv.llm.cli` (``kvdiv models``).
+(the attention of a batched decode step over slot buffers); ``kvdiv models`` is :mod:`kvdiv.cli.models`.
 """

@@ -223,6 +223,32 @@ def source_files(spec: dict) -> list[Path]:
     return []
 
 
+#: Spec keys that say how jobs run, not what the model is (the workflow's SCHEDULING_KEYS, rules/common.smk).
+SCHEDULING_KEYS = ("threads", "documents_per_job")
+
+
+def up_to_date(out: Path, spec: dict, seed: int | None) -> bool:
+    """Whether ``out`` is a resolved directory of this very spec (scheduling keys aside), seed (random models)
+    and source files (none edited since): resolving it again would rewrite the same model."""
+    provenance = out / PROVENANCE
+    if not provenance.is_file():
+        return False
+    try:
+        recorded = json.loads(provenance.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+
+    def model_part(value: object) -> dict:
+        return {k: v for k, v in dict(value or {}).items() if k not in SCHEDULING_KEYS} if isinstance(value, dict) else {}
+
+    if model_part(recorded.get("spec")) != model_part(spec):
+        return False
+    if spec.get("source") == "random" and recorded.get("seed") != seed:
+        return False
+    stamp = provenance.stat().st_mtime
+    return all(path.is_file() and path.stat().st_mtime <= stamp for path in source_files(spec))
+
+
 def _resolve_local(name: str, spec: dict, out: Path) -> dict:
     src = Path(spec["path"])
     if not src.is_dir():

@@ -2,8 +2,8 @@
 
 Modules: :mod:`~kvdiv.show.view` (arrays + tokenizer → :class:`PairView`; reading a verified store),
 :mod:`~kvdiv.show.terminal` (ANSI or plain text), :mod:`~kvdiv.show.html` (a self-contained page),
-:mod:`~kvdiv.show.gallery` (per action the earliest, median and latest divergence on one page) and
-:mod:`~kvdiv.show.command` (the ``kvdiv show`` sub-command).
+:mod:`~kvdiv.show.gallery` (per action the earliest, median and latest divergence on one page); the ``kvdiv show``
+sub-command is :mod:`kvdiv.cli.show`.
 """
 
 from kvdiv.show.gallery import divergence_picks, gallery, write_gallery

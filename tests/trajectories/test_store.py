@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,8 +14,8 @@ import xarray as xr
 
 from kvdiv.cli import main as cli_main
 from kvdiv.trajectories.generate import generate
-from kvdiv.trajectories.cli import summarize
 from kvdiv.trajectories.store import build_cube, cube_coords, open_cube, read_cube_action, read_document_store, write_document_store
+from kvdiv.trajectories.summary import summarize
 from kvdiv.testing import ToyKernelSession, history_kernel, mixture_kernel
 
 V, EOS, H, R = 5, 4, 6, 3
@@ -144,6 +147,24 @@ def test_inspect(tmp_path, capsys):
     assert cli_main(["inspect", str(stores[0]), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["study"] == "st" == summarize(cube)["study"]  # was null
     assert cli_main(["inspect", str(tmp_path / "missing.zarr")]) == 2
+
+
+def test_inspect_imports_no_llm_library(tmp_path):
+    """`kvdiv inspect` reads Zarr with NumPy: neither torch nor transformers is imported (seconds of start-up)."""
+    store, _ = doc_store(tmp_path, 0)
+    code = ("import sys\nfrom kvdiv.cli import main\nassert main(['inspect', sys.argv[1], '--json']) == 0\n"
+            "print(sorted(m for m in ('torch', 'transformers', 'kvpress', 'matplotlib') if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(store)], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])))
+    assert proc.returncode == 0, proc.stderr
+    summary, imported = _json_and_last_line(proc.stdout)
+    assert summary["actions"]["a"]["replicates"] == R and imported == "[]"
+
+
+def _json_and_last_line(text: str) -> tuple[dict, str]:
+    """The JSON printed before the last line, and the last line."""
+    body, last = text.rstrip("\n").rsplit("\n", 1)
+    return json.loads(body), last
 
 
 # ------------------------------------------------------------------------- integrity: nothing silent

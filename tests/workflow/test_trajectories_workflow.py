@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 import yaml
 
-from kvdiv.trajectories.cli import summarize
+from kvdiv.trajectories.summary import summarize
 from kvdiv.trajectories.store import open_cube, read_document_store, read_store_arrays, verify_store
 
 REPO = Path(__file__).resolve().parents[2]

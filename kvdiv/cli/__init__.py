@@ -1,36 +1,30 @@
-"""The ``kvdiv`` command line: one sub-command group per concept.
+"""The ``kvdiv`` command line: one module per sub-command group (``models``, ``inspect``, ``finite``, ``show``).
 
-Sub-command modules expose ``register(subparsers)``; each registered parser sets ``func``. A failing command
-prints one line ``kvdiv: error: ...`` and exits 2 (``--traceback`` shows the Python traceback instead).
+Each sub-command module exposes ``register(subparsers)``; each registered parser sets ``func``. The modules parse
+arguments, call the library and print; they import at module level only the standard library (and
+:mod:`kvdiv.layout`), so building the parser imports no numpy, torch, transformers or matplotlib: a command imports
+what it needs when it runs. A failing command prints one line ``kvdiv: error: ...`` and exits 2 (``--traceback``
+shows the Python traceback instead).
 """
 
 from __future__ import annotations
 
 import argparse
 import errno
-import importlib
 import os
 import sys
 
-# Modules that contribute sub-commands (each defines ``register(subparsers)``).
-COMMAND_MODULES = ("kvdiv.finite.cli", "kvdiv.trajectories.cli", "kvdiv.llm.cli", "kvdiv.show.command")
+from kvdiv import __version__
+from kvdiv.cli import finite, inspect, models, show
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every available sub-command."""
-    from kvdiv import __version__
-
+    """The top-level parser with every sub-command."""
     parser = argparse.ArgumentParser(prog="kvdiv", description="KV-cache eviction divergence analysis (arXiv 2609.16617).")
     parser.add_argument("--version", action="version", version=f"kvdiv {__version__}")
     parser.add_argument("--traceback", action="store_true", help="on an error, show the Python traceback")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as err:
-            if err.name == name:  # that sub-command is not part of this build
-                continue
-            raise
+    for module in (finite, inspect, models, show):
         module.register(sub)
     return parser
 
@@ -83,6 +77,3 @@ def _quiet_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

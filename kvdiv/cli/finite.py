@@ -1,4 +1,4 @@
-"""``kvdiv finite``: exact values, Monte Carlo estimates and the suite of finite-state systems.
+"""``kvdiv finite``: exact values, Monte Carlo estimates and the suite of finite-state systems (:mod:`kvdiv.finite`).
 
     kvdiv finite exact FILE [--window L]
     kvdiv finite sample FILE --method naive|swrb --replicates N --seed S [--window L] [--alpha A]
@@ -67,7 +67,7 @@ def _positive(text: str) -> int:
     return value
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``kvdiv finite {exact,sample,suite}``."""
     finite = subparsers.add_parser("finite", help="finite-state kernel pairs: exact values and Monte Carlo (paper section 4)")
     sub = finite.add_subparsers(dest="finite_command", required=True)

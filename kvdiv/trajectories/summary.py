@@ -1,15 +1,10 @@
-"""``kvdiv inspect STORE``: a summary of a per-document trajectory store or a cube (the module is ``cli``: a
-module named ``inspect`` would shadow the standard library's).
-
-Per action: documents, replicates, divergence fraction P̂(τ ≤ H), mean first-divergence step
-(mean τ over diverged replicates), mean δ_t, mean fixed-history TV, mismatch rate M, and EOS
-rates (fraction of chains that emitted EOS by step H).
+"""A trajectory store or cube in numbers: per action the replicates, divergence fraction P̂(τ ≤ H), mean
+first-divergence step (mean τ over diverged replicates), mismatch rate M, mean δ_t, mean fixed-history TV and EOS
+rates (the fraction of chains that emitted EOS by step H), and the table ``kvdiv inspect`` prints of them.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -110,17 +105,3 @@ def format_summary(summary: dict[str, Any]) -> str:
     lines.append("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
     lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in rows]
     return "\n".join(lines)
-
-
-def _run(args: argparse.Namespace) -> int:
-    summary = summarize(args.store)
-    print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
-    return 0
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``kvdiv inspect`` to the CLI."""
-    parser = subparsers.add_parser("inspect", help="summarise a trajectory store or cube (Zarr)")
-    parser.add_argument("store", help="a per-document store results/{study}/trajectories/{model}/{doc}.zarr or a cube")
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-    parser.set_defaults(func=_run)

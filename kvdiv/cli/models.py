@@ -1,4 +1,4 @@
-"""``kvdiv models``: resolve a configured model, or show a resolved model's provenance."""
+"""``kvdiv models``: resolve a configured model (:mod:`kvdiv.llm.sources`), or show a resolved model's provenance."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from kvdiv.layout import PROVENANCE, Layout
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``models`` sub-command group."""
     parser = subparsers.add_parser("models", help="resolve models and inspect resolved model directories")
     sub = parser.add_subparsers(dest="models_command", required=True)
@@ -29,6 +29,7 @@ def register(subparsers) -> None:
     info.set_defaults(func=_info)
 
 
+# TODO(config): kvdiv.config.load
 def _load_config(path: str) -> dict:
     import yaml
     from snakemake.utils import validate
@@ -62,7 +63,6 @@ def _validation_summary(text: str) -> str:
 
 
 def _resolve(args: argparse.Namespace) -> int:
-    from kvdiv.llm.sources import resolve_model
     from kvdiv.names import check_name, check_results_root
     from kvdiv.seeds import derive_seed
 
@@ -74,40 +74,14 @@ def _resolve(args: argparse.Namespace) -> int:
     seed = derive_seed(int(config.get("seed", 0)), "model", args.name)
     models_dir = args.models_dir or Layout(check_results_root(config["results"])).models_dir
     out = Path(models_dir) / args.name
+    from kvdiv.llm.sources import resolve_model, up_to_date  # torch: only once the config and the name are good
+
     if not args.force and up_to_date(out, models[args.name], seed):
         print(f"{out} is already resolved from this spec; nothing to do (--force resolves it again)")
         return 0
     out = resolve_model(args.name, models[args.name], out, seed=seed)
     print(out)
     return 0
-
-
-#: Spec keys that say how jobs run, not what the model is (the workflow's SCHEDULING_KEYS, rules/common.smk).
-SCHEDULING_KEYS = ("threads", "documents_per_job")
-
-
-def up_to_date(out: Path, spec: dict, seed: int | None) -> bool:
-    """Whether ``out`` is a resolved directory of this very spec (scheduling keys aside), seed (random models)
-    and source files (none edited since): resolving it again would rewrite the same model."""
-    from kvdiv.llm.sources import source_files
-
-    provenance = out / PROVENANCE
-    if not provenance.is_file():
-        return False
-    try:
-        recorded = json.loads(provenance.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
-
-    def model_part(value: object) -> dict:
-        return {k: v for k, v in dict(value or {}).items() if k not in SCHEDULING_KEYS} if isinstance(value, dict) else {}
-
-    if model_part(recorded.get("spec")) != model_part(spec):
-        return False
-    if spec.get("source") == "random" and recorded.get("seed") != seed:
-        return False
-    stamp = provenance.stat().st_mtime
-    return all(path.is_file() and path.stat().st_mtime <= stamp for path in source_files(spec))
 
 
 def _info(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""``kvdiv show STORE``: one pair of continuations side by side, in the terminal or as an HTML page."""
+"""``kvdiv show STORE``: one pair of continuations side by side, in the terminal or as an HTML page (:mod:`kvdiv.show`)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,14 @@ import argparse
 import shutil
 import sys
 
-from kvdiv.show.html import check_html_target, render_html, write_html
-from kvdiv.show.terminal import render_terminal, use_color
-from kvdiv.show.view import DEFAULT_MODELS_DIR, load_pair
+from kvdiv.layout import MODELS_DIR as DEFAULT_MODELS_DIR  # kvdiv.show.view's default, without importing numpy
 
 
 def _run(args: argparse.Namespace) -> int:
+    from kvdiv.show.html import check_html_target, render_html, write_html
+    from kvdiv.show.terminal import render_terminal, use_color
+    from kvdiv.show.view import load_pair
+
     html_target = None if args.html is None else check_html_target(args.html, args.force)  # before any work
     view = load_pair(args.store, action=args.action, replicate=args.replicate, document=args.document,
                      models_dir=args.models_dir)
