@@ -129,7 +129,7 @@ ITEMS: dict[str, AnalysisItem] = {
         },
     ),
     "leaderboard": AnalysisItem(
-        "leaderboard", "leaderboard", "Leaderboard", "Divergence leaderboard: which action keeps the full-cache "
+        "leaderboard", "leaderboard", "Divergence leaderboard", "Divergence leaderboard: which action keeps the full-cache "
         "continuation longest?",
         {"numbers": AnalysisTable(leaderboard_table, {"steps": "steps"})},
         caption="Divergence leaderboard: every action ranked by R_H (the mean share of the H steps at which the evicted "
