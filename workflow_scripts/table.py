@@ -1,5 +1,5 @@
-"""Snakemake script of rule table: metrics -> Table 2 or 3 as CSV, Markdown, LaTeX (kvdiv.analysis.items,
-kvdiv.outputs.tables)."""
+"""Snakemake script of rule table: metrics -> a table item as CSV, Markdown, LaTeX (kvdiv.analysis.items,
+kvdiv.outputs.registry)."""
 
 import logging
 from pathlib import Path
@@ -7,7 +7,7 @@ from pathlib import Path
 from kvdiv.analysis.inputs import load_metrics
 from kvdiv.analysis.items import build_table
 from kvdiv.joblog import job_log
-from kvdiv.outputs.tables import write_item_table
+from kvdiv.outputs.registry import write_result_table
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 
@@ -17,5 +17,5 @@ with job_log(snakemake.log[0]):
     metrics = load_metrics(sorted({str(Path(p).parent) for p in snakemake.input.metrics}))
     numbers = build_table(item, "numbers", metrics, n_boot=s.pop("bootstrap"), **s)
     out = snakemake.output
-    write_item_table(item, numbers, (out.csv, out.md, out.tex))
+    write_result_table(item, numbers, (out.csv, out.md, out.tex))
     logging.info("%s: %d rows", item, numbers.height)

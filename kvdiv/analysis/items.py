@@ -1,10 +1,10 @@
-"""The registry of analysis items: every figure and table of the paper's §5 that the workflow builds, in one place.
+"""The registry of analysis items: every figure, table and report section the workflow builds, and the leaderboard.
 
-An item (``figure5`` ... ``table3``, ``accuracy``, ``swrb``, ``probabilistic``; the key of ``analysis.studies``
-and the stem of its output files) has a kind (``figure``, ``table``, ``section``), a title and caption, and its
-**tables**, each built by one function of this package from one study's metrics and the analysis settings it names
-(so changing a setting reruns exactly the tables that use it). rules/common.smk, :mod:`kvdiv.outputs.report` and
-the tests read this registry. The contract: docs/internals.md#analysis-items.
+An item (``figure5`` ... ``table3``, ``probabilistic``, ``accuracy``, ``swrb``: the keys of ``analysis.studies`` and
+the stems of their output files; ``leaderboard``) has a kind (``figure``, ``table``, ``section``, ``leaderboard``),
+a title and caption, and its **tables**, each built by one function of this package from one study's metrics and the
+config settings it names (so changing a setting reruns exactly the tables that use it). How each item is drawn,
+written and reported: :mod:`kvdiv.outputs.registry`, in this order. Contract: docs/internals.md#analysis-items.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from kvdiv.analysis.accuracy import accuracy_table
 from kvdiv.analysis.blocks import clock_block_gaps
 from kvdiv.analysis.decomposition import eos_shares, gap_decomposition
 from kvdiv.analysis.inputs import Metrics
+from kvdiv.analysis.leaderboard import leaderboard_table
 from kvdiv.analysis.prediction import prediction_table
 from kvdiv.analysis.swrb_comparison import swrb_enclosure, swrb_variance
 from kvdiv.analysis.profiles import branch_tv_profiles, late_minus_early
@@ -40,10 +41,10 @@ class AnalysisTable:
 
 @dataclass(frozen=True)
 class AnalysisItem:
-    """A figure or table of the paper, or a report section: ``name`` (figure5, ...), ``kind`` (figure, table or
-    section), ``label`` (Figure 5),
-    ``title`` (the heading of its section of results/report.md), ``caption`` (of a table's CSV/Markdown/LaTeX) and
-    its ``tables``."""
+    """A figure or table of the paper, a report section or the leaderboard: ``name`` (figure5, ...), ``kind``
+    (figure, table, section or leaderboard), ``label`` (Figure 5), ``title`` (the heading of its section of
+    results/report.md), its ``tables``, ``caption`` (of a table's Markdown/LaTeX) and ``config``, the config
+    section whose keys its tables' settings name."""
 
     name: str
     kind: str
@@ -51,6 +52,7 @@ class AnalysisItem:
     title: str
     tables: Mapping[str, AnalysisTable]
     caption: str = ""
+    config: str = "analysis"
 
 
 CONTRASTS = {"contrasts": "contrasts"}
@@ -83,15 +85,6 @@ ITEMS: dict[str, AnalysisItem] = {
             "eos": AnalysisTable(eos_shares, CONTRASTS, {"by": "family"}),
         },
     ),
-    "probabilistic": AnalysisItem(
-        "probabilistic", "figure", "Probabilistic eviction",
-        "Probabilistic eviction: does decode-time correction delay divergence?",
-        {
-            "decomposition": AnalysisTable(gap_decomposition, CONTRASTS),
-            "survival": AnalysisTable(survival_curves),
-            "entry": AnalysisTable(entry_times),
-        },
-    ),
     "table2": AnalysisItem(
         "table2", "table", "Table 2", "Table 2: generation-clock gaps by position block",
         {"numbers": AnalysisTable(clock_block_gaps, {"contrasts": "contrasts", "blocks": "blocks"})},
@@ -110,6 +103,15 @@ ITEMS: dict[str, AnalysisItem] = {
         caption="Table 3: do generation positions 1–32 (observed mismatch gap, fixed-history TV gap) recover the "
         "full-horizon population-average gap within ±2 pp? Document-level MAE/RMSE of the predictions.",
     ),
+    "probabilistic": AnalysisItem(
+        "probabilistic", "figure", "Probabilistic eviction",
+        "Probabilistic eviction: does decode-time correction delay divergence?",
+        {
+            "decomposition": AnalysisTable(gap_decomposition, CONTRASTS),
+            "survival": AnalysisTable(survival_curves),
+            "entry": AnalysisTable(entry_times),
+        },
+    ),
     "accuracy": AnalysisItem(
         "accuracy", "table", "Accuracy", "Accuracy: does divergence change the answer?",
         {"numbers": AnalysisTable(accuracy_table)},
@@ -126,14 +128,27 @@ ITEMS: dict[str, AnalysisItem] = {
             "enclosure": AnalysisTable(swrb_enclosure),
         },
     ),
+    "leaderboard": AnalysisItem(
+        "leaderboard", "leaderboard", "Divergence leaderboard", "Divergence leaderboard: which action keeps the full-cache "
+        "continuation longest?",
+        {"numbers": AnalysisTable(leaderboard_table, {"steps": "steps"})},
+        caption="Divergence leaderboard: every action ranked by R_H (the mean share of the H steps at which the evicted "
+        "continuation y differs from the full-cache one x; lowest first), with the divergence fraction P(τ ≤ h) by "
+        "step, the mean first-divergence step among diverged pairs, the exposure E_H, the post-divergence mismatch "
+        "rate C = Π_H/E_H and the task accuracy of y and x (the document's own scorer), with 95% cluster-bootstrap "
+        "intervals over documents.",
+        config="leaderboard",
+    ),
 }
 
 #: Figure items (rule ``analysis`` and rule ``figure``), table items (rule ``table``) and report sections (rule
-#: ``analysis`` only), in order; ``ANALYSED``: the items whose tables rule ``analysis`` writes.
+#: ``analysis`` only), in order; ``ANALYSED``: the items whose tables rule ``analysis`` writes; ``STUDIED``: the
+#: items ``analysis.studies`` may name (all but the leaderboard, which its own config section configures).
 FIGURES = tuple(name for name, item in ITEMS.items() if item.kind == "figure")
 TABLES = tuple(name for name, item in ITEMS.items() if item.kind == "table")
 SECTIONS = tuple(name for name, item in ITEMS.items() if item.kind == "section")
 ANALYSED = FIGURES + SECTIONS
+STUDIED = tuple(name for name, item in ITEMS.items() if item.kind in ("figure", "table", "section"))
 
 
 def get_item(name: str) -> AnalysisItem:
@@ -144,7 +159,8 @@ def get_item(name: str) -> AnalysisItem:
 
 
 def table_settings(item: str, table: str, analysis: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings (builder argument → value) one table of ``item`` takes from the ``analysis`` config section."""
+    """The settings (builder argument → value) one table of ``item`` takes from its config section ``analysis``
+    (the item's ``config``: the ``analysis`` section, or ``leaderboard`` for the leaderboard)."""
     spec = get_item(item).tables[table]
     return {arg: analysis[key] / 100 if key in PERCENTAGE_POINTS else analysis[key]
             for arg, key in spec.settings.items()}

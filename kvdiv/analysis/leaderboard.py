@@ -17,12 +17,6 @@ from kvdiv.analysis.accuracy import ANSWER_COLUMNS, accuracy_document_means
 from kvdiv.analysis.bootstrap import cluster_bootstrap, stat_seed
 from kvdiv.analysis.inputs import Metrics, document_means, is_swrb, row_weight
 
-#: The caption of the leaderboard's Markdown table.
-CAPTION = ("Divergence leaderboard: every action ranked by R_H (the mean share of the H steps at which the evicted "
-           "continuation y differs from the full-cache one x; lowest first), with the divergence fraction P(τ ≤ h) by "
-           "step, the mean first-divergence step among diverged pairs, the exposure E_H, the post-divergence mismatch "
-           "rate C = Π_H/E_H and the task accuracy of y and x (the document's own scorer), with 95% cluster-bootstrap "
-           "intervals over documents.")
 #: The statistics of :func:`leaderboard_table` besides the ``diverged_by_{h}`` columns, in display order.
 STATISTICS = ("mean_tau_diverged", "risk", "exposure", "mismatch_rate", "accuracy_y", "accuracy_x")
 

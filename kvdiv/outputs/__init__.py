@@ -1,10 +1,10 @@
 """What the workflow shows: figures, tables and the report, drawn from the analysis tables.
 
-Modules: :mod:`~kvdiv.outputs.style` (the one matplotlib style, atomic PDF + PNG), one module per figure
-(:mod:`~kvdiv.outputs.figure4` for the finite-state study, :mod:`~kvdiv.outputs.figure5`,
-:mod:`~kvdiv.outputs.figure6`, :mod:`~kvdiv.outputs.figure7`) and :mod:`~kvdiv.outputs.figures` (figure item →
-plotting function), :mod:`~kvdiv.outputs.tables` (Tables 2–3 and the accuracy table as CSV, Markdown and LaTeX),
-:mod:`~kvdiv.outputs.leaderboard` (the divergence leaderboard: CSV, Markdown, figure) and
-:mod:`~kvdiv.outputs.report` (``results/report.md``: every headline number beside the paper's, whose values come
-only from ``kvdiv/data/paper_reported_values.yaml``).
+Modules: :mod:`~kvdiv.outputs.registry` (one result per item of :mod:`kvdiv.analysis.items`: its report section,
+plot, display frame and paper keys), one module per item (:mod:`~kvdiv.outputs.figure5` ... ``figure7``,
+``figure_probabilistic``, ``table2``, ``table3``, ``accuracy``, ``swrb``, ``leaderboard``: its plot or display frame
+and its report section), :mod:`~kvdiv.outputs.figure4` (the finite-state study), :mod:`~kvdiv.outputs.style` (the
+one matplotlib style, atomic PDF + PNG), :mod:`~kvdiv.outputs.tables` (the one table writer: CSV, Markdown, LaTeX),
+:mod:`~kvdiv.outputs.report_cells` (the cells of report sections) and :mod:`~kvdiv.outputs.report`
+(``results/report.md``; the paper's values come only from ``kvdiv/data/paper_reported_values.yaml``).
 """

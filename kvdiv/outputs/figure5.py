@@ -1,16 +1,20 @@
 """Figure 5 of arXiv 2609.16617: the mismatch gap between actions split into exposure and branch-mismatch
-parts (per model × stratum × contrast), and first-divergence survival curves per action."""
+parts (per model × stratum × contrast), and first-divergence survival curves per action; and its report section
+(entry into divergence and the gap decomposition beside the paper's §5.2)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-from kvdiv.analysis.inputs import POOLED, stratum_key
+from kvdiv.analysis.inputs import POOLED, first_row, stratum_key
+from kvdiv.outputs.report_cells import PaperTable, SectionContext, ci, count, num, paper_value, share
 from kvdiv.outputs.style import action_colors, apply_style, save_figure
+from kvdiv.outputs.tables import pp
 
 EXPOSURE_COLOR = "#4c72b0"
 BRANCH_COLOR = "#dd8452"
@@ -124,3 +128,52 @@ def plot_figure5(frames: dict[str, pl.DataFrame], pdf: str | Path, png: str | Pa
     fig.legend(handles=handles, loc="lower center", ncol=ncol, frameon=False, fontsize=7, bbox_to_anchor=(0.5, 0.0))
     fig.tight_layout(rect=(0, legend_height / height, 1, 1))
     save_figure(fig, pdf, png, dpi=dpi)
+
+
+def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping, context: SectionContext) -> list[str]:
+    """The report's section of Figure 5 (§5.2): per model, mean τ among diverged and divergence by H per action,
+    the gap and its exposure share per contrast, the exposure-majority count and the range of C, beside the
+    paper's ``retention50`` values."""
+    t = PaperTable(context.model_keys)
+    p50 = paper.get("retention50", {})
+    keys = context.model_keys
+    if frames:
+        entry, dec = frames["entry"], frames["decomposition"]
+        for model in sorted(entry["model"].unique().to_list()):
+            for action in sorted(entry["action"].unique().to_list()):
+                r = first_row(entry, model=model, stratum=POOLED, action=action, statistic="mean_tau_diverged")
+                if r:
+                    t.add(f"mean first-divergence step among diverged, {action}", model, r["n_documents"], num(r),
+                          *(paper_value(p50, "mean_first_divergence_step_among_diverged", m, action) for m in keys))
+                r = first_row(entry, model=model, stratum=POOLED, action=action, statistic="diverged")
+                if r:
+                    t.add(f"diverged by step H (%), {action}", model, r["n_documents"], ci(r),
+                          *(paper_value(p50, "diverged_by_step_128_percent", m, action) for m in keys))
+            for contrast in list(dict.fromkeys(dec.filter(pl.col("model") == model)["contrast"].to_list())):
+                key = contrast.replace(" − ", "_minus_")
+                r = first_row(dec, model=model, stratum=POOLED, contrast=contrast, statistic="exposure_share")
+                g = first_row(dec, model=model, stratum=POOLED, contrast=contrast, statistic="gap")
+                if g:
+                    t.add(f"mismatch gap (pp), {contrast}", model, g["n_documents"], ci(g))
+                if r:
+                    t.add(f"exposure share of gap (%), {contrast}", model, r["n_documents"], share(r),
+                          *(paper_value(p50, "exposure_share_of_gap_percent", key, m) for m in keys))
+            cells = dec.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED)
+                               & (pl.col("statistic") == "exposure_share"))
+            if cells.height:
+                ok = cells.filter(pl.col("identified")) if "identified" in cells.columns else cells
+                unidentified = cells.height - ok.height
+                t.add("decompositions with exposure majority (stratum × contrast)", model, "–",
+                      count(ok["estimate"], 0.5) + (f" ({unidentified} not identified: gap indistinguishable from 0)"
+                                                    if unidentified else ""),
+                      paper_value(p50, "decompositions_with_exposure_majority"), "")
+            rates = dec.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED)
+                               & pl.col("statistic").is_in(["rate_a", "rate_b"]))["estimate"].drop_nans()
+            if rates.len():
+                t.add("post-divergence mismatch rate C, range over cells (%)", model, "–",
+                      f"[{pp(rates.min())}, {pp(rates.max())}]",
+                      paper_value(p50, "post_divergence_mismatch_percent_range"), "")
+    return [context.heading(), "",
+            "Exposure share = (ΔO + ΔE·C̄)/ΔR, branch-mismatch share = Ē·ΔC/ΔR (midpoint split of Π = E·C; the two "
+            "shares sum to 1 and do not depend on the order of the two actions).", "",
+            f"![{context.item.label}]({context.figure})", "", t.markdown()]

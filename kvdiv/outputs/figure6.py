@@ -1,17 +1,18 @@
 """Figure 6 of arXiv 2609.16617: branch TV by divergence-aligned depth ℓ = t − τ within the first-divergence
 cohort τ ≤ 64, per model × action (one line per stratum, pooled bold with its band), and the
-late-minus-early window contrasts with bootstrap intervals per stratum × action."""
+late-minus-early window contrasts with bootstrap intervals per stratum × action; and its report section (§5.3)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-from kvdiv.analysis.inputs import POOLED, stratum_key
+from kvdiv.analysis.inputs import POOLED, first_row, stratum_key
+from kvdiv.outputs.report_cells import PaperTable, SectionContext, ci, count, paper_value
 from kvdiv.outputs.style import action_colors, apply_style, save_figure
 
 
@@ -87,3 +88,39 @@ def plot_figure6(frames: dict[str, pl.DataFrame], pdf: str | Path, png: str | Pa
         fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 7), frameon=False, bbox_to_anchor=(0.5, -0.02))
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     save_figure(fig, pdf, png, dpi=dpi)
+
+
+def reference_action(contrasts: Sequence[Sequence[str]], lme: pl.DataFrame | None) -> str:
+    """The action the paper's Figure 6 headline is about: the b side of the first contrast present."""
+    present = set(lme["action"].to_list()) if lme is not None and lme.height else set()
+    for c in contrasts:
+        if c[1] in present:
+            return str(c[1])
+    return sorted(present)[0] if present else "–"
+
+
+def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping, context: SectionContext) -> list[str]:
+    """The report's section of Figure 6 (§5.3): early and late branch TV of the reference action
+    (:func:`reference_action`) and the count of positive late − early cells, beside the paper's ``retention50``."""
+    t = PaperTable(context.model_keys)
+    p50 = paper.get("retention50", {})
+    ref_action = reference_action(setting.get("contrasts", []), frames.get("late_minus_early"))
+    if frames:
+        lme = frames["late_minus_early"]
+        for model in sorted(lme["model"].unique().to_list()):
+            for which in ("early", "late"):
+                r = first_row(lme, model=model, stratum=POOLED, action=ref_action, statistic=which)
+                if r:
+                    t.add(f"branch TV, τ ≤ {setting.get('cohort_max_tau', 64)}, {ref_action}, {which} window (%)",
+                          model, r["n_documents"], ci(r),
+                          *(paper_value(p50, "branch_tv_snapkv_half_tau_le_64_percent", m, which)
+                            for m in context.model_keys))
+            cells = lme.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED)
+                               & (pl.col("statistic") == "late_minus_early"))
+            if cells.height:
+                t.add("late − early branch TV positive (stratum × action)", model, "–",
+                      count(cells["estimate"], 0.0), paper_value(p50, "late_minus_early_positive"), "")
+    return [context.heading(), "",
+            f"Early window: depths {setting.get('early')}; late window: depths {setting.get('late')}; "
+            f"cohort τ ≤ {setting.get('cohort_max_tau')}.", "",
+            f"![{context.item.label}]({context.figure})", "", t.markdown()]

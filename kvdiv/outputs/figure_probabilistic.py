@@ -3,19 +3,23 @@
 Per model, one row: the pooled gap of each contrast (probabilistic action − its SnapKV reference) split into its
 exposure and branch-mismatch parts with the gap's bootstrap interval (Figure 5's decomposition, pooled over
 strata), and first-divergence survival curves, one panel per reference action (the actions contrasted with it,
-and itself), the legend giving each action's mean entry step among diverged chains.
+and itself), the legend giving each action's mean entry step among diverged chains. Its report section: per action
+divergence by H and mean τ, per contrast the gap, its exposure share and a verdict against the paper's direction.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-from kvdiv.analysis.inputs import POOLED
+from kvdiv.analysis.inputs import POOLED, contrast_name, first_row
+from kvdiv.analysis.verdicts import RULE, contrast_verdicts
 from kvdiv.outputs.figure5 import BRANCH_COLOR, EXPOSURE_COLOR, plot_survival
+from kvdiv.outputs.report_cells import SectionContext, ci, num, share
 from kvdiv.outputs.style import apply_style, save_figure
 
 #: How the analysis names a contrast [a, b] (kvdiv.analysis.inputs.contrast_name).
@@ -103,3 +107,54 @@ def plot_probabilistic(frames: dict[str, pl.DataFrame], pdf: str | Path, png: st
             axes[i, j].legend(frameon=False, fontsize=6)
     fig.tight_layout()
     save_figure(fig, pdf, png, dpi=dpi)
+
+
+PROBABILISTIC_INTRO = (
+    "Does decode-time correction delay divergence? Each ProbabilisticPress action samples the prompt entries it "
+    "keeps from its proposal (π_min: last-query attention × ‖v‖; π_min-h: the same over the prompt's recent queries "
+    "under a harmonic prior) and, with correction, adds log(c_i/(m·π_i)) to each kept entry's attention logit at "
+    "every decode step. The eviction draw is random per document (seeded from the master seed, study, document and "
+    "action) and recorded in each store's `press_seeds`; the gap of a contrast a − b is the pooled mismatch risk "
+    "R_H of a minus that of b, split as in Figure 5 (exposure = entering divergence earlier or more often, branch "
+    "mismatch = disagreeing more once diverged). A negative gap against SnapKV means the probabilistic action "
+    "keeps the full-cache continuation longer or closer."
+)
+
+
+def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping, context: SectionContext) -> list[str]:
+    """The report's section of the probabilistic-eviction study (analysis item ``probabilistic``,
+    config/probabilistic.yaml): heading, what the study asks, the figure, and two tables (pooled over strata,
+    95% cluster-bootstrap intervals): per action, divergence by H and mean τ among diverged; per contrast, the
+    mismatch gap with its interval, its exposure share, the paper's direction (config ``analysis.directions``,
+    ``setting["directions"]``: [a, b, lower|higher]) and the verdict (:mod:`kvdiv.analysis.verdicts`).
+    """
+    directions = {contrast_name(a, b): d for a, b, d in setting.get("directions", [])}
+    parts = ["", context.heading(), "", PROBABILISTIC_INTRO, "", f"![probabilistic eviction]({context.figure})", ""]
+    entry, dec = frames.get("entry"), frames.get("decomposition")
+    if entry is None or not entry.height:
+        return parts + ["_No rows: the analysis tables are empty._", ""]
+    parts += ["| action | model | documents | diverged by H (%) | mean τ among diverged |", "|---|---|---|---|---|"]
+    for model in sorted(entry["model"].unique().to_list()):
+        for action in list(dict.fromkeys(entry.filter(pl.col("model") == model)["action"].to_list())):
+            d = first_row(entry, model=model, stratum=POOLED, action=action, statistic="diverged")
+            t = first_row(entry, model=model, stratum=POOLED, action=action, statistic="mean_tau_diverged")
+            n = (d or t or {}).get("n_documents", "–")
+            parts.append(f"| {action} | {model} | {n} | {ci(d)} | {num(t, 1) if t else '–'} |")
+    parts.append("")
+    if dec is not None and dec.height:
+        verdicts = contrast_verdicts(dec, directions)
+        claimed = {"lower": "gap < 0", "higher": "gap > 0"}
+        parts += [f"Verdict of each contrast against the paper's direction (config `analysis.directions`): {RULE}.",
+                  "", "| contrast | model | documents | mismatch gap (pp) | exposure share of gap (%) | paper's direction "
+                  "| verdict |", "|---|---|---|---|---|---|---|"]
+        for model in sorted(dec["model"].unique().to_list()):
+            for contrast in list(dict.fromkeys(dec.filter(pl.col("model") == model)["contrast"].to_list())):
+                g = first_row(dec, model=model, stratum=POOLED, contrast=contrast, statistic="gap")
+                s = first_row(dec, model=model, stratum=POOLED, contrast=contrast, statistic="exposure_share")
+                v = first_row(verdicts, model=model, contrast=contrast)
+                n = (g or {}).get("n_documents", "–")
+                direction = claimed.get((v or {}).get("direction"), "–")
+                parts.append(f"| {contrast} | {model} | {n} | {ci(g)} | {share(s)} | {direction} | "
+                             f"{(v or {}).get('verdict', '–')} |")
+        parts.append("")
+    return parts

@@ -15,9 +15,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-from kvdiv.io import atomic_path
 from kvdiv.outputs.style import apply_style, save_figure
-from kvdiv.outputs.tables import interval, to_markdown
+from kvdiv.outputs.tables import interval, write_table
 
 #: Display name and unit of each leaderboard statistic ("pct": percent of a proportion; "step": a step count).
 COLUMNS = {
@@ -127,7 +126,9 @@ def plot_leaderboard(table: pl.DataFrame, pdf: str | Path, png: str | Path, *, d
 
 def write_leaderboard(table: pl.DataFrame, actions: Mapping[str, Mapping[str, Any]], paths: Sequence[str | Path],
                       *, caption: str, dpi: int = 200) -> pl.DataFrame:
-    """Write one model's leaderboard to ``paths`` = (csv, md, pdf, png); returns the numbers written to the CSV."""
+    """Write one model's leaderboard to ``paths`` = (csv, md, pdf, png): the CSV and Markdown by the one table writer
+    (:func:`kvdiv.outputs.tables.write_table`; ``caption``: the item's, :mod:`kvdiv.analysis.items`), the figure by
+    :func:`plot_leaderboard`. Returns the numbers written to the CSV."""
     if table.is_empty():
         raise ValueError("the leaderboard has no rows: the study's metrics hold no action")
     models = table["model"].unique().to_list()
@@ -135,9 +136,6 @@ def write_leaderboard(table: pl.DataFrame, actions: Mapping[str, Mapping[str, An
         raise ValueError(f"write_leaderboard draws one model's leaderboard, got {sorted(models)}")
     numbers = describe_actions(table, actions)
     csv, md, pdf, png = (Path(p) for p in paths)
-    with atomic_path(csv) as tmp:
-        numbers.write_csv(tmp)
-    with atomic_path(md) as tmp:
-        tmp.write_text(f"{caption}\n\n{to_markdown(display_frame(numbers))}", encoding="utf-8")
+    write_table(numbers, display_frame(numbers), (csv, md), caption)
     plot_leaderboard(numbers, pdf, png, dpi=dpi)
     return numbers

@@ -1,11 +1,8 @@
-"""Tables 2 and 3 of arXiv 2609.16617 as CSV (numbers), Markdown and LaTeX (formatted, percentage points).
+"""The one writer of kvdiv's tables: numbers as CSV, a display frame as Markdown (under its caption) and LaTeX
+(booktabs), each written atomically, and the cell formats they share (percentage points, ``est [lo, hi]``).
 
-Table 2: generation-clock mismatch gaps by position block per model × task family × length (pooled rows
-per family: length ``all``; per model: family and length ``all``). Table 3: whether positions 1–32 or the
-fixed-history predictors recover the full-horizon population-average gap within ±2 pp, with document-level
-MAE/RMSE. The accuracy table: task accuracy with the full and the evicted cache per action. Inputs are the frames of
-:mod:`kvdiv.analysis` (proportions); the formatted tables print percentage points. Captions are the items'
-(:mod:`kvdiv.analysis.items`).
+Every table item, the leaderboard and their display frames (each in its item's own module) go through
+:func:`write_table`; which item has which display frame and caption is :mod:`kvdiv.outputs.registry`.
 """
 
 from __future__ import annotations
@@ -15,8 +12,6 @@ from pathlib import Path
 
 import polars as pl
 
-from kvdiv.analysis.inputs import stratum_key
-from kvdiv.analysis.items import get_item
 from kvdiv.io import atomic_path
 
 
@@ -30,66 +25,6 @@ def pp(value: float | None, digits: int = 2) -> str:
 def interval(est: float, lo: float, hi: float, digits: int = 2) -> str:
     """``est [lo, hi]`` in percentage points."""
     return f"{pp(est, digits)} [{pp(lo, digits)}, {pp(hi, digits)}]"
-
-
-def table2_frame(gaps: pl.DataFrame) -> pl.DataFrame:
-    """Display frame of Table 2: one row per model × contrast × family × length, one column per block."""
-    if gaps.is_empty():
-        raise ValueError("Table 2 has no rows: no contrast of the configured analysis.contrasts is in the study")
-    blocks = list(dict.fromkeys(gaps["block"].to_list()))
-    shown = gaps.with_columns(
-        pl.struct("gap", "lower", "upper").map_elements(lambda r: interval(r["gap"], r["lower"], r["upper"]), return_dtype=pl.Utf8).alias("cell")
-    )
-    wide = shown.pivot(on="block", index=["model", "contrast", "family", "length", "n_documents"], values="cell")
-    order = wide.with_columns(
-        (pl.col("family") == "all").alias("_pooled"), pl.col("length").cast(pl.Int64, strict=False).alias("_length")
-    ).sort("model", "contrast", "_pooled", "family", "_length", nulls_last=True)  # family-pooled (length all) last
-    return order.select("model", "contrast", "family", "length", "n_documents", *blocks).rename(
-        {"n_documents": "documents", **{b: f"positions {b} (pp)" for b in blocks}}
-    )
-
-
-def table3_frame(pred: pl.DataFrame) -> pl.DataFrame:
-    """Display frame of Table 3: one row per model × predictor × method."""
-    if pred.is_empty():
-        raise ValueError("Table 3 has no rows")
-    return pred.sort("model", "predictor", "method").select(
-        "model",
-        "contrast",
-        "predictor",
-        "method",
-        pl.col("n_documents").alias("documents"),
-        pl.col("population_gap").map_elements(pp, return_dtype=pl.Utf8).alias("full-horizon gap (pp)"),
-        pl.col("predicted_gap").map_elements(pp, return_dtype=pl.Utf8).alias("predicted (pp)"),
-        pl.struct("difference", "lower", "upper").map_elements(
-            lambda r: interval(r["difference"], r["lower"], r["upper"]), return_dtype=pl.Utf8).alias("predicted − full (pp)"),
-        pl.when(pl.col("interval_within")).then(pl.lit("yes")).when(pl.col("point_within")).then(pl.lit("point only"))
-        .otherwise(pl.lit("no")).alias("within ±2 pp"),
-        pl.col("mae").map_elements(pp, return_dtype=pl.Utf8).alias("MAE (pp)"),
-        pl.col("rmse").map_elements(pp, return_dtype=pl.Utf8).alias("RMSE (pp)"),
-    )
-
-
-ACCURACY_COLUMNS = {
-    "accuracy_x": "accuracy x (%)", "accuracy_y": "accuracy y (%)", "accuracy_gap": "x − y (pp)",
-    "answer_changed": "answer changed (%)", "share_early": "early divergence (%)",
-    "accuracy_y_early": "accuracy y, early (%)", "accuracy_y_late": "accuracy y, late (%)",
-}
-
-
-def accuracy_frame(acc: pl.DataFrame) -> pl.DataFrame:
-    """Display frame of the accuracy table (:mod:`kvdiv.analysis.accuracy`): one row per model × stratum × action,
-    one column per statistic (percent, with intervals)."""
-    if acc.is_empty():
-        raise ValueError("the accuracy table has no rows: no document of the study has gold answers")
-    shown = acc.filter(pl.col("statistic").is_in(list(ACCURACY_COLUMNS))).with_columns(
-        pl.struct("estimate", "lower", "upper").map_elements(
-            lambda r: interval(r["estimate"], r["lower"], r["upper"], 1), return_dtype=pl.Utf8).alias("cell"))
-    wide = shown.pivot(on="statistic", index=["model", "stratum", "action", "n_documents"], values="cell")
-    order = sorted(wide.iter_rows(named=True), key=lambda r: (r["model"], stratum_key(r["stratum"]), r["action"]))
-    return pl.DataFrame(order, schema=wide.schema).select(
-        "model", "stratum", "action", pl.col("n_documents").alias("documents"),
-        *[pl.col(k).alias(v) for k, v in ACCURACY_COLUMNS.items()])
 
 
 def to_markdown(frame: pl.DataFrame) -> str:
@@ -127,24 +62,19 @@ def to_latex(frame: pl.DataFrame, caption: str, label: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_table(numbers: pl.DataFrame, display: pl.DataFrame, paths: Sequence[str | Path], caption: str, label: str) -> None:
-    """Write ``numbers`` as CSV and ``display`` as Markdown and LaTeX to ``paths`` = (csv, md, tex)."""
-    csv, md, tex = (Path(p) for p in paths)
+def write_table(numbers: pl.DataFrame, display: pl.DataFrame, paths: Sequence[str | Path], caption: str,
+                label: str | None = None) -> None:
+    """Write ``numbers`` as CSV and ``display`` as Markdown (under ``caption``) and LaTeX (with ``label``) to
+    ``paths`` = (csv, md, tex), or to (csv, md) for no LaTeX."""
+    if len(paths) not in (2, 3):
+        raise ValueError(f"write_table writes (csv, md) or (csv, md, tex), got {len(paths)} paths: {list(paths)}")
+    csv, md, *tex = (Path(p) for p in paths)
     with atomic_path(csv) as tmp:
         numbers.write_csv(tmp)
     with atomic_path(md) as tmp:
         tmp.write_text(f"{caption}\n\n{to_markdown(display)}", encoding="utf-8")
-    with atomic_path(tex) as tmp:
-        tmp.write_text(to_latex(display, caption, label), encoding="utf-8")
-
-
-#: The display frame of each table item (kvdiv.analysis.items).
-DISPLAY = {"table2": table2_frame, "table3": table3_frame, "accuracy": accuracy_frame}
-
-
-def write_item_table(item: str, numbers: pl.DataFrame, paths: Sequence[str | Path]) -> None:
-    """Write table item ``item`` (``table2``, ``table3``, ``accuracy``) from its numbers to ``paths`` = (csv, md, tex), with the
-    item's caption and the LaTeX label ``tab:{item}``."""
-    if item not in DISPLAY:
-        raise KeyError(f"unknown table {item!r}; tables: {', '.join(DISPLAY)}")
-    write_table(numbers, DISPLAY[item](numbers), paths, get_item(item).caption, f"tab:{item}")
+    if tex:
+        if label is None:
+            raise ValueError(f"write_table: the LaTeX table {tex[0]} needs a label")
+        with atomic_path(tex[0]) as tmp:
+            tmp.write_text(to_latex(display, caption, label), encoding="utf-8")

@@ -15,6 +15,8 @@ from kvdiv.metrics import compute_metrics
 from kvdiv.outputs.figure5 import plot_figure5
 from kvdiv.outputs.figure6 import plot_figure6
 from kvdiv.outputs.figure7 import plot_figure7
+from kvdiv.outputs.table2 import table2_frame
+from kvdiv.outputs.table3 import table3_frame
 from kvdiv.outputs.report import build_report, paper_values
 from kvdiv.trajectories.synthetic import simulate_cube
 
@@ -156,7 +158,7 @@ def test_table2_block_gaps_match_tv_difference(study50):
     truth = 0.14 - e["snapkv_half"].mean()
     half = (pooled["upper"][0] - pooled["lower"][0]) / 2
     assert abs(pooled["gap"][0] - truth) < 2 * half + 0.01
-    display = tables.table2_frame(gaps)
+    display = table2_frame(gaps)
     assert display.columns[:5] == ["model", "contrast", "family", "length", "documents"]
     assert "positions 1–32 (pp)" in display.columns
 
@@ -179,7 +181,7 @@ def test_table2_family_pooled_rows_are_the_family_document_means(study50):
                    .pivot(on="action", index="document", values="mismatch"))
         assert r["gap"] == pytest.approx(float((per_doc[a] - per_doc[b]).mean()), abs=1e-12)
         assert r["lower"] <= r["gap"] <= r["upper"]
-    display = tables.table2_frame(gaps)
+    display = table2_frame(gaps)
     rows = display.filter(pl.col("contrast") == "recent_half − snapkv_half")
     assert rows["family"].to_list() == ["helmet"] * 3 + ["ruler"] * 3 + ["all"]
     assert rows["length"].to_list() == ["256", "512", "all", "256", "512", "all", "all"]
@@ -232,7 +234,7 @@ def test_table3_and_writers(study50, tmp_path):
     assert t3.height == 6  # 2 predictors × 3 methods, one model
     assert {"mae", "rmse", "interval_within", "point_within", "difference"} <= set(t3.columns)
     assert (t3["rmse"] >= t3["mae"] - 1e-12).all()
-    display = tables.table3_frame(t3)
+    display = table3_frame(t3)
     paths = [tmp_path / "t3.csv", tmp_path / "t3.md", tmp_path / "t3.tex"]
     tables.write_table(t3, display, paths, "Table 3", "tab:3")
     assert pl.read_csv(paths[0]).height == 6
@@ -269,7 +271,7 @@ def test_figures_tables_and_report(study50, tmp_path):
         assert (figs / f"figure{k}.png").read_bytes()[:4] == b"\x89PNG"
     t2 = blocks.clock_block_gaps(m90, CONTRASTS, [[1, 32], [33, 64], [65, 128]], 50, 1, 0.95)
     t3 = prediction.prediction_table(m50, ["snapkv_512", "snapkv_half"], [1, 32], 50, 1, 0.95)
-    for name, numbers, display in (("table2", t2, tables.table2_frame(t2)), ("table3", t3, tables.table3_frame(t3))):
+    for name, numbers, display in (("table2", t2, table2_frame(t2)), ("table3", t3, table3_frame(t3))):
         paths = [tmp_path / "tables" / f"{name}.{ext}" for ext in ("csv", "md", "tex")]
         tables.write_table(numbers, display, paths, name, f"tab:{name}")
         analysis[name] = {"numbers": paths[0]}

@@ -10,8 +10,7 @@ import pytest
 import yaml
 
 from kvdiv.analysis import items
-from kvdiv.outputs.figures import PLOTS
-from kvdiv.outputs.tables import DISPLAY
+from kvdiv.outputs.registry import RESULTS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,14 +18,17 @@ REPO = Path(__file__).resolve().parents[2]
 def test_items_are_the_keys_of_analysis_studies_in_the_schema():
     schema = yaml.safe_load((REPO / "kvdiv/data/schema.yaml").read_text())
     studies = schema["properties"]["analysis"]["properties"]["studies"]
-    assert set(studies["properties"]) == set(items.ITEMS)
+    assert set(studies["properties"]) == set(items.STUDIED) == set(items.ITEMS) - {"leaderboard"}
     # the default builds the paper's five items; the probabilistic study is opt-in (config/probabilistic.yaml)
-    assert set(studies["default"]) == set(items.ITEMS) - {"probabilistic"}
+    assert set(studies["default"]) == set(items.STUDIED) - {"probabilistic"}
+    # the leaderboard's settings are keys of its own config section
+    leaderboard = schema["properties"]["leaderboard"]["properties"]
+    assert set(items.get_item("leaderboard").tables["numbers"].settings.values()) <= set(leaderboard)
 
 
 def test_every_table_builder_takes_its_settings_and_the_bootstrap_arguments():
     for name, item in items.ITEMS.items():
-        assert item.tables and item.title.startswith(item.label) and item.kind in ("figure", "table", "section")
+        assert item.tables and item.title.startswith(item.label) and item.kind in ("figure", "table", "section", "leaderboard")
         for table, spec in item.tables.items():
             params = inspect.signature(spec.build).parameters
             for arg in ("n_boot", "seed", "confidence", *spec.settings, *spec.fixed):
@@ -34,10 +36,16 @@ def test_every_table_builder_takes_its_settings_and_the_bootstrap_arguments():
 
 
 def test_outputs_draw_and_write_exactly_the_items():
-    assert set(PLOTS) == set(items.FIGURES) and set(DISPLAY) == set(items.TABLES)
+    """kvdiv.outputs.registry has one result per item, in the same order, each with the outputs of its kind."""
+    assert list(RESULTS) == list(items.ITEMS) and all(RESULTS[n].item is items.ITEMS[n] for n in items.ITEMS)
+    plotted = {n for n, r in RESULTS.items() if r.plot} - {"leaderboard"}
+    displayed = {n for n, r in RESULTS.items() if r.display} - {"leaderboard"}
+    assert plotted == set(items.FIGURES) and displayed == set(items.TABLES)
+    assert {n for n, r in RESULTS.items() if r.section} == set(items.STUDIED)
     assert items.SECTIONS == ("swrb",) and items.ANALYSED == items.FIGURES + items.SECTIONS
-    assert set(items.FIGURES) | set(items.TABLES) | set(items.SECTIONS) == set(items.ITEMS)
-    assert all(items.ITEMS[t].caption and list(items.ITEMS[t].tables) == ["numbers"] for t in items.TABLES)
+    assert set(items.FIGURES) | set(items.TABLES) | set(items.SECTIONS) | {"leaderboard"} == set(items.ITEMS)
+    tabled = (*items.TABLES, "leaderboard")
+    assert all(items.ITEMS[t].caption and list(items.ITEMS[t].tables) == ["numbers"] for t in tabled)
 
 
 def test_table_settings_come_from_the_config_section():
