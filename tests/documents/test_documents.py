@@ -52,7 +52,7 @@ def byte_chat(byte_tok):
 def stratum(tok, chat, study="s", seed=50, stratum="ruler_1024", n=3, **kw):
     return generate_stratum(
         study=study, stratum=stratum, n_documents=n, master_seed=7, study_seed=seed, tokenizer=tok,
-        tokenizer_name="bytes", chat=chat, **kw,
+        tokenizer_name="bytes", chat=chat, **{"horizon": 0, **kw},
     )
 
 
