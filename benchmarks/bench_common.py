@@ -30,7 +30,9 @@ def busy_process(active: bool = True) -> Iterator[None]:
             competitor.wait()
 
 
-def stratum_prompts(loaded, config: Mapping, study: str, stratum: str, n: int, horizon: int) -> tuple[list[str], list[list[int]]]:
+def stratum_prompts(
+    loaded, config: Mapping, study: str, stratum: str, n: int, horizon: int
+) -> tuple[list[str], list[list[int]]]:
     """The ids and prompt token ids (the model's own rendering) of the first ``n`` documents of ``stratum`` of
     ``study`` in ``config``, generated in-process with kvdiv.documents as the workflow's document rule does."""
     from kvdiv.documents import generate_stratum
@@ -39,14 +41,24 @@ def stratum_prompts(loaded, config: Mapping, study: str, stratum: str, n: int, h
 
     spec = config["studies"][study]
     chat = (lambda text: apply_chat_template(loaded.tokenizer, text)) if loaded.chat_template else None
-    docs = generate_stratum(study=study, stratum=stratum, n_documents=n, master_seed=config["seed"],
-                            study_seed=spec["seed"], tokenizer=loaded.tokenizer, tokenizer_name=loaded.name, chat=chat,
-                            max_context=loaded.max_context, horizon=horizon)
+    docs = generate_stratum(
+        study=study,
+        stratum=stratum,
+        n_documents=n,
+        master_seed=config["seed"],
+        study_seed=spec["seed"],
+        tokenizer=loaded.tokenizer,
+        tokenizer_name=loaded.name,
+        chat=chat,
+        max_context=loaded.max_context,
+        horizon=horizon,
+    )
     return [d.id for d in docs], [prompt_token_ids(d.to_record(), loaded.tokenizer, loaded.chat_template) for d in docs]
 
 
-def coupled_job(loaded, prompts: Sequence[Sequence[int]], seed_parts: Sequence[tuple], actions: Mapping,
-                horizon: int) -> dict[str, float]:
+def coupled_job(
+    loaded, prompts: Sequence[Sequence[int]], seed_parts: Sequence[tuple], actions: Mapping, horizon: int
+) -> dict[str, float]:
     """Seconds of one coupled job over ``prompts`` (complete mode, R = 1): every document prefilled, then the chains
     of all of them in one forward per step (:func:`generate_documents`). ``seed_parts[d]`` seeds document d's
     sampling streams and any ProbabilisticPress draw. Returns ``prefill``, ``coupled`` and ``total`` seconds."""
@@ -57,11 +69,27 @@ def coupled_job(loaded, prompts: Sequence[Sequence[int]], seed_parts: Sequence[t
     from kvdiv.trajectories.generate import generate_documents
 
     start = time.perf_counter()
-    sessions = [KernelSession(loaded, torch.tensor(p), actions, horizon=horizon,
-                              max_chains=chains_needed(len(actions), 1, "complete"), seed_parts=parts)
-                for p, parts in zip(prompts, seed_parts)]
+    sessions = [
+        KernelSession(
+            loaded,
+            torch.tensor(p),
+            actions,
+            horizon=horizon,
+            max_chains=chains_needed(len(actions), 1, "complete"),
+            seed_parts=parts,
+        )
+        for p, parts in zip(prompts, seed_parts)
+    ]
     prefill = time.perf_counter() - start
-    generate_documents(sessions, list(seed_parts), list(actions), horizon=horizon, replicates=1,
-                       eos_token_ids=loaded.eos_token_ids, tv_atol=1e-6, progress=False)
+    generate_documents(
+        sessions,
+        list(seed_parts),
+        list(actions),
+        horizon=horizon,
+        replicates=1,
+        eos_token_ids=loaded.eos_token_ids,
+        tv_atol=1e-6,
+        progress=False,
+    )
     total = time.perf_counter() - start
     return {"prefill": prefill, "coupled": total - prefill, "total": total}

@@ -43,13 +43,19 @@ def wall_time(argv: list[str], checkout: Path) -> float:
 
 def import_profile(argv: list[str], checkout: Path) -> tuple[float, list[str]]:
     """Total import time (s, the sum of ``-X importtime``'s self times) and the heavy packages imported."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", RUNNER, *argv], cwd=checkout, check=True,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", RUNNER, *argv],
+        cwd=checkout,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     total_us, modules = 0, set()
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
-        self_us, _, name = (part.strip() for part in line[len("import time:"):].split("|"))
+        self_us, _, name = (part.strip() for part in line[len("import time:") :].split("|"))
         total_us += int(self_us)
         modules.add(name)
     return total_us / 1e6, [m for m in HEAVY if m in modules]
@@ -81,8 +87,10 @@ def main() -> None:
         for checkout in checkouts:
             imports, heavy = import_profile(argv, checkout)
             wall = times[name, checkout]
-            print(f"| `{name}` | {checkout} | {min(wall):.2f} s | {statistics.median(wall):.2f} s | {imports:.2f} s "
-                  f"| {', '.join(heavy) or '-'} |")
+            print(
+                f"| `{name}` | {checkout} | {min(wall):.2f} s | {statistics.median(wall):.2f} s | {imports:.2f} s "
+                f"| {', '.join(heavy) or '-'} |"
+            )
 
 
 if __name__ == "__main__":

@@ -25,8 +25,12 @@ from kvdiv.llm.session import KernelSession
 
 INTERVAL = 32
 ACTIONS = {
-    "decoding": {"press": "DecodingPress", "target_size": 512, "compression_interval": INTERVAL,
-                 "wraps": {"press": "SnapKVPress", "window_size": 16}},
+    "decoding": {
+        "press": "DecodingPress",
+        "target_size": 512,
+        "compression_interval": INTERVAL,
+        "wraps": {"press": "SnapKVPress", "window_size": 16},
+    },
 }
 
 
@@ -70,17 +74,23 @@ def main() -> None:
                 b, c = steps(action)
                 between[action].append(statistics.median(b))
                 cut[action].append(c)
-    print(f"SmolLM2-135M-Instruct, a {len(ids)}-token prompt, {args.chains} chains per step, 1 thread, "
-          f"{args.rounds} interleaved rounds{' beside a busy process' if args.busy else ''}\n")
+    print(
+        f"SmolLM2-135M-Instruct, a {len(ids)}-token prompt, {args.chains} chains per step, 1 thread, "
+        f"{args.rounds} interleaved rounds{' beside a busy process' if args.busy else ''}\n"
+    )
     print("| step | full cache (reference): min / median ms | DecodingPress: min / median ms | ratio min / median |")
     print("|---|---:|---:|---:|")
     for label, data in (("between cuts (median of the round's steps)", between), (f"step {INTERVAL} (the cut)", cut)):
         p, d = data["reference"], data["decoding"]
-        print(f"| {label} | {min(p):.1f} / {statistics.median(p):.1f} | {min(d):.1f} / {statistics.median(d):.1f} | "
-              f"{min(d) / min(p):.2f} / {statistics.median(d) / statistics.median(p):.2f} |")
+        print(
+            f"| {label} | {min(p):.1f} / {statistics.median(p):.1f} | {min(d):.1f} / {statistics.median(d):.1f} | "
+            f"{min(d) / min(p):.2f} / {statistics.median(d) / statistics.median(p):.2f} |"
+        )
     extra = statistics.median(cut["decoding"]) - statistics.median(between["decoding"])
-    print(f"\nthe cut's extra time spread over the {INTERVAL} steps between cuts: {extra / INTERVAL:.1f} ms per step "
-          f"({extra / (args.chains * session.n_layers):.2f} ms per chain and layer)")
+    print(
+        f"\nthe cut's extra time spread over the {INTERVAL} steps between cuts: {extra / INTERVAL:.1f} ms per step "
+        f"({extra / (args.chains * session.n_layers):.2f} ms per chain and layer)"
+    )
 
 
 if __name__ == "__main__":

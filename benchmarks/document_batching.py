@@ -60,8 +60,12 @@ def rounds(loaded, prompts, doc_ids, actions, horizon, batches, n_rounds, label)
         row = {}
         for b in order:
             job = coupled_job(loaded, prompts[:b], [(1, 2, d) for d in doc_ids[:b]], actions, horizon)
-            row[b] = {"prefill_s": job["prefill"], "total_s": job["total"], "per_document_s": job["total"] / b,
-                      "max_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+            row[b] = {
+                "prefill_s": job["prefill"],
+                "total_s": job["total"],
+                "per_document_s": job["total"] / b,
+                "max_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+            }
         for b in batches:
             row[b]["ratio"] = row[b]["per_document_s"] / row[1]["per_document_s"]
             out[b].append(row[b])
@@ -80,33 +84,43 @@ def main() -> None:
     if args.batches[0] != 1:
         raise SystemExit("--batches must start with 1 (the ratios' reference)")
 
-    fixed = subprocess.run([sys.executable, "-c", FIXED_COST, args.models_dir], cwd=REPO, capture_output=True,
-                           text=True, check=True).stdout.split()
-    print(f"fresh process: imports {float(fixed[0]):.2f} s, model load {float(fixed[1]):.2f} s, datasets imported: {fixed[2]}",
-          flush=True)
+    fixed = subprocess.run(
+        [sys.executable, "-c", FIXED_COST, args.models_dir], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    print(
+        f"fresh process: imports {float(fixed[0]):.2f} s, model load {float(fixed[1]):.2f} s, datasets imported: {fixed[2]}",
+        flush=True,
+    )
 
     config = yaml.safe_load((REPO / "config/config.yaml").read_text())
     spec = {**config["models"]["smollm2"], "threads": 1, "device": "cpu", "dtype": "float32"}
     loaded = load_model("smollm2", spec, args.models_dir)
     actions = {a: config["actions"][a] for a in config["studies"]["retention50"]["actions"]}
     doc_ids, prompts = stratum_prompts(loaded, config, "retention50", "ruler_1024", max(args.batches), args.horizon)
-    print(f"documents {doc_ids[0]}..: {[len(p) for p in prompts]} prompt tokens; actions {list(actions)}; "
-          f"H={args.horizon}; threads {torch.get_num_threads()}; OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}",
-          flush=True)
+    print(
+        f"documents {doc_ids[0]}..: {[len(p) for p in prompts]} prompt tokens; actions {list(actions)}; "
+        f"H={args.horizon}; threads {torch.get_num_threads()}; OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}",
+        flush=True,
+    )
     results = {"quiet": rounds(loaded, prompts, doc_ids, actions, args.horizon, args.batches, args.rounds, "quiet")}
     if args.busy_rounds:
         with busy_process():
-            results["busy"] = rounds(loaded, prompts, doc_ids, actions, args.horizon, args.batches, args.busy_rounds,
-                                     "busy")
-    print("\n| machine | B | per-document s (min, median) | prefill s per document (median) | ratio to B = 1 (min, median) |")
+            results["busy"] = rounds(
+                loaded, prompts, doc_ids, actions, args.horizon, args.batches, args.busy_rounds, "busy"
+            )
+    print(
+        "\n| machine | B | per-document s (min, median) | prefill s per document (median) | ratio to B = 1 (min, median) |"
+    )
     print("|---|---|---|---|---|")
     for label, per_b in results.items():
         for b, rows in per_b.items():
             per_doc = [r["per_document_s"] for r in rows]
             ratios = [r["ratio"] for r in rows]
             prefill = statistics.median(r["prefill_s"] / b for r in rows)
-            print(f"| {label} | {b} | {min(per_doc):.2f}, {statistics.median(per_doc):.2f} | {prefill:.2f} | "
-                  f"{min(ratios):.2f}, {statistics.median(ratios):.2f} |")
+            print(
+                f"| {label} | {b} | {min(per_doc):.2f}, {statistics.median(per_doc):.2f} | {prefill:.2f} | "
+                f"{min(ratios):.2f}, {statistics.median(ratios):.2f} |"
+            )
 
 
 if __name__ == "__main__":

@@ -82,8 +82,10 @@ def main() -> None:
         "bisection": bisection,
         "naive (+1 unit)": naive,
     }
-    print(f"Machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}; "
-          f"tokenizer SmolLM2-135M-Instruct (fast), chat template on, best of 3.\n")
+    print(
+        f"Machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}; "
+        f"tokenizer SmolLM2-135M-Instruct (fast), chat template on, best of 3.\n"
+    )
     print("| task | target | method | units | tokenizer calls | tokens tokenised | time (s) |")
     print("|---|---:|---|---:|---:|---:|---:|")
     for task in args.tasks:

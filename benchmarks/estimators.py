@@ -59,8 +59,10 @@ def main() -> None:
         assert all(np.allclose(x, y) for x, y in zip(a, b))
         t_numba = best_of(lambda: replicate_counts(mismatch, tv, fixed, eos, 32))
         t_numpy = best_of(lambda: numpy_counts(mismatch, tv, fixed, eos, 32))
-        print(f"replicate sums, {n} rows x H={h}: numpy {1e3 * t_numpy:.1f} ms, numba {1e3 * t_numba:.1f} ms, "
-              f"speed-up {t_numpy / t_numba:.1f}x")
+        print(
+            f"replicate sums, {n} rows x H={h}: numpy {1e3 * t_numpy:.1f} ms, numba {1e3 * t_numba:.1f} ms, "
+            f"speed-up {t_numpy / t_numba:.1f}x"
+        )
     ds = simulate_cube({"snapkv_half": 0.03, "snapkv_512": 0.1, "recent_half": 0.12}, 288, 4, 128, seed=1)
     ds = ds.load()
     compute_metrics(ds, 32)
@@ -75,14 +77,33 @@ def analysis_timings() -> None:
     from kvdiv.analysis.items import build_item
 
     strata = [f"{f}_{n}" for f in ("ruler", "helmet") for n in (4096, 8192, 16384)]
-    ds = simulate_cube({"snapkv_half": 0.03, "snapkv_512": 0.1, "recent_half": 0.12}, 288, 1, 128, seed=1,
-                       strata=strata, eos_hazard=0.005)
+    ds = simulate_cube(
+        {"snapkv_half": 0.03, "snapkv_512": 0.1, "recent_half": 0.12},
+        288,
+        1,
+        128,
+        seed=1,
+        strata=strata,
+        eos_hazard=0.005,
+    )
     t = compute_metrics(ds, 32)
     m = Metrics(t["replicates"], t["profiles_aligned"], t["profiles_clock"])
     pairs = [["snapkv_512", "snapkv_half"], ["recent_half", "snapkv_half"]]
-    settings = dict(n_boot=2000, seed=1, confidence=0.95, contrasts=pairs, cohort_max_tau=64, early=[1, 16],
-                    late=[49, 64], blocks=[[1, 32], [33, 64], [65, 128]], contrast=pairs[0], short_window=[1, 32],
-                    folds=5, ridge_alpha=1.0, criterion=0.02)
+    settings = dict(
+        n_boot=2000,
+        seed=1,
+        confidence=0.95,
+        contrasts=pairs,
+        cohort_max_tau=64,
+        early=[1, 16],
+        late=[49, 64],
+        blocks=[[1, 32], [33, 64], [65, 128]],
+        contrast=pairs[0],
+        short_window=[1, 32],
+        folds=5,
+        ridge_alpha=1.0,
+        criterion=0.02,
+    )
     jobs = {
         "Figure 5 data": lambda: build_item("figure5", m, **settings),
         "Figure 6 data": lambda: build_item("figure6", m, **settings),

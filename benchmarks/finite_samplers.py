@@ -53,7 +53,9 @@ def main() -> None:
     # one system per shape: persistent, strength 0.04, with EOS (the longest branches of its shape)
     chosen = [s for s in suite if "-s0.04-persistent-eos" in s.name]
 
-    print(f"machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}, numpy {np.__version__}\n")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}, numpy {np.__version__}\n"
+    )
     print("## Numba vs plain NumPy/Python (replicates per second, best of 3)\n")
     print("| system | method | NumPy/Python rep/s | Numba rep/s | speed-up |")
     print("|---|---|---|---|---|")

@@ -51,8 +51,14 @@ def baseline(loaded, ids: list[int], actions: dict, horizon: int, seed: int) -> 
     unpack_linears(loaded.model)
     x = torch.tensor([ids])
     kwargs = dict(
-        do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=horizon, min_new_tokens=horizon,
-        attention_mask=torch.ones_like(x), pad_token_id=loaded.eos_token_ids[0],
+        do_sample=True,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        max_new_tokens=horizon,
+        min_new_tokens=horizon,
+        attention_mask=torch.ones_like(x),
+        pad_token_id=loaded.eos_token_ids[0],
     )
     torch.manual_seed(seed)
     start = time.perf_counter()
@@ -83,7 +89,7 @@ def rounds(loaded, prompts, doc_ids, actions, horizon, n_rounds, label) -> list[
     names = list(variants)
     out = []
     for r in range(n_rounds):
-        order = names[r % len(names):] + names[: r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         row = {name: variants[name](r) for name in order}
         row = {name: {"per_document_s": row[name], "ratio": row[name] / row["baseline"]} for name in names}
         out.append(row)
@@ -105,22 +111,27 @@ def main() -> None:
     loaded = load_model("smollm2", spec, args.models_dir)
     actions = {a: config["actions"][a] for a in config["studies"]["retention50"]["actions"]}
     doc_ids, prompts = stratum_prompts(loaded, config, "retention50", "ruler_1024", args.documents, args.horizon)
-    print(f"documents {doc_ids[0]}..: {[len(p) for p in prompts]} prompt tokens; actions {list(actions)}; "
-          f"H={args.horizon}; threads {torch.get_num_threads()}; OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}",
-          flush=True)
+    print(
+        f"documents {doc_ids[0]}..: {[len(p) for p in prompts]} prompt tokens; actions {list(actions)}; "
+        f"H={args.horizon}; threads {torch.get_num_threads()}; OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}",
+        flush=True,
+    )
     results = {"quiet": rounds(loaded, prompts, doc_ids, actions, args.horizon, args.rounds, "quiet")}
     if args.busy_rounds:
         with busy_process():
-            results["beside a busy process"] = rounds(loaded, prompts, doc_ids, actions, args.horizon,
-                                                      args.busy_rounds, "busy")
+            results["beside a busy process"] = rounds(
+                loaded, prompts, doc_ids, actions, args.horizon, args.busy_rounds, "busy"
+            )
     print("\n| machine | variant | per-document s (min, median) | ratio to baseline (min, median) |")
     print("|---|---|---|---|")
     for label, rows in results.items():
         for name in rows[0]:
             secs = [r[name]["per_document_s"] for r in rows]
             ratios = [r[name]["ratio"] for r in rows]
-            print(f"| {label} | {name} | {min(secs):.2f}, {statistics.median(secs):.2f} | "
-                  f"{min(ratios):.3f}, {statistics.median(ratios):.3f} |")
+            print(
+                f"| {label} | {name} | {min(secs):.2f}, {statistics.median(secs):.2f} | "
+                f"{min(ratios):.3f}, {statistics.median(ratios):.3f} |"
+            )
 
 
 if __name__ == "__main__":

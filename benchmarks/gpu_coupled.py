@@ -112,7 +112,11 @@ LLAMA31_8B = dict(
     },
 )
 TINY = dict(hidden_size=256, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=512)
-EOS_IDS = [128009, 128001, 128008]  # <|eot_id|> first, as kvdiv.llm.tokenization.eos_token_ids orders Llama-3.1-Instruct's
+EOS_IDS = [
+    128009,
+    128001,
+    128008,
+]  # <|eot_id|> first, as kvdiv.llm.tokenization.eos_token_ids orders Llama-3.1-Instruct's
 PROMPT_ID_LIMIT = 128000  # ids below the special tokens
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
@@ -154,8 +158,13 @@ def build_model(tiny: bool, device: torch.device, dtype: torch.dtype, seed: int)
         raise RuntimeError(f"parameters not on {device}/{dtype}: {bad[:3]}")
     loaded = LoadedModel(
         name="llama31_8b_random" + ("_tiny" if tiny else ""),
-        spec={"source": "random", "architecture": "llama", "dtype": str(dtype).removeprefix("torch."), "device": device.type,
-              "model_config": {k: v for k, v in values.items() if k != "rope_parameters"}},
+        spec={
+            "source": "random",
+            "architecture": "llama",
+            "dtype": str(dtype).removeprefix("torch."),
+            "device": device.type,
+            "model_config": {k: v for k, v in values.items() if k != "rope_parameters"},
+        },
         model=model,
         tokenizer=None,
         eos_token_ids=list(EOS_IDS),
@@ -234,28 +243,46 @@ def kv_bytes_per_entry(n_layers: int, kv_heads: int, head_dim: int, dtype: torch
     return 2 * n_layers * kv_heads * head_dim * torch.empty((), dtype=dtype).element_size()
 
 
-def run_coupled(loaded: LoadedModel, ids: torch.Tensor, actions: dict, horizon: int, replicates: int,
-                seed: int, w_read: int, bw: float) -> dict:
+def run_coupled(
+    loaded: LoadedModel,
+    ids: torch.Tensor,
+    actions: dict,
+    horizon: int,
+    replicates: int,
+    seed: int,
+    w_read: int,
+    bw: float,
+) -> dict:
     """One coupled job (prefill + generate), timed and counted."""
     device = loaded.device
     reset_peak(device)
     sync(device)
     start = time.perf_counter()
-    session = KernelSession(loaded, ids, actions, max_chains=chains_needed(len(actions), replicates, "complete"),
-                            horizon=horizon)
+    session = KernelSession(
+        loaded, ids, actions, max_chains=chains_needed(len(actions), replicates, "complete"), horizon=horizon
+    )
     sync(device)
     prefill_s = time.perf_counter() - start
     with StepRecorder() as recorder:
         start = time.perf_counter()
-        traj = generate(session, list(actions), horizon=horizon, replicates=replicates,
-                        seed_parts=(seed, 0, "gpu-bench"), eos_token_ids=loaded.eos_token_ids, mode="complete",
-                        tv_atol=1e-6, progress=False)
+        traj = generate(
+            session,
+            list(actions),
+            horizon=horizon,
+            replicates=replicates,
+            seed_parts=(seed, 0, "gpu-bench"),
+            eos_token_ids=loaded.eos_token_ids,
+            mode="complete",
+            tv_atol=1e-6,
+            progress=False,
+        )
         sync(device)
         coupled_s = time.perf_counter() - start
     rows_advanced = sum(t.rows for t in traj.values())
     n_pairs = len(actions) * replicates
-    first_div = {a: [int(next((i + 1 for i, m in enumerate(row) if not m), 0)) for row in t.match]
-                 for a, t in traj.items()}
+    first_div = {
+        a: [int(next((i + 1 for i, m in enumerate(row) if not m), 0)) for row in t.match] for a, t in traj.items()
+    }
     return {
         "prompt_tokens": int(ids.numel()),
         "cache_lengths": {name: session._prefixes[name].length for name in session.caches},
@@ -272,23 +299,43 @@ def run_coupled(loaded: LoadedModel, ids: torch.Tensor, actions: dict, horizon: 
     }
 
 
-def run_coupled_batch(loaded: LoadedModel, prompts: list[torch.Tensor], actions: dict, horizon: int, replicates: int,
-                      seed: int, w_read: int, bw: float) -> dict:
+def run_coupled_batch(
+    loaded: LoadedModel,
+    prompts: list[torch.Tensor],
+    actions: dict,
+    horizon: int,
+    replicates: int,
+    seed: int,
+    w_read: int,
+    bw: float,
+) -> dict:
     """One coupled job over every prompt at once (the workflow's ``documents_per_job``): prefills in turn, then one
     forward per step for all documents' chains (:func:`generate_documents`), timed and counted like run_coupled."""
     device = loaded.device
     reset_peak(device)
     sync(device)
     start = time.perf_counter()
-    sessions = [KernelSession(loaded, ids, actions, max_chains=chains_needed(len(actions), replicates, "complete"),
-                              horizon=horizon) for ids in prompts]
+    sessions = [
+        KernelSession(
+            loaded, ids, actions, max_chains=chains_needed(len(actions), replicates, "complete"), horizon=horizon
+        )
+        for ids in prompts
+    ]
     sync(device)
     prefill_s = time.perf_counter() - start
     with StepRecorder() as recorder:
         start = time.perf_counter()
-        trajs = generate_documents(sessions, [(seed, d, "gpu-bench") for d in range(len(prompts))], list(actions),
-                                   horizon=horizon, replicates=replicates, eos_token_ids=loaded.eos_token_ids,
-                                   mode="complete", tv_atol=1e-6, progress=False)
+        trajs = generate_documents(
+            sessions,
+            [(seed, d, "gpu-bench") for d in range(len(prompts))],
+            list(actions),
+            horizon=horizon,
+            replicates=replicates,
+            eos_token_ids=loaded.eos_token_ids,
+            mode="complete",
+            tv_atol=1e-6,
+            progress=False,
+        )
         sync(device)
         coupled_s = time.perf_counter() - start
     rows_advanced = sum(t.rows for traj in trajs for t in traj.values())
@@ -321,7 +368,9 @@ def run_baseline(loaded: LoadedModel, ids: torch.Tensor, steps: int, w_read: int
     prefill_s = time.perf_counter() - start
     cfg = model.config
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    per_entry = kv_bytes_per_entry(cfg.num_hidden_layers, cfg.num_key_value_heads, head_dim, next(model.parameters()).dtype)
+    per_entry = kv_bytes_per_entry(
+        cfg.num_hidden_layers, cfg.num_key_value_heads, head_dim, next(model.parameters()).dtype
+    )
     times, entries = [], 0
     n = int(ids.numel())
     for t in range(steps):
@@ -377,12 +426,22 @@ def markdown(result: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prompt-tokens", type=int, default=None, help="prompt length (default 8192; 640 with --tiny; > 512 = snapkv_512's window)")
-    parser.add_argument("--horizon", type=int, default=None, help="H, generated tokens per chain (default 128; 32 with --tiny)")
+    parser.add_argument(
+        "--prompt-tokens",
+        type=int,
+        default=None,
+        help="prompt length (default 8192; 640 with --tiny; > 512 = snapkv_512's window)",
+    )
+    parser.add_argument(
+        "--horizon", type=int, default=None, help="H, generated tokens per chain (default 128; 32 with --tiny)"
+    )
     parser.add_argument("--replicates", type=int, default=1, help="R, coupled replicates per action")
     parser.add_argument("--documents", type=int, default=1, help="random prompts, each a full job + baseline")
-    parser.add_argument("--batch", action="store_true",
-                        help="also run all documents in ONE job (one forward per step for all), as documents_per_job")
+    parser.add_argument(
+        "--batch",
+        action="store_true",
+        help="also run all documents in ONE job (one forward per step for all), as documents_per_job",
+    )
     parser.add_argument("--baseline-steps", type=int, default=None, help="plain decode steps timed (default H)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES))
@@ -409,8 +468,11 @@ def main() -> None:
 
     loaded, init_s = build_model(args.tiny, device, dtype, args.seed)
     w_all, w_read = weight_bytes(loaded.model)
-    print(f"model {loaded.name}: {w_all / 1e9:.2f} GB of weights ({w_read / 1e9:.2f} GB read per step), "
-          f"built on {device} in {dtype} in {init_s:.1f} s", flush=True)
+    print(
+        f"model {loaded.name}: {w_all / 1e9:.2f} GB of weights ({w_read / 1e9:.2f} GB read per step), "
+        f"built on {device} in {dtype} in {init_s:.1f} s",
+        flush=True,
+    )
 
     gen = torch.Generator().manual_seed(args.seed)
     prompts = [torch.randint(0, PROMPT_ID_LIMIT, (prompt_tokens,), generator=gen) for _ in range(args.documents)]
@@ -434,7 +496,9 @@ def main() -> None:
     result = {
         "benchmark": "gpu_coupled",
         "model": loaded.name,
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)",
+        "device": torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"cpu ({torch.get_num_threads()} threads)",
         "dtype": args.dtype,
         "torch": torch.__version__,
         "transformers": __import__("transformers").__version__,
@@ -452,12 +516,21 @@ def main() -> None:
         "summary": {
             "coupled_pair_steps_per_s": statistics.fmean(d["coupled"]["pair_steps_per_s"] for d in documents),
             "coupled_bw_fraction_forward": statistics.fmean(d["coupled"]["bw_fraction_forward"] for d in documents),
-            "coupled_bw_fraction_end_to_end": statistics.fmean(d["coupled"]["bw_fraction_end_to_end"] for d in documents),
+            "coupled_bw_fraction_end_to_end": statistics.fmean(
+                d["coupled"]["bw_fraction_end_to_end"] for d in documents
+            ),
             "baseline_bw_fraction": statistics.fmean(d["baseline"]["bw_fraction"] for d in documents),
             "coupled_rows_per_forward": statistics.fmean(d["coupled"]["rows_per_forward"] for d in documents),
         },
-        "peak_mem_gib_overall": max((v for d in documents for v in (d["baseline"]["peak_mem_gib"], d["coupled"]["peak_mem_gib"])
-                                     if v is not None), default=None),
+        "peak_mem_gib_overall": max(
+            (
+                v
+                for d in documents
+                for v in (d["baseline"]["peak_mem_gib"], d["coupled"]["peak_mem_gib"])
+                if v is not None
+            ),
+            default=None,
+        ),
         "wall_s": time.perf_counter() - t0,
     }
     print(json.dumps(result["summary"]))

@@ -32,11 +32,19 @@ ACTIONS = {
     "snapkv_half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 64},
     "snapkv_512": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 512},
     "recent_half": {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 0},
-    "prob_half": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "design": "pips", "proposal": "scorer",
-                  "scorer": "SnapKVPress", "scorer_kwargs": {"window_size": 64}},
+    "prob_half": {
+        "press": "ProbabilisticPress",
+        "compression_ratio": 0.5,
+        "design": "pips",
+        "proposal": "scorer",
+        "scorer": "SnapKVPress",
+        "scorer_kwargs": {"window_size": 64},
+    },
 }
-WORDS = ("river stone window garden letter silver morning number travel quiet yellow market "
-         "history paper music forest answer simple mountain bridge summer question orange").split()
+WORDS = (
+    "river stone window garden letter silver morning number travel quiet yellow market "
+    "history paper music forest answer simple mountain bridge summer question orange"
+).split()
 
 
 def make_prompt(tokenizer, n_tokens: int, seed: int = 0) -> torch.Tensor:
@@ -68,8 +76,10 @@ def main() -> None:
     model = loaded.model
     ids = make_prompt(loaded.tokenizer, args.prompt_tokens)
     n = len(ids)
-    print(f"model smollm2 ({model.dtype}), prompt {n} tokens, {torch.get_num_threads()} threads, "
-          f"{len(ACTIONS)} actions: {', '.join(ACTIONS)}")
+    print(
+        f"model smollm2 ({model.dtype}), prompt {n} tokens, {torch.get_num_threads()} threads, "
+        f"{len(ACTIONS)} actions: {', '.join(ACTIONS)}"
+    )
 
     @torch.no_grad()
     def per_action_prefill():
@@ -100,8 +110,13 @@ def main() -> None:
     @torch.no_grad()
     def plain_step(tok):
         p = torch.tensor([[pos["plain"]]])
-        out = model(input_ids=torch.tensor([[tok]]), past_key_values=plain_cache, position_ids=p,
-                    cache_position=p[0], use_cache=True)
+        out = model(
+            input_ids=torch.tensor([[tok]]),
+            past_key_values=plain_cache,
+            position_ids=p,
+            cache_position=p[0],
+            use_cache=True,
+        )
         torch.softmax(out.logits[0, -1].double(), -1)
         pos["plain"] += 1
 
@@ -126,10 +141,14 @@ def main() -> None:
     ]
     print("\n| measurement | median s | × baseline (median) | min s | × baseline (min) |\n|---|---:|---:|---:|---:|")
     for name, times, base, f in rows:
-        print(f"| {name} | {f * med(times):.4f} | {f * med(times) / med(base):.2f} | "
-              f"{f * min(times):.4f} | {f * min(times) / min(base):.2f} |")
-    print(f"\nrounds {args.rounds}, decode samples per variant {len(t_plain)}; 9-chain step / 4 plain steps = "
-          f"{med(t_nine) / (4 * med(t_plain)):.2f} (medians), {min(t_nine) / (4 * min(t_plain)):.2f} (minima)")
+        print(
+            f"| {name} | {f * med(times):.4f} | {f * med(times) / med(base):.2f} | "
+            f"{f * min(times):.4f} | {f * min(times) / min(base):.2f} |"
+        )
+    print(
+        f"\nrounds {args.rounds}, decode samples per variant {len(t_plain)}; 9-chain step / 4 plain steps = "
+        f"{med(t_nine) / (4 * med(t_plain)):.2f} (medians), {min(t_nine) / (4 * min(t_plain)):.2f} (minima)"
+    )
 
 
 if __name__ == "__main__":

@@ -43,18 +43,23 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     names = list(study["actions"])
     (doc_id,), prompts = stratum_prompts(loaded, config, study_name, "ruler_1024", 1, args.horizon)
-    print(f"document {doc_id}: {len(prompts[0])} prompt tokens; H={args.horizon}; threads {torch.get_num_threads()}; "
-          f"actions in order: {names[:max(args.actions)]}", flush=True)
+    print(
+        f"document {doc_id}: {len(prompts[0])} prompt tokens; H={args.horizon}; threads {torch.get_num_threads()}; "
+        f"actions in order: {names[: max(args.actions)]}",
+        flush=True,
+    )
     times: dict[int, list[dict]] = {n: [] for n in args.actions}
     for r in range(args.rounds):
-        order = args.actions[r % len(args.actions):] + args.actions[: r % len(args.actions)]
+        order = args.actions[r % len(args.actions) :] + args.actions[: r % len(args.actions)]
         for n in order:
             actions = {a: config["actions"][a] for a in names[:n]}
             times[n].append(coupled_job(loaded, prompts, [(r, 0, "bench")], actions, args.horizon))
             print(json.dumps({"round": r, "actions": n, **times[n][-1]}), flush=True)
     base = statistics.median(t["total"] for t in times[min(args.actions)])
-    print("| actions | prefill s (min / median) | coupled steps s (min / median) | total s (min / median) | total / "
-          f"total at {min(args.actions)} (median) |")
+    print(
+        "| actions | prefill s (min / median) | coupled steps s (min / median) | total s (min / median) | total / "
+        f"total at {min(args.actions)} (median) |"
+    )
     print("|---:|---:|---:|---:|---:|")
     for n in args.actions:
         cols = []

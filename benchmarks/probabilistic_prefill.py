@@ -38,10 +38,17 @@ def main() -> None:
     spec = yaml.safe_load(Path("config/config.yaml").read_text())["models"]["smollm2"]
     loaded = load_model("smollm2", spec, args.models_dir)
     chat = chat_function(loaded.tokenizer, loaded.chat_template)
-    message, prefix, _, _ = generate_prompt("niah_single_noise_number", seed=1, target_length=args.prompt_tokens,
-                                            tokenizer=loaded.tokenizer, chat=chat, horizon=0)
-    ids = torch.tensor(prompt_token_ids({"prompt": message, "answer_prefix": prefix}, loaded.tokenizer,
-                                        loaded.chat_template))
+    message, prefix, _, _ = generate_prompt(
+        "niah_single_noise_number",
+        seed=1,
+        target_length=args.prompt_tokens,
+        tokenizer=loaded.tokenizer,
+        chat=chat,
+        horizon=0,
+    )
+    ids = torch.tensor(
+        prompt_token_ids({"prompt": message, "answer_prefix": prefix}, loaded.tokenizer, loaded.chat_template)
+    )
     actions = yaml.safe_load(Path("config/probabilistic.yaml").read_text())["actions"]
     shared = prefill_module.shared_proposals
 
@@ -66,13 +73,17 @@ def main() -> None:
                     for name in actions:
                         for a, b in zip(with_memo.kept_indices(name), s.kept_indices(name)):
                             assert (a is None and b is None) or torch.equal(a, b), name
-    print(f"SmolLM2-135M-Instruct, one {len(ids)}-token prompt, {len(actions)} actions, 1 thread, "
-          f"{args.rounds} interleaved rounds{' beside a busy process' if args.busy else ''}\n")
+    print(
+        f"SmolLM2-135M-Instruct, one {len(ids)}-token prompt, {len(actions)} actions, 1 thread, "
+        f"{args.rounds} interleaved rounds{' beside a busy process' if args.busy else ''}\n"
+    )
     print("| proposal computed | min s | median s |\n|---|---:|---:|")
     for memo, label in ((False, "once per action (before)"), (True, "once per layer, shared (now)")):
         print(f"| {label} | {min(times[memo]):.2f} | {statistics.median(times[memo]):.2f} |")
-    print(f"\nratio before / now: min {min(times[False]) / min(times[True]):.2f}, "
-          f"median {statistics.median(times[False]) / statistics.median(times[True]):.2f}; kept entries identical")
+    print(
+        f"\nratio before / now: min {min(times[False]) / min(times[True]):.2f}, "
+        f"median {statistics.median(times[False]) / statistics.median(times[True]):.2f}; kept entries identical"
+    )
 
 
 if __name__ == "__main__":

@@ -114,14 +114,27 @@ def run(args) -> str:
     rows = {m: [] for m in MODES}
     seconds = {m: 0.0 for m in MODES}
     for d, (doc_id, prompt) in enumerate(zip(ids, prompts)):
-        for mode in (MODES if d % 2 == 0 else MODES[::-1]):  # alternate which runs first
-            session = KernelSession(loaded, torch.tensor(prompt), actions, horizon=args.horizon,
-                                    max_chains=chains_needed(len(actions), args.replicates, "complete", mode),
-                                    seed_parts=(args.seed, 1, doc_id))
+        for mode in MODES if d % 2 == 0 else MODES[::-1]:  # alternate which runs first
+            session = KernelSession(
+                loaded,
+                torch.tensor(prompt),
+                actions,
+                horizon=args.horizon,
+                max_chains=chains_needed(len(actions), args.replicates, "complete", mode),
+                seed_parts=(args.seed, 1, doc_id),
+            )
             start = time.perf_counter()
-            out = generate(session, list(actions), horizon=args.horizon, replicates=args.replicates,
-                           seed_parts=(args.seed, 1, doc_id), eos_token_ids=loaded.eos_token_ids, tv_atol=1e-6,
-                           reference_chain=mode, progress=False)
+            out = generate(
+                session,
+                list(actions),
+                horizon=args.horizon,
+                replicates=args.replicates,
+                seed_parts=(args.seed, 1, doc_id),
+                eos_token_ids=loaded.eos_token_ids,
+                tv_atol=1e-6,
+                reference_chain=mode,
+                progress=False,
+            )
             seconds[mode] += time.perf_counter() - start
             rows[mode].append(sum(t.rows for t in out.values()) / args.replicates)
             f = {a: per_replicate(t, args.horizon) for a, t in out.items()}
@@ -157,7 +170,8 @@ def run(args) -> str:
             se = np.std(boot[np.isfinite(boot)], ddof=1) if np.isfinite(boot).sum() > 1 else float("nan")
             lines.append(
                 f"| {c[0]} − {c[1]} | {q} | {ws:.3g} | {wp:.3g} | {_ratio(wp, ws)} ± {se:.2f} | "
-                f"{_ratio(wp * cost, ws)} | {rs:.3g} | {rp:.3g} | {_ratio(rp * cost, rs)} |")
+                f"{_ratio(wp * cost, ws)} | {rs:.3g} | {rp:.3g} | {_ratio(rp * cost, rs)} |"
+            )
     head = [
         f"Model {args.model}, {n_doc} documents ({', '.join(strata)} of config/smoke.yaml's study {study}), "
         f"H = {args.horizon}, R = {args.replicates} replicates per document and mode, seed {args.seed}, one thread, "

@@ -33,6 +33,7 @@ def timed(label: str, function):
             return function(*args, **kwargs)
         finally:
             SECONDS[label] += time.perf_counter() - start
+
     return wrapper
 
 
@@ -65,11 +66,14 @@ def main() -> None:
         setattr(base, name, timed("laws (softmax, to NumPy, EOS folding)", getattr(base, name)))
     KernelSession._law = timed("laws (softmax, to NumPy, EOS folding)", KernelSession._law)
     seconds = coupled_job(loaded, prompts, [(config["seed"], 1, d) for d in ids], actions, args.horizon)
-    parts = {k: SECONDS[k] for k in ("model forward (decode)", "laws (softmax, to NumPy, EOS folding)",
-                                     "coupling (NumPy)")}
+    parts = {
+        k: SECONDS[k] for k in ("model forward (decode)", "laws (softmax, to NumPy, EOS folding)", "coupling (NumPy)")
+    }
     parts["rest (chains, batches, Python)"] = seconds["coupled"] - sum(parts.values())
-    print(f"SmolLM2-135M-Instruct, {len(ids)} documents of {stratum} ({study}), {len(actions)} actions, H = "
-          f"{args.horizon}, 1 thread: prefill {seconds['prefill']:.1f} s, coupled steps {seconds['coupled']:.1f} s\n")
+    print(
+        f"SmolLM2-135M-Instruct, {len(ids)} documents of {stratum} ({study}), {len(actions)} actions, H = "
+        f"{args.horizon}, 1 thread: prefill {seconds['prefill']:.1f} s, coupled steps {seconds['coupled']:.1f} s\n"
+    )
     print("| part of the coupled steps | seconds | share |\n|---|---:|---:|")
     for label, value in parts.items():
         print(f"| {label} | {value:.1f} | {100 * value / seconds['coupled']:.0f}% |")

@@ -33,8 +33,9 @@ def _moments(values: np.ndarray) -> tuple[float, float, float]:
     return mean, var, math.sqrt(var / n) if n > 1 else math.nan
 
 
-def comparison_table(replicates: pl.DataFrame, retention: Mapping[str, float] | None = None,
-                     keys: Sequence[str] = KEYS) -> pl.DataFrame:
+def comparison_table(
+    replicates: pl.DataFrame, retention: Mapping[str, float] | None = None, keys: Sequence[str] = KEYS
+) -> pl.DataFrame:
     """One row per (document, action) from :func:`kvdiv.metrics.trajectory_replicates` rows of both modes (module
     docstring).
 
@@ -86,8 +87,11 @@ def comparison_table(replicates: pl.DataFrame, retention: Mapping[str, float] | 
 def with_divergence(replicates: pl.DataFrame) -> pl.DataFrame:
     """Add ``P_div``, each mode's per-replicate estimate of P(τ ≤ H): 1{τ ≤ H} (complete), D (swrb)."""
     return replicates.with_columns(
-        pl.when(pl.col("mode") == "complete").then(pl.col("tau").is_not_null().cast(pl.Float64))
-        .otherwise(pl.col("D")).alias("P_div"))
+        pl.when(pl.col("mode") == "complete")
+        .then(pl.col("tau").is_not_null().cast(pl.Float64))
+        .otherwise(pl.col("D"))
+        .alias("P_div")
+    )
 
 
 def pooled_z(mean_diff: np.ndarray, se: np.ndarray) -> float:
@@ -115,8 +119,9 @@ def across_cells_t(mean_diff: np.ndarray) -> tuple[float, float]:
     return t, float(2 * student_t.sf(abs(t), n - 1))
 
 
-def agreement_table(table: pl.DataFrame, by: Sequence[str] | None = ("retention",), keys: Iterable[str] = KEYS,
-                    threshold: float = 3.0) -> pl.DataFrame:
+def agreement_table(
+    table: pl.DataFrame, by: Sequence[str] | None = ("retention",), keys: Iterable[str] = KEYS, threshold: float = 3.0
+) -> pl.DataFrame:
     """Per group (``by``; None: all cells) and key: the mean of cells' complete and swrb means, the pooled z
     with within-cell standard errors (:func:`pooled_z`) and ``agrees`` = |z| < ``threshold``, the across-cells
     t and its p (:func:`across_cells_t`; with very unequal cell variances sd² has few effective degrees of
@@ -161,13 +166,20 @@ def action_enclosures(replicates: pl.DataFrame, alpha: float = 0.05) -> pl.DataF
             raise ValueError(f"action {action!r}: the enclosure needs >= 2 documents in swrb mode, got {swrb.height}")
         lo, hi = enclosure(swrb["R_L"].to_numpy(), swrb["B_L"].to_numpy(), alpha)
         m = float(complete["R_H"].mean()) if complete.height else math.nan
-        out.append({
-            "action": action, "documents": swrb.height, "alpha": float(alpha),
-            "swrb_R_L": float(swrb["R_L"].mean()), "swrb_B_L": float(swrb["B_L"].mean()),
-            "swrb_R_H": float(swrb["R_H"].mean()), "complete_R_H": m,
-            "enclosure_lower": lo, "enclosure_upper": hi,
-            "complete_R_H_inside": bool(lo <= m <= hi) if not math.isnan(m) else None,
-        })
+        out.append(
+            {
+                "action": action,
+                "documents": swrb.height,
+                "alpha": float(alpha),
+                "swrb_R_L": float(swrb["R_L"].mean()),
+                "swrb_B_L": float(swrb["B_L"].mean()),
+                "swrb_R_H": float(swrb["R_H"].mean()),
+                "complete_R_H": m,
+                "enclosure_lower": lo,
+                "enclosure_upper": hi,
+                "complete_R_H_inside": bool(lo <= m <= hi) if not math.isnan(m) else None,
+            }
+        )
     return pl.DataFrame(out, infer_schema_length=None)
 
 
@@ -177,40 +189,78 @@ def swrb_rows_as_metrics(replicates: pl.DataFrame, horizon: int) -> pl.DataFrame
     (z_r, weight = D, mismatch = M_path, exposure = (H − J)/H)."""
     h = int(horizon)
     return replicates.filter((pl.col("mode") == "swrb") & pl.col("M_path").is_not_null()).select(
-        pl.lit("benchmark").alias("model"), "document", "action",
-        pl.col("R_H").alias("z_r"), pl.col("D").fill_null(0.0).alias("weight"), pl.col("M_path").alias("mismatch"),
+        pl.lit("benchmark").alias("model"),
+        "document",
+        "action",
+        pl.col("R_H").alias("z_r"),
+        pl.col("D").fill_null(0.0).alias("weight"),
+        pl.col("M_path").alias("mismatch"),
         pl.when(pl.col("J") > 0).then((h - pl.col("J")) / h).otherwise(0.0).alias("exposure"),
     )
 
 
-def complete_variance_check(replicates: pl.DataFrame, horizon: int, retention: Mapping[str, float], n_boot: int,
-                            seed: int, confidence: float = 0.95) -> pl.DataFrame:
+def complete_variance_check(
+    replicates: pl.DataFrame,
+    horizon: int,
+    retention: Mapping[str, float],
+    n_boot: int,
+    seed: int,
+    confidence: float = 0.95,
+) -> pl.DataFrame:
     """Per retention: the complete mode's measured Var(M) beside the Var̂(M) that :func:`study_cells` estimates from
     the swrb rows of the same cells (module docstring), as means over cells and their ratio estimated/measured
     with a cluster-bootstrap interval over documents (1 when the estimate is right), and the mean Var(Z_R) with the
     pooled variance ratios it gives with either Var(M). Cells without ``M_path`` rows are left out."""
     rows = swrb_rows_as_metrics(replicates, horizon)
-    schema = {"retention": pl.Float64, "cells": pl.Int64, "documents": pl.Int64, "measured": pl.Float64,
-              "estimated": pl.Float64, "ratio": pl.Float64, "ratio_lower": pl.Float64, "ratio_upper": pl.Float64,
-              "swrb": pl.Float64, "pooled_ratio_measured": pl.Float64, "pooled_ratio_estimated": pl.Float64}
+    schema = {
+        "retention": pl.Float64,
+        "cells": pl.Int64,
+        "documents": pl.Int64,
+        "measured": pl.Float64,
+        "estimated": pl.Float64,
+        "ratio": pl.Float64,
+        "ratio_lower": pl.Float64,
+        "ratio_upper": pl.Float64,
+        "swrb": pl.Float64,
+        "pooled_ratio_measured": pl.Float64,
+        "pooled_ratio_estimated": pl.Float64,
+    }
     if not rows.height:
         return pl.DataFrame(schema=schema)
-    estimated = study_cells(rows).select("document", "action", pl.col("complete_var_R_H").alias("estimated"),
-                                         pl.col("swrb_var_R_H").alias("swrb"))
-    measured = (replicates.filter(pl.col("mode") == "complete").group_by("document", "action")
-                .agg(pl.col("R_H").var(ddof=1).alias("measured")))
+    estimated = study_cells(rows).select(
+        "document", "action", pl.col("complete_var_R_H").alias("estimated"), pl.col("swrb_var_R_H").alias("swrb")
+    )
+    measured = (
+        replicates.filter(pl.col("mode") == "complete")
+        .group_by("document", "action")
+        .agg(pl.col("R_H").var(ddof=1).alias("measured"))
+    )
     cells = estimated.join(measured, on=["document", "action"], how="inner").with_columns(
-        pl.col("action").replace_strict(dict(retention), default=None, return_dtype=pl.Float64).alias("retention"))
+        pl.col("action").replace_strict(dict(retention), default=None, return_dtype=pl.Float64).alias("retention")
+    )
     out = []
     for (ret,), part in cells.sort("retention", "document").group_by(["retention"], maintain_order=True):
         doc = part.group_by("document", maintain_order=True).agg(pl.col("measured").sum(), pl.col("estimated").sum())
-        res = cluster_bootstrap({"m": doc["measured"].to_numpy(), "e": doc["estimated"].to_numpy()},
-                                lambda m: {"ratio": m["e"] / m["m"]}, n_boot, stat_seed(seed, "variance_check", ret),
-                                confidence)["ratio"]
-        out.append({"retention": ret, "cells": part.height, "documents": doc.height,
-                    "measured": float(part["measured"].mean()), "estimated": float(part["estimated"].mean()),
-                    "ratio": float(res[0]), "ratio_lower": float(res[1]), "ratio_upper": float(res[2]),
-                    "swrb": float(part["swrb"].mean()),
-                    "pooled_ratio_measured": ratio(float(part["measured"].mean()), float(part["swrb"].mean())),
-                    "pooled_ratio_estimated": ratio(float(part["estimated"].mean()), float(part["swrb"].mean()))})
+        res = cluster_bootstrap(
+            {"m": doc["measured"].to_numpy(), "e": doc["estimated"].to_numpy()},
+            lambda m: {"ratio": m["e"] / m["m"]},
+            n_boot,
+            stat_seed(seed, "variance_check", ret),
+            confidence,
+        )["ratio"]
+        out.append(
+            {
+                "retention": ret,
+                "cells": part.height,
+                "documents": doc.height,
+                "measured": float(part["measured"].mean()),
+                "estimated": float(part["estimated"].mean()),
+                "ratio": float(res[0]),
+                "ratio_lower": float(res[1]),
+                "ratio_upper": float(res[2]),
+                "swrb": float(part["swrb"].mean()),
+                "pooled_ratio_measured": ratio(float(part["measured"].mean()), float(part["swrb"].mean())),
+                "pooled_ratio_estimated": ratio(float(part["estimated"].mean()), float(part["swrb"].mean())),
+            }
+        )
     return pl.DataFrame(out, schema=schema)

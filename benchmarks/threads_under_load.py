@@ -53,8 +53,13 @@ def run(threads: int, policy: str, busy: bool, steps: int, models_dir: str) -> f
     if policy != "default":
         env["OMP_WAIT_POLICY"] = policy
     with busy_process(busy):
-        out = subprocess.run([sys.executable, "-c", CHILD, str(threads), str(steps), models_dir], cwd=REPO, env=env,
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, str(threads), str(steps), models_dir],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
     if out.returncode != 0:
         raise RuntimeError(f"threads {threads}, {policy}, busy {busy}: {out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])["ms_per_step"]
@@ -75,15 +80,21 @@ def main() -> None:
         for busy, threads, policy in order:
             ms = run(threads, policy, busy, args.steps, args.models_dir)  # a failed child raises with its stderr
             results[(busy, threads, policy)].append(ms)
-            print(f"round {r} {'busy ' if busy else 'quiet'} threads {threads} {policy:8s} {ms:7.1f} ms/step", flush=True)
+            print(
+                f"round {r} {'busy ' if busy else 'quiet'} threads {threads} {policy:8s} {ms:7.1f} ms/step", flush=True
+            )
     base = {busy: results[(busy, args.threads[0], args.policies[0])] for busy in (False, True)}
-    print("\n| machine | threads | OMP_WAIT_POLICY | ms/step min | ms/step median | ratio to 1 thread default (min, median) |")
+    print(
+        "\n| machine | threads | OMP_WAIT_POLICY | ms/step min | ms/step median | ratio to 1 thread default (min, median) |"
+    )
     print("|---|---|---|---|---|---|")
     for busy, threads, policy in configs:
         v = results[(busy, threads, policy)]
         ratios = [a / b for a, b in zip(v, base[busy])]
-        print(f"| {'busy' if busy else 'quiet'} | {threads} | {policy} | {min(v):.1f} | {statistics.median(v):.1f} | "
-              f"{min(ratios):.2f}, {statistics.median(ratios):.2f} |")
+        print(
+            f"| {'busy' if busy else 'quiet'} | {threads} | {policy} | {min(v):.1f} | {statistics.median(v):.1f} | "
+            f"{min(ratios):.2f}, {statistics.median(ratios):.2f} |"
+        )
 
 
 if __name__ == "__main__":

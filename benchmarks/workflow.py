@@ -72,11 +72,16 @@ def main() -> None:
         planning = {
             "snakemake -n, config/paper.yaml": ("-n", "--cores", "2", "--configfile", "config/paper.yaml"),
             "snakemake -n, config/paper.yaml through profiles/slurm": (
-                "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/paper.yaml"),
+                "-n",
+                "--workflow-profile",
+                "profiles/slurm",
+                "--configfile",
+                "config/paper.yaml",
+            ),
         }
         times: dict[str, list[float]] = {name: [] for name in planning}
         for r in range(args.rounds):
-            for name in (list(planning) if r % 2 == 0 else list(planning)[::-1]):
+            for name in list(planning) if r % 2 == 0 else list(planning)[::-1]:
                 times[name].append(timed(work, *planning[name]))
         print("| measurement | runs | wall seconds (min, median) |\n|---|---:|---:|")
         for name, values in times.items():

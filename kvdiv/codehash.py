@@ -30,7 +30,10 @@ def module_file(name: str, package_dir: Path = PACKAGE_DIR) -> Path | None:
     if parts[0] != PACKAGE:
         return None
     rel = Path(*parts[1:]) if len(parts) > 1 else Path()
-    for candidate in (package_dir / rel.with_suffix(".py") if len(parts) > 1 else None, package_dir / rel / "__init__.py"):
+    for candidate in (
+        package_dir / rel.with_suffix(".py") if len(parts) > 1 else None,
+        package_dir / rel / "__init__.py",
+    ):
         if candidate is not None and candidate.is_file():
             return candidate
     return None
@@ -81,14 +84,18 @@ def imported_modules(path: str | os.PathLike, package_dir: Path = PACKAGE_DIR, *
                 module = node.module or ""
             if module.split(".")[0] != PACKAGE:
                 continue
-            submodules = {f"{module}.{alias.name}" for alias in node.names if module_file(f"{module}.{alias.name}", package_dir)}
+            submodules = {
+                f"{module}.{alias.name}" for alias in node.names if module_file(f"{module}.{alias.name}", package_dir)
+            }
             found.update(submodules)
             if packages or len(submodules) < len(node.names):
                 found.add(module)
     modules = {name for name in found if module_file(name, package_dir) is not None}
     if not packages:
         return modules
-    return modules | {parent for name in found for parent in _parents(name) if module_file(parent, package_dir) is not None}
+    return modules | {
+        parent for name in found for parent in _parents(name) if module_file(parent, package_dir) is not None
+    }
 
 
 def data_files(path: str | os.PathLike, package_dir: Path = PACKAGE_DIR) -> set[Path]:
@@ -96,7 +103,12 @@ def data_files(path: str | os.PathLike, package_dir: Path = PACKAGE_DIR) -> set[
     e.g. ``"data/paper_reported_values.yaml"``: the data the module reads at run time."""
     out = set()
     for node in ast.walk(_tree(Path(path))):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and 0 < len(node.value) < 200 and "\n" not in node.value:
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and 0 < len(node.value) < 200
+            and "\n" not in node.value
+        ):
             try:
                 candidate = (package_dir / node.value).resolve()
                 if candidate.is_file() and candidate.suffix != ".py" and package_dir.resolve() in candidate.parents:

@@ -61,8 +61,9 @@ def _documents(prompts: Sequence[Any], ids: Sequence[str] | None, tokenizer: Any
     return out
 
 
-def _loaded(model: Any, tokenizer: Any, name: str, chat_template: bool, eos_token_ids: Sequence[int] | None,
-            prepack: bool) -> Any:
+def _loaded(
+    model: Any, tokenizer: Any, name: str, chat_template: bool, eos_token_ids: Sequence[int] | None, prepack: bool
+) -> Any:
     """The :class:`kvdiv.llm.loading.LoadedModel` of an in-memory model (no weight hash: not read from files)."""
     import torch
 
@@ -79,12 +80,23 @@ def _loaded(model: Any, tokenizer: Any, name: str, chat_template: bool, eos_toke
             raise ValueError("compare: tokenizer=None needs eos_token_ids (the tokenizer names the end of turn)")
         eos_token_ids = model_eos(model, tokenizer)
     use_template = tokenizer is not None and uses_chat_template(tokenizer, {"chat_template": chat_template})
-    config_max = max_context(model.config, tokenizer, {}) if tokenizer is not None else int(
-        model.config.get_text_config().max_position_embeddings)
-    return LoadedModel(name=name, spec={"source": "in_memory", "chat_template": chat_template}, model=model,
-                       tokenizer=tokenizer, eos_token_ids=[int(t) for t in eos_token_ids], chat_template=use_template,
-                       device=torch.device(device), weight_hash="in-memory (not hashed)", max_context=config_max,
-                       linear_kernel=linear_kernel(model))
+    config_max = (
+        max_context(model.config, tokenizer, {})
+        if tokenizer is not None
+        else int(model.config.get_text_config().max_position_embeddings)
+    )
+    return LoadedModel(
+        name=name,
+        spec={"source": "in_memory", "chat_template": chat_template},
+        model=model,
+        tokenizer=tokenizer,
+        eos_token_ids=[int(t) for t in eos_token_ids],
+        chat_template=use_template,
+        device=torch.device(device),
+        weight_hash="in-memory (not hashed)",
+        max_context=config_max,
+        linear_kernel=linear_kernel(model),
+    )
 
 
 def compare(
@@ -136,10 +148,19 @@ def compare(
 
     if not actions:
         raise ValueError("compare: no actions")
-    given = dict(horizon=horizon, replicates=replicates, temperature=temperature, mode=mode,
-                 evict_first_step=evict_first_step, tv_atol=tv_atol, reference_chain=reference_chain, compress=compress)
-    settings = generation(master_seed=seed, study_seed=study_seed,
-                          **{key: value for key, value in given.items() if value is not None})
+    given = dict(
+        horizon=horizon,
+        replicates=replicates,
+        temperature=temperature,
+        mode=mode,
+        evict_first_step=evict_first_step,
+        tv_atol=tv_atol,
+        reference_chain=reference_chain,
+        compress=compress,
+    )
+    settings = generation(
+        master_seed=seed, study_seed=study_seed, **{key: value for key, value in given.items() if value is not None}
+    )
     documents = _documents(prompts, ids, tokenizer)
     name = name or (Path(str(getattr(model.config, "_name_or_path", "") or "model")).name or "model")
     loaded = _loaded(model, tokenizer, name, chat_template, eos_token_ids, prepack)
@@ -216,11 +237,13 @@ class Comparison:
         table = leaderboard_table(metrics, n_boot=n_boot, seed=self.seed, confidence=confidence, steps=list(steps))
         table = table.select(pl.exclude("model", r"^accuracy_.*$"))
         if self.dataset.sizes["document"] < 2:
-            table = table.with_columns(pl.lit(None, dtype=pl.Float64).alias(c) for c in table.columns
-                                       if c.endswith(("_lower", "_upper")))
+            table = table.with_columns(
+                pl.lit(None, dtype=pl.Float64).alias(c) for c in table.columns if c.endswith(("_lower", "_upper"))
+            )
         order = {a: i for i, a in enumerate(self.actions)}
         return table.sort(pl.col("action").replace_strict(order, return_dtype=pl.Int64)).select(
-            "action", "rank", "n_documents", pl.exclude("action", "rank", "n_documents"))
+            "action", "rank", "n_documents", pl.exclude("action", "rank", "n_documents")
+        )
 
     def show(self, i: int = 0, action: str | None = None, replicate: int = 0) -> PairDisplay:
         """Prompt ``i``'s pair of continuations under ``action`` (default the first), replicate ``replicate``: the
@@ -232,8 +255,9 @@ class Comparison:
         documents = [str(d) for d in self.dataset["document"].values]
         if not 0 <= i < len(documents):
             raise IndexError(f"show: no prompt {i}; the comparison has {len(documents)} (0..{len(documents) - 1})")
-        return PairDisplay(load_pair(self.cube, action=action, replicate=replicate, document=documents[i],
-                                     tokenizer=self.tokenizer))
+        return PairDisplay(
+            load_pair(self.cube, action=action, replicate=replicate, document=documents[i], tokenizer=self.tokenizer)
+        )
 
     def to_zarr(self, path: str | Path) -> Path:
         """Write the cube to ``path`` (a kvdiv cube: ``kvdiv.trajectories.store.open_cube``, ``xarray.open_zarr``)."""

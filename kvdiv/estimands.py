@@ -113,7 +113,9 @@ def enclosure(z_window: np.ndarray, w_capacity: np.ndarray, alpha: float = 0.05)
     return float(lo), float(hi)
 
 
-def pair_evaluations(mode: str, horizon: int, branch_start: np.ndarray | None = None, replicates: int = 0) -> np.ndarray:
+def pair_evaluations(
+    mode: str, horizon: int, branch_start: np.ndarray | None = None, replicates: int = 0
+) -> np.ndarray:
     """Kernel-pair evaluations per replicate as the paper counts them: H (``complete``, ``replicates`` of them);
     H + (H − J) (``swrb``; J = ``branch_start``, 0 when D = 0: H)."""
     h = int(horizon)

@@ -37,7 +37,9 @@ def _check_replaceable(final: str | os.PathLike) -> Path:
     last = raw.rstrip("/" + os.sep).rsplit("/", 1)[-1].rsplit(os.sep, 1)[-1]
     path = Path(raw)
     if last in ("", ".", "..") or path.name in ("", ".", ".."):
-        raise ValueError(f"refusing to write {raw!r}: an output must be a named entry of its directory (not '.', '..' or '/')")
+        raise ValueError(
+            f"refusing to write {raw!r}: an output must be a named entry of its directory (not '.', '..' or '/')"
+        )
     if path.is_symlink():
         raise ValueError(f"refusing to replace {raw!r}: it is a symbolic link (to {os.readlink(path)!r})")
     return path
@@ -168,7 +170,9 @@ def jsonl_records(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                raise ValueError(f"{path}:{lineno}: not UTF-8 (byte {raw[err.start]:#04x} at column {err.start + 1})") from None
+                raise ValueError(
+                    f"{path}:{lineno}: not UTF-8 (byte {raw[err.start]:#04x} at column {err.start + 1})"
+                ) from None
             if not line.strip():
                 continue
             try:

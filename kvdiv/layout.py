@@ -29,8 +29,19 @@ FINITE_DIR = f"{RESULTS}/finite_state"
 BENCHMARKS_DIR = f"{RESULTS}/benchmarks"
 #: Entries of ``results/`` that are not studies (a study of that name would write into them; kvdiv.names reserves them).
 LEADERBOARD_DIR = f"{RESULTS}/leaderboard"
-RESULTS_ENTRIES = ("models", "finite_state", "figures", "tables", "analysis", "benchmarks", "leaderboard", "logs", "report.md",
-                   "report.html", "README.md")
+RESULTS_ENTRIES = (
+    "models",
+    "finite_state",
+    "figures",
+    "tables",
+    "analysis",
+    "benchmarks",
+    "leaderboard",
+    "logs",
+    "report.md",
+    "report.html",
+    "README.md",
+)
 
 #: A task family, and a stratum name (Snakemake wildcard constraint): family, ``_``, target length.
 FAMILY_REGEX = r"[A-Za-z0-9]+"

@@ -80,8 +80,14 @@ def replicate_counts(mismatch: np.ndarray, tv: np.ndarray, fixed_tv: np.ndarray,
 
 
 #: The columns of ``replicates.parquet`` the complete coupling's estimators fill, and the estimator each holds.
-COMPLETE_METRICS = {"occurrence": "O", "exposure": "E", "occupation": "Pi", "mismatch": "M", "risk_window": "M_L",
-                    "capacity": "W_L"}
+COMPLETE_METRICS = {
+    "occurrence": "O",
+    "exposure": "E",
+    "occupation": "Pi",
+    "mismatch": "M",
+    "risk_window": "M_L",
+    "capacity": "W_L",
+}
 
 
 @numba.njit(cache=True)
@@ -97,7 +103,16 @@ def complete_estimators(tau: np.ndarray, sums: np.ndarray, horizon: int, window:
 
 
 #: The swrb-mode columns of ``replicates.parquet`` and the estimator of :mod:`kvdiv.estimands` each holds.
-SWRB_METRICS = {"d": "D", "z_o": "Z_O", "z_pi": "Z_Pi", "z_r": "Z_R", "z_l": "Z_L", "z_t": "Z_T", "w_l": "W_L", "z_e": "Z_E"}
+SWRB_METRICS = {
+    "d": "D",
+    "z_o": "Z_O",
+    "z_pi": "Z_Pi",
+    "z_r": "Z_R",
+    "z_l": "Z_L",
+    "z_t": "Z_T",
+    "w_l": "W_L",
+    "z_e": "Z_E",
+}
 
 
 @numba.njit(cache=True)
@@ -180,8 +195,9 @@ def join_answers(replicates: pl.DataFrame, answers: pl.DataFrame) -> pl.DataFram
     missing = [c for c in keys + columns if c not in answers.columns]
     if missing:
         raise ValueError(f"the answers table lacks column {missing[0]!r}")
-    answers = answers.select(pl.col("document").cast(pl.Utf8), pl.col("action").cast(pl.Utf8),
-                             pl.col("replicate").cast(pl.Int32), *columns)
+    answers = answers.select(
+        pl.col("document").cast(pl.Utf8), pl.col("action").cast(pl.Utf8), pl.col("replicate").cast(pl.Int32), *columns
+    )
     if answers.select(keys).is_duplicated().any():
         raise ValueError("the answers table has more than one row for a (document, action, replicate)")
     joined = replicates.join(answers.with_columns(pl.lit(True).alias("_scored")), on=keys, how="left")
@@ -190,16 +206,22 @@ def join_answers(replicates: pl.DataFrame, answers: pl.DataFrame) -> pl.DataFram
     for frame, what in ((unmatched, "the cube's row"), (extra, "the answers table's row")):
         if frame.height:
             r = frame.row(0, named=True)
-            raise ValueError(f"{what} (document {r['document']!r}, action {r['action']!r}, replicate {r['replicate']}) "
-                             "has no partner: the answers were scored on another cube")
+            raise ValueError(
+                f"{what} (document {r['document']!r}, action {r['action']!r}, replicate {r['replicate']}) "
+                "has no partner: the answers were scored on another cube"
+            )
     joined = joined.drop("_scored")
-    before = pl.when(pl.col("answer_end").is_null()).then(None).otherwise(
-        pl.col("tau").is_not_null() & (pl.col("tau") <= pl.col("answer_end")))
+    before = (
+        pl.when(pl.col("answer_end").is_null())
+        .then(None)
+        .otherwise(pl.col("tau").is_not_null() & (pl.col("tau") <= pl.col("answer_end")))
+    )
     return joined.with_columns(before.alias("diverged_before_answer"))
 
 
-def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study: str | None = None,
-                    answers: pl.DataFrame | None = None) -> dict[str, pl.DataFrame]:
+def compute_metrics(
+    ds: xr.Dataset, window: int, model: str | None = None, study: str | None = None, answers: pl.DataFrame | None = None
+) -> dict[str, pl.DataFrame]:
     """All metric tables of one cube (see the module docstring); ``answers``: the cube's scored continuations
     (:mod:`kvdiv.trajectories.answers`), joined onto the replicates.
 
@@ -257,8 +279,9 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
     }
     replicates = pl.DataFrame(columns).with_columns(
         pl.Series("tau", np.where(diverged, tau, 0), dtype=pl.Int32).set(pl.Series(~diverged), None),
-        pl.Series("first_eos", np.where(first_eos <= horizon, first_eos, 0), dtype=pl.Int32)
-        .set(pl.Series(first_eos > horizon), None),
+        pl.Series("first_eos", np.where(first_eos <= horizon, first_eos, 0), dtype=pl.Int32).set(
+            pl.Series(first_eos > horizon), None
+        ),
         pl.col("mismatch_rate").fill_nan(None),
     )
     swrb = "overlap_tv" in ds or ds.attrs.get("mode") == "swrb"
@@ -320,8 +343,9 @@ def compute_metrics(ds: xr.Dataset, window: int, model: str | None = None, study
     return {"replicates": replicates, "profiles_aligned": aligned, "profiles_clock": clock}
 
 
-def replicate_rows(mode: str, horizon: int, tau: np.ndarray, branch_start: np.ndarray | None = None,
-                   reference_share: int = 1) -> np.ndarray:
+def replicate_rows(
+    mode: str, horizon: int, tau: np.ndarray, branch_start: np.ndarray | None = None, reference_share: int = 1
+) -> np.ndarray:
     """Rows the samplers hand to ``session.step`` per replicate (kvdiv.trajectories): complete (1 + 1/A)(H − 1) +
     (H − τ)·1{τ ≤ H} (P at x shared by the A = ``reference_share`` actions of a shared reference chain, 1 when
     per action; Q at y; and Q at x after divergence for the fixed-history TV); swrb 2(H − 1) for the scan +
@@ -338,8 +362,23 @@ def replicate_rows(mode: str, horizon: int, tau: np.ndarray, branch_start: np.nd
 
 
 #: The columns of :func:`trajectory_replicates`.
-TRAJECTORY_COLUMNS = ("document", "action", "mode", "replicate", "R_H", "R_L", "B_L", "risk_tv", "D", "J", "tau",
-                      "M_path", "pair_evaluations", "rows", "wall_s")
+TRAJECTORY_COLUMNS = (
+    "document",
+    "action",
+    "mode",
+    "replicate",
+    "R_H",
+    "R_L",
+    "B_L",
+    "risk_tv",
+    "D",
+    "J",
+    "tau",
+    "M_path",
+    "pair_evaluations",
+    "rows",
+    "wall_s",
+)
 
 
 def trajectory_replicates(trajectories: dict, mode: str, window: int, document: str) -> pl.DataFrame:
@@ -405,16 +444,28 @@ def trajectory_replicates(trajectories: dict, mode: str, window: int, document: 
                 f"counted {traj.rows}; the row accounting of kvdiv.trajectories changed"
             )
         cols["wall_s"] = np.full(n, float(traj.wall_time_s) / n)
-        frames.append(pl.DataFrame(cols).with_columns(
-            pl.lit(str(document)).alias("document"), pl.lit(str(action)).alias("action"), pl.lit(mode).alias("mode"),
-            pl.col("risk_tv").fill_nan(None), pl.col("D").fill_nan(None), pl.col("M_path").fill_nan(None),
-            pl.when(pl.col("tau") > 0).then(pl.col("tau")).otherwise(None).alias("tau"),
-        ))
+        frames.append(
+            pl.DataFrame(cols).with_columns(
+                pl.lit(str(document)).alias("document"),
+                pl.lit(str(action)).alias("action"),
+                pl.lit(mode).alias("mode"),
+                pl.col("risk_tv").fill_nan(None),
+                pl.col("D").fill_nan(None),
+                pl.col("M_path").fill_nan(None),
+                pl.when(pl.col("tau") > 0).then(pl.col("tau")).otherwise(None).alias("tau"),
+            )
+        )
     return pl.concat(frames).select(TRAJECTORY_COLUMNS)
 
 
-def write_metrics(cube: str | Path, out_dir: str | Path, window: int, model: str | None = None, study: str | None = None,
-                  answers: str | Path | None = None) -> dict[str, Path]:
+def write_metrics(
+    cube: str | Path,
+    out_dir: str | Path,
+    window: int,
+    model: str | None = None,
+    study: str | None = None,
+    answers: str | Path | None = None,
+) -> dict[str, Path]:
     """Compute the metrics of cube store ``cube`` and write the Parquet files of :data:`kvdiv.layout.METRIC_TABLES`
     into ``out_dir`` (``{table}.parquet``, as :func:`kvdiv.layout.metrics_file` names them); ``answers``: the
     Parquet of the cube's scored continuations (:func:`kvdiv.layout.answers`), joined onto the replicates."""

@@ -31,10 +31,29 @@ MAX_COMPOSED_LENGTH = 200
 #: Array names of the stores (kvdiv.trajectories.store: the root array ``prompt_ids`` of a per-document store, the
 #: arrays of a cube and of an action group), which an action (a group beside them) may not take; a test keeps
 #: the list equal to the store's.
-STORE_ARRAYS = frozenset({
-    "prompt_ids", "x", "y", "tv", "fixed_tv", "match", "eos_x", "eos_y", "overlap_tv", "branch_start", "document",
-    "action", "replicate", "step", "family", "task", "target_length", "stratum", "prompt_tokens",
-})
+STORE_ARRAYS = frozenset(
+    {
+        "prompt_ids",
+        "x",
+        "y",
+        "tv",
+        "fixed_tv",
+        "match",
+        "eos_x",
+        "eos_y",
+        "overlap_tv",
+        "branch_start",
+        "document",
+        "action",
+        "replicate",
+        "step",
+        "family",
+        "task",
+        "target_length",
+        "stratum",
+        "prompt_tokens",
+    }
+)
 RESERVED = {
     "study": frozenset(entry.lower() for entry in RESULTS_ENTRIES),
     "action": frozenset({"zarr.json"} | STORE_ARRAYS),
@@ -48,8 +67,24 @@ KINDS = {"model": "models", "action": "actions", "study": "studies"}
 _NAME = re.compile(NAME_PATTERN)
 _PERIODIC = re.compile(rf"(.+?)\1{{{PERIODIC_REPEATS - 1},}}$")
 #: Top-level entries of a checkout an output root may not start with (it would write into the project's own files).
-CHECKOUT_ENTRIES = frozenset({"kvdiv", "rules", "config", "workflow_scripts", "tests", "docs", "envs", "profiles", "benchmarks",
-                              "report", "snakefile", "readme.md", "pyproject.toml", "shared"})
+CHECKOUT_ENTRIES = frozenset(
+    {
+        "kvdiv",
+        "rules",
+        "config",
+        "workflow_scripts",
+        "tests",
+        "docs",
+        "envs",
+        "profiles",
+        "benchmarks",
+        "report",
+        "snakefile",
+        "readme.md",
+        "pyproject.toml",
+        "shared",
+    }
+)
 
 
 def check_name(name: object, kind: str = "name", max_length: int = MAX_LENGTH) -> str:
@@ -95,7 +130,9 @@ def check_names(names: Iterable[object], kind: str, where: str) -> list[str]:
             raise ValueError(f"{where}: {err}") from None
         other = seen.setdefault(name.lower(), name)
         if other != name:
-            raise ValueError(f"{where}: {kind} names {other!r} and {name!r} differ only in case (they alias on some file systems)")
+            raise ValueError(
+                f"{where}: {kind} names {other!r} and {name!r} differ only in case (they alias on some file systems)"
+            )
         out.append(name)
     return out
 
@@ -125,7 +162,9 @@ def check_results_root(root: object) -> str:
         if i == 0 and part.lower() in CHECKOUT_ENTRIES:
             raise ValueError(f"results: {root!r} would write into the project's own {part!r}; use e.g. results/{root}")
         if i > 0 and part.lower() in RESERVED["study"]:
-            raise ValueError(f"results: {root!r} nests inside another root's {part!r} entry ({', '.join(RESULTS_ENTRIES)})")
+            raise ValueError(
+                f"results: {root!r} nests inside another root's {part!r} entry ({', '.join(RESULTS_ENTRIES)})"
+            )
     return "/".join(parts)
 
 

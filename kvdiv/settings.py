@@ -23,8 +23,16 @@ COMPRESS = ("prompt", "context")
 #: The largest ``tv_atol``: a δ below it is float round-off (float32 laws summed over a vocabulary), never a signal.
 MAX_TV_ATOL = 1e-3
 #: The keys of a study's config that :class:`Generation` carries (besides the two seeds).
-STUDY_KEYS = ("horizon", "replicates", "temperature", "mode", "evict_first_step", "tv_atol", "reference_chain",
-              "compress")
+STUDY_KEYS = (
+    "horizon",
+    "replicates",
+    "temperature",
+    "mode",
+    "evict_first_step",
+    "tv_atol",
+    "reference_chain",
+    "compress",
+)
 
 
 def _choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
@@ -63,14 +71,21 @@ class Generation:
         _seed("study_seed", self.study_seed)
         _integer("horizon", self.horizon, 1)
         _integer("replicates", self.replicates, 1)
-        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) \
-                or not math.isfinite(self.temperature) or self.temperature <= 0:
+        if (
+            isinstance(self.temperature, bool)
+            or not isinstance(self.temperature, (int, float))
+            or not math.isfinite(self.temperature)
+            or self.temperature <= 0
+        ):
             raise ValueError(f"temperature must be a finite number > 0, got {self.temperature!r}")
         _choice("mode", self.mode, MODES)
         if not isinstance(self.evict_first_step, bool):
             raise ValueError(f"evict_first_step must be true or false, got {self.evict_first_step!r}")
-        if isinstance(self.tv_atol, bool) or not isinstance(self.tv_atol, (int, float)) \
-                or not 0 <= self.tv_atol <= MAX_TV_ATOL:
+        if (
+            isinstance(self.tv_atol, bool)
+            or not isinstance(self.tv_atol, (int, float))
+            or not 0 <= self.tv_atol <= MAX_TV_ATOL
+        ):
             raise ValueError(f"tv_atol must be a number in [0, {MAX_TV_ATOL}] (float round-off), got {self.tv_atol!r}")
         _choice("reference_chain", self.reference_chain, REFERENCE_CHAINS)
         _choice("compress", self.compress, COMPRESS)

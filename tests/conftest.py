@@ -26,7 +26,14 @@ from kvdiv.llm.sources import resolve_model
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
-TINY_SPEC = {"source": "random", "tokenizer": "bytes", "dtype": "float32", "device": "cpu", "threads": 2, "chat_template": True}
+TINY_SPEC = {
+    "source": "random",
+    "tokenizer": "bytes",
+    "dtype": "float32",
+    "device": "cpu",
+    "threads": 2,
+    "chat_template": True,
+}
 
 
 def tiny_spec(architecture: str, **model_config) -> dict:

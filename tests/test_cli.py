@@ -16,8 +16,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 def kvdiv(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
     """``kvdiv ARGV`` of this checkout, run in ``cwd``."""
-    return subprocess.run([sys.executable, "-m", "kvdiv.cli", *argv], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    return subprocess.run(
+        [sys.executable, "-m", "kvdiv.cli", *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
 
 
 @pytest.mark.parametrize(
@@ -25,8 +31,16 @@ def kvdiv(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
     [
         ({"seed": 1}, ["models", "resolve", "m"], "'models' is a required property"),
         ({"models": {"m": {"source": "random"}}, "studies": {"s": "x"}}, ["models", "resolve", "m"], "ValidationError"),
-        ({"models": {"m": {"source": "random", "architecture": "llama"}}}, ["models", "resolve", "other"], "model 'other' is not in"),
-        ({"finite_state": {"shapes": "not a list"}}, ["finite", "suite", "out", "--config", "c.yaml"], "kvdiv: error: "),
+        (
+            {"models": {"m": {"source": "random", "architecture": "llama"}}},
+            ["models", "resolve", "other"],
+            "model 'other' is not in",
+        ),
+        (
+            {"finite_state": {"shapes": "not a list"}},
+            ["finite", "suite", "out", "--config", "c.yaml"],
+            "kvdiv: error: ",
+        ),
         (None, ["inspect", "nowhere.zarr"], "nowhere.zarr is not a zarr v3 store"),
         (None, ["finite", "exact", "missing.json"], "missing.json"),
     ],
@@ -50,12 +64,22 @@ def test_traceback_on_request(tmp_path):
 @pytest.mark.parametrize(
     "setup, argv, message",
     [
-        (lambda d: (d / "out").write_text("x"), ["finite", "suite", "out"],
-         "kvdiv: error: out already exists (a file or directory is in the way of an output)\n"),
-        (lambda d: (d / "sys.json").mkdir(), ["finite", "exact", "sys.json"], "kvdiv: error: sys.json is a directory, not a file\n"),
+        (
+            lambda d: (d / "out").write_text("x"),
+            ["finite", "suite", "out"],
+            "kvdiv: error: out already exists (a file or directory is in the way of an output)\n",
+        ),
+        (
+            lambda d: (d / "sys.json").mkdir(),
+            ["finite", "exact", "sys.json"],
+            "kvdiv: error: sys.json is a directory, not a file\n",
+        ),
         (lambda d: None, ["finite", "exact", "missing.json"], "kvdiv: error: missing.json does not exist\n"),
-        (lambda d: (d / "sys.json").write_text('{"vocab": '), ["finite", "exact", "sys.json"],
-         "kvdiv: error: sys.json: not valid JSON"),
+        (
+            lambda d: (d / "sys.json").write_text('{"vocab": '),
+            ["finite", "exact", "sys.json"],
+            "kvdiv: error: sys.json: not valid JSON",
+        ),
     ],
 )
 def test_system_errors_name_the_path_in_words(tmp_path, setup, argv, message):
@@ -67,8 +91,13 @@ def test_system_errors_name_the_path_in_words(tmp_path, setup, argv, message):
 
 def test_a_closed_pipe_ends_quietly(tmp_path):
     """`kvdiv finite suite DIR | head -0`: no "Broken pipe" error, exit 0."""
-    proc = subprocess.Popen([sys.executable, "-m", "kvdiv.cli", "finite", "suite", "out"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvdiv.cli", "finite", "suite", "out"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
     proc.stdout.close()  # the reader is gone before the first line
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 0 and err == "", err
@@ -97,10 +126,12 @@ def test_a_documents_path_that_is_a_directory_is_reported_as_such(tmp_path):
 def test_building_the_parser_imports_no_heavy_library():
     """`kvdiv --help` (and every command before it runs) builds the parser with the standard library only: torch,
     transformers, kvpress, matplotlib and even numpy are imported by the commands that use them, when they run."""
-    code = ("import json, sys\nimport kvdiv.cli\nparser = kvdiv.cli.build_parser()\n"
-            "heavy = ('torch', 'transformers', 'kvpress', 'matplotlib', 'numpy', 'zarr', 'yaml')\n"
-            "print(json.dumps({'imported': [m for m in heavy if m in sys.modules],\n"
-            "                  'commands': sorted(parser._subparsers._group_actions[0].choices)}))\n")
+    code = (
+        "import json, sys\nimport kvdiv.cli\nparser = kvdiv.cli.build_parser()\n"
+        "heavy = ('torch', 'transformers', 'kvpress', 'matplotlib', 'numpy', 'zarr', 'yaml')\n"
+        "print(json.dumps({'imported': [m for m in heavy if m in sys.modules],\n"
+        "                  'commands': sorted(parser._subparsers._group_actions[0].choices)}))\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == {"imported": [], "commands": ["finite", "inspect", "models", "show"]}

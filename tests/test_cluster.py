@@ -2,8 +2,16 @@
 
 from kvdiv.cluster import GPU_RESOURCES, trajectory_resources
 
-GIVEN = {"slurm_partition": "gpu", "gpu": 1, "gpu_model": "a100", "gres": "gpu:a100:1", "cpus_per_gpu": 4,
-         "mem_mb": 64000, "cpus_per_task": 4, "runtime": 120}
+GIVEN = {
+    "slurm_partition": "gpu",
+    "gpu": 1,
+    "gpu_model": "a100",
+    "gres": "gpu:a100:1",
+    "cpus_per_gpu": 4,
+    "mem_mb": 64000,
+    "cpus_per_task": 4,
+    "runtime": 120,
+}
 
 
 def test_gpu_model_keeps_everything_and_asks_one_gpu():

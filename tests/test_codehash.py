@@ -100,9 +100,19 @@ def test_the_rules_closures_follow_the_imports():
     document = rule_closure("document.py")
     assert {"kvdiv.llm.loading", "kvdiv.llm.tokenization", "kvdiv.documents.render", "kvdiv.layout"} <= document
     trajectories = rule_closure("trajectories.py")
-    assert {"kvdiv.llm.session", "kvdiv.llm.decode_attention", "kvdiv.llm.presses.probabilistic_press",
-            "kvdiv.trajectories.swrb", "kvdiv.estimands", "kvdiv.documents.render"} <= trajectories
-    assert not {m for m in rule_closure("metrics.py") | rule_closure("cube.py") if m.startswith(("kvdiv.llm", "kvdiv.analysis"))}
-    assert not {m for m in rule_closure("analysis.py") if m.startswith(("kvdiv.llm", "kvdiv.trajectories", "kvdiv.outputs"))}
+    assert {
+        "kvdiv.llm.session",
+        "kvdiv.llm.decode_attention",
+        "kvdiv.llm.presses.probabilistic_press",
+        "kvdiv.trajectories.swrb",
+        "kvdiv.estimands",
+        "kvdiv.documents.render",
+    } <= trajectories
+    assert not {
+        m for m in rule_closure("metrics.py") | rule_closure("cube.py") if m.startswith(("kvdiv.llm", "kvdiv.analysis"))
+    }
+    assert not {
+        m for m in rule_closure("analysis.py") if m.startswith(("kvdiv.llm", "kvdiv.trajectories", "kvdiv.outputs"))
+    }
     report = {p.relative_to(PACKAGE_DIR).as_posix() for p in code_files([SCRIPTS / "report.py"])}
     assert "data/paper_reported_values.yaml" in report and "outputs/report.py" in report

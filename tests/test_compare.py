@@ -20,30 +20,57 @@ from kvdiv.trajectories.job import run_documents
 from kvdiv.trajectories.store import build_cube, open_cube
 
 REPO = Path(__file__).resolve().parents[1]
-PROMPTS = ["Remember the word lantern. " + "grass is green. " * 12 + "Which word?",
-           "The number is 42. " + "the sky is blue. " * 10 + "Which number?"]
-SPECS = {"snap": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 8},
-         "ada": {"press": "AdaKVPress", "wraps": {"press": "KnormPress", "compression_ratio": 0.6}}}
+PROMPTS = [
+    "Remember the word lantern. " + "grass is green. " * 12 + "Which word?",
+    "The number is 42. " + "the sky is blue. " * 10 + "Which number?",
+]
+SPECS = {
+    "snap": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 8},
+    "ada": {"press": "AdaKVPress", "wraps": {"press": "KnormPress", "compression_ratio": 0.6}},
+}
 VARIABLES = ("x", "y", "tv", "fixed_tv", "match", "eos_x", "eos_y")
 
 
 def instances():
-    return {"snap": SnapKVPress(compression_ratio=0.5, window_size=8),
-            "ada": AdaKVPress(press=KnormPress(compression_ratio=0.6))}
+    return {
+        "snap": SnapKVPress(compression_ratio=0.5, window_size=8),
+        "ada": AdaKVPress(press=KnormPress(compression_ratio=0.6)),
+    }
 
 
 @pytest.fixture(scope="module")
 def result(tiny_llama):
-    return kvdiv.compare(tiny_llama.model, tiny_llama.tokenizer, PROMPTS, actions=instances(), horizon=6,
-                         replicates=3, seed=5, study_seed=9, temperature=3.0, progress=False)
+    return kvdiv.compare(
+        tiny_llama.model,
+        tiny_llama.tokenizer,
+        PROMPTS,
+        actions=instances(),
+        horizon=6,
+        replicates=3,
+        seed=5,
+        study_seed=9,
+        temperature=3.0,
+        progress=False,
+    )
 
 
 def test_same_arrays_as_the_jobs_library_path(tiny_llama, result, tmp_path):
-    documents = [{"id": f"prompt-{i:04d}", "prompt": p, "answer_prefix": "", "rendered": False}
-                 for i, p in enumerate(PROMPTS)]
+    documents = [
+        {"id": f"prompt-{i:04d}", "prompt": p, "answer_prefix": "", "rendered": False} for i, p in enumerate(PROMPTS)
+    ]
     outs = [tmp_path / f"{i}.zarr" for i in range(2)]
-    run_documents(tiny_llama, documents, SPECS, outs, master_seed=5, study_seed=9, horizon=6, replicates=3,
-                  temperature=3.0, progress=False)
+    run_documents(
+        tiny_llama,
+        documents,
+        SPECS,
+        outs,
+        master_seed=5,
+        study_seed=9,
+        horizon=6,
+        replicates=3,
+        temperature=3.0,
+        progress=False,
+    )
     cube = open_cube(build_cube("compare", tiny_llama.name, outs, tmp_path / "cube.zarr"))
     ds = result.dataset
     assert isinstance(ds, xr.Dataset) and ds.sizes == {"document": 2, "action": 2, "replicate": 3, "step": 6}
@@ -53,13 +80,25 @@ def test_same_arrays_as_the_jobs_library_path(tiny_llama, result, tmp_path):
     assert (ds["tv"].values[..., 1:] > 0).any()  # the comparison is not vacuous
     assert ds.attrs["actions"]["ada"]["wraps"]["press"] == "KnormPress"
     assert ds["prompt_tokens"].values.tolist() == [
-        len(prompt_token_ids(d, tiny_llama.tokenizer, tiny_llama.chat_template)) for d in documents]
+        len(prompt_token_ids(d, tiny_llama.tokenizer, tiny_llama.chat_template)) for d in documents
+    ]
 
 
 def test_token_ids_without_a_tokenizer(tiny_llama, result):
     ids = [prompt_token_ids({"prompt": p}, tiny_llama.tokenizer, True) for p in PROMPTS]
-    by_ids = kvdiv.compare(tiny_llama.model, None, ids, actions=instances(), horizon=6, replicates=3, seed=5,
-                           study_seed=9, temperature=3.0, eos_token_ids=tiny_llama.eos_token_ids, progress=False)
+    by_ids = kvdiv.compare(
+        tiny_llama.model,
+        None,
+        ids,
+        actions=instances(),
+        horizon=6,
+        replicates=3,
+        seed=5,
+        study_seed=9,
+        temperature=3.0,
+        eos_token_ids=tiny_llama.eos_token_ids,
+        progress=False,
+    )
     for name in VARIABLES:
         np.testing.assert_array_equal(by_ids.dataset[name].values, result.dataset[name].values, err_msg=name)
     with pytest.raises(ValueError, match="needs a tokenizer"):
@@ -79,8 +118,18 @@ def test_summary_is_the_leaderboards_numbers(tiny_llama, result):
         assert row["diverged_by_6"] == pytest.approx(diverged)
         assert row["risk"] == pytest.approx((~match[:, a]).mean(-1).mean(-1).mean())
         assert row["risk_lower"] <= row["risk"] <= row["risk_upper"]
-    single = kvdiv.compare(tiny_llama.model, tiny_llama.tokenizer, PROMPTS[0], actions=instances(), horizon=6,
-                           replicates=3, seed=5, study_seed=9, temperature=3.0, progress=False).summary(n_boot=50)
+    single = kvdiv.compare(
+        tiny_llama.model,
+        tiny_llama.tokenizer,
+        PROMPTS[0],
+        actions=instances(),
+        horizon=6,
+        replicates=3,
+        seed=5,
+        study_seed=9,
+        temperature=3.0,
+        progress=False,
+    ).summary(n_boot=50)
     assert single["n_documents"].to_list() == [1, 1] and single["risk_lower"].is_null().all()
 
 
@@ -119,8 +168,18 @@ def test_a_decoding_press_instance_from_python(tiny_llama):
     from kvpress import DecodingPress
 
     press = DecodingPress(base_press=KnormPress(), compression_interval=2, target_size=24)
-    out = kvdiv.compare(tiny_llama.model, tiny_llama.tokenizer, PROMPTS, actions={"dec": press}, horizon=8,
-                        replicates=3, seed=5, study_seed=9, temperature=3.0, progress=False)
+    out = kvdiv.compare(
+        tiny_llama.model,
+        tiny_llama.tokenizer,
+        PROMPTS,
+        actions={"dec": press},
+        horizon=8,
+        replicates=3,
+        seed=5,
+        study_seed=9,
+        temperature=3.0,
+        progress=False,
+    )
     tv = out.dataset["tv"].sel(action="dec").values  # [document, replicate, step]
     assert np.all(tv[..., :3] == 0) and (tv[..., 3:] > 0).any()
     assert out.dataset.attrs["actions"]["dec"]["press"] == "DecodingPress"

@@ -97,6 +97,7 @@ def decoding_action(**arguments):
     def edit(config):
         config["actions"]["dec"] = {"press": "DecodingPress", "wraps": {"press": "KnormPress"}, **arguments}
         config["studies"]["retention50"]["actions"].append("dec")
+
     return edit
 
 

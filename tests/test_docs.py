@@ -75,8 +75,11 @@ def module_docstrings(root: Path) -> dict[str, str]:
 
 
 def long_docstrings(root: Path, limit: int = DOCSTRING_MAX_LINES) -> list[str]:
-    return [f"{path}: {len(doc.splitlines())} lines" for path, doc in module_docstrings(root).items()
-            if len(doc.splitlines()) > limit]
+    return [
+        f"{path}: {len(doc.splitlines())} lines"
+        for path, doc in module_docstrings(root).items()
+        if len(doc.splitlines()) > limit
+    ]
 
 
 def broken_docstring_pointers(root: Path) -> list[str]:
@@ -89,11 +92,11 @@ def broken_docstring_pointers(root: Path) -> list[str]:
             if not path.exists():
                 problems.append(f"{module}: {match.group(1)} does not exist")
                 continue
-            tail = text[match.end():]
+            tail = text[match.end() :]
             extra = []
             while (m := _EXTRA_ANCHOR.match(tail)) is not None:
                 extra.append(m.group(1))
-                tail = tail[m.end():]
+                tail = tail[m.end() :]
             for anchor in ([match.group(2)] if match.group(2) else []) + extra:
                 if anchor[1:] not in anchors(path):
                     problems.append(f"{module}: {match.group(1)}{anchor} (no such heading)")
@@ -126,12 +129,18 @@ def test_checks_catch_what_they_guard(tmp_path):
     """The checks fail on a long README line count, a long docstring, a missing file and a missing heading."""
     (tmp_path / "docs").mkdir()
     (tmp_path / "kvdiv").mkdir()
-    (tmp_path / "docs" / "a.md").write_text("# Title\n\n## The `x` section (y)\n\n[ok](#the-x-section-y)\n"
-                                            "[gone](b.md) [bad](#nowhere) `[code](c.md)`\n```\n[fenced](d.md)\n```\n")
+    (tmp_path / "docs" / "a.md").write_text(
+        "# Title\n\n## The `x` section (y)\n\n[ok](#the-x-section-y)\n"
+        "[gone](b.md) [bad](#nowhere) `[code](c.md)`\n```\n[fenced](d.md)\n```\n"
+    )
     (tmp_path / "kvdiv" / "m.py").write_text('"""' + "line\n" * 11 + '"""\n')
     (tmp_path / "kvdiv" / "n.py").write_text('"""See docs/a.md#the-x-section-y, #missing and docs/z.md."""\n')
     assert long_docstrings(tmp_path) == ["kvdiv/m.py: 11 lines"]
     assert broken_links(tmp_path / "docs" / "a.md", tmp_path) == [
-        "docs/a.md: b.md (no file b.md)", "docs/a.md: #nowhere (no heading #nowhere in docs/a.md)"]
+        "docs/a.md: b.md (no file b.md)",
+        "docs/a.md: #nowhere (no heading #nowhere in docs/a.md)",
+    ]
     assert broken_docstring_pointers(tmp_path) == [
-        "kvdiv/n.py: docs/a.md#missing (no such heading)", "kvdiv/n.py: docs/z.md does not exist"]
+        "kvdiv/n.py: docs/a.md#missing (no such heading)",
+        "kvdiv/n.py: docs/z.md does not exist",
+    ]

@@ -32,11 +32,18 @@ def _by_definition(m: np.ndarray, window: int) -> dict[str, float]:
     hits = np.flatnonzero(m)
     tau = int(hits[0]) + 1 if hits.size else 0
     after = m[tau:].sum() if tau else 0  # Σ_{t>τ}
-    near = m[tau:tau + window].sum() if tau else 0  # Σ_{τ<t≤τ+L}
-    return {"M": m.sum() / horizon, "O": (tau > 0) / horizon, "Pi": after / horizon,
-            "E": (horizon - tau) / horizon if tau else 0.0, "diverged": float(tau > 0),
-            "M_L": ((tau > 0) + near) / horizon, "M_T": (after - near) / horizon,
-            "W_L": max(0, horizon - tau - window) / horizon if tau else 0.0, "tau": float(tau)}
+    near = m[tau : tau + window].sum() if tau else 0  # Σ_{τ<t≤τ+L}
+    return {
+        "M": m.sum() / horizon,
+        "O": (tau > 0) / horizon,
+        "Pi": after / horizon,
+        "E": (horizon - tau) / horizon if tau else 0.0,
+        "diverged": float(tau > 0),
+        "M_L": ((tau > 0) + near) / horizon,
+        "M_T": (after - near) / horizon,
+        "W_L": max(0, horizon - tau - window) / horizon if tau else 0.0,
+        "tau": float(tau),
+    }
 
 
 @pytest.mark.parametrize("horizon,window", [(6, 2), (5, 1), (4, 9)])
@@ -45,7 +52,7 @@ def test_complete_estimates_match_their_definitions_on_every_path(horizon, windo
     for m in _paths(horizon):
         expected = _by_definition(m, window)
         tau = int(expected["tau"])
-        near = float(m[tau:tau + window].sum()) if tau else 0.0
+        near = float(m[tau : tau + window].sum()) if tau else 0.0
         complete_estimates(float(m.sum()), tau, near, horizon, window, out)
         z = dict(zip(COMPLETE_COLUMNS, out))
         for key in COMPLETE_COLUMNS:
@@ -66,11 +73,13 @@ def test_metrics_compute_the_complete_columns_with_the_shared_formula():
     expected = np.empty(len(COMPLETE_COLUMNS))
     for row, m in enumerate(mismatch):
         t = int(_by_definition(m, window)["tau"])
-        complete_estimates(float(m.sum()), t, float(m[t:t + window].sum()) if t else 0.0, horizon, window, expected)
+        complete_estimates(float(m.sum()), t, float(m[t : t + window].sum()) if t else 0.0, horizon, window, expected)
         np.testing.assert_array_equal(z[row], expected)
 
 
-@pytest.mark.parametrize("d,j,horizon,window,branch,near", [(0.3, 2, 8, 3, 2.5, 1.25), (1.0, 8, 8, 2, 0.0, 0.0), (0.05, 1, 5, 9, 3.0, 3.0)])
+@pytest.mark.parametrize(
+    "d,j,horizon,window,branch,near", [(0.3, 2, 8, 3, 2.5, 1.25), (1.0, 8, 8, 2, 0.0, 0.0), (0.05, 1, 5, 9, 3.0, 3.0)]
+)
 def test_swrb_identities(d, j, horizon, window, branch, near):
     out = np.empty(len(SWRB_COLUMNS))
     swrb_estimates(d, j, horizon, window, branch, near, out)

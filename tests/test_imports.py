@@ -13,7 +13,19 @@ from kvdiv.codehash import PACKAGE_DIR, imported_modules, module_name
 REPO = Path(__file__).resolve().parents[1]
 MODULES = sorted(module_name(p) for p in PACKAGE_DIR.rglob("*.py"))
 #: Third-party libraries imported once before the per-module interpreters fork (they are not what is tested).
-THIRD_PARTY = ("numpy", "scipy", "torch", "transformers", "kvpress", "polars", "numba", "zarr", "xarray", "matplotlib", "yaml")
+THIRD_PARTY = (
+    "numpy",
+    "scipy",
+    "torch",
+    "transformers",
+    "kvpress",
+    "polars",
+    "numba",
+    "zarr",
+    "xarray",
+    "matplotlib",
+    "yaml",
+)
 
 
 def test_every_module_imports_in_a_fresh_interpreter():
@@ -40,7 +52,9 @@ def test_every_module_imports_in_a_fresh_interpreter():
         sys.exit(1 if failed else 0)
     """)
     assert len(MODULES) > 60
-    proc = subprocess.run([sys.executable, "-c", script, *MODULES], cwd=REPO, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *MODULES], cwd=REPO, capture_output=True, text=True, timeout=900
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
 
 
@@ -70,7 +84,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         state[node] = 2
@@ -88,7 +102,12 @@ def test_no_import_cycle_between_packages():
     graph = edges(unit)
     assert find_cycle(graph) is None, f"import cycle between packages: {' -> '.join(find_cycle(graph))}"
     # the pipeline's direction: the LLM side never needs the samplers, stores, metrics or analysis
-    assert not graph.get("kvdiv.llm", set()) & {"kvdiv.trajectories", "kvdiv.metrics", "kvdiv.analysis", "kvdiv.outputs"}
+    assert not graph.get("kvdiv.llm", set()) & {
+        "kvdiv.trajectories",
+        "kvdiv.metrics",
+        "kvdiv.analysis",
+        "kvdiv.outputs",
+    }
     assert not graph.get("kvdiv.analysis", set()) & {"kvdiv.outputs", "kvdiv.trajectories", "kvdiv.llm"}
 
 

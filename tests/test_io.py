@@ -16,7 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def frame(n: int = 2000) -> pl.DataFrame:
-    return pl.DataFrame({"document": [f"d{i % 7}" for i in range(n)], "tau": list(range(n)), "tv": [i / n for i in range(n)]})
+    return pl.DataFrame(
+        {"document": [f"d{i % 7}" for i in range(n)], "tau": list(range(n)), "tv": [i / n for i in range(n)]}
+    )
 
 
 def test_parquet_round_trip_with_a_sha256sum_compatible_checksum(tmp_path):
@@ -28,7 +30,9 @@ def test_parquet_round_trip_with_a_sha256sum_compatible_checksum(tmp_path):
 def test_truncated_parquet_is_an_error_naming_the_file(tmp_path):
     path = write_parquet(frame(), tmp_path / "replicates.parquet")
     path.write_bytes(path.read_bytes()[:-100])
-    with pytest.raises(ValueError, match=rf"{re.escape(str(path))}: sha256 .* truncated or altered; delete {re.escape(str(path))}"):
+    with pytest.raises(
+        ValueError, match=rf"{re.escape(str(path))}: sha256 .* truncated or altered; delete {re.escape(str(path))}"
+    ):
         read_parquet(path)
 
 
@@ -86,4 +90,4 @@ def test_every_workflow_script_logs_through_job_log():
     for script in scripts:
         text = script.read_text()
         assert "with job_log(snakemake.log[0])" in text, script.name
-        assert "sys.stderr =" not in text and 'open(snakemake.log' not in text, script.name
+        assert "sys.stderr =" not in text and "open(snakemake.log" not in text, script.name

@@ -13,7 +13,13 @@ def test_ruff_finds_nothing():
     from ruff.__main__ import find_ruff_bin  # installed with the test extras (pyproject.toml)
 
     paths = ["kvdiv", "workflow_scripts", "tests", "benchmarks"]
-    proc = subprocess.run([find_ruff_bin(), "check", "--no-cache", *paths], cwd=REPO, capture_output=True, text=True,
-                          timeout=300, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [find_ruff_bin(), "check", "--no-cache", *paths],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert sys.version_info >= (3, 10)

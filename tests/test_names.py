@@ -51,7 +51,10 @@ def test_schema_uses_the_kvdiv_name_pattern():
         ({"models": {"m": RANDOM}, "studies": {"models": {"strata": []}}}, "study name 'models' is reserved"),
         ({"models": {"m": RANDOM}, "studies": {"Figures": {"strata": []}}}, "study name 'Figures' is reserved"),
         ({"models": {"m": RANDOM, "M": RANDOM}}, "differ only in case"),
-        ({"models": {"m": RANDOM}, "actions": {"zarr.json": {"press": "SnapKVPress"}}}, "action name 'zarr.json' is reserved"),
+        (
+            {"models": {"m": RANDOM}, "actions": {"zarr.json": {"press": "SnapKVPress"}}},
+            "action name 'zarr.json' is reserved",
+        ),
     ],
 )
 def test_config_names_are_checked(config, match):
@@ -146,7 +149,9 @@ def test_resolved_local_model_leaves_the_source_files_modes_alone(tmp_path):
 
 
 @pytest.mark.workflow
-@pytest.mark.parametrize("section, name", [("models", ".."), ("studies", ".."), ("models", ".hidden"), ("studies", "models")])
+@pytest.mark.parametrize(
+    "section, name", [("models", ".."), ("studies", ".."), ("models", ".hidden"), ("studies", "models")]
+)
 def test_workflow_refuses_path_names_at_startup(tmp_path, section, name):
     config = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
     if section == "models":
@@ -155,8 +160,23 @@ def test_workflow_refuses_path_names_at_startup(tmp_path, section, name):
         config["studies"][name] = {**config["studies"]["retention50"], "seed": 51}
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(config))
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "-s", str(REPO / "Snakefile"), "--configfile", "bad.yaml"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO)),
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-n",
+            "--cores",
+            "1",
+            "-s",
+            str(REPO / "Snakefile"),
+            "--configfile",
+            "bad.yaml",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0

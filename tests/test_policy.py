@@ -16,20 +16,31 @@ from kvdiv.llm import loading, sources
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = sorted(
-    [*(REPO / "kvdiv").rglob("*.py"), *(REPO / "workflow_scripts").glob("*.py"), *(REPO / "rules").glob("*.smk"), REPO / "Snakefile"]
+    [
+        *(REPO / "kvdiv").rglob("*.py"),
+        *(REPO / "workflow_scripts").glob("*.py"),
+        *(REPO / "rules").glob("*.smk"),
+        REPO / "Snakefile",
+    ]
 )
 FORBIDDEN = {
     "a shell": re.compile(r"shell\s*=\s*True|os\.system\(|os\.popen\(|^\s*shell:|\bshell\(", re.M),
     "remote model code": re.compile(r"trust_remote_code(?!=False\b)"),
-    "pickle": re.compile(r"\bimport (c?pickle|dill|cloudpickle|joblib)\b|\bpickle\.|torch\.load\(|allow_pickle\s*=\s*True"),
+    "pickle": re.compile(
+        r"\bimport (c?pickle|dill|cloudpickle|joblib)\b|\bpickle\.|torch\.load\(|allow_pickle\s*=\s*True"
+    ),
 }
 
 
 @pytest.mark.parametrize("what", list(FORBIDDEN))
 def test_no_shell_no_remote_code_no_pickle(what):
     assert len(SOURCES) > 40
-    hits = [f"{p.relative_to(REPO)}:{text[: m.start()].count(chr(10)) + 1}"
-            for p in SOURCES for text in [p.read_text()] for m in FORBIDDEN[what].finditer(text)]
+    hits = [
+        f"{p.relative_to(REPO)}:{text[: m.start()].count(chr(10)) + 1}"
+        for p in SOURCES
+        for text in [p.read_text()]
+        for m in FORBIDDEN[what].finditer(text)
+    ]
     assert not hits, f"{what} in {hits}"
 
 

@@ -80,7 +80,8 @@ def test_snakemake_commands_parse_with_their_targets(where, argv):
     args = get_argument_parser().parse_args(argv[1:])
     for config in args.configfile or []:
         assert Path(config).suffix == ".yaml" and (REPO / config).is_file(), (
-            f"{where}: --configfile takes {config} (a target swallowed? write --configfile=FILE or the target first)")
+            f"{where}: --configfile takes {config} (a target swallowed? write --configfile=FILE or the target first)"
+        )
     for target in args.targets or []:
         assert not str(target).endswith(".yaml"), f"{where}: {target} is a config given as a target"
     if args.profile or getattr(args, "workflow_profile", None):

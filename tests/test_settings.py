@@ -45,8 +45,12 @@ def test_library_defaults_are_the_schema_defaults():
 def test_no_second_default_in_the_library():
     """No library signature carries its own horizon or tv_atol default (the schema's are the only ones)."""
     pattern = re.compile(r"\b(horizon: int|tv_atol: float) = ")
-    offenders = [f"{path.relative_to(REPO)}:{n}" for path in (REPO / "kvdiv").rglob("*.py")
-                 for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+    offenders = [
+        f"{path.relative_to(REPO)}:{n}"
+        for path in (REPO / "kvdiv").rglob("*.py")
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
     assert offenders == []
     import kvdiv.compare  # noqa: F401  (the package attribute is then the callable module, as users see it)
 
@@ -62,8 +66,9 @@ def test_a_library_call_couples_as_the_workflow():
     ref = history_kernel(4, seed=3)
     close = mixture_kernel(ref, history_kernel(4, seed=4), 1e-8)  # δ ≈ 1e-8: below the default tolerance
     kernels = {"a": mixture_kernel(ref, history_kernel(4, seed=4), 0.5), "b": close}
-    s_workflow, s_library, s_exact = (ToyKernelSession(ref, kernels, eos_token_ids=[eos], evict_first_step=True)
-                                      for _ in range(3))
+    s_workflow, s_library, s_exact = (
+        ToyKernelSession(ref, kernels, eos_token_ids=[eos], evict_first_step=True) for _ in range(3)
+    )
     config = _validated(SMOKE)
     study = next(iter(config["studies"]))
     g = dataclasses.replace(Generation.from_study(config, study), horizon=6, replicates=3)
@@ -82,20 +87,23 @@ def test_a_library_call_couples_as_the_workflow():
         generate(s_library, ["a"], horizn=6, **kwargs)
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"horizon": 0}, "horizon must be an integer >= 1"),
-    ({"horizon": 2.5}, "horizon must be an integer"),
-    ({"replicates": True}, "replicates must be an integer"),
-    ({"temperature": 0.0}, "temperature must be a finite number > 0"),
-    ({"temperature": float("nan")}, "temperature must be a finite number"),
-    ({"mode": "full"}, "mode must be one of complete, swrb"),
-    ({"evict_first_step": 1}, "evict_first_step must be true or false"),
-    ({"tv_atol": 0.9}, r"tv_atol must be a number in \[0, 0.001\]"),
-    ({"tv_atol": -1e-9}, "tv_atol must be a number"),
-    ({"reference_chain": "one"}, "reference_chain must be one of shared, per_action"),
-    ({"compress": "all"}, "compress must be one of prompt, context"),
-    ({"master_seed": "7"}, "master_seed must be an integer"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"horizon": 0}, "horizon must be an integer >= 1"),
+        ({"horizon": 2.5}, "horizon must be an integer"),
+        ({"replicates": True}, "replicates must be an integer"),
+        ({"temperature": 0.0}, "temperature must be a finite number > 0"),
+        ({"temperature": float("nan")}, "temperature must be a finite number"),
+        ({"mode": "full"}, "mode must be one of complete, swrb"),
+        ({"evict_first_step": 1}, "evict_first_step must be true or false"),
+        ({"tv_atol": 0.9}, r"tv_atol must be a number in \[0, 0.001\]"),
+        ({"tv_atol": -1e-9}, "tv_atol must be a number"),
+        ({"reference_chain": "one"}, "reference_chain must be one of shared, per_action"),
+        ({"compress": "all"}, "compress must be one of prompt, context"),
+        ({"master_seed": "7"}, "master_seed must be an integer"),
+    ],
+)
 def test_generation_refuses_values_against_their_meaning(change, message):
     with pytest.raises(ValueError, match=message):
         generation(**change)
@@ -117,8 +125,19 @@ def test_runtime_is_not_part_of_a_model():
 
 
 def test_document_request_checks_its_range():
-    base = dict(study="s", stratum="ruler_768", first=0, count=2, master_seed=1, study_seed=2, model="m",
-                model_spec={}, source={"source": "synthetic"}, horizon=8, tasks=["niah"])
+    base = dict(
+        study="s",
+        stratum="ruler_768",
+        first=0,
+        count=2,
+        master_seed=1,
+        study_seed=2,
+        model="m",
+        model_spec={},
+        source={"source": "synthetic"},
+        horizon=8,
+        tasks=["niah"],
+    )
     assert DocumentRequest(**base).tasks == ("niah",)
     with pytest.raises(ValueError, match="count must be an integer >= 1"):
         DocumentRequest(**{**base, "count": 0})
@@ -133,7 +152,9 @@ def test_load_reads_validates_and_checks(tmp_path):
     override = tmp_path / "override.yaml"
     override.write_text("analysis:\n  bootstrap: 17\n")
     merged = loading.load(REPO / "config/smoke.yaml", override, basedir=REPO)
-    assert merged["analysis"]["bootstrap"] == 17 and merged["analysis"]["confidence"] == config["analysis"]["confidence"]
+    assert (
+        merged["analysis"]["bootstrap"] == 17 and merged["analysis"]["confidence"] == config["analysis"]["confidence"]
+    )
     bad = tmp_path / "bad.yaml"
     bad.write_text("analysis:\n  bootsrap: 7\n")
     with pytest.raises(files.ConfigError, match="bad.yaml.*bootsrap"):

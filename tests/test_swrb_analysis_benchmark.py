@@ -54,8 +54,16 @@ def _both_modes(session_factory, actions, horizon, replicates, window, document=
     frames = []
     for mode, stream in (("complete", 1), ("swrb", 2)):
         session = session_factory()
-        out = generate(session, actions, horizon=horizon, replicates=replicates, seed_parts=(7, stream, document),
-                       eos_token_ids=[], mode=mode, progress=False)
+        out = generate(
+            session,
+            actions,
+            horizon=horizon,
+            replicates=replicates,
+            seed_parts=(7, stream, document),
+            eos_token_ids=[],
+            mode=mode,
+            progress=False,
+        )
         frame = trajectory_replicates(out, mode, window, document)
         # the reconstruction of rows equals what the session was handed (trajectory_replicates also checks the
         # generation's own count and raises on a mismatch)
@@ -83,8 +91,14 @@ def test_both_modes_are_unbiased_against_exact_values():
     assert agree["agrees"].all() and agree["p"].is_nan().all()  # one cell: no across-cells t
 
 
-def synthetic_replicates(sd: dict[str, tuple[float, float]], means: dict[str, float], documents: int, replicates: int,
-                         seed: int, shift: float = 0.0) -> pl.DataFrame:
+def synthetic_replicates(
+    sd: dict[str, tuple[float, float]],
+    means: dict[str, float],
+    documents: int,
+    replicates: int,
+    seed: int,
+    shift: float = 0.0,
+) -> pl.DataFrame:
     """Normal per-replicate values: action → (sd complete, sd swrb); swrb means shifted by ``shift``."""
     rng = np.random.default_rng(seed)
     frames = []
@@ -93,11 +107,21 @@ def synthetic_replicates(sd: dict[str, tuple[float, float]], means: dict[str, fl
             for mode, s, cost in (("complete", sc, 128.0), ("swrb", ss, 160.0)):
                 mu = means[action] + (shift if mode == "swrb" else 0.0)
                 values = {k: rng.normal(mu, s, replicates) for k in ("R_H", "R_L", "B_L")}
-                frames.append(pl.DataFrame({
-                    "document": f"d{d}", "action": action, "mode": mode, "replicate": np.arange(replicates),
-                    **values, "risk_tv": values["R_H"], "pair_evaluations": np.full(replicates, cost),
-                    "rows": np.full(replicates, 2 * cost), "wall_s": np.full(replicates, cost / 100),
-                }))
+                frames.append(
+                    pl.DataFrame(
+                        {
+                            "document": f"d{d}",
+                            "action": action,
+                            "mode": mode,
+                            "replicate": np.arange(replicates),
+                            **values,
+                            "risk_tv": values["R_H"],
+                            "pair_evaluations": np.full(replicates, cost),
+                            "rows": np.full(replicates, 2 * cost),
+                            "wall_s": np.full(replicates, cost / 100),
+                        }
+                    )
+                )
     return pl.concat(frames)
 
 
@@ -121,7 +145,9 @@ def test_variance_ratios_and_agreement_on_known_variances():
     assert agree["agrees"].all()
     assert (agreement_table(table, by=None)["p"] > 0.01).all()
     # a shift of the swrb means by ≈ 5 standard errors fails both checks
-    shifted = comparison_table(synthetic_replicates(sd, means, 3, R, seed=3, shift=0.02), retention={"a": 0.5, "b": 0.9})
+    shifted = comparison_table(
+        synthetic_replicates(sd, means, 3, R, seed=3, shift=0.02), retention={"a": 0.5, "b": 0.9}
+    )
     assert not agreement_table(shifted)["agrees"].any()
     assert (agreement_table(shifted, by=None)["p"] < 0.01).all()
 
@@ -152,7 +178,12 @@ def test_action_enclosures_use_document_means():
     sd = {"a": (0.3, 0.1)}
     frame = synthetic_replicates(sd, {"a": 0.4}, documents=5, replicates=30, seed=4)
     enc = action_enclosures(frame, alpha=0.1).row(0, named=True)
-    doc = frame.filter(pl.col("mode") == "swrb").group_by("document").agg(pl.col("R_L").mean(), pl.col("B_L").mean()).sort("document")
+    doc = (
+        frame.filter(pl.col("mode") == "swrb")
+        .group_by("document")
+        .agg(pl.col("R_L").mean(), pl.col("B_L").mean())
+        .sort("document")
+    )
     lo, hi = enclosure(doc["R_L"].to_numpy(), doc["B_L"].to_numpy(), 0.1)
     assert (enc["enclosure_lower"], enc["enclosure_upper"]) == pytest.approx((lo, hi))
     assert enc["documents"] == 5

@@ -39,8 +39,27 @@ def one_thread():
 
 def test_benchmark_runs_on_a_tiny_model(bench, tiny_llama, tmp_path, one_thread):
     out = tmp_path / "swrb.md"
-    argv = ["--quick", "--length", "512", "--horizon", "8", "--window", "2", "--replicates", "3", "--batch", "2",
-            "--bootstrap", "20", "--window-size", "16", "--raw-dir", str(tmp_path / "raw"), "--out", str(out)]
+    argv = [
+        "--quick",
+        "--length",
+        "512",
+        "--horizon",
+        "8",
+        "--window",
+        "2",
+        "--replicates",
+        "3",
+        "--batch",
+        "2",
+        "--bootstrap",
+        "20",
+        "--window-size",
+        "16",
+        "--raw-dir",
+        str(tmp_path / "raw"),
+        "--out",
+        str(out),
+    ]
     tables = bench.run(tiny_llama, bench.parse_args(argv))
     reps = tables["replicates"]
     actions = list(bench.default_actions())
@@ -54,13 +73,23 @@ def test_benchmark_runs_on_a_tiny_model(bench, tiny_llama, tmp_path, one_thread)
     assert (cells["complete_pair_evaluations"] == 8).all()
     assert ((cells["swrb_pair_evaluations"] >= 8) & (cells["swrb_pair_evaluations"] <= 14)).all()
     text = out.read_text()
-    for heading in ("## R_H per retention", "## Mean agreement", "## (1 − α) enclosure", "## Beside the finite-state figures",
-                    "## The complete coupling's Var(M) estimated from swrb draws"):
+    for heading in (
+        "## R_H per retention",
+        "## Mean agreement",
+        "## (1 − α) enclosure",
+        "## Beside the finite-state figures",
+        "## The complete coupling's Var(M) estimated from swrb draws",
+    ):
         assert heading in text
     agree = tables["agreement"]
     assert set(agree["key"]) == {"R_H", "R_L", "B_L", "P_div"} and "| 99% | P_div |" in text
     check = tables["variance_check"]
-    assert check.height == 4 and (check["cells"] == 2 * (check["retention"] == 0.999).cast(int) + 4 * (check["retention"] != 0.999).cast(int)).all()
+    assert (
+        check.height == 4
+        and (
+            check["cells"] == 2 * (check["retention"] == 0.999).cast(int) + 4 * (check["retention"] != 0.999).cast(int)
+        ).all()
+    )
     assert reps.filter(pl.col("mode") == "swrb")["M_path"].null_count() == 0
     assert "| 99% |" in text and "| 99.9% |" in text and "snapkv_99p9" in text
     # a hand-written interpretation survives a rerun, which reuses the per-document raw files

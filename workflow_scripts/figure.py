@@ -11,6 +11,7 @@ snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 with job_log(snakemake.log[0]):
     frames = {name: read_parquet(path) for name, path in snakemake.input.items()}
     out, params = snakemake.output, snakemake.params
-    plot_result(snakemake.wildcards.item, frames, out.pdf, out.png, dpi=int(params.dpi), early=params.early,
-                late=params.late)
+    plot_result(
+        snakemake.wildcards.item, frames, out.pdf, out.png, dpi=int(params.dpi), early=params.early, late=params.late
+    )
     logging.info("wrote %s and %s", out.pdf, out.png)

@@ -17,7 +17,11 @@ with job_log(snakemake.log[0]) as log:
     logging.info("%d systems x (naive, swrb), %d replicates each", len(systems), params.replicates)
     with tqdm(total=len(systems), file=log, desc="finite estimates") as bar:
         table = estimate_table(
-            systems, int(params.replicates), int(params.seed), int(params.window), float(params.alpha),
+            systems,
+            int(params.replicates),
+            int(params.seed),
+            int(params.window),
+            float(params.alpha),
             progress=lambda name: bar.update(1),
         )
     write_parquet(table, snakemake.output[0])

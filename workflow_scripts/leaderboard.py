@@ -14,8 +14,10 @@ snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 with job_log(snakemake.log[0]):
     p, out = snakemake.params, snakemake.output
     metrics = load_metrics([str(Path(snakemake.input.metrics[0]).parent)])
-    table = build_table("leaderboard", "numbers", metrics, n_boot=p.bootstrap, seed=p.seed, confidence=p.confidence,
-                        steps=list(p.steps))
-    write_leaderboard(table, dict(p.actions), (out.csv, out.md, out.pdf, out.png),
-                      caption=get_item("leaderboard").caption, dpi=p.dpi)
+    table = build_table(
+        "leaderboard", "numbers", metrics, n_boot=p.bootstrap, seed=p.seed, confidence=p.confidence, steps=list(p.steps)
+    )
+    write_leaderboard(
+        table, dict(p.actions), (out.csv, out.md, out.pdf, out.png), caption=get_item("leaderboard").caption, dpi=p.dpi
+    )
     logging.info("leaderboard of %s: %d actions", snakemake.wildcards.model, table.height)

@@ -13,6 +13,12 @@ with job_log(snakemake.log[0]):
     analysis = {item: dict(paths) for item, paths in params.analysis.items()}
     analysis.update({item: {"numbers": paths["numbers"]} for item, paths in params.tables.items()})
     tables_md = {item: paths["markdown"] for item, paths in params.tables.items()}
-    build_report(analysis, tables_md, params.figures, params.setting, snakemake.output[0],
-                 claims_out={"csv": snakemake.output.claims_csv, "md": snakemake.output.claims_md})
+    build_report(
+        analysis,
+        tables_md,
+        params.figures,
+        params.setting,
+        snakemake.output[0],
+        claims_out={"csv": snakemake.output.claims_csv, "md": snakemake.output.claims_md},
+    )
     logging.info("wrote %s", snakemake.output[0])

@@ -34,7 +34,12 @@ with job_log(snakemake.log[0]):  # tqdm progress and errors go to the log
     # shadow: "minimal" links only the inputs into the job's directory: follow provenance.json to the real model dir
     models_dir = Path(snakemake.input.model).resolve().parent.parent
     loaded = load_model(model, dict(params.model_spec), models_dir, runtime)
-    logging.info("study %s, documents %s, actions %s, settings %s", study, [d["id"] for d in documents],
-                 list(params.actions), generation)
+    logging.info(
+        "study %s, documents %s, actions %s, settings %s",
+        study,
+        [d["id"] for d in documents],
+        list(params.actions),
+        generation,
+    )
     run_documents(loaded, documents, dict(params.actions), list(snakemake.output), generation)
     logging.info("wrote %s", list(snakemake.output))

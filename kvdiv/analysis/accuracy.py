@@ -17,19 +17,31 @@ from kvdiv.analysis.inputs import DOC_KEYS, Metrics, cells, is_swrb, study_names
 #: The answer columns :func:`accuracy_table` needs in ``replicates.parquet``.
 ANSWER_COLUMNS = ("correct_x", "correct_y", "answer_changed", "answer_end", "diverged_before_answer")
 #: The statistics of :func:`accuracy_table`, in the order of its rows.
-STATISTICS = ("accuracy_x", "accuracy_y", "accuracy_gap", "answer_changed", "share_early", "share_late",
-              "accuracy_y_early", "accuracy_y_late")
+STATISTICS = (
+    "accuracy_x",
+    "accuracy_y",
+    "accuracy_gap",
+    "answer_changed",
+    "share_early",
+    "share_late",
+    "accuracy_y_early",
+    "accuracy_y_late",
+)
 
 
 def _check(replicates: pl.DataFrame) -> None:
     missing = [c for c in ANSWER_COLUMNS if c not in replicates.columns]
     if missing:
-        raise ValueError(f"accuracy: the metrics of study {study_names(replicates)} lack column {missing[0]!r} "
-                         "(metrics written without the answers table; rerun rule metrics)")
+        raise ValueError(
+            f"accuracy: the metrics of study {study_names(replicates)} lack column {missing[0]!r} "
+            "(metrics written without the answers table; rerun rule metrics)"
+        )
     if is_swrb(replicates):
-        raise ValueError(f"accuracy: study {study_names(replicates)} ran in mode 'swrb', whose stored chains are "
-                         "the residual branch path, not samples of P and Q; feed the accuracy table a study in mode "
-                         "'complete' (config analysis.studies.accuracy)")
+        raise ValueError(
+            f"accuracy: study {study_names(replicates)} ran in mode 'swrb', whose stored chains are "
+            "the residual branch path, not samples of P and Q; feed the accuracy table a study in mode "
+            "'complete' (config analysis.studies.accuracy)"
+        )
 
 
 def accuracy_document_means(replicates: pl.DataFrame) -> pl.DataFrame:
@@ -77,8 +89,18 @@ def accuracy_table(metrics: Metrics, n_boot: int, seed: int, confidence: float, 
         for model, cell, sub in cells(doc.filter(pl.col("action") == action), by=by):
             values = {k: sub[k].to_numpy() for k in ("cx", "cy", "changed", "early", "late", "cy_early", "cy_late")}
             res = cluster_bootstrap(values, _stat, n_boot, stat_seed(seed, "accuracy", model, cell, action), confidence)
-            rows += result_rows({"model": model, by: cell, "action": action, "n_documents": sub.height},
-                                {name: res[name] for name in STATISTICS})
-    schema = {"model": pl.Utf8, by: pl.Utf8, "action": pl.Utf8, "n_documents": pl.Int64, "statistic": pl.Utf8,
-              "estimate": pl.Float64, "lower": pl.Float64, "upper": pl.Float64}
+            rows += result_rows(
+                {"model": model, by: cell, "action": action, "n_documents": sub.height},
+                {name: res[name] for name in STATISTICS},
+            )
+    schema = {
+        "model": pl.Utf8,
+        by: pl.Utf8,
+        "action": pl.Utf8,
+        "n_documents": pl.Int64,
+        "statistic": pl.Utf8,
+        "estimate": pl.Float64,
+        "lower": pl.Float64,
+        "upper": pl.Float64,
+    }
     return pl.DataFrame(rows, schema=schema)

@@ -22,8 +22,14 @@ def _family_cells(frame: pl.DataFrame) -> list[tuple[str, str, pl.DataFrame]]:
     return [(model, f"{family}_{POOLED}", rows) for model, family, rows in cells(frame, by="family", pooled=False)]
 
 
-def clock_block_gaps(metrics: Metrics, contrasts: Sequence[Sequence[str]], blocks: Sequence[Sequence[int]],
-                     n_boot: int, seed: int, confidence: float) -> pl.DataFrame:
+def clock_block_gaps(
+    metrics: Metrics,
+    contrasts: Sequence[Sequence[str]],
+    blocks: Sequence[Sequence[int]],
+    n_boot: int,
+    seed: int,
+    confidence: float,
+) -> pl.DataFrame:
     """Table 2: generation-clock mismatch gaps a − b averaged over each position block, per model ×
     stratum (family × length) × contrast, plus pooled rows per model × family (``length`` ``all``, stratum
     ``{family}_all``; bootstrap over that family's documents only) and per model (family and length ``all``)."""
@@ -31,29 +37,51 @@ def clock_block_gaps(metrics: Metrics, contrasts: Sequence[Sequence[str]], block
     horizon = int(clock["step"].max())
     if not blocks:
         raise ValueError("analysis.blocks is empty")
-    usable = [check_window(f"analysis.blocks[{i}]", list(b) if isinstance(b, tuple) else b, horizon)
-              for i, b in enumerate(blocks)]
+    usable = [
+        check_window(f"analysis.blocks[{i}]", list(b) if isinstance(b, tuple) else b, horizon)
+        for i, b in enumerate(blocks)
+    ]
     per_block = clock.with_columns(
-        pl.coalesce(*[pl.when(in_window(pl.col("step"), b)).then(pl.lit(_block_label(b))) for b in usable]).alias("block")
+        pl.coalesce(*[pl.when(in_window(pl.col("step"), b)).then(pl.lit(_block_label(b))) for b in usable]).alias(
+            "block"
+        )
     ).filter(pl.col("block").is_not_null())
     doc = per_block.group_by(*DOC_KEYS, "action", "block").agg(pl.col("mismatch").mean())
     labels = [_block_label(b) for b in usable]
     rows: list[dict] = []
     for a, b in applicable_contrasts(contrasts, doc["action"].unique()):
         wide = (
-            doc.filter(pl.col("action") == a).drop("action").rename({"mismatch": "ma"})
-            .join(doc.filter(pl.col("action") == b).select("model", "document", "block", pl.col("mismatch").alias("mb")),
-                  on=["model", "document", "block"])
+            doc.filter(pl.col("action") == a)
+            .drop("action")
+            .rename({"mismatch": "ma"})
+            .join(
+                doc.filter(pl.col("action") == b).select("model", "document", "block", pl.col("mismatch").alias("mb")),
+                on=["model", "document", "block"],
+            )
             .with_columns((pl.col("ma") - pl.col("mb")).alias("gap"))
             .pivot(on="block", index=list(DOC_KEYS), values="gap")
         )
         for model, cell, sub in cells(wide) + _family_cells(wide):
             values = {lab: sub[lab].to_numpy() for lab in labels if lab in sub.columns}
-            res = cluster_bootstrap(values, lambda m: dict(m), n_boot, stat_seed(seed, "table2", model, cell, a, b), confidence)
+            res = cluster_bootstrap(
+                values, lambda m: dict(m), n_boot, stat_seed(seed, "table2", model, cell, a, b), confidence
+            )
             fam, length = (cell.rsplit("_", 1) + [""])[:2] if cell != POOLED else (POOLED, POOLED)
             for lab, (est, lo, hi) in res.items():
-                rows.append({"model": model, "family": fam, "length": length, "stratum": cell, "contrast": contrast_name(a, b),
-                             "block": lab, "gap": float(est), "lower": float(lo), "upper": float(hi), "n_documents": sub.height})
+                rows.append(
+                    {
+                        "model": model,
+                        "family": fam,
+                        "length": length,
+                        "stratum": cell,
+                        "contrast": contrast_name(a, b),
+                        "block": lab,
+                        "gap": float(est),
+                        "lower": float(lo),
+                        "upper": float(hi),
+                        "n_documents": sub.height,
+                    }
+                )
     return pl.DataFrame(rows)
 
 
@@ -75,12 +103,23 @@ def block_pattern_counts(gaps: pl.DataFrame) -> pl.DataFrame:
     """
     directions = {"helmet": "fall", "ruler": "rise"}
     rows: list[dict] = []
-    cols = ["contrast", "family", "direction", "first_block", "last_block", "hits", "comparisons", "missing", "models",
-            "n_documents"]
+    cols = [
+        "contrast",
+        "family",
+        "direction",
+        "first_block",
+        "last_block",
+        "hits",
+        "comparisons",
+        "missing",
+        "models",
+        "n_documents",
+    ]
     strata = gaps.filter((pl.col("length") != POOLED) & pl.col("family").is_in(list(directions)))
     if strata.is_empty():
-        return pl.DataFrame(schema={c: (pl.Int64 if c in ("hits", "comparisons", "missing", "n_documents") else pl.Utf8)
-                                    for c in cols})
+        return pl.DataFrame(
+            schema={c: (pl.Int64 if c in ("hits", "comparisons", "missing", "n_documents") else pl.Utf8) for c in cols}
+        )
     labels = sorted(strata["block"].unique().to_list(), key=lambda lab: int(str(lab).split("–")[0]))
     first, last = labels[0], labels[-1]
     for (contrast, family), sub in sorted(strata.group_by(["contrast", "family"]), key=lambda kv: kv[0]):
@@ -95,7 +134,18 @@ def block_pattern_counts(gaps: pl.DataFrame) -> pl.DataFrame:
             n += 1
             docs += int(comp["n_documents"][0])
             hits += int(g1 < g0) if direction == "fall" else int(g1 > g0)
-        rows.append({"contrast": contrast, "family": family, "direction": direction, "first_block": first,
-                     "last_block": last, "hits": hits, "comparisons": n, "missing": missing,
-                     "models": ", ".join(sorted(sub["model"].unique().to_list())), "n_documents": docs})
+        rows.append(
+            {
+                "contrast": contrast,
+                "family": family,
+                "direction": direction,
+                "first_block": first,
+                "last_block": last,
+                "hits": hits,
+                "comparisons": n,
+                "missing": missing,
+                "models": ", ".join(sorted(sub["model"].unique().to_list())),
+                "n_documents": docs,
+            }
+        )
     return pl.DataFrame(rows).select(cols)

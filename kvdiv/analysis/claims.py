@@ -23,14 +23,29 @@ NOT_IDENTIFIED = "not identified (gap indistinguishable from 0)"
 EXCLUDES_ESTIMATE = "interval excludes its estimate"
 
 #: Columns of :func:`claims_table`.
-COLUMNS = ("claim", "statement", "model", "subject", "quantity", "unit", "estimate", "lower", "upper", "n_documents",
-           "ours", "paper", "rule", "verdict", "flags")
+COLUMNS = (
+    "claim",
+    "statement",
+    "model",
+    "subject",
+    "quantity",
+    "unit",
+    "estimate",
+    "lower",
+    "upper",
+    "n_documents",
+    "ours",
+    "paper",
+    "rule",
+    "verdict",
+    "flags",
+)
 
 RULES = {
     "sign": "interval wholly on the paper's side of the null → consistent; wholly on the other side → contradicted; "
-            "containing the null → inconclusive",
+    "containing the null → inconclusive",
     "range": "interval disjoint from the paper's value/range → contradicted; overlapping it and excluding the null on "
-             "the paper's side → consistent; else inconclusive",
+    "the paper's side → consistent; else inconclusive",
     "within": "interval inside ±c → consistent; wholly outside ±c → contradicted; else inconclusive",
     "cells": "some cell contradicted → contradicted; every cell consistent → consistent; else inconclusive",
 }
@@ -40,8 +55,9 @@ def _finite(*v: object) -> bool:
     return all(x is not None and np.isfinite(float(x)) for x in v)
 
 
-def range_verdict(lower: float, upper: float, paper_low: float, paper_high: float, direction: int,
-                  null: float = 0.0) -> str:
+def range_verdict(
+    lower: float, upper: float, paper_low: float, paper_high: float, direction: int, null: float = 0.0
+) -> str:
     """``range`` rule: the paper's magnitude [paper_low, paper_high] (a value: both equal)."""
     if not _finite(lower, upper):
         return "inconclusive"
@@ -103,22 +119,47 @@ class _Rows:
     def __init__(self) -> None:
         self.rows: list[dict] = []
 
-    def add(self, claim: str, statement: str, model: str, subject: str, quantity: str, unit: str, row: Mapping | None,
-            paper: str, rule: str, verdict: str, ours: str | None = None, flags: Sequence[str] = (),
-            key: str = "estimate") -> None:
+    def add(
+        self,
+        claim: str,
+        statement: str,
+        model: str,
+        subject: str,
+        quantity: str,
+        unit: str,
+        row: Mapping | None,
+        paper: str,
+        rule: str,
+        verdict: str,
+        ours: str | None = None,
+        flags: Sequence[str] = (),
+        key: str = "estimate",
+    ) -> None:
         est = row.get(key) if row else None
         lo = row.get("lower") if row else None
         hi = row.get("upper") if row else None
         flags = list(flags)
         if row and excludes_estimate(est, lo, hi):
             flags.append(EXCLUDES_ESTIMATE)
-        self.rows.append({
-            "claim": claim, "statement": statement, "model": model, "subject": subject, "quantity": quantity,
-            "unit": unit, "estimate": _float(est), "lower": _float(lo), "upper": _float(hi),
-            "n_documents": int(row["n_documents"]) if row and row.get("n_documents") is not None else None,
-            "ours": ours if ours is not None else (shown(est, lo, hi, unit) if row else "–"),
-            "paper": paper, "rule": rule, "verdict": verdict, "flags": "; ".join(flags),
-        })
+        self.rows.append(
+            {
+                "claim": claim,
+                "statement": statement,
+                "model": model,
+                "subject": subject,
+                "quantity": quantity,
+                "unit": unit,
+                "estimate": _float(est),
+                "lower": _float(lo),
+                "upper": _float(hi),
+                "n_documents": int(row["n_documents"]) if row and row.get("n_documents") is not None else None,
+                "ours": ours if ours is not None else (shown(est, lo, hi, unit) if row else "–"),
+                "paper": paper,
+                "rule": rule,
+                "verdict": verdict,
+                "flags": "; ".join(flags),
+            }
+        )
 
 
 def _float(v: object) -> float | None:
@@ -144,16 +185,38 @@ def _split(contrast: str) -> tuple[str, str]:
     return a, b
 
 
-def _share_row(out: _Rows, claim: str, statement: str, model: str, contrast: str, share: Mapping | None,
-               gap: Mapping | None, paper: str, low: float | None, high: float | None, quantity: str) -> None:
+def _share_row(
+    out: _Rows,
+    claim: str,
+    statement: str,
+    model: str,
+    contrast: str,
+    share: Mapping | None,
+    gap: Mapping | None,
+    paper: str,
+    low: float | None,
+    high: float | None,
+    quantity: str,
+) -> None:
     """A share of a gap: not identified when the gap's interval contains 0; else the ``range`` rule against the
     paper's [low, high] (``sign`` above 50% when the paper gives no magnitude)."""
     if share is None:
         return
     if gap is None or not identified(gap.get("lower"), gap.get("upper")):
-        out.add(claim, statement, model, contrast, quantity, "%", share, paper, "range" if low is not None else "sign",
-                "inconclusive", ours=NOT_IDENTIFIED,
-                flags=[f"gap {shown(gap['estimate'], gap['lower'], gap['upper'], 'pp')} pp"] if gap else [])
+        out.add(
+            claim,
+            statement,
+            model,
+            contrast,
+            quantity,
+            "%",
+            share,
+            paper,
+            "range" if low is not None else "sign",
+            "inconclusive",
+            ours=NOT_IDENTIFIED,
+            flags=[f"gap {shown(gap['estimate'], gap['lower'], gap['upper'], 'pp')} pp"] if gap else [],
+        )
         return
     lo, hi = share["lower"], share["upper"]
     if low is None:
@@ -163,8 +226,12 @@ def _share_row(out: _Rows, claim: str, statement: str, model: str, contrast: str
     out.add(claim, statement, model, contrast, quantity, "%", share, paper, rule, verdict)
 
 
-def claims_table(frames: Mapping[str, Mapping[str, pl.DataFrame]], table2: pl.DataFrame | None,
-                 table3: pl.DataFrame | None, paper: Mapping) -> pl.DataFrame:
+def claims_table(
+    frames: Mapping[str, Mapping[str, pl.DataFrame]],
+    table2: pl.DataFrame | None,
+    table3: pl.DataFrame | None,
+    paper: Mapping,
+) -> pl.DataFrame:
     """Every claim's rows (module docstring): ``frames`` item → table → frame (items not built are absent),
     ``table2``/``table3`` their numbers (or None), ``paper`` the parsed paper_reported_values.yaml."""
     out = _Rows()
@@ -180,12 +247,21 @@ def claims_table(frames: Mapping[str, Mapping[str, pl.DataFrame]], table2: pl.Da
         for contrast in _contrasts(entry, model):
             a, b = _split(contrast)
             for claim, statement, stat, table, unit, scale in (
-                ("C1", f"{b} enters divergence later than {a} (mean first-divergence step among diverged)",
-                 "mean_tau_gap", tau_paper, "steps", 1.0),
+                (
+                    "C1",
+                    f"{b} enters divergence later than {a} (mean first-divergence step among diverged)",
+                    "mean_tau_gap",
+                    tau_paper,
+                    "steps",
+                    1.0,
+                ),
                 ("C2", f"{b} diverges less often by step H than {a}", "diverged_gap", div_paper, "pp", 0.01),
             ):
-                gaps = {k: lookup(table, (k, a)) - lookup(table, (k, b)) for k in keys
-                        if lookup(table, (k, a)) is not None and lookup(table, (k, b)) is not None}
+                gaps = {
+                    k: lookup(table, (k, a)) - lookup(table, (k, b))
+                    for k in keys
+                    if lookup(table, (k, a)) is not None and lookup(table, (k, b)) is not None
+                }
                 if not gaps:
                     continue  # the paper reports no value for this pair of actions
                 direction = 1 if np.mean(list(gaps.values())) > 0 else -1
@@ -203,12 +279,34 @@ def claims_table(frames: Mapping[str, Mapping[str, pl.DataFrame]], table2: pl.Da
             gap = first_row(dec5, model=model, stratum=POOLED, contrast=contrast, statistic="gap")
             values = {k: v for k, v in (lookup(share_paper, (contrast.replace(" − ", "_minus_"),)) or {}).items()}
             text = _paper_text(values, "%")
-            _share_row(out, "C3", "exposure carries the majority (> 50%) of the 50% gap", model, contrast, share, gap,
-                       text, None, None, "exposure share of the mismatch gap")
+            _share_row(
+                out,
+                "C3",
+                "exposure carries the majority (> 50%) of the 50% gap",
+                model,
+                contrast,
+                share,
+                gap,
+                text,
+                None,
+                None,
+                "exposure share of the mismatch gap",
+            )
             if values:
                 nums = [float(v) / 100 for v in values.values()]
-                _share_row(out, "C4", "exposure carries 85–90% of the 50% gap", model, contrast, share, gap, text,
-                           min(nums), max(nums), "exposure share of the mismatch gap")
+                _share_row(
+                    out,
+                    "C4",
+                    "exposure carries 85–90% of the 50% gap",
+                    model,
+                    contrast,
+                    share,
+                    gap,
+                    text,
+                    min(nums),
+                    max(nums),
+                    "exposure share of the mismatch gap",
+                )
 
     # C5: post-divergence mismatch rate stays high
     c_range = p50.get("post_divergence_mismatch_percent_range")
@@ -226,43 +324,90 @@ def claims_table(frames: Mapping[str, Mapping[str, pl.DataFrame]], table2: pl.Da
                         continue
                     verdict = range_verdict(r["lower"], r["upper"], lo_p, hi_p, +1, 0.5)
                     ours = None if _finite(r["estimate"]) else "not identified (no diverged pair)"
-                    out.add("C5", "the post-divergence mismatch rate C stays high (paper: 89.7–96.2% over cells)",
-                            model, action, "post-divergence mismatch rate C", "%", r,
-                            f"[{c_range[0]}, {c_range[1]}]% over cells", "range", verdict, ours=ours)
+                    out.add(
+                        "C5",
+                        "the post-divergence mismatch rate C stays high (paper: 89.7–96.2% over cells)",
+                        model,
+                        action,
+                        "post-divergence mismatch rate C",
+                        "%",
+                        r,
+                        f"[{c_range[0]}, {c_range[1]}]% over cells",
+                        "range",
+                        verdict,
+                        ours=ours,
+                    )
 
     # C6, C7: late − early branch TV is positive (50% and 90%, all cells)
     for claim, item, strata_table, by, text_all, pooled_paper in (
-        ("C6", f6, "late_minus_early", "stratum", p50.get("late_minus_early_positive"),
-         lookup(p50, ("branch_tv_snapkv_half_tau_le_64_percent",))),
-        ("C7", f7, "late_minus_early_strata", "family", p90.get("late_minus_early_positive_strata"),
-         p90.get("late_minus_early_branch_tv_pp_range")),
+        (
+            "C6",
+            f6,
+            "late_minus_early",
+            "stratum",
+            p50.get("late_minus_early_positive"),
+            lookup(p50, ("branch_tv_snapkv_half_tau_le_64_percent",)),
+        ),
+        (
+            "C7",
+            f7,
+            "late_minus_early_strata",
+            "family",
+            p90.get("late_minus_early_positive_strata"),
+            p90.get("late_minus_early_branch_tv_pp_range"),
+        ),
     ):
         pooled = item.get("late_minus_early")
         strata = item.get(strata_table)
         level = "50%" if claim == "C6" else "90%"
         for model in _models(pooled):
-            sub = pooled.filter((pl.col("model") == model) & (pl.col(by) == POOLED)
-                                & (pl.col("statistic") == "late_minus_early"))
+            sub = pooled.filter(
+                (pl.col("model") == model) & (pl.col(by) == POOLED) & (pl.col("statistic") == "late_minus_early")
+            )
             if isinstance(pooled_paper, Mapping):
-                text = ", ".join(f"{k} {v['late'] - v['early']:.2f} pp" for k, v in pooled_paper.items()
-                                 if isinstance(v, Mapping) and "late" in v and "early" in v)
+                text = ", ".join(
+                    f"{k} {v['late'] - v['early']:.2f} pp"
+                    for k, v in pooled_paper.items()
+                    if isinstance(v, Mapping) and "late" in v and "early" in v
+                )
             else:
                 text = f"{pooled_paper} pp" if pooled_paper else "–"
             for r in sub.iter_rows(named=True):
-                out.add(claim, f"late − early branch TV is positive at {level} retention", model, r["action"],
-                        "late − early branch TV (pooled)", "pp", r, text or "positive", "sign",
-                        sign_verdict(r["lower"], r["upper"], +1))
+                out.add(
+                    claim,
+                    f"late − early branch TV is positive at {level} retention",
+                    model,
+                    r["action"],
+                    "late − early branch TV (pooled)",
+                    "pp",
+                    r,
+                    text or "positive",
+                    "sign",
+                    sign_verdict(r["lower"], r["upper"], +1),
+                )
             if strata is not None and strata.height:
-                cells = strata.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED)
-                                      & (pl.col("statistic") == "late_minus_early"))
+                cells = strata.filter(
+                    (pl.col("model") == model)
+                    & (pl.col("stratum") != POOLED)
+                    & (pl.col("statistic") == "late_minus_early")
+                )
                 if cells.height:
                     verdicts = [sign_verdict(c["lower"], c["upper"], +1) for c in cells.iter_rows(named=True)]
                     counts = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS if verdicts.count(v))
                     above = int((cells["estimate"].cast(pl.Float64).fill_nan(None).drop_nulls() > 0).sum())
-                    out.add(claim, f"late − early branch TV is positive in every cell at {level} retention", model,
-                            "all stratum × action cells", "cells with late − early > 0", "count", None,
-                            str(text_all or "–"), "cells", cells_verdict(verdicts),
-                            ours=f"{above} of {cells.height} point estimates > 0; per cell: {counts}")
+                    out.add(
+                        claim,
+                        f"late − early branch TV is positive in every cell at {level} retention",
+                        model,
+                        "all stratum × action cells",
+                        "cells with late − early > 0",
+                        "count",
+                        None,
+                        str(text_all or "–"),
+                        "cells",
+                        cells_verdict(verdicts),
+                        ours=f"{above} of {cells.height} point estimates > 0; per cell: {counts}",
+                    )
 
     # C8, C9: the 90% gap and its exposure share
     dec7 = f7.get("decomposition")
@@ -273,13 +418,32 @@ def claims_table(frames: Mapping[str, Mapping[str, pl.DataFrame]], table2: pl.Da
             gap = first_row(dec7, model=model, family=POOLED, contrast=contrast, statistic="gap")
             share = first_row(dec7, model=model, family=POOLED, contrast=contrast, statistic="exposure_share")
             if gap is not None:
-                out.add("C8", "the 90% gap (recent − SnapKV mismatch risk) is positive", model, contrast,
-                        "mismatch gap", "pp", gap, _paper_text(gap_paper, " pp"), "sign",
-                        sign_verdict(gap["lower"], gap["upper"], +1))
+                out.add(
+                    "C8",
+                    "the 90% gap (recent − SnapKV mismatch risk) is positive",
+                    model,
+                    contrast,
+                    "mismatch gap",
+                    "pp",
+                    gap,
+                    _paper_text(gap_paper, " pp"),
+                    "sign",
+                    sign_verdict(gap["lower"], gap["upper"], +1),
+                )
             nums = [float(v) / 100 for v in share90.values()] if share90 else []
-            _share_row(out, "C9", "exposure carries most of the 90% gap (paper: 88.6–92.1%)", model, contrast, share,
-                       gap, _paper_text(share90, "%"), min(nums) if nums else None, max(nums) if nums else None,
-                       "exposure share of the mismatch gap")
+            _share_row(
+                out,
+                "C9",
+                "exposure carries most of the 90% gap (paper: 88.6–92.1%)",
+                model,
+                contrast,
+                share,
+                gap,
+                _paper_text(share90, "%"),
+                min(nums) if nums else None,
+                max(nums) if nums else None,
+                "exposure share of the mismatch gap",
+            )
 
     # C10: EOS shares are small (most of the gap is made before the first EOS)
     eos = f7.get("eos")
@@ -291,16 +455,39 @@ def claims_table(frames: Mapping[str, Mapping[str, pl.DataFrame]], table2: pl.Da
                 gap = first_row(eos, model=model, family=fam, contrast=contrast, statistic="gap")
                 if share is None:
                     continue
-                parts = {k: (lookup(eos_paper, (k, fam)) if isinstance(eos_paper.get(k), Mapping) else eos_paper.get(k))
-                         for k in keys}
+                parts = {
+                    k: (lookup(eos_paper, (k, fam)) if isinstance(eos_paper.get(k), Mapping) else eos_paper.get(k))
+                    for k in keys
+                }
                 text = ", ".join(f"{k} {v}%" for k, v in parts.items() if v is not None) or "–"
                 statement = "the share of the 90% gap made after the first EOS is small (< 50%)"
                 if gap is None or not identified(gap.get("lower"), gap.get("upper")):
-                    out.add("C10", statement, model, f"{fam}, {contrast}", "EOS share of the mismatch gap", "%",
-                            share, text, "sign", "inconclusive", ours=NOT_IDENTIFIED)
+                    out.add(
+                        "C10",
+                        statement,
+                        model,
+                        f"{fam}, {contrast}",
+                        "EOS share of the mismatch gap",
+                        "%",
+                        share,
+                        text,
+                        "sign",
+                        "inconclusive",
+                        ours=NOT_IDENTIFIED,
+                    )
                 else:
-                    out.add("C10", statement, model, f"{fam}, {contrast}", "EOS share of the mismatch gap", "%",
-                            share, text, "sign", sign_verdict(share["lower"], share["upper"], -1, 0.5))
+                    out.add(
+                        "C10",
+                        statement,
+                        model,
+                        f"{fam}, {contrast}",
+                        "EOS share of the mismatch gap",
+                        "%",
+                        share,
+                        text,
+                        "sign",
+                        sign_verdict(share["lower"], share["upper"], -1, 0.5),
+                    )
 
     # C11: Table 2's pattern (HELMET gaps fall across later blocks, RULER gaps rise)
     if table2 is not None and table2.height:
@@ -311,11 +498,23 @@ def claims_table(frames: Mapping[str, Mapping[str, pl.DataFrame]], table2: pl.Da
         bound = float(p3.get("criterion_pp", 2.0)) / 100
         for r in table3.filter(pl.col("predictor") == "short_window").iter_rows(named=True):
             row = {**r, "estimate": r["difference"]}
-            out.add("C12", f"positions 1–32 recover the population gap within ±{100 * bound:g} pp", r["model"],
-                    f"{r['contrast']}, {r['method']}", "predicted − full-horizon gap", "pp", row,
-                    str(p3.get("short_window", "–")), "within", within_verdict(r["lower"], r["upper"], bound))
-    return pl.DataFrame(out.rows, schema={c: _DTYPES.get(c, pl.Utf8) for c in COLUMNS}, orient="row") \
-        if out.rows else pl.DataFrame(schema={c: _DTYPES.get(c, pl.Utf8) for c in COLUMNS})
+            out.add(
+                "C12",
+                f"positions 1–32 recover the population gap within ±{100 * bound:g} pp",
+                r["model"],
+                f"{r['contrast']}, {r['method']}",
+                "predicted − full-horizon gap",
+                "pp",
+                row,
+                str(p3.get("short_window", "–")),
+                "within",
+                within_verdict(r["lower"], r["upper"], bound),
+            )
+    return (
+        pl.DataFrame(out.rows, schema={c: _DTYPES.get(c, pl.Utf8) for c in COLUMNS}, orient="row")
+        if out.rows
+        else pl.DataFrame(schema={c: _DTYPES.get(c, pl.Utf8) for c in COLUMNS})
+    )
 
 
 _DTYPES = {"estimate": pl.Float64, "lower": pl.Float64, "upper": pl.Float64, "n_documents": pl.Int64}
@@ -356,24 +555,38 @@ def _table2_rows(out: _Rows, t2: pl.DataFrame, p90: Mapping) -> None:
             continue
         counts = ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS if verdicts.count(v))
         verb = "falls" if sign < 0 else "rises"
-        out.add("C11", f"Table 2: the {family.upper()} gap {verb} from positions {first} to {last} in every "
-                f"model–length comparison", model, f"{family}, {contrast}", f"gap at {last} vs {first}", "count", None,
-                str(p90.get("table2_pattern", "–")), "cells", cells_verdict(verdicts),
-                ours=f"{hits} of {n} point estimates {verb}; per length: {counts}")
+        out.add(
+            "C11",
+            f"Table 2: the {family.upper()} gap {verb} from positions {first} to {last} in every "
+            f"model–length comparison",
+            model,
+            f"{family}, {contrast}",
+            f"gap at {last} vs {first}",
+            "count",
+            None,
+            str(p90.get("table2_pattern", "–")),
+            "cells",
+            cells_verdict(verdicts),
+            ours=f"{hits} of {n} point estimates {verb}; per length: {counts}",
+        )
 
 
 def claims_markdown(claims: pl.DataFrame) -> str:
     """The claims table as Markdown (one row per claim × model × subject)."""
     if not claims.height:
         return "_No claims: the analysis tables this run built hold none of the paper's headline quantities._\n"
-    head = ("| claim | statement | our model | subject | documents | ours (95% CI) | paper | rule | verdict | flags |\n"
-            "|---|---|---|---|---|---|---|---|---|---|\n")
+    head = (
+        "| claim | statement | our model | subject | documents | ours (95% CI) | paper | rule | verdict | flags |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n"
+    )
     lines = []
     for r in claims.iter_rows(named=True):
         unit = f" {r['unit']}" if r["unit"] in ("pp", "%", "steps") and r["ours"][:1] not in ("n", "") else ""
         docs = r["n_documents"] if r["n_documents"] is not None else "–"
-        lines.append(f"| {r['claim']} | {r['statement']} | {r['model']} | {r['subject']} | {docs} | "
-                     f"{r['ours']}{unit} | {r['paper']} | {r['rule']} | **{r['verdict']}** | {r['flags'] or ''} |")
+        lines.append(
+            f"| {r['claim']} | {r['statement']} | {r['model']} | {r['subject']} | {docs} | "
+            f"{r['ours']}{unit} | {r['paper']} | {r['rule']} | **{r['verdict']}** | {r['flags'] or ''} |"
+        )
     return head + "\n".join(lines) + "\n"
 
 

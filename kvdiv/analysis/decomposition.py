@@ -32,14 +32,20 @@ def mark_identification(rows: list[dict]) -> list[dict]:
     """Rows of one cell with ``identified`` and ``contains_estimate`` (module docstring): a share is identified when
     its cell's ``gap`` interval excludes 0."""
     gap = next((r for r in rows if r["statistic"] == "gap"), None)
-    gap_ok = gap is not None and np.isfinite(gap["lower"]) and np.isfinite(gap["upper"]) and (
-        gap["lower"] > 0 or gap["upper"] < 0)
+    gap_ok = (
+        gap is not None
+        and np.isfinite(gap["lower"])
+        and np.isfinite(gap["upper"])
+        and (gap["lower"] > 0 or gap["upper"] < 0)
+    )
     out = []
     for r in rows:
         inside = not (np.isfinite(r["estimate"]) and np.isfinite(r["lower"]) and np.isfinite(r["upper"])) or (
-            r["lower"] <= r["estimate"] <= r["upper"])
-        out.append({**r, "identified": bool(gap_ok) if r["statistic"] in SHARES else True,
-                    "contains_estimate": bool(inside)})
+            r["lower"] <= r["estimate"] <= r["upper"]
+        )
+        out.append(
+            {**r, "identified": bool(gap_ok) if r["statistic"] in SHARES else True, "contains_estimate": bool(inside)}
+        )
     return out
 
 
@@ -70,29 +76,41 @@ def decomposition_stat(m: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     }
 
 
-def gap_decomposition(metrics: Metrics, contrasts: Sequence[Sequence[str]], n_boot: int, seed: int,
-                      confidence: float, by: str = "stratum") -> pl.DataFrame:
+def gap_decomposition(
+    metrics: Metrics, contrasts: Sequence[Sequence[str]], n_boot: int, seed: int, confidence: float, by: str = "stratum"
+) -> pl.DataFrame:
     """Figure 5/7 data: per model × cell × contrast, the gap and its exposure/branch-mismatch split."""
     doc = document_means(metrics.replicates)
     cols = ["occurrence", "exposure", "occupation", "mismatch"]
     rows: list[dict] = []
     pairs = applicable_contrasts(contrasts, doc["action"].unique())
     if not pairs:
-        raise ValueError(f"analysis.contrasts {[list(c) for c in contrasts]}: no pair has both actions among this "
-                         f"study's actions {sorted(doc['action'].unique().to_list())}")
+        raise ValueError(
+            f"analysis.contrasts {[list(c) for c in contrasts]}: no pair has both actions among this "
+            f"study's actions {sorted(doc['action'].unique().to_list())}"
+        )
     for a, b in pairs:
         wide = paired(doc, a, b, cols)
         for model, cell, sub in cells(wide, by=by):
             values = {f"{c}_{s}": sub[f"{c}_{s}"].to_numpy() for c in cols for s in "ab"}
-            res = cluster_bootstrap(values, decomposition_stat, n_boot, stat_seed(seed, "decomposition", model, by, cell, a, b), confidence)
-            keys = {"model": model, by: cell, "contrast": contrast_name(a, b), "action_a": a, "action_b": b,
-                    "n_documents": sub.height}
+            res = cluster_bootstrap(
+                values, decomposition_stat, n_boot, stat_seed(seed, "decomposition", model, by, cell, a, b), confidence
+            )
+            keys = {
+                "model": model,
+                by: cell,
+                "contrast": contrast_name(a, b),
+                "action_a": a,
+                "action_b": b,
+                "n_documents": sub.height,
+            }
             rows += mark_identification(result_rows(keys, res))
     return pl.DataFrame(rows)
 
 
-def eos_shares(metrics: Metrics, contrasts: Sequence[Sequence[str]], n_boot: int, seed: int, confidence: float,
-               by: str = "family") -> pl.DataFrame:
+def eos_shares(
+    metrics: Metrics, contrasts: Sequence[Sequence[str]], n_boot: int, seed: int, confidence: float, by: str = "family"
+) -> pl.DataFrame:
     """Share of the mismatch gap a − b made after the first EOS of either chain, per model × cell × contrast."""
     doc = document_means(metrics.replicates)
     cols = ["mismatch", "mismatch_post_eos"]

@@ -85,7 +85,9 @@ def cells(frame: pl.DataFrame, by: str = "stratum", pooled: bool = True) -> list
     """(model, cell, rows) for every model × value of ``by``, plus a pooled cell per model."""
     out = []
     for model in sorted(frame["model"].unique().to_list()):
-        fm = frame.filter(pl.col("model") == model).sort("document")  # row order fixes which document each resample draws
+        fm = frame.filter(pl.col("model") == model).sort(
+            "document"
+        )  # row order fixes which document each resample draws
         for cell in sorted((str(c) for c in fm[by].unique().to_list()), key=stratum_key):
             out.append((model, str(cell), fm.filter(pl.col(by) == cell)))
         if pooled:
@@ -109,16 +111,34 @@ def study_names(replicates: pl.DataFrame) -> str:
     return ", ".join(map(repr, studies))
 
 
-SWRB_MEANS = {"occurrence": "z_o", "exposure": "z_e", "occupation": "z_pi", "mismatch": "z_r", "risk_tv": "z_r",
-              "risk_window": "z_l", "capacity": "w_l"}
+SWRB_MEANS = {
+    "occurrence": "z_o",
+    "exposure": "z_e",
+    "occupation": "z_pi",
+    "mismatch": "z_r",
+    "risk_tv": "z_r",
+    "risk_window": "z_l",
+    "capacity": "w_l",
+}
 
 
 def document_means(replicates: pl.DataFrame) -> pl.DataFrame:
     """Per (model, document, action): replicate means of the row metrics (weighted by ``weight``), the
     weighted share of diverged rows and mean of τ·1{diverged} (for entry times). For swrb rows the
     conditional Monte Carlo columns replace O, E, Π, R, R_L, B_L (``SWRB_MEANS``)."""
-    cols = ["occurrence", "exposure", "occupation", "mismatch", "risk_tv", "fixed_tv_mean",
-            "mismatch_pre_eos", "mismatch_post_eos", "mismatch_strict_pre_eos", "risk_window", "capacity"]
+    cols = [
+        "occurrence",
+        "exposure",
+        "occupation",
+        "mismatch",
+        "risk_tv",
+        "fixed_tv_mean",
+        "mismatch_pre_eos",
+        "mismatch_post_eos",
+        "mismatch_strict_pre_eos",
+        "risk_window",
+        "capacity",
+    ]
     swrb = is_swrb(replicates)
     w = row_weight(replicates)
     aggs = []

@@ -61,7 +61,10 @@ LATE_EARLY = {"cohort_max_tau": "cohort_max_tau", "early": "early", "late": "lat
 
 ITEMS: dict[str, AnalysisItem] = {
     "figure5": AnalysisItem(
-        "figure5", "figure", "Figure 5", "Figure 5: entry into divergence and the gap decomposition",
+        "figure5",
+        "figure",
+        "Figure 5",
+        "Figure 5: entry into divergence and the gap decomposition",
         {
             "decomposition": AnalysisTable(gap_decomposition, CONTRASTS),
             "survival": AnalysisTable(survival_curves),
@@ -70,14 +73,20 @@ ITEMS: dict[str, AnalysisItem] = {
         },
     ),
     "figure6": AnalysisItem(
-        "figure6", "figure", "Figure 6", "Figure 6: branch TV by divergence-aligned depth",
+        "figure6",
+        "figure",
+        "Figure 6",
+        "Figure 6: branch TV by divergence-aligned depth",
         {
             "profiles": AnalysisTable(branch_tv_profiles, COHORT),
             "late_minus_early": AnalysisTable(late_minus_early, LATE_EARLY),
         },
     ),
     "figure7": AnalysisItem(
-        "figure7", "figure", "Figure 7", "Figure 7: the 90% retention study",
+        "figure7",
+        "figure",
+        "Figure 7",
+        "Figure 7: the 90% retention study",
         {
             "decomposition": AnalysisTable(gap_decomposition, CONTRASTS, {"by": "family"}),
             "late_minus_early": AnalysisTable(late_minus_early, LATE_EARLY, {"by": "family"}),
@@ -86,25 +95,38 @@ ITEMS: dict[str, AnalysisItem] = {
         },
     ),
     "table2": AnalysisItem(
-        "table2", "table", "Table 2", "Table 2: generation-clock gaps by position block",
+        "table2",
+        "table",
+        "Table 2",
+        "Table 2: generation-clock gaps by position block",
         {"numbers": AnalysisTable(clock_block_gaps, {"contrasts": "contrasts", "blocks": "blocks"})},
         caption="Table 2: generation-clock mismatch gaps (pp) by position block, per model × task family × length "
         "(pooled rows: all), with 95% cluster-bootstrap intervals over documents.",
     ),
     "table3": AnalysisItem(
-        "table3", "table", "Table 3", "Table 3: early and fixed-history prediction of the full-horizon gap",
+        "table3",
+        "table",
+        "Table 3",
+        "Table 3: early and fixed-history prediction of the full-horizon gap",
         {
             "numbers": AnalysisTable(
                 prediction_table,
-                {"contrast": "table3_contrast", "short_window": "short_window", "folds": "folds",
-                 "ridge_alpha": "ridge_alpha", "criterion": "criterion_pp"},
+                {
+                    "contrast": "table3_contrast",
+                    "short_window": "short_window",
+                    "folds": "folds",
+                    "ridge_alpha": "ridge_alpha",
+                    "criterion": "criterion_pp",
+                },
             )
         },
         caption="Table 3: do generation positions 1–32 (observed mismatch gap, fixed-history TV gap) recover the "
         "full-horizon population-average gap within ±2 pp? Document-level MAE/RMSE of the predictions.",
     ),
     "probabilistic": AnalysisItem(
-        "probabilistic", "figure", "Probabilistic eviction",
+        "probabilistic",
+        "figure",
+        "Probabilistic eviction",
         "Probabilistic eviction: does decode-time correction delay divergence?",
         {
             "decomposition": AnalysisTable(gap_decomposition, CONTRASTS),
@@ -113,7 +135,10 @@ ITEMS: dict[str, AnalysisItem] = {
         },
     ),
     "accuracy": AnalysisItem(
-        "accuracy", "table", "Accuracy", "Accuracy: does divergence change the answer?",
+        "accuracy",
+        "table",
+        "Accuracy",
+        "Accuracy: does divergence change the answer?",
         {"numbers": AnalysisTable(accuracy_table)},
         caption="Task accuracy (%) of the full-cache continuation x and the evicted one y (the document's own scorer: "
         "RULER string-match, HELMET SubEM), the share of pairs whose score changed, and the accuracy of y when the "
@@ -121,16 +146,20 @@ ITEMS: dict[str, AnalysisItem] = {
         "× action, with 95% cluster-bootstrap intervals over documents.",
     ),
     "swrb": AnalysisItem(
-        "swrb", "section", "SWRB", "SWRB: residual-branch estimation on the LLM study — variance–cost and the "
-        "enclosure of R_H",
+        "swrb",
+        "section",
+        "SWRB",
+        "SWRB: residual-branch estimation on the LLM study — variance–cost and the enclosure of R_H",
         {
             "variance": AnalysisTable(swrb_variance),
             "enclosure": AnalysisTable(swrb_enclosure),
         },
     ),
     "leaderboard": AnalysisItem(
-        "leaderboard", "leaderboard", "Divergence leaderboard", "Divergence leaderboard: which action keeps the full-cache "
-        "continuation longest?",
+        "leaderboard",
+        "leaderboard",
+        "Divergence leaderboard",
+        "Divergence leaderboard: which action keeps the full-cache continuation longest?",
         {"numbers": AnalysisTable(leaderboard_table, {"steps": "steps"})},
         caption="Divergence leaderboard: every action ranked by R_H (the mean share of the H steps at which the evicted "
         "continuation y differs from the full-cache one x; lowest first), with the divergence fraction P(τ ≤ h) by "
@@ -162,12 +191,14 @@ def table_settings(item: str, table: str, analysis: Mapping[str, Any]) -> dict[s
     """The settings (builder argument → value) one table of ``item`` takes from its config section ``analysis``
     (the item's ``config``: the ``analysis`` section, or ``leaderboard`` for the leaderboard)."""
     spec = get_item(item).tables[table]
-    return {arg: analysis[key] / 100 if key in PERCENTAGE_POINTS else analysis[key]
-            for arg, key in spec.settings.items()}
+    return {
+        arg: analysis[key] / 100 if key in PERCENTAGE_POINTS else analysis[key] for arg, key in spec.settings.items()
+    }
 
 
-def build_table(item: str, table: str, metrics: Metrics, *, n_boot: int, seed: int, confidence: float,
-                **settings: Any) -> pl.DataFrame:
+def build_table(
+    item: str, table: str, metrics: Metrics, *, n_boot: int, seed: int, confidence: float, **settings: Any
+) -> pl.DataFrame:
     """One table of ``item``: its builder called with the bootstrap settings, the table's own settings (taken from
     ``settings`` by argument name; others are ignored) and the item's fixed arguments."""
     spec = get_item(item).tables[table]

@@ -25,26 +25,32 @@ def diverged_by(replicates: pl.DataFrame, steps: Sequence[int]) -> pl.DataFrame:
     """Per (model, document, action): the weighted replicate mean of 1{τ ≤ h} (``diverged_by_{h}``) for each h."""
     w = row_weight(replicates)
     return replicates.group_by(["model", "document", "action"]).agg(
-        *(((pl.col("tau").is_not_null() & (pl.col("tau") <= h)).cast(pl.Float64) * w).mean().alias(f"diverged_by_{h}")
-          for h in steps))
+        *(
+            ((pl.col("tau").is_not_null() & (pl.col("tau") <= h)).cast(pl.Float64) * w).mean().alias(f"diverged_by_{h}")
+            for h in steps
+        )
+    )
 
 
 def _stat(m: dict) -> dict:
     out = {k: m[k] for k in m if k.startswith("diverged_by_")}
     with np.errstate(invalid="ignore", divide="ignore"):
-        out.update({
-            "mean_tau_diverged": m["tau_diverged_sum"] / np.where(m["diverged"] > 0, m["diverged"], np.nan),
-            "risk": m["mismatch"],
-            "exposure": m["exposure"],
-            "mismatch_rate": m["occupation"] / np.where(m["exposure"] > 0, m["exposure"], np.nan),
-            "accuracy_y": m["cy"],
-            "accuracy_x": m["cx"],
-        })
+        out.update(
+            {
+                "mean_tau_diverged": m["tau_diverged_sum"] / np.where(m["diverged"] > 0, m["diverged"], np.nan),
+                "risk": m["mismatch"],
+                "exposure": m["exposure"],
+                "mismatch_rate": m["occupation"] / np.where(m["exposure"] > 0, m["exposure"], np.nan),
+                "accuracy_y": m["cy"],
+                "accuracy_x": m["cx"],
+            }
+        )
     return out
 
 
-def leaderboard_table(metrics: Metrics, n_boot: int, seed: int, confidence: float,
-                      steps: Sequence[int] = ()) -> pl.DataFrame:
+def leaderboard_table(
+    metrics: Metrics, n_boot: int, seed: int, confidence: float, steps: Sequence[int] = ()
+) -> pl.DataFrame:
     """One row per model × action, sorted by model then R_H: columns model, action, n_documents, rank (1 = lowest
     R_H within the model), and for each statistic ``{name}``, ``{name}_lower``, ``{name}_upper`` (proportions; τ in
     steps). ``steps``: the steps h of ``diverged_by_{h}`` (H is always included)."""
@@ -61,8 +67,16 @@ def leaderboard_table(metrics: Metrics, n_boot: int, seed: int, confidence: floa
     else:
         doc = doc.with_columns(pl.lit(None, dtype=pl.Float64).alias("cx"), pl.lit(None, dtype=pl.Float64).alias("cy"))
     names = [f"diverged_by_{h}" for h in hs] + list(STATISTICS)
-    keys = ["diverged", "tau_diverged_sum", "mismatch", "exposure", "occupation", "cx", "cy",
-            *(f"diverged_by_{h}" for h in hs)]
+    keys = [
+        "diverged",
+        "tau_diverged_sum",
+        "mismatch",
+        "exposure",
+        "occupation",
+        "cx",
+        "cy",
+        *(f"diverged_by_{h}" for h in hs),
+    ]
     rows: list[dict] = []
     for (model, action), sub in sorted(doc.group_by(["model", "action"]), key=lambda kv: kv[0]):
         sub = sub.sort("document")
@@ -75,4 +89,5 @@ def leaderboard_table(metrics: Metrics, n_boot: int, seed: int, confidence: floa
         rows.append(row)
     frame = pl.DataFrame(rows).sort("model", "risk", "action")
     return frame.with_columns(pl.col("risk").rank("ordinal").over("model").cast(pl.Int32).alias("rank")).select(
-        "model", "rank", "action", "n_documents", pl.exclude("model", "rank", "action", "n_documents"))
+        "model", "rank", "action", "n_documents", pl.exclude("model", "rank", "action", "n_documents")
+    )

@@ -14,8 +14,15 @@ import numpy as np
 import polars as pl
 
 from kvdiv.analysis.bootstrap import cluster_bootstrap, stat_seed
-from kvdiv.analysis.inputs import (Metrics, applicable_contrasts, contrast_name, document_means, is_swrb, paired,
-                                   study_names)
+from kvdiv.analysis.inputs import (
+    Metrics,
+    applicable_contrasts,
+    contrast_name,
+    document_means,
+    is_swrb,
+    paired,
+    study_names,
+)
 from kvdiv.analysis.windows import in_window
 
 
@@ -24,7 +31,9 @@ def _folds(n: int, k: int, seed: int) -> np.ndarray:
     return rng.permutation(np.arange(n) % max(1, min(k, n)))
 
 
-def cross_fit_predictions(y: np.ndarray, feature: np.ndarray, cells: np.ndarray, folds: np.ndarray, alpha: float) -> dict[str, np.ndarray]:
+def cross_fit_predictions(
+    y: np.ndarray, feature: np.ndarray, cells: np.ndarray, folds: np.ndarray, alpha: float
+) -> dict[str, np.ndarray]:
     """Out-of-fold predictions ŷ of the full-horizon gap from one feature: raw, cell_mean, ridge."""
     n = y.size
     pred = {"raw": feature.copy(), "cell_mean": np.empty(n), "ridge": np.empty(n)}
@@ -51,8 +60,17 @@ def cross_fit_predictions(y: np.ndarray, feature: np.ndarray, cells: np.ndarray,
     return pred
 
 
-def prediction_table(metrics: Metrics, contrast: Sequence[str], short_window: Sequence[int], n_boot: int, seed: int,
-                     confidence: float, folds: int = 5, ridge_alpha: float = 1.0, criterion: float = 0.02) -> pl.DataFrame:
+def prediction_table(
+    metrics: Metrics,
+    contrast: Sequence[str],
+    short_window: Sequence[int],
+    n_boot: int,
+    seed: int,
+    confidence: float,
+    folds: int = 5,
+    ridge_alpha: float = 1.0,
+    criterion: float = 0.02,
+) -> pl.DataFrame:
     """Table 3: does the positions-1–32 window or the fixed-history TV recover the full-horizon gap?
 
     Needs complete-mode metrics: in swrb mode the stores hold no fixed-history TV along the reference
@@ -73,18 +91,28 @@ def prediction_table(metrics: Metrics, contrast: Sequence[str], short_window: Se
     wide = paired(doc, a, b, ["mismatch"])
     short = (
         metrics.clock.filter(in_window(pl.col("step"), short_window))
-        .group_by("model", "document", "action").agg(pl.col("mismatch").mean(), pl.col("fixed_tv").mean())
+        .group_by("model", "document", "action")
+        .agg(pl.col("mismatch").mean(), pl.col("fixed_tv").mean())
     )
-    sw = (short.filter(pl.col("action") == a).select("model", "document", pl.col("mismatch").alias("sa"), pl.col("fixed_tv").alias("fa"))
-          .join(short.filter(pl.col("action") == b).select("model", "document", pl.col("mismatch").alias("sb"), pl.col("fixed_tv").alias("fb")),
-                on=["model", "document"]))
+    sw = (
+        short.filter(pl.col("action") == a)
+        .select("model", "document", pl.col("mismatch").alias("sa"), pl.col("fixed_tv").alias("fa"))
+        .join(
+            short.filter(pl.col("action") == b).select(
+                "model", "document", pl.col("mismatch").alias("sb"), pl.col("fixed_tv").alias("fb")
+            ),
+            on=["model", "document"],
+        )
+    )
     wide = wide.join(sw, on=["model", "document"]).sort("model", "document")
     rows: list[dict] = []
     for model in sorted(wide["model"].unique().to_list()):
         sub = wide.filter(pl.col("model") == model)
         y = (sub["mismatch_a"] - sub["mismatch_b"]).to_numpy()
-        features = {"short_window": (sub["sa"] - sub["sb"]).to_numpy(),
-                    "fixed_history": (sub["fa"] - sub["fb"]).to_numpy()}
+        features = {
+            "short_window": (sub["sa"] - sub["sb"]).to_numpy(),
+            "fixed_history": (sub["fa"] - sub["fb"]).to_numpy(),
+        }
         cells = sub["stratum"].to_numpy().astype(str)
         fold = _folds(y.size, folds, stat_seed(seed, "table3_folds", model))
         for fname, feat in features.items():
@@ -92,17 +120,28 @@ def prediction_table(metrics: Metrics, contrast: Sequence[str], short_window: Se
                 res = cluster_bootstrap(
                     {"y": y, "yhat": yhat},
                     lambda m: {"population_gap": m["y"], "predicted_gap": m["yhat"], "difference": m["yhat"] - m["y"]},
-                    n_boot, stat_seed(seed, "table3", model, fname, method), confidence,
+                    n_boot,
+                    stat_seed(seed, "table3", model, fname, method),
+                    confidence,
                 )
                 d_est, d_lo, d_hi = res["difference"]
                 err = yhat - y
-                rows.append({
-                    "model": model, "contrast": contrast_name(a, b), "predictor": fname, "method": method,
-                    "n_documents": int(y.size),
-                    "population_gap": float(res["population_gap"][0]), "predicted_gap": float(res["predicted_gap"][0]),
-                    "difference": float(d_est), "lower": float(d_lo), "upper": float(d_hi),
-                    "point_within": bool(abs(d_est) <= criterion),
-                    "interval_within": bool(-criterion <= d_lo and d_hi <= criterion),
-                    "mae": float(np.abs(err).mean()), "rmse": float(np.sqrt((err ** 2).mean())),
-                })
+                rows.append(
+                    {
+                        "model": model,
+                        "contrast": contrast_name(a, b),
+                        "predictor": fname,
+                        "method": method,
+                        "n_documents": int(y.size),
+                        "population_gap": float(res["population_gap"][0]),
+                        "predicted_gap": float(res["predicted_gap"][0]),
+                        "difference": float(d_est),
+                        "lower": float(d_lo),
+                        "upper": float(d_hi),
+                        "point_within": bool(abs(d_est) <= criterion),
+                        "interval_within": bool(-criterion <= d_lo and d_hi <= criterion),
+                        "mae": float(np.abs(err).mean()),
+                        "rmse": float(np.sqrt((err**2).mean())),
+                    }
+                )
     return pl.DataFrame(rows)

@@ -19,13 +19,25 @@ from kvdiv.analysis.inputs import Metrics, cells, row_weight
 from kvdiv.analysis.windows import in_window
 
 
-def branch_tv_profiles(metrics: Metrics, cohort_max_tau: int, n_boot: int, seed: int, confidence: float) -> pl.DataFrame:
+def branch_tv_profiles(
+    metrics: Metrics, cohort_max_tau: int, n_boot: int, seed: int, confidence: float
+) -> pl.DataFrame:
     """Figure 6 curves: mean branch TV by depth ℓ within the cohort τ ≤ ``cohort_max_tau``, per model ×
     stratum × action, with bootstrap bands (ratio of document sums)."""
     al = metrics.aligned.filter(pl.col("tau") <= cohort_max_tau)
     if al.is_empty():
-        return pl.DataFrame(schema={"model": pl.Utf8, "stratum": pl.Utf8, "action": pl.Utf8, "depth": pl.Int64,
-                                    "tv": pl.Float64, "lower": pl.Float64, "upper": pl.Float64, "n_documents": pl.Int64})
+        return pl.DataFrame(
+            schema={
+                "model": pl.Utf8,
+                "stratum": pl.Utf8,
+                "action": pl.Utf8,
+                "depth": pl.Int64,
+                "tv": pl.Float64,
+                "lower": pl.Float64,
+                "upper": pl.Float64,
+                "n_documents": pl.Int64,
+            }
+        )
     strata = metrics.documents.select("model", "document", "stratum")
     al = al.join(strata, on=["model", "document"], how="left")
     max_depth = int(metrics.replicates["horizon"].max()) - 1
@@ -42,22 +54,53 @@ def branch_tv_profiles(metrics: Metrics, cohort_max_tau: int, n_boot: int, seed:
             dep = g["depth"].to_numpy() - 1
             s[idx, dep] = g["s"].to_numpy()
             c[idx, dep] = g["n"].to_numpy()
-            res = cluster_bootstrap({"s": s, "c": c}, lambda m: {"tv": m["s"] / np.where(m["c"] > 0, m["c"], np.nan)},
-                                    n_boot, stat_seed(seed, "profile", model, cell, action), confidence)
+            res = cluster_bootstrap(
+                {"s": s, "c": c},
+                lambda m: {"tv": m["s"] / np.where(m["c"] > 0, m["c"], np.nan)},
+                n_boot,
+                stat_seed(seed, "profile", model, cell, action),
+                confidence,
+            )
             est, lo, hi = res["tv"]
             for k in range(max_depth):
                 if c[:, k].sum() > 0:
-                    rows.append({"model": model, "stratum": cell, "action": action, "depth": k + 1, "tv": float(est[k]),
-                                 "lower": float(lo[k]), "upper": float(hi[k]), "n_documents": len(docs)})
+                    rows.append(
+                        {
+                            "model": model,
+                            "stratum": cell,
+                            "action": action,
+                            "depth": k + 1,
+                            "tv": float(est[k]),
+                            "lower": float(lo[k]),
+                            "upper": float(hi[k]),
+                            "n_documents": len(docs),
+                        }
+                    )
     return pl.DataFrame(rows)
 
 
-def late_minus_early(metrics: Metrics, cohort_max_tau: int, early: Sequence[int], late: Sequence[int], n_boot: int,
-                     seed: int, confidence: float, by: str = "stratum") -> pl.DataFrame:
+def late_minus_early(
+    metrics: Metrics,
+    cohort_max_tau: int,
+    early: Sequence[int],
+    late: Sequence[int],
+    n_boot: int,
+    seed: int,
+    confidence: float,
+    by: str = "stratum",
+) -> pl.DataFrame:
     """Late-minus-early branch-TV contrasts (all steps, and strictly before EOS) per model × cell × action."""
     al = metrics.aligned.filter(pl.col("tau") <= cohort_max_tau)
-    schema = {"model": pl.Utf8, by: pl.Utf8, "action": pl.Utf8, "n_documents": pl.Int64, "statistic": pl.Utf8,
-              "estimate": pl.Float64, "lower": pl.Float64, "upper": pl.Float64}
+    schema = {
+        "model": pl.Utf8,
+        by: pl.Utf8,
+        "action": pl.Utf8,
+        "n_documents": pl.Int64,
+        "statistic": pl.Utf8,
+        "estimate": pl.Float64,
+        "lower": pl.Float64,
+        "upper": pl.Float64,
+    }
     if al.is_empty():
         return pl.DataFrame(schema=schema)
     al = al.join(metrics.documents.select("model", "document", by), on=["model", "document"], how="left")
@@ -67,10 +110,14 @@ def late_minus_early(metrics: Metrics, cohort_max_tau: int, early: Sequence[int]
     w = row_weight(al)
     wtv = pl.col("tv") * w
     doc = al.group_by("model", "document", by, "action").agg(
-        wtv.filter(in_early).sum().alias("se"), w.filter(in_early).sum().alias("ne"),
-        wtv.filter(in_late).sum().alias("sl"), w.filter(in_late).sum().alias("nl"),
-        wtv.filter(in_early & pre).sum().alias("pse"), w.filter(in_early & pre).sum().alias("pne"),
-        wtv.filter(in_late & pre).sum().alias("psl"), w.filter(in_late & pre).sum().alias("pnl"),
+        wtv.filter(in_early).sum().alias("se"),
+        w.filter(in_early).sum().alias("ne"),
+        wtv.filter(in_late).sum().alias("sl"),
+        w.filter(in_late).sum().alias("nl"),
+        wtv.filter(in_early & pre).sum().alias("pse"),
+        w.filter(in_early & pre).sum().alias("pne"),
+        wtv.filter(in_late & pre).sum().alias("psl"),
+        w.filter(in_late & pre).sum().alias("pnl"),
     )
 
     def ratio(num, den):
@@ -79,13 +126,21 @@ def late_minus_early(metrics: Metrics, cohort_max_tau: int, early: Sequence[int]
     def stat(m):
         early_tv, late_tv = ratio(m["se"], m["ne"]), ratio(m["sl"], m["nl"])
         p_early, p_late = ratio(m["pse"], m["pne"]), ratio(m["psl"], m["pnl"])
-        return {"early": early_tv, "late": late_tv, "late_minus_early": late_tv - early_tv,
-                "late_minus_early_strict_pre_eos": p_late - p_early}
+        return {
+            "early": early_tv,
+            "late": late_tv,
+            "late_minus_early": late_tv - early_tv,
+            "late_minus_early_strict_pre_eos": p_late - p_early,
+        }
 
     rows: list[dict] = []
     for action in sorted(doc["action"].unique().to_list()):
         for model, cell, sub in cells(doc.filter(pl.col("action") == action), by=by):
-            values = {k: sub[k].cast(pl.Float64).to_numpy() for k in ("se", "ne", "sl", "nl", "pse", "pne", "psl", "pnl")}
-            res = cluster_bootstrap(values, stat, n_boot, stat_seed(seed, "late_early", model, by, cell, action), confidence)
+            values = {
+                k: sub[k].cast(pl.Float64).to_numpy() for k in ("se", "ne", "sl", "nl", "pse", "pne", "psl", "pnl")
+            }
+            res = cluster_bootstrap(
+                values, stat, n_boot, stat_seed(seed, "late_early", model, by, cell, action), confidence
+            )
             rows += result_rows({"model": model, by: cell, "action": action, "n_documents": sub.height}, res)
     return pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(schema=schema)

@@ -41,8 +41,11 @@ def _aggregates(table: pl.DataFrame, key: str, cost: str) -> dict[str, float]:
     columns = [f"complete_var_{key}", f"swrb_var_{key}", f"complete_{cost}", f"swrb_{cost}"]
     every = variance_cost_aggregates(*(table[c].to_numpy() for c in columns))
     ratios = table.filter(pl.col(f"variance_ratio_{key}").is_not_nan())
-    spread = variance_cost_aggregates(*(ratios[c].to_numpy() for c in columns)) if ratios.height else \
-        {k: math.nan for k in every}
+    spread = (
+        variance_cost_aggregates(*(ratios[c].to_numpy() for c in columns))
+        if ratios.height
+        else {k: math.nan for k in every}
+    )
     return {
         "variance_ratio_min": spread["variance_ratio_min"],
         "variance_ratio_median": spread["variance_ratio_median"],
@@ -53,8 +56,14 @@ def _aggregates(table: pl.DataFrame, key: str, cost: str) -> dict[str, float]:
     }
 
 
-STATISTICS = ("variance_ratio_median", "variance_ratio_min", "variance_ratio_max", "evaluation_ratio_mean",
-              "advantage_ratio_of_means", "variance_ratio_of_means")
+STATISTICS = (
+    "variance_ratio_median",
+    "variance_ratio_min",
+    "variance_ratio_max",
+    "evaluation_ratio_mean",
+    "advantage_ratio_of_means",
+    "variance_ratio_of_means",
+)
 
 
 def retention_summary(
@@ -90,9 +99,13 @@ def retention_summary(
             agg = _aggregates(resample, key, cost)
             for s in STATISTICS:
                 draws[s].append(agg[s])
-        row = {by or "group": value if by else "all", "cells": cell.height, "documents": len(documents),
-               "zero_variance_cells": int(cell[f"variance_ratio_{key}"].is_nan().sum()),
-               "complete_zero_variance_cells": int((cell[f"complete_var_{key}"] == 0).sum())}
+        row = {
+            by or "group": value if by else "all",
+            "cells": cell.height,
+            "documents": len(documents),
+            "zero_variance_cells": int(cell[f"variance_ratio_{key}"].is_nan().sum()),
+            "complete_zero_variance_cells": int((cell[f"complete_var_{key}"] == 0).sum()),
+        }
         alpha = (1 - confidence) / 2
         for s in STATISTICS:
             d = np.asarray(draws[s], dtype=float)
@@ -131,20 +144,33 @@ def study_cells(replicates: pl.DataFrame) -> pl.DataFrame:
     )
     if (cells["replicates_swrb"] < 2).any():
         raise ValueError("the variance of Z_R needs >= 2 replicates per (document, action)")
-    return cells.with_columns(
-        (pl.col("second_moment_M") - pl.col("swrb_mean_R_H") ** 2 + pl.col("swrb_var_R_H") / pl.col("replicates_swrb"))
-        .alias("complete_var_R_H"),
-        pl.lit(1.0).alias("complete_pair_evaluations"),
-    ).with_columns(
-        pl.struct("complete_var_R_H", "swrb_var_R_H")
-        .map_elements(lambda r: ratio(max(r["complete_var_R_H"], 0.0), r["swrb_var_R_H"]), return_dtype=pl.Float64)
-        .alias("variance_ratio_R_H"),
-    ).drop("second_moment_M")
+    return (
+        cells.with_columns(
+            (
+                pl.col("second_moment_M")
+                - pl.col("swrb_mean_R_H") ** 2
+                + pl.col("swrb_var_R_H") / pl.col("replicates_swrb")
+            ).alias("complete_var_R_H"),
+            pl.lit(1.0).alias("complete_pair_evaluations"),
+        )
+        .with_columns(
+            pl.struct("complete_var_R_H", "swrb_var_R_H")
+            .map_elements(lambda r: ratio(max(r["complete_var_R_H"], 0.0), r["swrb_var_R_H"]), return_dtype=pl.Float64)
+            .alias("variance_ratio_R_H"),
+        )
+        .drop("second_moment_M")
+    )
 
 
 #: The statistics of :func:`swrb_variance`, in its row order.
-VARIANCE_STATISTICS = ("variance_ratio_median", "variance_ratio_min", "variance_ratio_max", "variance_ratio_of_means",
-                       "evaluation_ratio_mean", "advantage_ratio_of_means")
+VARIANCE_STATISTICS = (
+    "variance_ratio_median",
+    "variance_ratio_min",
+    "variance_ratio_max",
+    "variance_ratio_of_means",
+    "evaluation_ratio_mean",
+    "advantage_ratio_of_means",
+)
 
 
 def swrb_variance(metrics: Metrics, n_boot: int, seed: int, confidence: float) -> pl.DataFrame:
@@ -152,8 +178,17 @@ def swrb_variance(metrics: Metrics, n_boot: int, seed: int, confidence: float) -
     the variance–cost aggregates of :func:`retention_summary` over the cells of :func:`study_cells` (R_H,
     kernel-pair evaluations), long format: model, action, statistic, estimate, lower, upper, n_documents, cells,
     mean_D. Empty (same columns) for a complete-mode study: its rows hold no SWRB draws."""
-    schema = {"model": pl.Utf8, "action": pl.Utf8, "statistic": pl.Utf8, "estimate": pl.Float64, "lower": pl.Float64,
-              "upper": pl.Float64, "n_documents": pl.Int64, "cells": pl.Int64, "mean_D": pl.Float64}
+    schema = {
+        "model": pl.Utf8,
+        "action": pl.Utf8,
+        "statistic": pl.Utf8,
+        "estimate": pl.Float64,
+        "lower": pl.Float64,
+        "upper": pl.Float64,
+        "n_documents": pl.Int64,
+        "cells": pl.Int64,
+        "mean_D": pl.Float64,
+    }
     if not is_swrb(metrics.replicates):
         return pl.DataFrame(schema=schema)
     cells = study_cells(metrics.replicates)
@@ -162,13 +197,23 @@ def swrb_variance(metrics: Metrics, n_boot: int, seed: int, confidence: float) -
         part = cells.filter(pl.col("model") == model)
         groups = [(a, part.filter(pl.col("action") == a)) for a in sorted(part["action"].unique().to_list())]
         for action, sub in [*groups, (POOLED, part)]:
-            summary = retention_summary(sub, by=None, n_boot=n_boot, seed=stat_seed(seed, "swrb_variance", model, action),
-                                        confidence=confidence).row(0, named=True)
+            summary = retention_summary(
+                sub, by=None, n_boot=n_boot, seed=stat_seed(seed, "swrb_variance", model, action), confidence=confidence
+            ).row(0, named=True)
             for stat in VARIANCE_STATISTICS:
-                rows.append({"model": model, "action": action, "statistic": stat, "estimate": summary[stat],
-                             "lower": summary[f"{stat}_lo"], "upper": summary[f"{stat}_hi"],
-                             "n_documents": summary["documents"], "cells": summary["cells"],
-                             "mean_D": float(sub["swrb_mean_D"].mean())})
+                rows.append(
+                    {
+                        "model": model,
+                        "action": action,
+                        "statistic": stat,
+                        "estimate": summary[stat],
+                        "lower": summary[f"{stat}_lo"],
+                        "upper": summary[f"{stat}_hi"],
+                        "n_documents": summary["documents"],
+                        "cells": summary["cells"],
+                        "mean_D": float(sub["swrb_mean_D"].mean()),
+                    }
+                )
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -181,15 +226,34 @@ def study_enclosures(replicates: pl.DataFrame, alpha: float, n_boot: int, seed: 
     for (model, action), sub in sorted(doc.group_by(["model", "action"]), key=lambda kv: kv[0]):
         sub = sub.sort("document")
         if sub.height < 2:
-            raise ValueError(f"model {model!r}, action {action!r}: the enclosure needs >= 2 documents, got {sub.height}")
+            raise ValueError(
+                f"model {model!r}, action {action!r}: the enclosure needs >= 2 documents, got {sub.height}"
+            )
         lo, hi = enclosure(sub["risk_window"].to_numpy(), sub["capacity"].to_numpy(), alpha)
-        res = cluster_bootstrap({"r": sub["mismatch"].to_numpy()}, lambda m: {"R_H": m["r"]}, n_boot,
-                                stat_seed(seed, "swrb_enclosure", model, action), confidence)
+        res = cluster_bootstrap(
+            {"r": sub["mismatch"].to_numpy()},
+            lambda m: {"R_H": m["r"]},
+            n_boot,
+            stat_seed(seed, "swrb_enclosure", model, action),
+            confidence,
+        )
         est, r_lo, r_hi = (float(v) for v in res["R_H"])
-        rows.append({"model": model, "action": action, "n_documents": sub.height, "alpha": float(alpha),
-                     "R_L": float(sub["risk_window"].mean()), "B_L": float(sub["capacity"].mean()),
-                     "enclosure_lower": lo, "enclosure_upper": hi, "R_H": est, "R_H_lower": r_lo, "R_H_upper": r_hi,
-                     "R_H_inside": bool(lo <= est <= hi)})
+        rows.append(
+            {
+                "model": model,
+                "action": action,
+                "n_documents": sub.height,
+                "alpha": float(alpha),
+                "R_L": float(sub["risk_window"].mean()),
+                "B_L": float(sub["capacity"].mean()),
+                "enclosure_lower": lo,
+                "enclosure_upper": hi,
+                "R_H": est,
+                "R_H_lower": r_lo,
+                "R_H_upper": r_hi,
+                "R_H_inside": bool(lo <= est <= hi),
+            }
+        )
     return pl.DataFrame(rows)
 
 
@@ -202,6 +266,13 @@ def swrb_enclosure(metrics: Metrics, n_boot: int, seed: int, confidence: float) 
 
 
 __all__ = [
-    "COSTS", "STATISTICS", "VARIANCE_STATISTICS", "ratio", "retention_summary", "study_cells",
-    "study_enclosures", "swrb_enclosure", "swrb_variance",
+    "COSTS",
+    "STATISTICS",
+    "VARIANCE_STATISTICS",
+    "ratio",
+    "retention_summary",
+    "study_cells",
+    "study_enclosures",
+    "swrb_enclosure",
+    "swrb_variance",
 ]

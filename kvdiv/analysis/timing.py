@@ -36,12 +36,26 @@ def survival_curves(metrics: Metrics, n_boot: int, seed: int, confidence: float)
         per_doc = np.zeros((uniq.size, steps.size))
         np.add.at(per_doc, inv, alive)
         per_doc /= np.bincount(inv)[:, None]
-        res = cluster_bootstrap({"s": per_doc}, lambda m: {"survival": m["s"]}, n_boot,
-                                stat_seed(seed, "survival", model, action), confidence)
+        res = cluster_bootstrap(
+            {"s": per_doc},
+            lambda m: {"survival": m["s"]},
+            n_boot,
+            stat_seed(seed, "survival", model, action),
+            confidence,
+        )
         est, lo, hi = res["survival"]
         for k, t in enumerate(steps):
-            rows.append({"model": model, "action": action, "step": int(t), "survival": float(est[k]),
-                         "lower": float(lo[k]), "upper": float(hi[k]), "n_documents": int(uniq.size)})
+            rows.append(
+                {
+                    "model": model,
+                    "action": action,
+                    "step": int(t),
+                    "survival": float(est[k]),
+                    "lower": float(lo[k]),
+                    "upper": float(hi[k]),
+                    "n_documents": int(uniq.size),
+                }
+            )
     return pl.DataFrame(rows)
 
 
@@ -61,8 +75,9 @@ def entry_times(metrics: Metrics, n_boot: int, seed: int, confidence: float) -> 
     return pl.DataFrame(rows)
 
 
-def entry_contrasts(metrics: Metrics, contrasts: Sequence[Sequence[str]], n_boot: int, seed: int,
-                    confidence: float) -> pl.DataFrame:
+def entry_contrasts(
+    metrics: Metrics, contrasts: Sequence[Sequence[str]], n_boot: int, seed: int, confidence: float
+) -> pl.DataFrame:
     """Per model × stratum × contrast a − b, paired over documents having both actions (one bootstrap resample
     moves a document's values of both): ``mean_tau_gap`` = mean τ among diverged of a minus that of b (steps), and
     ``diverged_gap`` = P(τ ≤ H) of a minus that of b."""
@@ -81,6 +96,15 @@ def entry_contrasts(metrics: Metrics, contrasts: Sequence[Sequence[str]], n_boot
             values = {f"{c}_{s}": sub[f"{c}_{s}"].to_numpy() for c in cols for s in "ab"}
             seed_cell = stat_seed(seed, "entry_contrast", model, cell, a, b)
             res = cluster_bootstrap(values, stat, n_boot, seed_cell, confidence)
-            rows += result_rows({"model": model, "stratum": cell, "contrast": contrast_name(a, b), "action_a": a,
-                                 "action_b": b, "n_documents": sub.height}, res)
+            rows += result_rows(
+                {
+                    "model": model,
+                    "stratum": cell,
+                    "contrast": contrast_name(a, b),
+                    "action_a": a,
+                    "action_b": b,
+                    "n_documents": sub.height,
+                },
+                res,
+            )
     return pl.DataFrame(rows)

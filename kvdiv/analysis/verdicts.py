@@ -19,8 +19,10 @@ from kvdiv.analysis.inputs import POOLED, contrast_name
 DIRECTIONS = ("lower", "higher")
 CONSISTENT, CONTRADICTED, INCONCLUSIVE, NO_CLAIM = "consistent", "contradicted", "inconclusive", "no claim"
 #: The rule, as the report states it.
-RULE = ("consistent: the interval excludes 0 in the paper's direction; contradicted: it excludes 0 in the opposite "
-        "direction; inconclusive: it contains 0; no claim: the paper states no direction for this contrast")
+RULE = (
+    "consistent: the interval excludes 0 in the paper's direction; contradicted: it excludes 0 in the opposite "
+    "direction; inconclusive: it contains 0; no claim: the paper states no direction for this contrast"
+)
 
 
 def sign_verdict(lower: float | None, upper: float | None, direction: int, null: float = 0.0) -> str:
@@ -70,8 +72,9 @@ def check_directions(directions: Sequence[Sequence[str]], contrasts: Sequence[Se
     return out
 
 
-def contrast_verdicts(table: pl.DataFrame, directions: Mapping[str, str], statistic: str = "gap",
-                      stratum: str = POOLED) -> pl.DataFrame:
+def contrast_verdicts(
+    table: pl.DataFrame, directions: Mapping[str, str], statistic: str = "gap", stratum: str = POOLED
+) -> pl.DataFrame:
     """Per (model, contrast) of ``table`` (columns model, stratum, contrast, statistic, estimate, lower, upper,
     n_documents; e.g. :func:`kvdiv.analysis.decomposition.gap_decomposition`) at ``statistic`` and ``stratum``:
     its interval, the claimed direction (``directions``: contrast name → lower/higher; absent: none) and the
@@ -80,11 +83,28 @@ def contrast_verdicts(table: pl.DataFrame, directions: Mapping[str, str], statis
     rows = []
     for r in sub.iter_rows(named=True):
         direction = directions.get(r["contrast"])
-        rows.append({"model": r["model"], "contrast": r["contrast"], "n_documents": r.get("n_documents"),
-                     "estimate": r["estimate"], "lower": r["lower"], "upper": r["upper"],
-                     "direction": direction, "verdict": verdict(r["lower"], r["upper"], direction)})
-    schema = {"model": pl.Utf8, "contrast": pl.Utf8, "n_documents": pl.Int64, "estimate": pl.Float64,
-              "lower": pl.Float64, "upper": pl.Float64, "direction": pl.Utf8, "verdict": pl.Utf8}
+        rows.append(
+            {
+                "model": r["model"],
+                "contrast": r["contrast"],
+                "n_documents": r.get("n_documents"),
+                "estimate": r["estimate"],
+                "lower": r["lower"],
+                "upper": r["upper"],
+                "direction": direction,
+                "verdict": verdict(r["lower"], r["upper"], direction),
+            }
+        )
+    schema = {
+        "model": pl.Utf8,
+        "contrast": pl.Utf8,
+        "n_documents": pl.Int64,
+        "estimate": pl.Float64,
+        "lower": pl.Float64,
+        "upper": pl.Float64,
+        "direction": pl.Utf8,
+        "verdict": pl.Utf8,
+    }
     return pl.DataFrame(rows, schema=schema)
 
 

@@ -13,8 +13,11 @@ def check_window(name: str, window: object, last: int, context: str = "") -> tup
     anything else (reversed, past the horizon, not two integers) is a ``ValueError`` naming ``name`` (and
     ``context``, e.g. which study's horizon bounds it)."""
     context = f" ({context})" if context else ""
-    if (not isinstance(window, (list, tuple)) or len(window) != 2
-            or not all(isinstance(v, int) and not isinstance(v, bool) for v in window)):
+    if (
+        not isinstance(window, (list, tuple))
+        or len(window) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in window)
+    ):
         raise ValueError(f"{name} = {window!r} is not a window [first, last] of two integers{context}")
     first, end = window
     if first < 1 or first > end:

@@ -20,7 +20,9 @@ from kvdiv.cli import finite, inspect, models, show
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every sub-command."""
-    parser = argparse.ArgumentParser(prog="kvdiv", description="KV-cache eviction divergence analysis (arXiv 2609.16617).")
+    parser = argparse.ArgumentParser(
+        prog="kvdiv", description="KV-cache eviction divergence analysis (arXiv 2609.16617)."
+    )
     parser.add_argument("--version", action="version", version=f"kvdiv {__version__}")
     parser.add_argument("--traceback", action="store_true", help="on an error, show the Python traceback")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -76,4 +78,3 @@ def _quiet_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
-

@@ -69,7 +69,9 @@ def _positive(text: str) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``kvdiv finite {exact,sample,suite}``."""
-    finite = subparsers.add_parser("finite", help="finite-state kernel pairs: exact values and Monte Carlo (paper section 4)")
+    finite = subparsers.add_parser(
+        "finite", help="finite-state kernel pairs: exact values and Monte Carlo (paper section 4)"
+    )
     sub = finite.add_subparsers(dest="finite_command", required=True)
 
     p = sub.add_parser("exact", help="exact R_H, O_H, Pi_H, E_H, C_H, P(tau<=H) (and R_L, B_L) by enumeration")
@@ -88,5 +90,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("suite", help="write the suite's system files (one JSON per system) to OUTDIR")
     p.add_argument("outdir")
-    p.add_argument("--config", default=None, help="a config YAML whose finite_state section defines the suite (default: built-in)")
+    p.add_argument(
+        "--config", default=None, help="a config YAML whose finite_state section defines the suite (default: built-in)"
+    )
     p.set_defaults(func=_suite)

@@ -14,14 +14,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("models", help="resolve models and inspect resolved model directories")
     sub = parser.add_subparsers(dest="models_command", required=True)
 
-    resolve = sub.add_parser("resolve", help="materialise ROOT/models/NAME/ from a config's model spec (ROOT: its `results`)")
+    resolve = sub.add_parser(
+        "resolve", help="materialise ROOT/models/NAME/ from a config's model spec (ROOT: its `results`)"
+    )
     resolve.add_argument("name", help="model name in the config's `models` section")
     resolve.add_argument("--config", default="config/config.yaml", help="config file (default: config/config.yaml)")
-    resolve.add_argument("--models-dir", default=None,
-                         help="where resolved models live (default: the config's output root's models/, e.g. results/models)")
-    resolve.add_argument("--force", action="store_true",
-                         help="resolve again even if the directory is already resolved from the same spec (rewrites it: "
-                              "the workflow then reruns everything that uses the model)")
+    resolve.add_argument(
+        "--models-dir",
+        default=None,
+        help="where resolved models live (default: the config's output root's models/, e.g. results/models)",
+    )
+    resolve.add_argument(
+        "--force",
+        action="store_true",
+        help="resolve again even if the directory is already resolved from the same spec (rewrites it: "
+        "the workflow then reruns everything that uses the model)",
+    )
     resolve.set_defaults(func=_resolve)
 
     info = sub.add_parser("info", help="print the provenance JSON of a resolved model directory")

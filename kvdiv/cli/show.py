@@ -15,8 +15,9 @@ def _run(args: argparse.Namespace) -> int:
     from kvdiv.show.view import load_pair
 
     html_target = None if args.html is None else check_html_target(args.html, args.force)  # before any work
-    view = load_pair(args.store, action=args.action, replicate=args.replicate, document=args.document,
-                     models_dir=args.models_dir)
+    view = load_pair(
+        args.store, action=args.action, replicate=args.replicate, document=args.document, models_dir=args.models_dir
+    )
     if html_target is not None:
         print(f"wrote {write_html(html_target, render_html(view))}")
         return 0
@@ -38,23 +39,39 @@ def _replicate(text: str) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``kvdiv show`` to the CLI."""
     parser = subparsers.add_parser(
-        "show", help="show one pair of continuations (x: full cache, y: evicted) side by side",
+        "show",
+        help="show one pair of continuations (x: full cache, y: evicted) side by side",
         description="Decode the x (full cache) and y (evicted) continuations of one (document, action, replicate) "
-                    "of a trajectory store or cube with its model's tokenizer and show them side by side: the first "
-                    "divergence τ marked, tokens shaded by δ_t, EOS and absorbed steps marked (swrb: the branch start J).",
+        "of a trajectory store or cube with its model's tokenizer and show them side by side: the first "
+        "divergence τ marked, tokens shaded by δ_t, EOS and absorbed steps marked (swrb: the branch start J).",
     )
-    parser.add_argument("store", help="a per-document store results/{study}/trajectories/{model}/{doc}.zarr or a cube "
-                                      "results/{study}/cube/{model}.zarr")
+    parser.add_argument(
+        "store",
+        help="a per-document store results/{study}/trajectories/{model}/{doc}.zarr or a cube "
+        "results/{study}/cube/{model}.zarr",
+    )
     parser.add_argument("--action", help="the action (default: the store's first)")
     parser.add_argument("--replicate", type=_replicate, default=0, help="the replicate (default: 0)")
     parser.add_argument("--document", help="the document of a cube (default: its first)")
-    parser.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML page instead of printing (never inside a store or results "
-                             "tree; an existing file only if kvdiv wrote it, or with --force)")
-    parser.add_argument("--force", action="store_true",
-                        help="with --html: replace an existing file that is not an earlier kvdiv page")
-    parser.add_argument("--models-dir", default=DEFAULT_MODELS_DIR,
-                        help=f"where the store's model is resolved, as {{models dir}}/{{model}} (default: {DEFAULT_MODELS_DIR})")
-    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
-                        help="colour the terminal output (auto: only on a terminal without NO_COLOR)")
+    parser.add_argument(
+        "--html",
+        metavar="OUT.html",
+        help="write a self-contained HTML page instead of printing (never inside a store or results "
+        "tree; an existing file only if kvdiv wrote it, or with --force)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="with --html: replace an existing file that is not an earlier kvdiv page"
+    )
+    parser.add_argument(
+        "--models-dir",
+        default=DEFAULT_MODELS_DIR,
+        help=f"where the store's model is resolved, as {{models dir}}/{{model}} (default: {DEFAULT_MODELS_DIR})",
+    )
+    parser.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour the terminal output (auto: only on a terminal without NO_COLOR)",
+    )
     parser.add_argument("--width", type=int, help="terminal width in columns (default: the terminal's)")
     parser.set_defaults(func=_run)

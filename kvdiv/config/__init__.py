@@ -11,10 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 _EXPORTS = {
-    "load": "kvdiv.config.loading", "validate": "kvdiv.config.files", "ConfigError": "kvdiv.config.files",
+    "load": "kvdiv.config.loading",
+    "validate": "kvdiv.config.files",
+    "ConfigError": "kvdiv.config.files",
     "check_config": "kvdiv.config.checks",
-    "Generation": "kvdiv.settings", "Runtime": "kvdiv.settings", "DocumentRequest": "kvdiv.settings",
-    "generation": "kvdiv.settings", "SCHEMA": "kvdiv.settings",
+    "Generation": "kvdiv.settings",
+    "Runtime": "kvdiv.settings",
+    "DocumentRequest": "kvdiv.settings",
+    "generation": "kvdiv.settings",
+    "SCHEMA": "kvdiv.settings",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -12,6 +12,7 @@ import yaml
 
 from kvdiv.settings import SCHEMA
 
+
 class ConfigError(ValueError):
     """A config the workflow refuses at start-up (the message names the key, file or value)."""
 
@@ -64,8 +65,6 @@ def check_config_files(paths: Iterable[str | Path]) -> None:
     for path in paths:
         if Path(path).is_file():
             load_yaml_strict(path)
-
-
 
 
 def merge(base: dict, update: Mapping) -> dict:

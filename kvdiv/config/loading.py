@@ -30,4 +30,3 @@ def load(*paths: str | Path, basedir: str | Path = ".") -> dict:
     check_config_names(config)
     check_config(config, given, basedir=basedir)
     return config
-

@@ -30,8 +30,13 @@ class Lookups:
     """The lookups of one checked ``config``; ``basedir`` is the workflow's directory (its scripts), ``paths`` the
     config's :class:`kvdiv.layout.Layout`, ``overwrite_resources`` what a profile or ``--set-resources`` gives."""
 
-    def __init__(self, config: Mapping[str, Any], basedir: str | Path, paths: layout.Layout,
-                 overwrite_resources: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        basedir: str | Path,
+        paths: layout.Layout,
+        overwrite_resources: Mapping[str, Any] | None = None,
+    ) -> None:
         self.config, self.basedir, self.paths = config, Path(basedir), paths
         self.overwrite_resources = dict(overwrite_resources or {})
         self.rule_names: dict[str, tuple[str, str, str]] = {}
@@ -173,21 +178,26 @@ class Lookups:
         raise ValueError(f"study {study!r} stratum {stratum!r} has no document block {first}-{last}")
 
     def stratum_document_blocks(self, study: str, stratum: str) -> list[str]:
-        return [self.paths.document_block(study, s, k, end) for s, k, end, _ in self.document_blocks(study)
-                if s == stratum]
+        return [
+            self.paths.document_block(study, s, k, end) for s, k, end, _ in self.document_blocks(study) if s == stratum
+        ]
 
     def documents_blocks_of(self, study: str, doc_ids: list[str]) -> list[str]:
         """The document block files holding ``doc_ids`` (a trajectory job's inputs), in index order."""
         wanted = set(doc_ids)
-        return [self.paths.document_block(study, s, k, end) for s, k, end, ids in self.document_blocks(study)
-                if wanted & set(ids)]
+        return [
+            self.paths.document_block(study, s, k, end)
+            for s, k, end, ids in self.document_blocks(study)
+            if wanted & set(ids)
+        ]
 
     def document_strata(self, study: str) -> dict[str, str]:
         """{document id: stratum} of a study in stratum and index order (built once per planning)."""
         if study not in self._document_strata:
             n = self.study(study)["documents_per_stratum"]
-            self._document_strata[study] = {layout.document_id(study, s, i): s for s in self.strata(study)
-                                            for i in range(n)}
+            self._document_strata[study] = {
+                layout.document_id(study, s, i): s for s in self.strata(study) for i in range(n)
+            }
         return self._document_strata[study]
 
     def document_ids(self, study: str) -> list[tuple[str, str]]:
@@ -261,8 +271,10 @@ class Lookups:
     def trajectory_resources(self, model: str) -> dict:
         """Those a profile or --set-resources gives rule ``trajectories``, with gpu=1 for a CUDA model
         (:func:`kvdiv.cluster.trajectory_resources`)."""
-        given = {name: getattr(value, "raw", value)
-                 for name, value in (self.overwrite_resources.get("trajectories") or {}).items()}
+        given = {
+            name: getattr(value, "raw", value)
+            for name, value in (self.overwrite_resources.get("trajectories") or {}).items()
+        }
         return cluster.trajectory_resources(given, on_gpu=self.trajectory_gpus(model) == 1)
 
     # --- metrics, figures, tables, report, leaderboard ---
@@ -274,15 +286,20 @@ class Lookups:
         return self.paths.metrics_dir(study, model)
 
     def metrics_files(self, study: str) -> list[str]:
-        return [self.paths.metrics_file(study, model, table) for model in self.study_models(study)
-                for table in layout.METRIC_TABLES]
+        return [
+            self.paths.metrics_file(study, model, table)
+            for model in self.study_models(study)
+            for table in layout.METRIC_TABLES
+        ]
 
     def analysis_study(self, item: str) -> str:
         """The study that feeds a figure/table (config analysis.studies)."""
         study = self.analysis()["studies"][item]
         if study not in self.studies():
-            raise ValueError(f"analysis.studies.{item} = {study!r} is not a configured study (studies: "
-                             f"{self.studies()}); set analysis.studies in your config")
+            raise ValueError(
+                f"analysis.studies.{item} = {study!r} is not a configured study (studies: "
+                f"{self.studies()}); set analysis.studies in your config"
+            )
         return study
 
     def analysis_outputs(self, item: str) -> dict[str, str]:
@@ -302,22 +319,31 @@ class Lookups:
             spec = self.study(study)
             studies[study] = {
                 "documents": spec["documents_per_stratum"] * len(spec["strata"]),
-                "documents_per_stratum": spec["documents_per_stratum"], "strata": self.strata(study),
-                "horizon": spec["horizon"], "replicates": spec["replicates"], "actions": list(spec["actions"]),
-                "models": self.study_models(study), "mode": spec["mode"],
+                "documents_per_stratum": spec["documents_per_stratum"],
+                "strata": self.strata(study),
+                "horizon": spec["horizon"],
+                "replicates": spec["replicates"],
+                "actions": list(spec["actions"]),
+                "models": self.study_models(study),
+                "mode": spec["mode"],
             }
         models = {}
         for name in self.models():
             spec = self.model_spec(name)
             models[name] = spec.get("id") or spec.get("gguf_file") or spec.get("path") or spec["source"]
         keys = ("contrasts", "directions", "cohort_max_tau", "early", "late", "bootstrap", "confidence")
-        return {"models": models, "studies": studies, "figure_studies": dict(a["studies"]),
-                **{key: a[key] for key in keys}}
+        return {
+            "models": models,
+            "studies": studies,
+            "figure_studies": dict(a["studies"]),
+            **{key: a[key] for key in keys},
+        }
 
     def leaderboard(self) -> dict | None:
         """The ``leaderboard`` section (None: no leaderboard), its study checked against ``studies``."""
         section = self.config.get("leaderboard")
         if section is not None and section["study"] not in self.studies():
-            raise ValueError(f"leaderboard.study = {section['study']!r} is not a configured study "
-                             f"(studies: {self.studies()})")
+            raise ValueError(
+                f"leaderboard.study = {section['study']!r} is not a configured study (studies: {self.studies()})"
+            )
         return section

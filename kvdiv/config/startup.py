@@ -12,8 +12,13 @@ from typing import Any
 from kvdiv.config.files import ConfigError
 
 
-def check_actions(config: Mapping[str, Any], press_modules: list[str], *, main_process: bool = True,
-                  marker_dir: str | Path = ".snakemake/kvdiv") -> None:
+def check_actions(
+    config: Mapping[str, Any],
+    press_modules: list[str],
+    *,
+    main_process: bool = True,
+    marker_dir: str | Path = ".snakemake/kvdiv",
+) -> None:
     """Every configured action builds its press (it exists, accepts its arguments, their values are in range, it
     evicts something), not inside a trajectory job hours later. Only in the main process (a cluster job re-reading
     the workflow skips it), and once per actions section, press files, kvdiv registry code and kvpress version (a

@@ -30,14 +30,30 @@ from kvdiv.names import MAX_COMPOSED_LENGTH, check_name
 from kvdiv.seeds import derive_seed
 
 RECORD_KEYS = (
-    "id", "family", "task", "stratum", "target_length", "prompt", "answer_prefix", "rendered", "answers",
-    "n_tokens", "tokenizer", "seed",
+    "id",
+    "family",
+    "task",
+    "stratum",
+    "target_length",
+    "prompt",
+    "answer_prefix",
+    "rendered",
+    "answers",
+    "n_tokens",
+    "tokenizer",
+    "seed",
 )
 #: Keys a record may omit, with their defaults (``rendered`` may come from the config: see from_record).
 RECORD_DEFAULTS = {"answer_prefix": ""}
 #: The type of the other scalar fields of a record (checked when a record is read).
 FIELD_TYPES = {
-    "id": str, "family": str, "task": str, "stratum": str, "target_length": int, "n_tokens": int, "tokenizer": str,
+    "id": str,
+    "family": str,
+    "task": str,
+    "stratum": str,
+    "target_length": int,
+    "n_tokens": int,
+    "tokenizer": str,
     "seed": int,
 }
 
@@ -97,7 +113,9 @@ class Document:
         for key, kind in FIELD_TYPES.items():
             value = record[key]
             if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-                raise ValueError(f"{where}: field {key!r} must be {kind.__name__ if kind is not str else 'a string'}, got {value!r}")
+                raise ValueError(
+                    f"{where}: field {key!r} must be {kind.__name__ if kind is not str else 'a string'}, got {value!r}"
+                )
         try:
             check_name(record["id"], "document id", MAX_COMPOSED_LENGTH)  # the id names the document's files
         except ValueError as err:
@@ -198,8 +216,16 @@ def generate_stratum(
     family, length = parse_stratum(stratum)
     check_context(length, max_context, tokenizer_name, horizon)
     common = dict(
-        study=study, stratum=stratum, master_seed=master_seed, study_seed=study_seed, tokenizer=tokenizer,
-        tokenizer_name=tokenizer_name, chat=chat, tasks=tasks, max_context=max_context, horizon=horizon,
+        study=study,
+        stratum=stratum,
+        master_seed=master_seed,
+        study_seed=study_seed,
+        tokenizer=tokenizer,
+        tokenizer_name=tokenizer_name,
+        chat=chat,
+        tasks=tasks,
+        max_context=max_context,
+        horizon=horizon,
     )
     return [
         generate_document(i, **common)
@@ -228,13 +254,28 @@ def generate_document(
     task = task_cycle(family, tasks, master_seed, study_seed, stratum)
     task = task[index % len(task)]
     message, answer_prefix, answers, n_tokens = generate_prompt(
-        task, seed=seed, target_length=length, tokenizer=tokenizer, chat=chat,
-        max_context=max_context, model=tokenizer_name, horizon=horizon,
+        task,
+        seed=seed,
+        target_length=length,
+        tokenizer=tokenizer,
+        chat=chat,
+        max_context=max_context,
+        model=tokenizer_name,
+        horizon=horizon,
     )
     return Document(
-        id=document_id(study, stratum, index), family=family, task=task, stratum=stratum, target_length=length,
-        prompt=message, answer_prefix=answer_prefix, rendered=False, answers=answers, n_tokens=n_tokens,
-        tokenizer=tokenizer_name, seed=seed,
+        id=document_id(study, stratum, index),
+        family=family,
+        task=task,
+        stratum=stratum,
+        target_length=length,
+        prompt=message,
+        answer_prefix=answer_prefix,
+        rendered=False,
+        answers=answers,
+        n_tokens=n_tokens,
+        tokenizer=tokenizer_name,
+        seed=seed,
     )
 
 

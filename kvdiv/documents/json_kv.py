@@ -22,16 +22,13 @@ def build_json_kv(rng: np.random.Generator, target_length: int) -> Instance:
     depth = float(rng.uniform())
     pair_rng = np.random.default_rng(rng.integers(2**63))
     pairs = Stream(lambda: (vocabulary.uuid_value(pair_rng), vocabulary.uuid_value(pair_rng)))
-    instruction = (
-        "Extract the value stored under the given key in the JSON object below. "
-        "Keys and values are UUIDs."
-    )
+    instruction = "Extract the value stored under the given key in the JSON object below. Keys and values are UUIDs."
 
     def render(n: int, pad: int) -> str:
         items = [p for p in pairs.take(n) if p[0] != key]
         items.insert(int(round(depth * len(items))), (key, val))
         data = json.dumps(dict(items), ensure_ascii=False)
         padding = f"{vocabulary.filler_pad(pad)}\n\n" if pad else ""
-        return f"{instruction}\n\n{padding}JSON data:\n{data}\n\nKey: \"{key}\"\nCorresponding value:"
+        return f'{instruction}\n\n{padding}JSON data:\n{data}\n\nKey: "{key}"\nCorresponding value:'
 
     return Instance(render=render, answers=[val], answer_prefix="", pads=True)

@@ -119,6 +119,7 @@ def fit_length(
     -------
     (units, pad, prompt, n_tokens)
     """
+
     def f_units(n: int) -> int:
         return count(render(n, 0))
 

@@ -114,8 +114,17 @@ def select_documents(
     scored.sort(key=lambda s: (s[0], s[1]))
     return [
         Document(
-            id=document_id(study, stratum, i), family=family, task=rec["task"], stratum=stratum, target_length=length,
-            prompt=prompt, rendered=rendered, answers=rec["answers"], n_tokens=n, tokenizer=tokenizer_name, seed=seed,
+            id=document_id(study, stratum, i),
+            family=family,
+            task=rec["task"],
+            stratum=stratum,
+            target_length=length,
+            prompt=prompt,
+            rendered=rendered,
+            answers=rec["answers"],
+            n_tokens=n,
+            tokenizer=tokenizer_name,
+            seed=seed,
         )
         for i, (_, _, rec, prompt, n) in enumerate(scored[:n_documents])
     ]
@@ -194,8 +203,17 @@ def check_own_documents(path: str | os.PathLike, *, strata: list[str], n_documen
 
 
 def own_documents(
-    path: str | os.PathLike, *, study: str, stratum: str, n_documents: int, tokenizer, tokenizer_name: str,
-    rendered: bool, chat: Callable[[str], str] | None = None, max_context: int | None = None, horizon: int,
+    path: str | os.PathLike,
+    *,
+    study: str,
+    stratum: str,
+    n_documents: int,
+    tokenizer,
+    tokenizer_name: str,
+    rendered: bool,
+    chat: Callable[[str], str] | None = None,
+    max_context: int | None = None,
+    horizon: int,
 ) -> list[Document]:
     """The first ``n_documents`` of a user's JSONL in kvdiv's own format whose ``stratum`` matches,
     re-counted with the reference model's rendering and renamed ``{study}-{stratum}-{i:04d}``.
@@ -222,9 +240,18 @@ def own_documents(
             raise ValueError(f"{where}: document {d.id!r} has {n} tokens; model {tokenizer_name!r} holds {max_context}")
         out.append(
             Document(
-                id=document_id(study, stratum, i), family=d.family, task=d.task, stratum=stratum, target_length=length,
-                prompt=d.prompt, answer_prefix=d.answer_prefix, rendered=d.rendered, answers=d.answers, n_tokens=n,
-                tokenizer=tokenizer_name, seed=d.seed,
+                id=document_id(study, stratum, i),
+                family=d.family,
+                task=d.task,
+                stratum=stratum,
+                target_length=length,
+                prompt=d.prompt,
+                answer_prefix=d.answer_prefix,
+                rendered=d.rendered,
+                answers=d.answers,
+                n_tokens=n,
+                tokenizer=tokenizer_name,
+                seed=d.seed,
             )
         )
     return out
@@ -263,8 +290,12 @@ def load_source(source: dict, *, stratum: str) -> list[dict]:
         name = source.get("dataset_config")
         return list(
             dataset_records(
-                str(source["dataset"]).format(**fill), task,
-                name=None if name is None else str(name).format(**fill), split=source.get("split", "test"),
+                str(source["dataset"]).format(**fill),
+                task,
+                name=None if name is None else str(name).format(**fill),
+                split=source.get("split", "test"),
             )
         )
-    raise ValueError(f"documents.source {kind!r} needs documents.path (a JSONL file) or documents.dataset (a datasets id)")
+    raise ValueError(
+        f"documents.source {kind!r} needs documents.path (a JSONL file) or documents.dataset (a datasets id)"
+    )

@@ -87,8 +87,7 @@ def build_needle_task(cfg: NeedleConfig, rng: np.random.Generator, target_length
 
     many = cfg.values > 1 or cfg.queries > 1
     instruction = (
-        f"Some secret {plural} are hidden in the text below. Memorize them: "
-        f"you will be asked about them afterwards."
+        f"Some secret {plural} are hidden in the text below. Memorize them: you will be asked about them afterwards."
     )
     if cfg.queries > 1:
         question = f"What are the secret {plural} for {_join_keys(asked)} in the text above?"

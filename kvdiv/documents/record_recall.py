@@ -30,8 +30,9 @@ def build_record_recall(rng: np.random.Generator, target_length: int, records: i
     statements = [f"The code for {key} is {code}." for key, code in zip(keys, codes)]
     units = partial(_filler_units, offset=int(rng.integers(len(vocabulary.FILLER_SENTENCES))))
     instruction = "Memorize every code in the text below; you will be asked to list all of them."
-    question = ("List every code in the text above, in the order they appear, one per line, "
-                "as 'the code for <key> is <code>'.")
+    question = (
+        "List every code in the text above, in the order they appear, one per line, as 'the code for <key> is <code>'."
+    )
     prefix = "The codes, in order of appearance:\n"
 
     def render(n: int, pad: int) -> str:

@@ -26,8 +26,12 @@ TASKS["variable_tracking"] = Task(
 TASKS["common_words"] = Task("common_words", build_common_words, "all", "the 10 recurring words of a list")
 TASKS["frequent_words"] = Task("frequent_words", build_frequent_words, "all", "the 3 most frequent coded words")
 TASKS["json_kv"] = Task("json_kv", build_json_kv, "subem", "the value under a UUID key in a JSON object of UUIDs")
-TASKS["record_recall"] = Task("record_recall", build_record_recall, "all",
-                              "every one of 24 codes of a register, in order: a long answer (decode-time compression)")
+TASKS["record_recall"] = Task(
+    "record_recall",
+    build_record_recall,
+    "all",
+    "every one of 24 codes of a register, in order: a long answer (decode-time compression)",
+)
 
 FAMILY_TASKS: dict[str, tuple[str, ...]] = {
     "ruler": (

@@ -74,8 +74,10 @@ def context_length(document: Mapping[str, Any], tokenizer, chat_template: bool, 
     text = render_prompt(document, tokenizer, chat_template)
     start = text.rfind(question_text(document))
     if start <= 0:
-        raise ValueError(f"document {document.get('id')!r}: its question does not occur in its rendered prompt after "
-                         f"some context: nothing to compress with compress: context")
+        raise ValueError(
+            f"document {document.get('id')!r}: its question does not occur in its rendered prompt after "
+            f"some context: nothing to compress with compress: context"
+        )
     context = list(tokenizer(text[:start], add_special_tokens=False)["input_ids"])
     k = 0
     while k < min(len(context), len(prompt_ids)) and context[k] == prompt_ids[k]:
@@ -85,5 +87,12 @@ def context_length(document: Mapping[str, Any], tokenizer, chat_template: bool, 
     return k
 
 
-__all__ = ["build_prompt", "chat_function", "context_length", "prompt_token_ids", "question_text",
-           "render_prompt", "render_with"]
+__all__ = [
+    "build_prompt",
+    "chat_function",
+    "context_length",
+    "prompt_token_ids",
+    "question_text",
+    "render_prompt",
+    "render_with",
+]

@@ -29,10 +29,14 @@ def model_context(model_dir: str | os.PathLike, tokenizer, spec: dict) -> int:
 
     if spec.get("max_context"):
         return int(spec["max_context"])
-    return max_context(AutoConfig.from_pretrained(model_dir, trust_remote_code=False, local_files_only=True), tokenizer, spec)
+    return max_context(
+        AutoConfig.from_pretrained(model_dir, trust_remote_code=False, local_files_only=True), tokenizer, spec
+    )
 
 
-def stratum_documents(request: DocumentRequest, models_dir: str | os.PathLike, *, progress: bool = True) -> list[Document]:
+def stratum_documents(
+    request: DocumentRequest, models_dir: str | os.PathLike, *, progress: bool = True
+) -> list[Document]:
     """Documents ``request.first .. request.first + request.count - 1`` of one stratum, sized with the tokenizer
     of ``request.model`` (resolved under ``models_dir``); document i does not depend on how many are asked for."""
     from kvdiv.llm.loading import load_tokenizer, model_dir
@@ -53,17 +57,34 @@ def stratum_documents(request: DocumentRequest, models_dir: str | os.PathLike, *
             f"final chat-templated text) or false (it is the user message each model renders with its own template)"
         )
     if kind == "synthetic" and rendered:
-        raise ValueError(f"study {study!r}: documents.rendered: true does not apply to synthetic documents (always messages)")
+        raise ValueError(
+            f"study {study!r}: documents.rendered: true does not apply to synthetic documents (always messages)"
+        )
     tokenizer = load_tokenizer(model, model_spec, models_dir)
     chat = chat_function(tokenizer, uses_chat_template(tokenizer, model_spec))
     context = model_context(model_dir(model, models_dir), tokenizer, model_spec)
-    log.info("study %s stratum %s: %d documents (%s), tokenizer of %r, max_context %d, chat template %s",
-             study, stratum, n_documents, kind, model, context, chat is not None)
+    log.info(
+        "study %s stratum %s: %d documents (%s), tokenizer of %r, max_context %d, chat template %s",
+        study,
+        stratum,
+        n_documents,
+        kind,
+        model,
+        context,
+        chat is not None,
+    )
     common = dict(study=study, stratum=stratum, n_documents=n_documents, tokenizer=tokenizer, tokenizer_name=model)
     if kind == "synthetic":
         return generate_stratum(
-            **common, master_seed=master_seed, study_seed=study_seed, chat=chat, tasks=tasks,
-            max_context=context, horizon=horizon, progress=progress, first=first,
+            **common,
+            master_seed=master_seed,
+            study_seed=study_seed,
+            chat=chat,
+            tasks=tasks,
+            max_context=context,
+            horizon=horizon,
+            progress=progress,
+            first=first,
         )
     from kvdiv.documents import loaders
 
@@ -71,12 +92,22 @@ def stratum_documents(request: DocumentRequest, models_dir: str | os.PathLike, *
         if not source.get("path"):
             raise ValueError(f"study {study!r}: documents.source 'jsonl' needs documents.path")
         return loaders.own_documents(
-            source["path"], **common, rendered=bool(rendered), chat=chat, max_context=context, horizon=horizon,
+            source["path"],
+            **common,
+            rendered=bool(rendered),
+            chat=chat,
+            max_context=context,
+            horizon=horizon,
         )[first:]
     records = loaders.load_source(source, stratum=stratum)
     return loaders.select_documents(
-        records, **common, seed=document_seed(master_seed, study_seed, stratum, 0), chat=chat,
-        rendered=bool(rendered), max_context=context, horizon=horizon,
+        records,
+        **common,
+        seed=document_seed(master_seed, study_seed, stratum, 0),
+        chat=chat,
+        rendered=bool(rendered),
+        max_context=context,
+        horizon=horizon,
     )[first:]
 
 
@@ -85,14 +116,17 @@ def document_at(request: DocumentRequest, index: int, models_dir: str | os.PathL
     return stratum_documents(dataclasses.replace(request, first=index, count=1), models_dir, progress=False)[0]
 
 
-def write_document_block(path: str | os.PathLike, request: DocumentRequest, models_dir: str | os.PathLike, *,
-                         progress: bool = True) -> list[Document]:
+def write_document_block(
+    path: str | os.PathLike, request: DocumentRequest, models_dir: str | os.PathLike, *, progress: bool = True
+) -> list[Document]:
     """The documents of ``request``, generated in one process with one tokenizer load and written atomically to
     ``path``. Each is the document :func:`document_at` gives for its index: a block holds the same records however
     blocks are cut."""
     docs = stratum_documents(request, models_dir, progress=progress)
     if len(docs) != request.count:
-        raise ValueError(f"{path}: the source gave {len(docs)} documents for indices "
-                         f"{request.first}..{request.first + request.count - 1}")
+        raise ValueError(
+            f"{path}: the source gave {len(docs)} documents for indices "
+            f"{request.first}..{request.first + request.count - 1}"
+        )
     write_jsonl(docs, Path(path))
     return docs

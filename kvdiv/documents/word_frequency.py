@@ -79,4 +79,3 @@ def build_frequent_words(rng: np.random.Generator, target_length: int, top: int 
         return f"{instruction}\n\n{' '.join(words[i] for i in seq)}\n\n{question}"
 
     return Instance(render=render, answers=first, answer_prefix=prefix, pads=False)
-

@@ -24,8 +24,26 @@ from kvdiv.finite.system import FiniteSystem
 NAIVE_COLUMNS = COMPLETE_COLUMNS
 # Which column estimates which exact quantity (keys of ``kvdiv finite exact``; T_L = R_H − R_L).
 ESTIMATES = {
-    "naive": {"R_H": "M", "O_H": "O", "Pi_H": "Pi", "E_H": "E", "P_diverge": "diverged", "R_L": "M_L", "T_L": "M_T", "B_L": "W_L"},
-    "swrb": {"R_H": "Z_R", "O_H": "Z_O", "Pi_H": "Z_Pi", "E_H": "Z_E", "P_diverge": "D", "R_L": "Z_L", "T_L": "Z_T", "B_L": "W_L"},
+    "naive": {
+        "R_H": "M",
+        "O_H": "O",
+        "Pi_H": "Pi",
+        "E_H": "E",
+        "P_diverge": "diverged",
+        "R_L": "M_L",
+        "T_L": "M_T",
+        "B_L": "W_L",
+    },
+    "swrb": {
+        "R_H": "Z_R",
+        "O_H": "Z_O",
+        "Pi_H": "Z_Pi",
+        "E_H": "Z_E",
+        "P_diverge": "D",
+        "R_L": "Z_L",
+        "T_L": "Z_T",
+        "B_L": "W_L",
+    },
 }
 WINDOW_KEYS = ("R_L", "T_L", "B_L")
 METHODS = ("naive", "swrb")

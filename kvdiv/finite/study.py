@@ -119,10 +119,20 @@ def comparison_table(exact: pl.DataFrame, estimates: pl.DataFrame) -> pl.DataFra
 def suite_aggregates(comparison: pl.DataFrame) -> dict[str, float]:
     """min/median/max variance ratio, mean evaluation ratio, variance–cost advantage (ratio of means) and the median
     advantage over the systems (:func:`kvdiv.estimands.variance_cost_aggregates`)."""
-    agg = variance_cost_aggregates(comparison["naive_variance"], comparison["swrb_variance"],
-                                   comparison["naive_evaluations"], comparison["swrb_evaluations"])
-    keys = ("variance_ratio_min", "variance_ratio_median", "variance_ratio_max", "evaluation_ratio_mean",
-            "advantage_ratio_of_means", "advantage_median")
+    agg = variance_cost_aggregates(
+        comparison["naive_variance"],
+        comparison["swrb_variance"],
+        comparison["naive_evaluations"],
+        comparison["swrb_evaluations"],
+    )
+    keys = (
+        "variance_ratio_min",
+        "variance_ratio_median",
+        "variance_ratio_max",
+        "evaluation_ratio_mean",
+        "advantage_ratio_of_means",
+        "advantage_median",
+    )
     return {"systems": agg["cells"], **{k: agg[k] for k in keys}}
 
 
@@ -136,8 +146,16 @@ def paper_comparison(comparison: pl.DataFrame, paper: dict) -> pl.DataFrame:
         ("variance ratio naive/SWRB, min", vr["min"], ours["variance_ratio_min"]),
         ("variance ratio naive/SWRB, median", vr["median"], ours["variance_ratio_median"]),
         ("variance ratio naive/SWRB, max", vr["max"], ours["variance_ratio_max"]),
-        ("kernel-pair evaluations SWRB/naive (mean)", paper["mean_pair_evaluations_ratio"], ours["evaluation_ratio_mean"]),
-        ("variance-cost advantage (ratio of means)", paper["variance_cost_advantage_ratio_of_means"], ours["advantage_ratio_of_means"]),
+        (
+            "kernel-pair evaluations SWRB/naive (mean)",
+            paper["mean_pair_evaluations_ratio"],
+            ours["evaluation_ratio_mean"],
+        ),
+        (
+            "variance-cost advantage (ratio of means)",
+            paper["variance_cost_advantage_ratio_of_means"],
+            ours["advantage_ratio_of_means"],
+        ),
     ]
     return pl.DataFrame(
         {"quantity": [r[0] for r in rows], "paper": [float(r[1]) for r in rows], "ours": [float(r[2]) for r in rows]}

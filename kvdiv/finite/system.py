@@ -200,7 +200,9 @@ def system_from_dict(data: dict, source: str = "<dict>") -> FiniteSystem:
         raise ValueError(f"{source}: 'eos' must be a token id in 0..{V - 1}, got {eos!r}")
     n_nodes = count_histories(V, H)
     if n_nodes is None:
-        raise ValueError(f"{source}: vocab {V} and horizon {H} give more than {MAX_HISTORIES} histories, too many to enumerate")
+        raise ValueError(
+            f"{source}: vocab {V} and horizon {H} give more than {MAX_HISTORIES} histories, too many to enumerate"
+        )
     tables = {}
     for label in ("reference", "intervention"):
         rows = data[label]

@@ -63,16 +63,20 @@ def step_sessions(
     for p in running:
         s = p.session
         slots = s._slots
-        plan.parts.append(DecodePart(row, row + len(p.active), slots.keys, slots.values, slots.bias, p.slots, p.lengths,
-                                     p.runs))
+        plan.parts.append(
+            DecodePart(row, row + len(p.active), slots.keys, slots.values, slots.bias, p.slots, p.lengths, p.runs)
+        )
         row += len(p.active)
         ids.extend([a[3]] for a in p.active)
         positions.extend([a[2].position] for a in p.active)
     first = running[0].session
     dev = first.device
     # rows whose cache compresses during decoding: their attention inputs are captured for the press's hook
-    decoding = {id(p) for p in running if p.session._decoding and not p.session._in_prompt
-                and any(a[2].decode is not None for a in p.active)}
+    decoding = {
+        id(p)
+        for p in running
+        if p.session._decoding and not p.session._in_prompt and any(a[2].decode is not None for a in p.active)
+    }
     pad = _padding_rows(row, model, dev)
     if pad:
         plan.parts.append(_padding_part(first, row, pad))

@@ -70,8 +70,9 @@ def environment():
     def strftime_now(fmt):
         return FROZEN_CLOCK.strftime(fmt)
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[GenerationTag, jinja2.ext.loopcontrols])
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols]
+    )
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
@@ -118,8 +119,14 @@ class _Budget:
 
 
 def render(
-    source: str, messages: list[dict], *, owner: str, add_generation_prompt: bool = True,
-    variables: Mapping[str, Any] | None = None, max_steps: int = MAX_STEPS, max_seconds: float = MAX_SECONDS,
+    source: str,
+    messages: list[dict],
+    *,
+    owner: str,
+    add_generation_prompt: bool = True,
+    variables: Mapping[str, Any] | None = None,
+    max_steps: int = MAX_STEPS,
+    max_seconds: float = MAX_SECONDS,
     max_chars: int = MAX_CHARS,
 ) -> str:
     """``source`` rendered for ``messages`` as transformers would (``variables``: the tokenizer's special tokens),
@@ -129,8 +136,13 @@ def render(
     previous = sys.gettrace()
     sys.settrace(budget)
     try:
-        text = template.render(messages=messages, tools=None, documents=None,
-                               add_generation_prompt=add_generation_prompt, **dict(variables or {}))
+        text = template.render(
+            messages=messages,
+            tools=None,
+            documents=None,
+            add_generation_prompt=add_generation_prompt,
+            **dict(variables or {}),
+        )
     finally:
         sys.settrace(previous)
     if len(text) > max_chars:

@@ -148,8 +148,9 @@ def run_decoding_hooks(
         press.hidden_states_buffer, press.layer_step_counts = state.buffers, state.counts
         for module in modules:
             layer = module.layer_idx
-            cache_layer = _ChainCacheLayer(lambda layer=layer: _entries(keys[layer], values[layer], bias[layer], slot,
-                                                                       length))
+            cache_layer = _ChainCacheLayer(
+                lambda layer=layer: _entries(keys[layer], values[layer], bias[layer], slot, length)
+            )
             layers[layer] = cache_layer
             kwargs = _row_kwargs(inputs[layer], row, position_ids, _ChainCache(layers))
             press.forward_hook(module, (), kwargs, (None, None))
@@ -174,8 +175,10 @@ def run_decoding_hooks(
             else:  # entries carrying a bias (a press's correction, head-wise masks): follow them to where they went
                 idx = match_rows(keys[layer][slot][:, real], k_new)
                 if idx is None:
-                    raise RuntimeError(f"action {action!r}: decode-time compression at layer {layer} returned keys that "
-                                       "are not a subset of the cache's; kvdiv cannot carry their attention bias")
+                    raise RuntimeError(
+                        f"action {action!r}: decode-time compression at layer {layer} returned keys that "
+                        "are not a subset of the cache's; kvdiv cannot carry their attention bias"
+                    )
                 b_new = b_old.gather(1, idx)
         else:  # a layer with padding: compact it like the compressed ones
             k_new, v_new = keys[layer][slot][:, real].clone(), values[layer][slot][:, real].clone()

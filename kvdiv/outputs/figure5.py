@@ -55,10 +55,24 @@ def plot_gap_bars(ax, decomposition: pl.DataFrame, model: str) -> list[str]:
         pos = x - 0.4 + width * (k + 0.5)
         hatch = contrast_hatch(k)
         ax.bar(pos, exp, width * 0.95, color=EXPOSURE_COLOR, hatch=hatch, edgecolor="white")
-        ax.bar(pos, br, width * 0.95, bottom=np.where(np.sign(br) == np.sign(exp), exp, 0), color=BRANCH_COLOR,
-               hatch=hatch, edgecolor="white")
-        ax.errorbar(pos, gap, yerr=[np.maximum(gap - lo, 0), np.maximum(hi - gap, 0)], fmt="none", ecolor="black",
-                    capsize=2, lw=0.8)
+        ax.bar(
+            pos,
+            br,
+            width * 0.95,
+            bottom=np.where(np.sign(br) == np.sign(exp), exp, 0),
+            color=BRANCH_COLOR,
+            hatch=hatch,
+            edgecolor="white",
+        )
+        ax.errorbar(
+            pos,
+            gap,
+            yerr=[np.maximum(gap - lo, 0), np.maximum(hi - gap, 0)],
+            fmt="none",
+            ecolor="black",
+            capsize=2,
+            lw=0.8,
+        )
     ax.axhline(0, color="black", lw=0.6)
     ax.set_xticks(x, [s.replace("_", " ") for s in strata], rotation=35, ha="right", rotation_mode="anchor")
     ax.set_ylabel("mismatch gap (pp)")
@@ -70,15 +84,19 @@ def gap_legend_handles(contrasts: list[str]) -> list:
     """Legend entries of :func:`plot_gap_bars`: the two parts' colours, then one hatch per contrast."""
     from matplotlib.patches import Patch
 
-    handles = [Patch(facecolor=EXPOSURE_COLOR, label="exposure part"),
-               Patch(facecolor=BRANCH_COLOR, label="branch-mismatch part")]
-    handles += [Patch(facecolor="0.88", edgecolor="0.35", hatch=contrast_hatch(k), label=c)
-                for k, c in enumerate(contrasts)]
+    handles = [
+        Patch(facecolor=EXPOSURE_COLOR, label="exposure part"),
+        Patch(facecolor=BRANCH_COLOR, label="branch-mismatch part"),
+    ]
+    handles += [
+        Patch(facecolor="0.88", edgecolor="0.35", hatch=contrast_hatch(k), label=c) for k, c in enumerate(contrasts)
+    ]
     return handles
 
 
-def plot_survival(ax, survival: pl.DataFrame, model: str, entry: pl.DataFrame | None = None,
-                  colors: dict[str, str] | None = None) -> None:
+def plot_survival(
+    ax, survival: pl.DataFrame, model: str, entry: pl.DataFrame | None = None, colors: dict[str, str] | None = None
+) -> None:
     """First-divergence survival P(τ > t) per action with bootstrap bands; the legend gives each action's
     mean entry step among diverged chains (pooled over strata). ``colors``: action → colour (default: the style's
     fixed colours, others distinct: :func:`kvdiv.outputs.style.action_colors`)."""
@@ -90,13 +108,24 @@ def plot_survival(ax, survival: pl.DataFrame, model: str, entry: pl.DataFrame | 
         color = colors[action]
         label = action
         if entry is not None and entry.height:
-            e = entry.filter((pl.col("model") == model) & (pl.col("action") == action) & (pl.col("stratum") == POOLED)
-                             & (pl.col("statistic") == "mean_tau_diverged"))
+            e = entry.filter(
+                (pl.col("model") == model)
+                & (pl.col("action") == action)
+                & (pl.col("stratum") == POOLED)
+                & (pl.col("statistic") == "mean_tau_diverged")
+            )
             if e.height and np.isfinite(e["estimate"][0]):
                 label = f"{action} (mean τ {e['estimate'][0]:.1f})"
         ax.step(s["step"], s["survival"], where="post", color=color, label=label)
-        ax.fill_between(s["step"].to_numpy(), s["lower"].to_numpy(), s["upper"].to_numpy(), step="post", color=color,
-                        alpha=0.2, lw=0)
+        ax.fill_between(
+            s["step"].to_numpy(),
+            s["lower"].to_numpy(),
+            s["upper"].to_numpy(),
+            step="post",
+            color=color,
+            alpha=0.2,
+            lw=0,
+        )
     ax.set_xlabel("generation step t")
     ax.set_ylabel("P(no divergence by t)")
     ax.set_ylim(-0.02, 1.02)
@@ -107,11 +136,19 @@ def plot_survival(ax, survival: pl.DataFrame, model: str, entry: pl.DataFrame | 
         ax.legend(frameon=False)
 
 
-def plot_figure5(frames: dict[str, pl.DataFrame], pdf: str | Path, png: str | Path, dpi: int = 200,
-                 width: float = 8.0, row_height: float = 3.2) -> None:
+def plot_figure5(
+    frames: dict[str, pl.DataFrame],
+    pdf: str | Path,
+    png: str | Path,
+    dpi: int = 200,
+    width: float = 8.0,
+    row_height: float = 3.2,
+) -> None:
     """Figure 5: one row per model, gap decomposition (left) and survival curves (right)."""
     apply_style()
-    models = sorted(frames["decomposition"]["model"].unique().to_list()) or sorted(frames["survival"]["model"].unique().to_list())
+    models = sorted(frames["decomposition"]["model"].unique().to_list()) or sorted(
+        frames["survival"]["model"].unique().to_list()
+    )
     if not models:
         raise ValueError("Figure 5 has no data: the decomposition and survival tables are empty")
     n_actions = frames["survival"]["action"].n_unique() if frames["survival"].height else 0
@@ -120,8 +157,13 @@ def plot_figure5(frames: dict[str, pl.DataFrame], pdf: str | Path, png: str | Pa
     ncol = 3 if len(handles) > 4 else 2
     legend_height = 0.18 * -(-len(handles) // ncol) + 0.15  # inches below the panels, growing with its rows
     height = row_height * len(models) + legend_height
-    fig, axes = plt.subplots(len(models), 2, figsize=(width + (2.2 if wide else 0), height), squeeze=False,
-                             gridspec_kw={"width_ratios": [1.4, 1]})
+    fig, axes = plt.subplots(
+        len(models),
+        2,
+        figsize=(width + (2.2 if wide else 0), height),
+        squeeze=False,
+        gridspec_kw={"width_ratios": [1.4, 1]},
+    )
     for i, model in enumerate(models):
         plot_gap_bars(axes[i, 0], frames["decomposition"], model)
         plot_survival(axes[i, 1], frames["survival"], model, frames.get("entry"))
@@ -143,12 +185,22 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
             for action in sorted(entry["action"].unique().to_list()):
                 r = first_row(entry, model=model, stratum=POOLED, action=action, statistic="mean_tau_diverged")
                 if r:
-                    t.add(f"mean first-divergence step among diverged, {action}", model, r["n_documents"], num(r),
-                          *(paper_value(p50, "mean_first_divergence_step_among_diverged", m, action) for m in keys))
+                    t.add(
+                        f"mean first-divergence step among diverged, {action}",
+                        model,
+                        r["n_documents"],
+                        num(r),
+                        *(paper_value(p50, "mean_first_divergence_step_among_diverged", m, action) for m in keys),
+                    )
                 r = first_row(entry, model=model, stratum=POOLED, action=action, statistic="diverged")
                 if r:
-                    t.add(f"diverged by step H (%), {action}", model, r["n_documents"], ci(r),
-                          *(paper_value(p50, "diverged_by_step_128_percent", m, action) for m in keys))
+                    t.add(
+                        f"diverged by step H (%), {action}",
+                        model,
+                        r["n_documents"],
+                        ci(r),
+                        *(paper_value(p50, "diverged_by_step_128_percent", m, action) for m in keys),
+                    )
             for contrast in list(dict.fromkeys(dec.filter(pl.col("model") == model)["contrast"].to_list())):
                 key = contrast.replace(" − ", "_minus_")
                 r = first_row(dec, model=model, stratum=POOLED, contrast=contrast, statistic="exposure_share")
@@ -156,24 +208,49 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
                 if g:
                     t.add(f"mismatch gap (pp), {contrast}", model, g["n_documents"], ci(g))
                 if r:
-                    t.add(f"exposure share of gap (%), {contrast}", model, r["n_documents"], share(r),
-                          *(paper_value(p50, "exposure_share_of_gap_percent", key, m) for m in keys))
-            cells = dec.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED)
-                               & (pl.col("statistic") == "exposure_share"))
+                    t.add(
+                        f"exposure share of gap (%), {contrast}",
+                        model,
+                        r["n_documents"],
+                        share(r),
+                        *(paper_value(p50, "exposure_share_of_gap_percent", key, m) for m in keys),
+                    )
+            cells = dec.filter(
+                (pl.col("model") == model) & (pl.col("stratum") != POOLED) & (pl.col("statistic") == "exposure_share")
+            )
             if cells.height:
                 ok = cells.filter(pl.col("identified")) if "identified" in cells.columns else cells
                 unidentified = cells.height - ok.height
-                t.add("decompositions with exposure majority (stratum × contrast)", model, "–",
-                      count(ok["estimate"], 0.5) + (f" ({unidentified} not identified: gap indistinguishable from 0)"
-                                                    if unidentified else ""),
-                      paper_value(p50, "decompositions_with_exposure_majority"), "")
-            rates = dec.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED)
-                               & pl.col("statistic").is_in(["rate_a", "rate_b"]))["estimate"].drop_nans()
+                t.add(
+                    "decompositions with exposure majority (stratum × contrast)",
+                    model,
+                    "–",
+                    count(ok["estimate"], 0.5)
+                    + (f" ({unidentified} not identified: gap indistinguishable from 0)" if unidentified else ""),
+                    paper_value(p50, "decompositions_with_exposure_majority"),
+                    "",
+                )
+            rates = dec.filter(
+                (pl.col("model") == model)
+                & (pl.col("stratum") != POOLED)
+                & pl.col("statistic").is_in(["rate_a", "rate_b"])
+            )["estimate"].drop_nans()
             if rates.len():
-                t.add("post-divergence mismatch rate C, range over cells (%)", model, "–",
-                      f"[{pp(rates.min())}, {pp(rates.max())}]",
-                      paper_value(p50, "post_divergence_mismatch_percent_range"), "")
-    return [context.heading(), "",
-            "Exposure share = (ΔO + ΔE·C̄)/ΔR, branch-mismatch share = Ē·ΔC/ΔR (midpoint split of Π = E·C; the two "
-            "shares sum to 1 and do not depend on the order of the two actions).", "",
-            f"![{context.item.label}]({context.figure})", "", t.markdown()]
+                t.add(
+                    "post-divergence mismatch rate C, range over cells (%)",
+                    model,
+                    "–",
+                    f"[{pp(rates.min())}, {pp(rates.max())}]",
+                    paper_value(p50, "post_divergence_mismatch_percent_range"),
+                    "",
+                )
+    return [
+        context.heading(),
+        "",
+        "Exposure share = (ΔO + ΔE·C̄)/ΔR, branch-mismatch share = Ē·ΔC/ΔR (midpoint split of Π = E·C; the two "
+        "shares sum to 1 and do not depend on the order of the two actions).",
+        "",
+        f"![{context.item.label}]({context.figure})",
+        "",
+        t.markdown(),
+    ]

@@ -16,7 +16,9 @@ from kvdiv.outputs.report_cells import PaperTable, SectionContext, ci, count, pa
 from kvdiv.outputs.style import action_colors, apply_style, save_figure
 
 
-def plot_profiles(ax, profiles: pl.DataFrame, model: str, action: str, early: Sequence[int], late: Sequence[int]) -> None:
+def plot_profiles(
+    ax, profiles: pl.DataFrame, model: str, action: str, early: Sequence[int], late: Sequence[int]
+) -> None:
     """Branch TV by depth for one model × action: thin lines per stratum, the pooled curve with its band."""
     sub = profiles.filter((pl.col("model") == model) & (pl.col("action") == action))
     strata = sorted(set(sub["stratum"].to_list()) - {POOLED}, key=stratum_key)
@@ -28,11 +30,25 @@ def plot_profiles(ax, profiles: pl.DataFrame, model: str, action: str, early: Se
     color = action_colors([action])[action]
     if pooled.height:
         ax.plot(pooled["depth"], pooled["tv"], color="black", lw=1.8, label="pooled")
-        ax.fill_between(pooled["depth"].to_numpy(), pooled["lower"].to_numpy(), pooled["upper"].to_numpy(), color=color,
-                        alpha=0.25, lw=0)
+        ax.fill_between(
+            pooled["depth"].to_numpy(),
+            pooled["lower"].to_numpy(),
+            pooled["upper"].to_numpy(),
+            color=color,
+            alpha=0.25,
+            lw=0,
+        )
     for window, name in ((early, "early"), (late, "late")):
         ax.axvspan(window[0] - 0.5, window[1] + 0.5, color="grey", alpha=0.12, lw=0)
-        ax.text((window[0] + window[1]) / 2, 1.0, name, transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=7)
+        ax.text(
+            (window[0] + window[1]) / 2,
+            1.0,
+            name,
+            transform=ax.get_xaxis_transform(),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+        )
     ax.set_xlabel("depth ℓ = t − τ")
     ax.set_ylabel("branch TV δ")
     ax.set_ylim(0, 1.02)
@@ -54,8 +70,16 @@ def plot_contrasts(ax, contrasts: pl.DataFrame, model: str, statistic: str = "la
         lo = np.array([100 * lookup[st]["lower"] if st in lookup else np.nan for st in strata])
         hi = np.array([100 * lookup[st]["upper"] if st in lookup else np.nan for st in strata])
         pos = y - 0.35 + step * (k + 0.5)
-        ax.errorbar(est, pos, xerr=[np.maximum(est - lo, 0), np.maximum(hi - est, 0)], fmt="o", ms=3, capsize=2,
-                    color=colors[action], label=action)
+        ax.errorbar(
+            est,
+            pos,
+            xerr=[np.maximum(est - lo, 0), np.maximum(hi - est, 0)],
+            fmt="o",
+            ms=3,
+            capsize=2,
+            color=colors[action],
+            label=action,
+        )
     ax.axvline(0, color="black", lw=0.6)
     ax.set_yticks(y, [s.replace("_", " ") for s in strata])
     ax.set_xlabel("late − early branch TV (pp)")
@@ -63,8 +87,16 @@ def plot_contrasts(ax, contrasts: pl.DataFrame, model: str, statistic: str = "la
     ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
 
-def plot_figure6(frames: dict[str, pl.DataFrame], pdf: str | Path, png: str | Path, early: Sequence[int],
-                 late: Sequence[int], dpi: int = 200, panel_width: float = 2.6, row_height: float = 2.6) -> None:
+def plot_figure6(
+    frames: dict[str, pl.DataFrame],
+    pdf: str | Path,
+    png: str | Path,
+    early: Sequence[int],
+    late: Sequence[int],
+    dpi: int = 200,
+    panel_width: float = 2.6,
+    row_height: float = 2.6,
+) -> None:
     """Figure 6: one row per model; one profile panel per action and a contrast panel."""
     apply_style()
     profiles, contrasts = frames["profiles"], frames["late_minus_early"]
@@ -72,8 +104,13 @@ def plot_figure6(frames: dict[str, pl.DataFrame], pdf: str | Path, png: str | Pa
     if not models:  # no chain diverged within the cohort: say so instead of failing the workflow
         fig, ax = plt.subplots(figsize=(4, 2))
         ax.axis("off")
-        ax.text(0.5, 0.5, "No first divergence within the cohort\n(τ ≤ analysis.cohort_max_tau): nothing to plot",
-                ha="center", va="center")
+        ax.text(
+            0.5,
+            0.5,
+            "No first divergence within the cohort\n(τ ≤ analysis.cohort_max_tau): nothing to plot",
+            ha="center",
+            va="center",
+        )
         save_figure(fig, pdf, png, dpi=dpi)
         return
     actions = sorted(set(profiles["action"].to_list()) | set(contrasts["action"].to_list()))
@@ -85,7 +122,9 @@ def plot_figure6(frames: dict[str, pl.DataFrame], pdf: str | Path, png: str | Pa
         plot_contrasts(axes[i, -1], contrasts, model)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 7), frameon=False, bbox_to_anchor=(0.5, -0.02))
+        fig.legend(
+            handles, labels, loc="lower center", ncol=min(len(labels), 7), frameon=False, bbox_to_anchor=(0.5, -0.02)
+        )
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     save_figure(fig, pdf, png, dpi=dpi)
 
@@ -111,16 +150,35 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
             for which in ("early", "late"):
                 r = first_row(lme, model=model, stratum=POOLED, action=ref_action, statistic=which)
                 if r:
-                    t.add(f"branch TV, τ ≤ {setting.get('cohort_max_tau', 64)}, {ref_action}, {which} window (%)",
-                          model, r["n_documents"], ci(r),
-                          *(paper_value(p50, "branch_tv_snapkv_half_tau_le_64_percent", m, which)
-                            for m in context.model_keys))
-            cells = lme.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED)
-                               & (pl.col("statistic") == "late_minus_early"))
+                    t.add(
+                        f"branch TV, τ ≤ {setting.get('cohort_max_tau', 64)}, {ref_action}, {which} window (%)",
+                        model,
+                        r["n_documents"],
+                        ci(r),
+                        *(
+                            paper_value(p50, "branch_tv_snapkv_half_tau_le_64_percent", m, which)
+                            for m in context.model_keys
+                        ),
+                    )
+            cells = lme.filter(
+                (pl.col("model") == model) & (pl.col("stratum") != POOLED) & (pl.col("statistic") == "late_minus_early")
+            )
             if cells.height:
-                t.add("late − early branch TV positive (stratum × action)", model, "–",
-                      count(cells["estimate"], 0.0), paper_value(p50, "late_minus_early_positive"), "")
-    return [context.heading(), "",
-            f"Early window: depths {setting.get('early')}; late window: depths {setting.get('late')}; "
-            f"cohort τ ≤ {setting.get('cohort_max_tau')}.", "",
-            f"![{context.item.label}]({context.figure})", "", t.markdown()]
+                t.add(
+                    "late − early branch TV positive (stratum × action)",
+                    model,
+                    "–",
+                    count(cells["estimate"], 0.0),
+                    paper_value(p50, "late_minus_early_positive"),
+                    "",
+                )
+    return [
+        context.heading(),
+        "",
+        f"Early window: depths {setting.get('early')}; late window: depths {setting.get('late')}; "
+        f"cohort τ ≤ {setting.get('cohort_max_tau')}.",
+        "",
+        f"![{context.item.label}]({context.figure})",
+        "",
+        t.markdown(),
+    ]

@@ -22,14 +22,28 @@ def _intervals(ax, frame: pl.DataFrame, labels: list[str], key: str, color: str,
     lo = np.array([100 * lookup[k]["lower"] if k in lookup else np.nan for k in labels])
     hi = np.array([100 * lookup[k]["upper"] if k in lookup else np.nan for k in labels])
     x = np.arange(len(labels)) + offset
-    ax.errorbar(x, est, yerr=[np.maximum(est - lo, 0), np.maximum(hi - est, 0)], fmt="o", ms=4, capsize=3, color=color,
-                label=label)
+    ax.errorbar(
+        x,
+        est,
+        yerr=[np.maximum(est - lo, 0), np.maximum(hi - est, 0)],
+        fmt="o",
+        ms=4,
+        capsize=3,
+        color=color,
+        label=label,
+    )
     ax.set_xticks(np.arange(len(labels)), labels)
     ax.set_xlim(-0.5, len(labels) - 0.5)
 
 
-def plot_figure7(frames: dict[str, pl.DataFrame], pdf: str | Path, png: str | Path, dpi: int = 200,
-                 width: float = 7.5, row_height: float = 2.5) -> None:
+def plot_figure7(
+    frames: dict[str, pl.DataFrame],
+    pdf: str | Path,
+    png: str | Path,
+    dpi: int = 200,
+    width: float = 7.5,
+    row_height: float = 2.5,
+) -> None:
     """Figure 7: one row per model; exposure share (left), late − early (middle), EOS share (right)."""
     apply_style()
     dec, lme, eos = frames["decomposition"], frames["late_minus_early"], frames["eos"]
@@ -54,7 +68,9 @@ def plot_figure7(frames: dict[str, pl.DataFrame], pdf: str | Path, png: str | Pa
         ax = axes[i, 1]
         pooled = lme.filter((pl.col("model") == model) & (pl.col("family") == POOLED))
         actions = sorted(pooled["action"].unique().to_list())
-        for k, (stat, label) in enumerate((("late_minus_early", "all steps"), ("late_minus_early_strict_pre_eos", "strict pre-EOS"))):
+        for k, (stat, label) in enumerate(
+            (("late_minus_early", "all steps"), ("late_minus_early_strict_pre_eos", "strict pre-EOS"))
+        ):
             s = pooled.filter(pl.col("statistic") == stat)
             _intervals(ax, s, actions, "action", "black" if k == 0 else "grey", 0.15 * k, label)
         colors = action_colors(actions)
@@ -91,35 +107,76 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
                 g = first_row(dec, model=model, family=POOLED, contrast=contrast, statistic="gap")
                 r = first_row(dec, model=model, family=POOLED, contrast=contrast, statistic="exposure_share")
                 if g:
-                    t.add(f"mismatch gap (pp), {contrast}", model, g["n_documents"], ci(g),
-                          *(paper_value(p90, "mismatch_gap_pp", m) for m in keys))
+                    t.add(
+                        f"mismatch gap (pp), {contrast}",
+                        model,
+                        g["n_documents"],
+                        ci(g),
+                        *(paper_value(p90, "mismatch_gap_pp", m) for m in keys),
+                    )
                 if r:
-                    t.add(f"exposure share of gap (%), {contrast}", model, r["n_documents"], share(r),
-                          *(paper_value(p90, "exposure_share_of_gap_percent", m) for m in keys))
+                    t.add(
+                        f"exposure share of gap (%), {contrast}",
+                        model,
+                        r["n_documents"],
+                        share(r),
+                        *(paper_value(p90, "exposure_share_of_gap_percent", m) for m in keys),
+                    )
                 for fam in sorted(set(eos.filter(pl.col("model") == model)["family"].to_list())):
                     e = first_row(eos, model=model, family=fam, contrast=contrast, statistic="eos_share")
                     if e:  # the paper gives its first model's EOS shares per family, its second's pooled
                         first, second = keys[0], keys[1]
-                        t.add(f"EOS share of gap (%), {fam}, {contrast}", model, e["n_documents"], share(e, 2),
-                              paper_value(p90, "eos_share_percent", first, fam) if fam != POOLED else "–",
-                              paper_value(p90, "eos_share_percent", second) if fam == POOLED else "–")
+                        t.add(
+                            f"EOS share of gap (%), {fam}, {contrast}",
+                            model,
+                            e["n_documents"],
+                            share(e, 2),
+                            paper_value(p90, "eos_share_percent", first, fam) if fam != POOLED else "–",
+                            paper_value(p90, "eos_share_percent", second) if fam == POOLED else "–",
+                        )
             pooled = lme.filter((pl.col("model") == model) & (pl.col("family") == POOLED))
             main = pooled.filter(pl.col("statistic") == "late_minus_early")
             for r in main.iter_rows(named=True):
-                t.add(f"late − early branch TV (pp), {r['action']}", model, r["n_documents"], ci(r),
-                      paper_value(p90, "late_minus_early_branch_tv_pp_range"), "")
+                t.add(
+                    f"late − early branch TV (pp), {r['action']}",
+                    model,
+                    r["n_documents"],
+                    ci(r),
+                    paper_value(p90, "late_minus_early_branch_tv_pp_range"),
+                    "",
+                )
                 s = first_row(pooled, action=r["action"], statistic="late_minus_early_strict_pre_eos")
                 if s:
-                    t.add(f"strict pre-EOS late − early (pp), {r['action']}", model, s["n_documents"], ci(s),
-                          *(paper_value(p90, "strict_pre_eos_late_minus_early_pp", m) for m in keys))
+                    t.add(
+                        f"strict pre-EOS late − early (pp), {r['action']}",
+                        model,
+                        s["n_documents"],
+                        ci(s),
+                        *(paper_value(p90, "strict_pre_eos_late_minus_early_pp", m) for m in keys),
+                    )
             if main.height:
-                t.add("prespecified late − early intervals above zero (action)", model, "–",
-                      count(main["lower"], 0.0), paper_value(p90, "prespecified_branch_tv_intervals_above_zero"), "")
+                t.add(
+                    "prespecified late − early intervals above zero (action)",
+                    model,
+                    "–",
+                    count(main["lower"], 0.0),
+                    paper_value(p90, "prespecified_branch_tv_intervals_above_zero"),
+                    "",
+                )
             strata = frames.get("late_minus_early_strata")
             if strata is not None and strata.height:
-                cells = strata.filter((pl.col("model") == model) & (pl.col("stratum") != POOLED)
-                                      & (pl.col("statistic") == "late_minus_early"))
+                cells = strata.filter(
+                    (pl.col("model") == model)
+                    & (pl.col("stratum") != POOLED)
+                    & (pl.col("statistic") == "late_minus_early")
+                )
                 if cells.height:
-                    t.add("late − early branch TV positive (stratum × action)", model, "–",
-                          count(cells["estimate"], 0.0), paper_value(p90, "late_minus_early_positive_strata"), "")
+                    t.add(
+                        "late − early branch TV positive (stratum × action)",
+                        model,
+                        "–",
+                        count(cells["estimate"], 0.0),
+                        paper_value(p90, "late_minus_early_positive_strata"),
+                        "",
+                    )
     return [context.heading(), "", f"![{context.item.label}]({context.figure})", "", t.markdown()]

@@ -40,7 +40,7 @@ def reference_groups(contrasts: list[str], actions: list[str]) -> dict[str, list
         while path[-1] in reference_of:
             nxt = reference_of[path[-1]]
             if nxt in path:  # contrasts in a cycle: its alphabetically first action is the root
-                return min(path[path.index(nxt):])
+                return min(path[path.index(nxt) :])
             path.append(nxt)
         return path[-1]
 
@@ -75,8 +75,17 @@ def plot_pooled_gaps(ax, decomposition: pl.DataFrame, model: str) -> None:
     hi = np.array([value(c, "gap", "upper") for c in contrasts])
     ax.barh(y, exp, 0.7, color=EXPOSURE_COLOR, label="exposure")
     ax.barh(y, br, 0.7, left=np.where(np.sign(br) == np.sign(exp), exp, 0), color=BRANCH_COLOR, label="branch mismatch")
-    ax.errorbar(gap, y, xerr=[np.maximum(gap - lo, 0), np.maximum(hi - gap, 0)], fmt="o", color="black", ms=3,
-                capsize=2, lw=0.8, label="gap (interval)")
+    ax.errorbar(
+        gap,
+        y,
+        xerr=[np.maximum(gap - lo, 0), np.maximum(hi - gap, 0)],
+        fmt="o",
+        color="black",
+        ms=3,
+        capsize=2,
+        lw=0.8,
+        label="gap (interval)",
+    )
     ax.axvline(0, color="black", lw=0.6)
     ax.set_yticks(y, contrasts)
     ax.set_xlabel("mismatch gap (pp), pooled")
@@ -84,8 +93,14 @@ def plot_pooled_gaps(ax, decomposition: pl.DataFrame, model: str) -> None:
     ax.legend(frameon=False, fontsize=7)
 
 
-def plot_probabilistic(frames: dict[str, pl.DataFrame], pdf: str | Path, png: str | Path, dpi: int = 200,
-                       panel_width: float = 3.6, row_height: float = 3.4) -> None:
+def plot_probabilistic(
+    frames: dict[str, pl.DataFrame],
+    pdf: str | Path,
+    png: str | Path,
+    dpi: int = 200,
+    panel_width: float = 3.6,
+    row_height: float = 3.4,
+) -> None:
     """The figure: one row per model, pooled gap decomposition then one survival panel per reference action."""
     apply_style()
     survival, decomposition = frames["survival"], frames["decomposition"]
@@ -95,14 +110,20 @@ def plot_probabilistic(frames: dict[str, pl.DataFrame], pdf: str | Path, png: st
     contrasts = list(dict.fromkeys(decomposition["contrast"].to_list()))
     groups = reference_groups(contrasts, sorted(survival["action"].unique().to_list()))
     n_cols = 1 + len(groups)
-    fig, axes = plt.subplots(len(models), n_cols, figsize=(panel_width * n_cols + 1.5, row_height * len(models)),
-                             squeeze=False, gridspec_kw={"width_ratios": [1.5] + [1] * len(groups)})
+    fig, axes = plt.subplots(
+        len(models),
+        n_cols,
+        figsize=(panel_width * n_cols + 1.5, row_height * len(models)),
+        squeeze=False,
+        gridspec_kw={"width_ratios": [1.5] + [1] * len(groups)},
+    )
     for i, model in enumerate(models):
         plot_pooled_gaps(axes[i, 0], decomposition, model)
         for j, (reference, actions) in enumerate(groups.items(), start=1):
             colors = {action: "black" if k == 0 else f"C{(k - 1) % 10}" for k, action in enumerate(actions)}
-            plot_survival(axes[i, j], survival.filter(pl.col("action").is_in(actions)), model, frames.get("entry"),
-                          colors=colors)
+            plot_survival(
+                axes[i, j], survival.filter(pl.col("action").is_in(actions)), model, frames.get("entry"), colors=colors
+            )
             axes[i, j].set_title(f"{model}: survival vs {reference}")
             axes[i, j].legend(frameon=False, fontsize=6)
     fig.tight_layout()
@@ -144,9 +165,13 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
     if dec is not None and dec.height:
         verdicts = contrast_verdicts(dec, directions)
         claimed = {"lower": "gap < 0", "higher": "gap > 0"}
-        parts += [f"Verdict of each contrast against the paper's direction (config `analysis.directions`): {RULE}.",
-                  "", "| contrast | model | documents | mismatch gap (pp) | exposure share of gap (%) | paper's direction "
-                  "| verdict |", "|---|---|---|---|---|---|---|"]
+        parts += [
+            f"Verdict of each contrast against the paper's direction (config `analysis.directions`): {RULE}.",
+            "",
+            "| contrast | model | documents | mismatch gap (pp) | exposure share of gap (%) | paper's direction "
+            "| verdict |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for model in sorted(dec["model"].unique().to_list()):
             for contrast in list(dict.fromkeys(dec.filter(pl.col("model") == model)["contrast"].to_list())):
                 g = first_row(dec, model=model, stratum=POOLED, contrast=contrast, statistic="gap")
@@ -154,7 +179,9 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
                 v = first_row(verdicts, model=model, contrast=contrast)
                 n = (g or {}).get("n_documents", "–")
                 direction = claimed.get((v or {}).get("direction"), "–")
-                parts.append(f"| {contrast} | {model} | {n} | {ci(g)} | {share(s)} | {direction} | "
-                             f"{(v or {}).get('verdict', '–')} |")
+                parts.append(
+                    f"| {contrast} | {model} | {n} | {ci(g)} | {share(s)} | {direction} | "
+                    f"{(v or {}).get('verdict', '–')} |"
+                )
         parts.append("")
     return parts

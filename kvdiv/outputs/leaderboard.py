@@ -37,7 +37,9 @@ def press_name(spec: Mapping[str, Any]) -> str:
     """``SnapKVPress``; a wrapper ``AdaKVPress(SnapKVPress)``; a decoding press with its budget,
     ``DecodingPress(KnormPress; target_size 512, compression_interval 32)``; ``PrefillDecodingPress(SnapKVPress,
     DecodingPress(...))``."""
-    parts = [press_name(spec[key]) for key in ("prefilling_press", "decoding_press") if isinstance(spec.get(key), Mapping)]
+    parts = [
+        press_name(spec[key]) for key in ("prefilling_press", "decoding_press") if isinstance(spec.get(key), Mapping)
+    ]
     inner = spec.get("wraps", spec.get("base_press"))
     if isinstance(inner, Mapping):
         parts.append(press_name(inner))
@@ -71,12 +73,16 @@ def describe_actions(table: pl.DataFrame, actions: Mapping[str, Mapping[str, Any
 
 
 def _steps(table: pl.DataFrame) -> list[int]:
-    return sorted(int(c.removeprefix("diverged_by_")) for c in table.columns
-                  if c.startswith("diverged_by_") and not c.endswith(("_lower", "_upper")))
+    return sorted(
+        int(c.removeprefix("diverged_by_"))
+        for c in table.columns
+        if c.startswith("diverged_by_") and not c.endswith(("_lower", "_upper"))
+    )
 
 
 def display_frame(table: pl.DataFrame) -> pl.DataFrame:
     """The formatted leaderboard: one row per action (percent and steps with intervals)."""
+
     def cell(row: dict, name: str, unit: str) -> str:
         if unit == "pct":
             return interval(row[name], row[f"{name}_lower"], row[f"{name}_upper"], 1)
@@ -87,9 +93,13 @@ def display_frame(table: pl.DataFrame) -> pl.DataFrame:
     columns = {f"diverged_by_{h}": (f"diverged by step {h} (%)", "pct") for h in _steps(table)} | COLUMNS
     rows = []
     for row in table.iter_rows(named=True):
-        out = {"rank": row["rank"], "action": row["action"], "press": row.get("press", ""),
-               "retention": "–" if row.get("retention") is None else f"{100 * row['retention']:.0f}%",
-               "documents": row["n_documents"]}
+        out = {
+            "rank": row["rank"],
+            "action": row["action"],
+            "press": row.get("press", ""),
+            "retention": "–" if row.get("retention") is None else f"{100 * row['retention']:.0f}%",
+            "documents": row["n_documents"],
+        }
         out.update({label: cell(row, name, unit) for name, (label, unit) in columns.items()})
         rows.append(out)
     return pl.DataFrame(rows)
@@ -100,12 +110,19 @@ def plot_leaderboard(table: pl.DataFrame, pdf: str | Path, png: str | Path, *, d
     accuracy of y, each with its interval."""
     apply_style()
     h = max(_steps(table))
-    panels = [("risk", "R_H (%)", 100), (f"diverged_by_{h}", f"P(τ ≤ {h}) (%)", 100),
-              ("mean_tau_diverged", "mean τ among diverged", 1), ("accuracy_y", "accuracy of y (%)", 100)]
-    labels = [f"{a} ({p})" for a, p in zip(table["action"], table["press"] if "press" in table.columns else table["action"])]
+    panels = [
+        ("risk", "R_H (%)", 100),
+        (f"diverged_by_{h}", f"P(τ ≤ {h}) (%)", 100),
+        ("mean_tau_diverged", "mean τ among diverged", 1),
+        ("accuracy_y", "accuracy of y (%)", 100),
+    ]
+    labels = [
+        f"{a} ({p})" for a, p in zip(table["action"], table["press"] if "press" in table.columns else table["action"])
+    ]
     n = len(labels)
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.0 * len(panels) + 2.5, 0.28 * n + 1.2), sharey=True,
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(3.0 * len(panels) + 2.5, 0.28 * n + 1.2), sharey=True, squeeze=False
+    )
     y = np.arange(n)[::-1]
     kept = table["retention"].to_list() if "retention" in table.columns else [None] * n
     colors = ["#1f77b4" if r is not None and r >= 0.75 else "#d62728" if r is not None else "#7f7f7f" for r in kept]
@@ -113,19 +130,35 @@ def plot_leaderboard(table: pl.DataFrame, pdf: str | Path, png: str | Path, *, d
         est = table[name].cast(pl.Float64).fill_null(np.nan).to_numpy() * scale
         lo = table[f"{name}_lower"].cast(pl.Float64).fill_null(np.nan).to_numpy() * scale
         hi = table[f"{name}_upper"].cast(pl.Float64).fill_null(np.nan).to_numpy() * scale
-        ax.errorbar(est, y, xerr=[np.maximum(est - lo, 0), np.maximum(hi - est, 0)], fmt="none", ecolor="#999999",
-                    capsize=2, lw=1)
+        ax.errorbar(
+            est,
+            y,
+            xerr=[np.maximum(est - lo, 0), np.maximum(hi - est, 0)],
+            fmt="none",
+            ecolor="#999999",
+            capsize=2,
+            lw=1,
+        )
         ax.scatter(est, y, c=colors, s=14, zorder=3)
         ax.set_title(title)
     axes[0][0].set_yticks(y, labels)
     axes[0][0].set_ylim(-0.7, n - 0.3)
-    fig.suptitle(f"Divergence leaderboard: {table['model'][0]} (sorted by R_H; blue: retention ≥ 75%, red: below)",
-                 y=1.0, va="bottom")
+    fig.suptitle(
+        f"Divergence leaderboard: {table['model'][0]} (sorted by R_H; blue: retention ≥ 75%, red: below)",
+        y=1.0,
+        va="bottom",
+    )
     save_figure(fig, pdf, png, dpi=dpi)
 
 
-def write_leaderboard(table: pl.DataFrame, actions: Mapping[str, Mapping[str, Any]], paths: Sequence[str | Path],
-                      *, caption: str, dpi: int = 200) -> pl.DataFrame:
+def write_leaderboard(
+    table: pl.DataFrame,
+    actions: Mapping[str, Mapping[str, Any]],
+    paths: Sequence[str | Path],
+    *,
+    caption: str,
+    dpi: int = 200,
+) -> pl.DataFrame:
     """Write one model's leaderboard to ``paths`` = (csv, md, pdf, png): the CSV and Markdown by the one table writer
     (:func:`kvdiv.outputs.tables.write_table`; ``caption``: the item's, :mod:`kvdiv.analysis.items`), the figure by
     :func:`plot_leaderboard`. Returns the numbers written to the CSV."""

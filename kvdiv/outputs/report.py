@@ -43,26 +43,38 @@ def _setting_section(setting: Mapping, paper: Mapping) -> str:
     lines.append(f"| models | {models} | {paper['models']} |")
     for study, spec in setting.get("studies", {}).items():
         strata = ", ".join(spec.get("strata", []))
-        lines.append(f"| {study}: documents | {spec.get('documents', '?')} ({spec.get('documents_per_stratum', '?')} per stratum) | "
-                     f"{paper['documents']} ({paper['documents_per_stratum']} per stratum) |")
+        lines.append(
+            f"| {study}: documents | {spec.get('documents', '?')} ({spec.get('documents_per_stratum', '?')} per stratum) | "
+            f"{paper['documents']} ({paper['documents_per_stratum']} per stratum) |"
+        )
         lines.append(f"| {study}: strata | {strata} | {paper['strata']} |")
-        lines.append(f"| {study}: horizon H, replicates | {spec.get('horizon', '?')}, {spec.get('replicates', '?')} | {paper['horizon']}, – |")
+        lines.append(
+            f"| {study}: horizon H, replicates | {spec.get('horizon', '?')}, {spec.get('replicates', '?')} | {paper['horizon']}, – |"
+        )
         lines.append(f"| {study}: actions | {', '.join(spec.get('actions', []))} | {paper['actions']} |")
     lines.append("")
     diffs = []
     model_names = set(setting.get("models", {}))
     if model_names != set(paper["model_keys"]):
-        diffs.append(f"the models are {', '.join(sorted(model_names))}, not the paper's Llama-3.1-8B-Instruct and "
-                     "Qwen2.5-7B-Instruct, so every number below describes a different model; the paper's columns are a "
-                     "reference for direction and magnitude, not a target to match")
+        diffs.append(
+            f"the models are {', '.join(sorted(model_names))}, not the paper's Llama-3.1-8B-Instruct and "
+            "Qwen2.5-7B-Instruct, so every number below describes a different model; the paper's columns are a "
+            "reference for direction and magnitude, not a target to match"
+        )
     for study, spec in setting.get("studies", {}).items():
         if spec.get("documents") != paper["documents"]:
-            diffs.append(f"{study} uses {spec.get('documents')} documents, not {paper['documents']}: intervals are wider "
-                         "and per-stratum cells hold few documents")
+            diffs.append(
+                f"{study} uses {spec.get('documents')} documents, not {paper['documents']}: intervals are wider "
+                "and per-stratum cells hold few documents"
+            )
         if spec.get("horizon") != paper["horizon"]:
-            diffs.append(f"{study} uses H = {spec.get('horizon')}, not {paper['horizon']}: position blocks and depth windows are set within it")
-        diffs.append(f"{study}'s prompt lengths are {', '.join(str(n) for n in sorted({parse_stratum(s)[1] for s in spec.get('strata', [])}))} "
-                     "tokens (synthetic RULER/HELMET-style documents generated offline), not the paper's benchmark documents")
+            diffs.append(
+                f"{study} uses H = {spec.get('horizon')}, not {paper['horizon']}: position blocks and depth windows are set within it"
+            )
+        diffs.append(
+            f"{study}'s prompt lengths are {', '.join(str(n) for n in sorted({parse_stratum(s)[1] for s in spec.get('strata', [])}))} "
+            "tokens (synthetic RULER/HELMET-style documents generated offline), not the paper's benchmark documents"
+        )
     if diffs:
         lines.append("**Where this run differs from the paper:**")
         lines.append("")
@@ -71,9 +83,14 @@ def _setting_section(setting: Mapping, paper: Mapping) -> str:
     return "\n".join(lines)
 
 
-def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Mapping[str, str | Path],
-                 figures: Mapping[str, str | Path], setting: Mapping, out: str | Path,
-                 claims_out: Mapping[str, str | Path] | None = None) -> str:
+def build_report(
+    analysis: Mapping[str, Mapping[str, str | Path]],
+    tables_md: Mapping[str, str | Path],
+    figures: Mapping[str, str | Path],
+    setting: Mapping,
+    out: str | Path,
+    claims_out: Mapping[str, str | Path] | None = None,
+) -> str:
     """Write ``results/report.md`` (and, with ``claims_out`` = ``{"csv": path, "md": path}``, the claims table).
 
     Parameters
@@ -95,10 +112,16 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
     paper = paper_values()
     out = Path(out)
     kinds = {name: result.item.kind for name, result in RESULTS.items()}
-    frames = {item: {name: read_parquet(p) for name, p in parts.items()} for item, parts in analysis.items()
-              if kinds.get(item) in PARQUET_KINDS}
-    numbers = {item: {"numbers": read_numbers(item, parts["numbers"])} for item, parts in analysis.items()
-               if kinds.get(item) == "table" and parts.get("numbers")}
+    frames = {
+        item: {name: read_parquet(p) for name, p in parts.items()}
+        for item, parts in analysis.items()
+        if kinds.get(item) in PARQUET_KINDS
+    }
+    numbers = {
+        item: {"numbers": read_numbers(item, parts["numbers"])}
+        for item, parts in analysis.items()
+        if kinds.get(item) == "table" and parts.get("numbers")
+    }
     parts: list[str] = [
         "# kvdiv report: divergence timing and cumulative disagreement under KV-cache eviction",
         "",
@@ -109,8 +132,9 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
         "value for the same quantity on its models.",
         "",
     ]
-    claims = claims_table(frames, numbers.get("table2", {}).get("numbers"), numbers.get("table3", {}).get("numbers"),
-                          paper)
+    claims = claims_table(
+        frames, numbers.get("table2", {}).get("numbers"), numbers.get("table3", {}).get("numbers"), paper
+    )
     parts += _claims_section(claims, setting)
     if claims_out:
         _write_claims(claims, claims_out)
@@ -123,9 +147,15 @@ def build_report(analysis: Mapping[str, Mapping[str, str | Path]], tables_md: Ma
     return text
 
 
-def result_sections(built: set[str], frames: Mapping[str, Mapping[str, pl.DataFrame]],
-                    tables_md: Mapping[str, str | Path], figures: Mapping[str, str | Path], setting: Mapping,
-                    paper: Mapping, out: Path) -> list[str]:
+def result_sections(
+    built: set[str],
+    frames: Mapping[str, Mapping[str, pl.DataFrame]],
+    tables_md: Mapping[str, str | Path],
+    figures: Mapping[str, str | Path],
+    setting: Mapping,
+    paper: Mapping,
+    out: Path,
+) -> list[str]:
     """The section of every result in :data:`~kvdiv.outputs.registry.RESULTS` that this run ``built`` and that has
     one, in the registry's order (``frames``: item → its tables; ``out``: the report, for relative figure paths)."""
     study_of = setting.get("figure_studies", {})
@@ -134,8 +164,9 @@ def result_sections(built: set[str], frames: Mapping[str, Mapping[str, pl.DataFr
     for name, result in RESULTS.items():
         if name not in built or result.section is None:
             continue
-        context = SectionContext(result.item, study_of.get(name), relative(figures.get(name), out),
-                                 read_text(tables_md.get(name)), keys)
+        context = SectionContext(
+            result.item, study_of.get(name), relative(figures.get(name), out), read_text(tables_md.get(name)), keys
+        )
         own = {key: paper[key] for key in result.paper if key in paper}
         lines += result.section(frames.get(name, {}), setting, own, context)
     return lines
@@ -146,15 +177,18 @@ def _claims_section(claims: pl.DataFrame, setting: Mapping) -> list[str]:
     counts = verdict_counts(claims)
     docs = [spec.get("documents") for spec in setting.get("studies", {}).values() if spec.get("documents")]
     lines = [
-        "## Claims", "",
+        "## Claims",
+        "",
         "Each headline claim of the paper, tested on this run's data (kvdiv.analysis.claims, docs/claims.md). Our "
         "estimate is a pooled point estimate with its 95% cluster-bootstrap percentile interval over documents; the "
         "paper's value is for its own models (Llama-3.1-8B, Qwen2.5-7B), so a verdict says whether *our* model shows "
-        "the paper's pattern. Verdict rules, on our interval:", "",
+        "the paper's pattern. Verdict rules, on our interval:",
+        "",
         *[f"- **{name}**: {text}." for name, text in RULES.items()],
         "",
         f"A share whose gap's interval contains 0 is *{NOT_IDENTIFIED}* and inconclusive; an interval that excludes "
-        "its own point estimate is flagged.", "",
+        "its own point estimate is flagged.",
+        "",
     ]
     if claims.height:
         total = claims.height
@@ -162,8 +196,10 @@ def _claims_section(claims: pl.DataFrame, setting: Mapping) -> list[str]:
         lines.append(f"Verdicts: {summary} (of {total} rows).")
         if counts["inconclusive"] > total / 2:
             counts_text = ", ".join(str(d) for d in docs) or "these"
-            lines[-1] += (f" Most verdicts are inconclusive: with {counts_text} documents per study the intervals are "
-                          "too wide to decide; the paper's design has 288 per study.")
+            lines[-1] += (
+                f" Most verdicts are inconclusive: with {counts_text} documents per study the intervals are "
+                "too wide to decide; the paper's design has 288 per study."
+            )
         lines.append("")
     lines += [claims_markdown(claims), ""]
     return lines
@@ -176,8 +212,10 @@ def _write_claims(claims: pl.DataFrame, out: Mapping[str, str | Path]) -> None:
             claims.write_csv(tmp)
     if "md" in out:
         with atomic_path(out["md"]) as tmp:
-            Path(tmp).write_text("Claims of arXiv 2609.16617 §5 with a verdict each (docs/claims.md).\n\n"
-                                 + claims_markdown(claims), encoding="utf-8")
+            Path(tmp).write_text(
+                "Claims of arXiv 2609.16617 §5 with a verdict each (docs/claims.md).\n\n" + claims_markdown(claims),
+                encoding="utf-8",
+            )
 
 
 __all__ = ["build_report", "paper_values", "contrast_name", "result_sections"]

@@ -42,8 +42,10 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
         rows = []
         for r in variance.iter_rows(named=True):
             label = f"{names.get(r['statistic'], r['statistic'])}"
-            rows.append(f"| {label} | {r['model']} | {r['action']} (mean D {r['mean_D']:.3f}) | {r['n_documents']} | "
-                        f"{ratio_ci(r)} | {paper_of.get(r['statistic'], '–') if r['action'] == POOLED else '–'} |\n")
+            rows.append(
+                f"| {label} | {r['model']} | {r['action']} (mean D {r['mean_D']:.3f}) | {r['n_documents']} | "
+                f"{ratio_ci(r)} | {paper_of.get(r['statistic'], '–') if r['action'] == POOLED else '–'} |\n"
+            )
         parts += [
             "Per (document, action) cell of the study, Var(Z_R) is the variance of the SWRB estimator over the cell's "
             "replicates and Var(M) that of the complete coupling's mismatch rate M, estimated from the same swrb draws "
@@ -52,27 +54,34 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
             "as the paper's Figure 4 (cells in place of finite systems); the paper column is its 24-system suite, "
             "set beside ours for direction and magnitude (different systems entirely). Intervals: cluster bootstrap "
             "over documents. A cell whose swrb replicates never branched has no ratio (left out of min/median/max).",
-            "", head + "".join(rows),
+            "",
+            head + "".join(rows),
         ]
     else:
         parts += [
             f"The study {study or '?'} runs in mode {mode}: its rows hold no SWRB draws, so the variance–cost of "
-            "residual-branch estimation is not measured here (run a study with `mode: swrb`; README, \"When to choose "
+            'residual-branch estimation is not measured here (run a study with `mode: swrb`; README, "When to choose '
             "`mode: swrb`\"). The paper's finite-system figures, for reference: variance ratio naive/SWRB "
             f"{paper_value(vr, 'min')}–{paper_value(vr, 'max')} (median {paper_value(vr, 'median')}), kernel-pair evaluations ×"
             f"{paper_value(finite, 'mean_pair_evaluations_ratio')}, variance–cost advantage "
-            f"{paper_value(finite, 'variance_cost_advantage_ratio_of_means')} (ratio of means).", "",
+            f"{paper_value(finite, 'variance_cost_advantage_ratio_of_means')} (ratio of means).",
+            "",
         ]
     enclosure = frames.get("enclosure")
     if enclosure is not None and enclosure.height:
         r0 = enclosure.row(0, named=True)
         window, alpha = r0.get("window"), r0["alpha"]
-        lines = ["| action | model | documents | R_L (%) | B_L (%) | enclosure of R_H (%) | R_H estimate (%) (95% CI) | "
-                 "estimate inside |", "|---|---|---|---|---|---|---|---|"]
+        lines = [
+            "| action | model | documents | R_L (%) | B_L (%) | enclosure of R_H (%) | R_H estimate (%) (95% CI) | "
+            "estimate inside |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for r in enclosure.sort("model", "action").iter_rows(named=True):
-            lines.append(f"| {r['action']} | {r['model']} | {r['n_documents']} | {pp(r['R_L'])} | {pp(r['B_L'])} | "
-                         f"[{pp(r['enclosure_lower'])}, {pp(r['enclosure_upper'])}] | "
-                         f"{interval(r['R_H'], r['R_H_lower'], r['R_H_upper'])} | {'yes' if r['R_H_inside'] else '**no**'} |")
+            lines.append(
+                f"| {r['action']} | {r['model']} | {r['n_documents']} | {pp(r['R_L'])} | {pp(r['B_L'])} | "
+                f"[{pp(r['enclosure_lower'])}, {pp(r['enclosure_upper'])}] | "
+                f"{interval(r['R_H'], r['R_H_lower'], r['R_H_upper'])} | {'yes' if r['R_H_inside'] else '**no**'} |"
+            )
         parts += [
             f"**Enclosure of R_H from sampled profiles** (paper §4.3): with window L = {window}, per action "
             f"[LCB(Z_L), UCB(Z_L + W_L)], each one-sided at α/2 = {alpha / 2:g} over per-document means, holds the "
@@ -80,6 +89,8 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
             "and W_L are the SWRB window and capacity estimators; in mode complete the coupled sample's window "
             "mismatch M_L and tail capacity, unbiased for the same R_L and B_L. Its width is what a depth-L window "
             "leaves unobserved (B_L) plus sampling error; the full-horizon estimate beside it is not needed for it.",
-            "", "\n".join(lines), "",
+            "",
+            "\n".join(lines),
+            "",
         ]
     return parts

@@ -22,7 +22,9 @@ def table2_frame(gaps: pl.DataFrame) -> pl.DataFrame:
         raise ValueError("Table 2 has no rows: no contrast of the configured analysis.contrasts is in the study")
     blocks = list(dict.fromkeys(gaps["block"].to_list()))
     shown = gaps.with_columns(
-        pl.struct("gap", "lower", "upper").map_elements(lambda r: interval(r["gap"], r["lower"], r["upper"]), return_dtype=pl.Utf8).alias("cell")
+        pl.struct("gap", "lower", "upper")
+        .map_elements(lambda r: interval(r["gap"], r["lower"], r["upper"]), return_dtype=pl.Utf8)
+        .alias("cell")
     )
     wide = shown.pivot(on="block", index=["model", "contrast", "family", "length", "n_documents"], values="cell")
     order = wide.with_columns(
@@ -46,17 +48,34 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
         for r in block_pattern_counts(t2).iter_rows(named=True):
             verb, side = words[r["direction"]]
             missing = f" ({r['missing']} without data)" if r["missing"] else ""
-            t.add(f"{r['family'].upper()} model–length comparisons whose gap {verb} (gap at positions {r['last_block']} "
-                  f"{side} positions {r['first_block']}; point estimates), {r['contrast']}", r["models"], r["n_documents"],
-                  f"{r['hits']} of {r['comparisons']}{missing}",
-                  *(paper_value(p90, "table2_pattern_comparisons", m) for m in keys))
+            t.add(
+                f"{r['family'].upper()} model–length comparisons whose gap {verb} (gap at positions {r['last_block']} "
+                f"{side} positions {r['first_block']}; point estimates), {r['contrast']}",
+                r["models"],
+                r["n_documents"],
+                f"{r['hits']} of {r['comparisons']}{missing}",
+                *(paper_value(p90, "table2_pattern_comparisons", m) for m in keys),
+            )
         for r in t2.filter(pl.col("stratum") == POOLED).iter_rows(named=True):
             k = blocks.index(r["block"])
-            t.add(f"pooled generation-clock gap (pp), positions {r['block']}, {r['contrast']}", r["model"], r["n_documents"],
-                  ci(r, key="gap"), *(paper_item(p90, k, "table2_pooled_generation_clock_gap_pp", m) for m in keys))
-    return [context.heading(), "",
-            f"Paper: {paper_value(p90, 'table2_pattern')}.", "",
-            "Pattern check on our data: a comparison is one model × length of a task family for one contrast (the "
-            "per-stratum rows); its gap *falls across later blocks* when the point estimate at the last block is "
-            "strictly below the one at the first block, and *rises* when strictly above (middle blocks need not be "
-            "monotone; intervals are not used).", "", t.markdown(), "", context.markdown]
+            t.add(
+                f"pooled generation-clock gap (pp), positions {r['block']}, {r['contrast']}",
+                r["model"],
+                r["n_documents"],
+                ci(r, key="gap"),
+                *(paper_item(p90, k, "table2_pooled_generation_clock_gap_pp", m) for m in keys),
+            )
+    return [
+        context.heading(),
+        "",
+        f"Paper: {paper_value(p90, 'table2_pattern')}.",
+        "",
+        "Pattern check on our data: a comparison is one model × length of a task family for one contrast (the "
+        "per-stratum rows); its gap *falls across later blocks* when the point estimate at the last block is "
+        "strictly below the one at the first block, and *rises* when strictly above (middle blocks need not be "
+        "monotone; intervals are not used).",
+        "",
+        t.markdown(),
+        "",
+        context.markdown,
+    ]

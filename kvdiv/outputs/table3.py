@@ -25,10 +25,15 @@ def table3_frame(pred: pl.DataFrame) -> pl.DataFrame:
         pl.col("n_documents").alias("documents"),
         pl.col("population_gap").map_elements(pp, return_dtype=pl.Utf8).alias("full-horizon gap (pp)"),
         pl.col("predicted_gap").map_elements(pp, return_dtype=pl.Utf8).alias("predicted (pp)"),
-        pl.struct("difference", "lower", "upper").map_elements(
-            lambda r: interval(r["difference"], r["lower"], r["upper"]), return_dtype=pl.Utf8).alias("predicted − full (pp)"),
-        pl.when(pl.col("interval_within")).then(pl.lit("yes")).when(pl.col("point_within")).then(pl.lit("point only"))
-        .otherwise(pl.lit("no")).alias("within ±2 pp"),
+        pl.struct("difference", "lower", "upper")
+        .map_elements(lambda r: interval(r["difference"], r["lower"], r["upper"]), return_dtype=pl.Utf8)
+        .alias("predicted − full (pp)"),
+        pl.when(pl.col("interval_within"))
+        .then(pl.lit("yes"))
+        .when(pl.col("point_within"))
+        .then(pl.lit("point only"))
+        .otherwise(pl.lit("no"))
+        .alias("within ±2 pp"),
         pl.col("mae").map_elements(pp, return_dtype=pl.Utf8).alias("MAE (pp)"),
         pl.col("rmse").map_elements(pp, return_dtype=pl.Utf8).alias("RMSE (pp)"),
     )
@@ -48,13 +53,29 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
                 theirs = [paper_value(pp3, "short_window_document_mae_pp", m) for m in keys]
             elif r["predictor"] == "fixed_history":
                 theirs = [paper_value(pp3, "fixed_history_mae_rmse_pp", m) for m in keys]
-            t.add(f"{r['predictor']}/{r['method']}: document MAE / RMSE (pp)", r["model"], r["n_documents"],
-                  f"{pp(r['mae'])} / {pp(r['rmse'])}", *theirs)
+            t.add(
+                f"{r['predictor']}/{r['method']}: document MAE / RMSE (pp)",
+                r["model"],
+                r["n_documents"],
+                f"{pp(r['mae'])} / {pp(r['rmse'])}",
+                *theirs,
+            )
             within = "yes" if r["interval_within"] else ("point only" if r["point_within"] else "no")
-            t.add(f"{r['predictor']}/{r['method']}: population gap recovered within ±2 pp", r["model"], r["n_documents"],
-                  f"{within}: {ci(r, key='difference')}")
-    return [context.heading(), "",
-            "Predictors use generation positions 1–32 only; calibrated methods (cell_mean, ridge) are fitted "
-            "out-of-fold over documents (see kvdiv.analysis). A predictor recovers the gap when the interval of "
-            f"predicted − full lies inside ±{paper_value(pp3, 'criterion_pp')} pp. Paper: "
-            f"{paper_value(pp3, 'short_window')}.", "", t.markdown(), "", context.markdown]
+            t.add(
+                f"{r['predictor']}/{r['method']}: population gap recovered within ±2 pp",
+                r["model"],
+                r["n_documents"],
+                f"{within}: {ci(r, key='difference')}",
+            )
+    return [
+        context.heading(),
+        "",
+        "Predictors use generation positions 1–32 only; calibrated methods (cell_mean, ridge) are fitted "
+        "out-of-fold over documents (see kvdiv.analysis). A predictor recovers the gap when the interval of "
+        f"predicted − full lies inside ±{paper_value(pp3, 'criterion_pp')} pp. Paper: "
+        f"{paper_value(pp3, 'short_window')}.",
+        "",
+        t.markdown(),
+        "",
+        context.markdown,
+    ]

@@ -38,8 +38,17 @@ def to_markdown(frame: pl.DataFrame) -> str:
 
 def _tex(value: object) -> str:
     text = str(value)
-    for a, b in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#"),
-                 ("−", "--"), ("–", "--"), ("±", r"$\pm$"), ("τ", r"$\tau$")):
+    for a, b in (
+        ("\\", r"\textbackslash{}"),
+        ("_", r"\_"),
+        ("%", r"\%"),
+        ("&", r"\&"),
+        ("#", r"\#"),
+        ("−", "--"),
+        ("–", "--"),
+        ("±", r"$\pm$"),
+        ("τ", r"$\tau$"),
+    ):
         text = text.replace(a, b)
     return text
 
@@ -62,8 +71,9 @@ def to_latex(frame: pl.DataFrame, caption: str, label: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_table(numbers: pl.DataFrame, display: pl.DataFrame, paths: Sequence[str | Path], caption: str,
-                label: str | None = None) -> None:
+def write_table(
+    numbers: pl.DataFrame, display: pl.DataFrame, paths: Sequence[str | Path], caption: str, label: str | None = None
+) -> None:
     """Write ``numbers`` as CSV and ``display`` as Markdown (under ``caption``) and LaTeX (with ``label``) to
     ``paths`` = (csv, md, tex), or to (csv, md) for no LaTeX."""
     if len(paths) not in (2, 3):

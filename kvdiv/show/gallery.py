@@ -60,8 +60,9 @@ class GallerySection:
     taus: dict[str, int]
 
 
-def gallery_sections(data: StoreData, tokenizer: Any, *, actions: Sequence[str] | None = None,
-                     notes: tuple[str, ...] = ()) -> list[GallerySection]:
+def gallery_sections(
+    data: StoreData, tokenizer: Any, *, actions: Sequence[str] | None = None, notes: tuple[str, ...] = ()
+) -> list[GallerySection]:
     """The sections of the gallery of ``data`` (every action, or ``actions``)."""
     names = list(actions) if actions is not None else data.actions
     sections = []
@@ -71,10 +72,15 @@ def gallery_sections(data: StoreData, tokenizer: Any, *, actions: Sequence[str] 
         a = data.actions.index(name)
         tau = pair_steps(data, a)
         picks = divergence_picks(tau)
-        views = {label: pair_view(data.pair_arrays(a, d, r), tokenizer, header_for(data, a, d, r, notes))
-                 for label, (d, r, _) in picks.items()}
-        sections.append(GallerySection(name, int(tau.size), int((tau > 0).sum()), views,
-                                       {label: t for label, (_, _, t) in picks.items()}))
+        views = {
+            label: pair_view(data.pair_arrays(a, d, r), tokenizer, header_for(data, a, d, r, notes))
+            for label, (d, r, _) in picks.items()
+        }
+        sections.append(
+            GallerySection(
+                name, int(tau.size), int((tau > 0).sum()), views, {label: t for label, (_, _, t) in picks.items()}
+            )
+        )
     return sections
 
 
@@ -87,20 +93,29 @@ def render_gallery(sections: Sequence[GallerySection], *, title: str, store: str
         if not section.picks:
             body.append(f"<p>No pair diverged ({section.pairs} pairs: x = y for all H steps).</p>")
             continue
-        body.append(f"<p>{section.diverged} of {section.pairs} (document, replicate) pairs diverged; τ earliest "
-                    f"{section.taus['earliest']}, median {section.taus['median']}, latest {section.taus['latest']}.</p>")
+        body.append(
+            f"<p>{section.diverged} of {section.pairs} (document, replicate) pairs diverged; τ earliest "
+            f"{section.taus['earliest']}, median {section.taus['median']}, latest {section.taus['latest']}.</p>"
+        )
         shown: dict[tuple[str, int], list[str]] = {}
         for label, view in section.picks.items():
             shown.setdefault((view.header.document, view.header.replicate), []).append(label)
         for (document, replicate), labels in shown.items():
             view = section.picks[labels[0]]
-            body.append(f"<h3>{esc(' = '.join(labels))} divergence: τ = {view.tau} · {esc(document)} · replicate {replicate}</h3>")
+            body.append(
+                f"<h3>{esc(' = '.join(labels))} divergence: τ = {view.tau} · {esc(document)} · replicate {replicate}</h3>"
+            )
             body.append(pair_html(view, steps=False))
     return html_page(title, body)
 
 
-def gallery(store: str | os.PathLike, *, models_dir: str | os.PathLike = DEFAULT_MODELS_DIR, tokenizer: Any = None,
-            actions: Sequence[str] | None = None) -> str:
+def gallery(
+    store: str | os.PathLike,
+    *,
+    models_dir: str | os.PathLike = DEFAULT_MODELS_DIR,
+    tokenizer: Any = None,
+    actions: Sequence[str] | None = None,
+) -> str:
     """The gallery page of a store (a cube, or a per-document store), verified first."""
     data = read_store(store)
     notes: tuple[str, ...] = ()

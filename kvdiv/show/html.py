@@ -75,7 +75,9 @@ def chain_html(view: PairView, chain: Chain) -> str:
         if tok.absorbed:
             continue
         if view.branch_start and tok.step == view.branch_start:
-            parts.append(_marker("branch", "J", f"branch start J = {tok.step}: steps before it are the common overlap path"))
+            parts.append(
+                _marker("branch", "J", f"branch start J = {tok.step}: steps before it are the common overlap path")
+            )
         if view.tau and tok.step == view.tau:
             parts.append(_marker("tau", "τ", f"first divergence τ = {tok.step}"))
         tv = float(view.tv[tok.step - 1])
@@ -91,12 +93,18 @@ def chain_html(view: PairView, chain: Chain) -> str:
         style_attr = f' style="{style}"' if style else ""
         parts.append(f'<span class="tok"{style_attr} title="{esc(title)}">{body}</span>')
     if chain.absorbed:
-        parts.append(_marker("absorbed", f"+{chain.absorbed} absorbed",
-                             "steps after EOS: the chain repeats the absorbing EOS"))
-    end = (f"EOS at step {chain.eos_step}" + (f"; {chain.absorbed} absorbed steps after it" if chain.absorbed else "")
-           if chain.eos_step else "no EOS within H")
-    return (f'<section class="chain"><h3>{esc(chain.name)} · {esc(chain.label)}</h3>'
-            f'<div class="text">{"".join(parts)}</div><p class="end">{esc(end)}</p></section>')
+        parts.append(
+            _marker("absorbed", f"+{chain.absorbed} absorbed", "steps after EOS: the chain repeats the absorbing EOS")
+        )
+    end = (
+        f"EOS at step {chain.eos_step}" + (f"; {chain.absorbed} absorbed steps after it" if chain.absorbed else "")
+        if chain.eos_step
+        else "no EOS within H"
+    )
+    return (
+        f'<section class="chain"><h3>{esc(chain.name)} · {esc(chain.label)}</h3>'
+        f'<div class="text">{"".join(parts)}</div><p class="end">{esc(end)}</p></section>'
+    )
 
 
 def profile_svg(view: PairView, height: int = 64) -> str:
@@ -108,16 +116,22 @@ def profile_svg(view: PairView, height: int = 64) -> str:
     shapes = [f'<line class="axis" x1="0" y1="{plot}" x2="{n * bar}" y2="{plot}"/>']
     for t, v in enumerate(view.tv, start=1):
         h = 0.0 if top <= 0 else plot * float(v) / top
-        shapes.append(f'<rect class="bar" x="{(t - 1) * bar}" y="{plot - h:.2f}" width="{max(1, bar - 1)}" height="{h:.2f}">'
-                      f"<title>t = {t} · δ_t = {float(v):.4g}</title></rect>")
+        shapes.append(
+            f'<rect class="bar" x="{(t - 1) * bar}" y="{plot - h:.2f}" width="{max(1, bar - 1)}" height="{h:.2f}">'
+            f"<title>t = {t} · δ_t = {float(v):.4g}</title></rect>"
+        )
     for step, kind in ((view.branch_start, "branch"), (view.tau, "tau")):
         if step:
             x = (step - 0.5) * bar
             shapes.append(f'<line class="{kind}" x1="{x:.1f}" y1="0" x2="{x:.1f}" y2="{plot}"/>')
-    shapes.append(f'<text x="0" y="{height - 2}">1</text><text x="{n * bar}" y="{height - 2}" text-anchor="end">{n}</text>')
+    shapes.append(
+        f'<text x="0" y="{height - 2}">1</text><text x="{n * bar}" y="{height - 2}" text-anchor="end">{n}</text>'
+    )
     label = f"δ_t by step, max {top:.4g}"
-    return (f'<svg class="profile" width="{n * bar + 2}" height="{height}" role="img" aria-label="{esc(label)}">'
-            f"<title>{esc(label)}</title>{''.join(shapes)}</svg>")
+    return (
+        f'<svg class="profile" width="{n * bar + 2}" height="{height}" role="img" aria-label="{esc(label)}">'
+        f"<title>{esc(label)}</title>{''.join(shapes)}</svg>"
+    )
 
 
 def steps_table(view: PairView) -> str:
@@ -128,10 +142,24 @@ def steps_table(view: PairView) -> str:
     rows = []
     for i, (a, b) in enumerate(zip(view.x.tokens, view.y.tokens)):
         t = i + 1
-        marks = [m for m, on in (("J", t == view.branch_start), ("τ", t == view.tau), ("x EOS", a.eos), ("y EOS", b.eos),
-                                 ("x absorbed", a.absorbed), ("y absorbed", b.absorbed)) if on]
-        cells = [str(t), f'<td class="code">{esc(repr(a.text))}</td>', f'<td class="code">{esc(repr(b.text))}</td>',
-                 f"{view.tv[i]:.4g}"]
+        marks = [
+            m
+            for m, on in (
+                ("J", t == view.branch_start),
+                ("τ", t == view.tau),
+                ("x EOS", a.eos),
+                ("y EOS", b.eos),
+                ("x absorbed", a.absorbed),
+                ("y absorbed", b.absorbed),
+            )
+            if on
+        ]
+        cells = [
+            str(t),
+            f'<td class="code">{esc(repr(a.text))}</td>',
+            f'<td class="code">{esc(repr(b.text))}</td>',
+            f"{view.tv[i]:.4g}",
+        ]
         if view.fixed_tv is not None:
             cells.append(f"{view.fixed_tv[i]:.4g}")
         if view.overlap_tv is not None:
@@ -140,17 +168,21 @@ def steps_table(view: PairView) -> str:
         cls = ' class="diverged"' if a.id != b.id else ""
         rows.append(f"<tr{cls}>" + "".join(c if c.startswith("<td") else f"<td>{c}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{esc(c)}</th>" for c in cols)
-    return f'<details><summary>every step</summary><table class="steps"><tr>{head}</tr>{"".join(rows)}</table></details>'
+    return (
+        f'<details><summary>every step</summary><table class="steps"><tr>{head}</tr>{"".join(rows)}</table></details>'
+    )
 
 
 def legend_html(swrb: bool = False) -> str:
     """The markers (J in swrb mode) and the δ_t shading."""
     swatches = "".join(f'<span class="sw" style="{shade(v)}">{v:g}</span>' for v in (0.001, 0.01, 0.05, 0.2, 0.5, 1.0))
-    branch = f'{_marker("branch", "J", "branch start")} swrb branch start ' if swrb else ""
-    return (f'<p class="legend">{_marker("tau", "τ", "first divergence")} first divergence '
-            f'{branch}{_marker("eos", "EOS", "end of sequence")} end of '
-            f'sequence {_marker("absorbed", "+k absorbed", "steps after EOS")} steps after EOS · '
-            f'<span class="nl">{NEWLINE_MARK}</span> newline · δ_t shading: {swatches}</p>')
+    branch = f"{_marker('branch', 'J', 'branch start')} swrb branch start " if swrb else ""
+    return (
+        f'<p class="legend">{_marker("tau", "τ", "first divergence")} first divergence '
+        f"{branch}{_marker('eos', 'EOS', 'end of sequence')} end of "
+        f"sequence {_marker('absorbed', '+k absorbed', 'steps after EOS')} steps after EOS · "
+        f'<span class="nl">{NEWLINE_MARK}</span> newline · δ_t shading: {swatches}</p>'
+    )
 
 
 def pair_html(view: PairView, *, summary: bool = True, steps: bool = True) -> str:
@@ -158,9 +190,14 @@ def pair_html(view: PairView, *, summary: bool = True, steps: bool = True) -> st
     parts = []
     if summary:
         lines = summary_lines(view)[1:]  # the store line is the page's title
-        parts.append('<div class="summary">' + "".join(
-            f'<p class="{style_class(style)}">{esc(text)}</p>' if style_class(style) else f"<p>{esc(text)}</p>"
-            for text, style in lines) + "</div>")
+        parts.append(
+            '<div class="summary">'
+            + "".join(
+                f'<p class="{style_class(style)}">{esc(text)}</p>' if style_class(style) else f"<p>{esc(text)}</p>"
+                for text, style in lines
+            )
+            + "</div>"
+        )
     parts.append(f'<div class="pair">{chain_html(view, view.x)}{chain_html(view, view.y)}</div>')
     parts.append(profile_svg(view))
     if steps:
@@ -180,7 +217,7 @@ def html_page(title: str, body: Iterable[str] | str) -> str:
     """A complete self-contained page (inline CSS, a CSP that loads nothing)."""
     body = body if isinstance(body, str) else "".join(body)
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta name="generator" content="{GENERATOR}">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -192,7 +229,12 @@ def render_html(view: PairView) -> str:
     """The page of one pair."""
     h = view.header
     title = f"kvdiv show: {h.document} · {h.action} · replicate {h.replicate}"
-    body = [f"<h1>{esc(title)}</h1>", f'<p class="legend">{esc(h.store)}</p>', legend_html(view.branch_start is not None), pair_html(view)]
+    body = [
+        f"<h1>{esc(title)}</h1>",
+        f'<p class="legend">{esc(h.store)}</p>',
+        legend_html(view.branch_start is not None),
+        pair_html(view),
+    ]
     return html_page(title, body)
 
 
@@ -213,7 +255,11 @@ def _protected_tree(path: Path) -> Path | None:
     for parent in [path, *path.parents]:
         if parent.name.endswith(".zarr") or (parent / "zarr.json").is_file() or (parent / ".zgroup").is_file():
             return parent
-        if parent.name == Path(RESULTS).name or (parent / "models").is_dir() and any((parent / "models").glob("*/provenance.json")):
+        if (
+            parent.name == Path(RESULTS).name
+            or (parent / "models").is_dir()
+            and any((parent / "models").glob("*/provenance.json"))
+        ):
             return parent
     return None
 
@@ -232,7 +278,9 @@ def check_html_target(path: str | os.PathLike, force: bool = False) -> Path:
     if path.is_dir():
         raise ValueError(f"--html {path} is a directory; give a file name such as {path / 'pair.html'}")
     if path.exists() and not force and not is_kvdiv_html(path):
-        raise ValueError(f"--html {path} exists and is not a page kvdiv wrote; refusing to replace it (--force replaces it)")
+        raise ValueError(
+            f"--html {path} exists and is not a page kvdiv wrote; refusing to replace it (--force replaces it)"
+        )
     if not path.parent.is_dir():
         raise ValueError(f"--html {path}: its directory {path.parent} does not exist")
     return path

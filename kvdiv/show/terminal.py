@@ -183,11 +183,17 @@ def summary_lines(view: PairView) -> list[tuple[str, str]]:
     if h.study:
         run.append(f"study {h.study}")
     lines.append(("  ·  ".join(run), ""))
-    doc = f"document {h.document}" + (f" ({h.document_index + 1} of {h.documents} in the cube)" if h.kind == "cube" else "")
+    doc = f"document {h.document}" + (
+        f" ({h.document_index + 1} of {h.documents} in the cube)" if h.kind == "cube" else ""
+    )
     info = dict(h.info)
     task = [f"task {info.pop('task')}"] if "task" in info else []
-    for key, label in (("family", "family"), ("stratum", "stratum"), ("target_length", "target length"),
-                       ("prompt_tokens", "prompt tokens")):
+    for key, label in (
+        ("family", "family"),
+        ("stratum", "stratum"),
+        ("target_length", "target length"),
+        ("prompt_tokens", "prompt tokens"),
+    ):
         if key in info:
             task.append(f"{label} {info[key]}")
     lines.append(("  ·  ".join([doc, *task]), ""))
@@ -200,8 +206,9 @@ def summary_lines(view: PairView) -> list[tuple[str, str]]:
             line += f"   (answer prefix {json.dumps(info['answer_prefix'], ensure_ascii=False)})"
         lines.append((line, ""))
     elif h.kind == "cube":
-        lines.append(("answers: not in the cube and no documents beside it (the per-document store has them)",
-                      STYLES["dim"]))
+        lines.append(
+            ("answers: not in the cube and no documents beside it (the per-document store has them)", STYLES["dim"])
+        )
     spec = f" ({_spec(h.action_spec)})" if h.action_spec else ""
     lines.append((f"action {h.action}{spec}  ·  replicate {h.replicate} of {h.replicates}", ""))
     if view.tau:
@@ -210,17 +217,26 @@ def summary_lines(view: PairView) -> list[tuple[str, str]]:
         lines.append((f"no divergence: x = y for all H = {view.horizon} steps", STYLES["tau"]))
     if view.branch_start is not None:
         if view.branch_start:
-            lines.append((f"swrb: branch start J = {view.branch_start}; steps before J are the common overlap path "
-                          "(x = y = u, δ_t its hazards)", STYLES["branch"]))
+            lines.append(
+                (
+                    f"swrb: branch start J = {view.branch_start}; steps before J are the common overlap path "
+                    "(x = y = u, δ_t its hazards)",
+                    STYLES["branch"],
+                )
+            )
         else:
-            lines.append(("swrb: J = 0: the overlap path never diverges (D = 0), so x = y = u for all H steps",
-                          STYLES["branch"]))
+            lines.append(
+                ("swrb: J = 0: the overlap path never diverges (D = 0), so x = y = u for all H steps", STYLES["branch"])
+            )
     ends = []
     for chain in (view.x, view.y):
         if chain.eos_step is None:
             ends.append(f"{chain.name} no EOS within H")
         else:
-            ends.append(f"{chain.name} EOS at step {chain.eos_step}" + (f" ({chain.absorbed} absorbed steps after it)" if chain.absorbed else ""))
+            ends.append(
+                f"{chain.name} EOS at step {chain.eos_step}"
+                + (f" ({chain.absorbed} absorbed steps after it)" if chain.absorbed else "")
+            )
     lines.append(("; ".join(ends), ""))
     lines += [(f"note: {n}", STYLES["dim"]) for n in h.notes]
     return lines
@@ -264,8 +280,8 @@ def render_terminal(view: PairView, *, color: bool = False, width: int = 100) ->
         marks[view.tau - 1] = "τ"
     chunk = max(10, width - 6)
     for start in range(0, view.horizon, chunk):
-        out.append(f"{start + 1:>4}  {spark[start:start + chunk]}")
-        mark = "".join(marks[start:start + chunk]).rstrip()
+        out.append(f"{start + 1:>4}  {spark[start : start + chunk]}")
+        mark = "".join(marks[start : start + chunk]).rstrip()
         if mark:
             out.append("      " + _paint(mark, STYLES["tau"], color))
     out.append("")

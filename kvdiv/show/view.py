@@ -136,7 +136,9 @@ def chain_view(name: str, label: str, ids: np.ndarray, eos: np.ndarray, tokenize
     texts = token_texts(tokenizer, ids.tolist())
     size = len(tokenizer)
     tokens = tuple(
-        Token(step=t, id=int(i), text=s, eos=eos_step == t, absorbed=eos_step is not None and t > eos_step, known=i < size)
+        Token(
+            step=t, id=int(i), text=s, eos=eos_step == t, absorbed=eos_step is not None and t > eos_step, known=i < size
+        )
         for t, (i, s) in enumerate(zip(ids, texts), start=1)
     )
     return Chain(name=name, label=label, tokens=tokens, text="".join(texts), eos_step=eos_step)
@@ -158,15 +160,19 @@ def pair_view(arrays: Mapping[str, Any], tokenizer: Any, header: PairHeader) -> 
     x, y = np.asarray(arrays["x"]), np.asarray(arrays["y"])
     tv = np.asarray(arrays["tv"], dtype=np.float64)
     if x.ndim != 1 or x.shape != y.shape or x.shape != tv.shape:
-        raise ValueError(f"{where}: x, y and tv must be one step axis each, got shapes {x.shape}, {y.shape}, {tv.shape}")
+        raise ValueError(
+            f"{where}: x, y and tv must be one step axis each, got shapes {x.shape}, {y.shape}, {tv.shape}"
+        )
     for name, ids in (("x", x), ("y", y)):
         if ids.size and ids.min() < 0:
             raise ValueError(f"{where}: {name} holds the negative token id {int(ids.min())}")
     size = len(tokenizer)
     beyond = int((x >= size).sum() + (y >= size).sum())
     if beyond:
-        note = (f"{beyond} token ids beyond the tokenizer's {size} tokens, shown as [id N]: padding rows of the model's "
-                "vocabulary, or the models directory holds another model under this name")
+        note = (
+            f"{beyond} token ids beyond the tokenizer's {size} tokens, shown as [id N]: padding rows of the model's "
+            "vocabulary, or the models directory holds another model under this name"
+        )
         header = replace(header, notes=(*header.notes, note))
     match = np.asarray(arrays["match"], dtype=bool) if "match" in arrays else x == y
     tau = int(first_divergence(match)) or None
@@ -307,16 +313,20 @@ def store_tokenizer(data: StoreData, models_dir: str | os.PathLike = DEFAULT_MOD
     try:
         tokenizer = load_tokenizer(str(model), dict(spec), models_dir)
     except FileNotFoundError as err:
-        raise FileNotFoundError(f"{data.path}: cannot load the tokenizer of its model {model!r}: {err} "
-                                f"(--models-dir names another models directory)") from err
+        raise FileNotFoundError(
+            f"{data.path}: cannot load the tokenizer of its model {model!r}: {err} "
+            f"(--models-dir names another models directory)"
+        ) from err
     notes: tuple[str, ...] = ()
     directory = Path(models_dir) / str(model)
     stored = data.attrs.get("weight_hash")
     if stored and (directory / PROVENANCE).is_file():
         resolved = read_provenance(directory).get("weight_hash")
         if resolved and resolved != stored:
-            notes = (f"{directory} holds weights {str(resolved)[:12]}..., the store was made with {str(stored)[:12]}...: "
-                     "the tokenizer may not be the store's",)
+            notes = (
+                f"{directory} holds weights {str(resolved)[:12]}..., the store was made with {str(stored)[:12]}...: "
+                "the tokenizer may not be the store's",
+            )
     return tokenizer, notes
 
 

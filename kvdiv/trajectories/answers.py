@@ -43,7 +43,9 @@ def answer_text(tokenizer: Any, ids: Sequence[int], eos: np.ndarray) -> str:
     return tokenizer.decode(kept, skip_special_tokens=True)
 
 
-def first_answer_end(tokenizer: Any, task: str, ids: Sequence[int], eos: np.ndarray, answers: Sequence[str]) -> int | None:
+def first_answer_end(
+    tokenizer: Any, task: str, ids: Sequence[int], eos: np.ndarray, answers: Sequence[str]
+) -> int | None:
     """The end of the first answer span of a chain: the smallest step t whose prefix x_1..x_t (cut at an EOS)
     holds one of ``answers`` (None when the whole answer text holds none)."""
     if not answers or not answer_found(task, answer_text(tokenizer, ids, eos), answers):
@@ -56,15 +58,26 @@ def first_answer_end(tokenizer: Any, task: str, ids: Sequence[int], eos: np.ndar
     return None  # unreachable: the full prefix holds one
 
 
-def score_pair(tokenizer: Any, task: str, answers: Sequence[str], x: Sequence[int], y: Sequence[int],
-               eos_x: np.ndarray, eos_y: np.ndarray) -> dict[str, Any]:
+def score_pair(
+    tokenizer: Any,
+    task: str,
+    answers: Sequence[str],
+    x: Sequence[int],
+    y: Sequence[int],
+    eos_x: np.ndarray,
+    eos_y: np.ndarray,
+) -> dict[str, Any]:
     """The :data:`ANSWER_COLUMNS` of one pair (null scores when the document has no gold answers)."""
     if not answers:
         return {"correct_x": None, "correct_y": None, "answer_changed": None, "answer_end": None}
     cx = score(task, answer_text(tokenizer, x, eos_x), answers)
     cy = score(task, answer_text(tokenizer, y, eos_y), answers)
-    return {"correct_x": cx, "correct_y": cy, "answer_changed": cx != cy,
-            "answer_end": first_answer_end(tokenizer, task, x, eos_x, answers)}
+    return {
+        "correct_x": cx,
+        "correct_y": cy,
+        "answer_changed": cx != cy,
+        "answer_end": first_answer_end(tokenizer, task, x, eos_x, answers),
+    }
 
 
 def score_cube(ds: Any, documents: Mapping[str, Document], tokenizer: Any) -> pl.DataFrame:
@@ -77,8 +90,10 @@ def score_cube(ds: Any, documents: Mapping[str, Document], tokenizer: Any) -> pl
     actions = [str(a) for a in np.asarray(ds["action"].values).tolist()]
     missing = [d for d in doc_ids if d not in documents]
     if missing:
-        raise KeyError(f"cube document {missing[0]!r} has no record in the documents given "
-                       f"({len(missing)} of {len(doc_ids)} missing)")
+        raise KeyError(
+            f"cube document {missing[0]!r} has no record in the documents given "
+            f"({len(missing)} of {len(doc_ids)} missing)"
+        )
     dims = ("document", "action", "replicate", "step")
     arrays = {n: np.asarray(ds[n].transpose(*dims).values) for n in ("x", "y", "eos_x", "eos_y")}
     n_r = arrays["x"].shape[2]
@@ -87,11 +102,25 @@ def score_cube(ds: Any, documents: Mapping[str, Document], tokenizer: Any) -> pl
         doc = documents[doc_id]
         for a, action in enumerate(actions):
             for r in range(n_r):
-                scored = score_pair(tokenizer, doc.task, doc.answers, arrays["x"][d, a, r], arrays["y"][d, a, r],
-                                    arrays["eos_x"][d, a, r], arrays["eos_y"][d, a, r])
+                scored = score_pair(
+                    tokenizer,
+                    doc.task,
+                    doc.answers,
+                    arrays["x"][d, a, r],
+                    arrays["y"][d, a, r],
+                    arrays["eos_x"][d, a, r],
+                    arrays["eos_y"][d, a, r],
+                )
                 rows.append({"document": doc_id, "action": action, "replicate": r, **scored})
-    schema = {"document": pl.Utf8, "action": pl.Utf8, "replicate": pl.Int32, "correct_x": pl.Float64,
-              "correct_y": pl.Float64, "answer_changed": pl.Boolean, "answer_end": pl.Int32}
+    schema = {
+        "document": pl.Utf8,
+        "action": pl.Utf8,
+        "replicate": pl.Int32,
+        "correct_x": pl.Float64,
+        "correct_y": pl.Float64,
+        "answer_changed": pl.Boolean,
+        "answer_end": pl.Int32,
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -104,9 +133,16 @@ def read_documents(paths: Iterable[str | os.PathLike]) -> dict[str, Document]:
     return out
 
 
-def write_answers(cube: str | os.PathLike, documents: Iterable[str | os.PathLike], out: str | os.PathLike, *,
-                  model: str | None = None, spec: Mapping[str, Any] | None = None,
-                  models_dir: str | os.PathLike = MODELS_DIR, tokenizer: Any = None) -> Path:
+def write_answers(
+    cube: str | os.PathLike,
+    documents: Iterable[str | os.PathLike],
+    out: str | os.PathLike,
+    *,
+    model: str | None = None,
+    spec: Mapping[str, Any] | None = None,
+    models_dir: str | os.PathLike = MODELS_DIR,
+    tokenizer: Any = None,
+) -> Path:
     """Score every continuation of ``cube`` (verified) against the documents JSONL files and write the Parquet
     ``out`` (with its checksum). ``tokenizer`` defaults to that of ``model`` (spec ``spec``; both default to the
     cube's ``model`` and ``model_spec`` attributes), loaded from ``models_dir``."""

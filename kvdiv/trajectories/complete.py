@@ -56,8 +56,9 @@ def run_complete(session: Session, pairs: Pairs, rngs, horizon: int, tv_atol: fl
     return {}
 
 
-def run_complete_shared(session: Session, pairs: Pairs, reference_rngs, rngs, horizon: int, tv_atol: float,
-                        progress: bool) -> Sampler:
+def run_complete_shared(
+    session: Session, pairs: Pairs, reference_rngs, rngs, horizon: int, tv_atol: float, progress: bool
+) -> Sampler:
     """Fill ``pairs`` with every action's y chain coupled to one reference chain per replicate (module docstring).
 
     ``reference_rngs[r]`` drives replicate r's reference chain (1 uniform per step), ``rngs[k]`` pair k's acceptance

@@ -161,8 +161,9 @@ def couple_to_reference(
     sum_p, sum_q = p.sum(axis=1), q.sum(axis=1)
     px, qx = p[np.arange(n), x], q[np.arange(n), x]
     accept = u[:, 0] * px * sum_q < qx * sum_p
-    res_q = np.clip(q / np.where(sum_q > 0, sum_q, 1.0)[:, None] - p / np.where(sum_p > 0, sum_p, 1.0)[:, None],
-                    0.0, None)
+    res_q = np.clip(
+        q / np.where(sum_q > 0, sum_q, 1.0)[:, None] - p / np.where(sum_p > 0, sum_p, 1.0)[:, None], 0.0, None
+    )
     residual_ok = (res_q.sum(axis=1) > 0) & (mass_p > 0) & (mass_q > 0)
     keep = accept | negligible | ~residual_ok
     y = np.where(keep, x, categorical(res_q, u[:, 1]))

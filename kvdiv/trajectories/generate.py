@@ -53,8 +53,9 @@ def generate(
     -------
     dict action → :class:`ActionTrajectories`.
     """
-    return generate_documents([session], [seed_parts], actions, resolve(generation, settings),
-                              eos_token_ids=eos_token_ids, progress=progress)[0]
+    return generate_documents(
+        [session], [seed_parts], actions, resolve(generation, settings), eos_token_ids=eos_token_ids, progress=progress
+    )[0]
 
 
 def generate_documents(
@@ -90,7 +91,9 @@ def generate_documents(
         rngs = [derive_rng(*parts, a, r) for a, r in pairs.keys]
         if shared:
             references = [derive_rng(*parts, "reference", r) for r in range(replicates)]
-            samplers.append(run_complete_shared(session, pairs, references, rngs, horizon, tv_atol, progress and d == 0))
+            samplers.append(
+                run_complete_shared(session, pairs, references, rngs, horizon, tv_atol, progress and d == 0)
+            )
         else:
             run = run_complete if mode == "complete" else run_swrb
             samplers.append(run(session, pairs, rngs, horizon, tv_atol, progress and d == 0))
@@ -98,12 +101,21 @@ def generate_documents(
     elapsed = time.perf_counter() - start
     total_rows = max(sum(float(pairs.rows.sum()) for pairs in documents), 1.0)
     share = len(actions) if shared else 1
-    return [_trajectories(pairs, extra, actions, eos_token_ids, mode, elapsed / total_rows, share)
-            for pairs, extra in zip(documents, extras)]
+    return [
+        _trajectories(pairs, extra, actions, eos_token_ids, mode, elapsed / total_rows, share)
+        for pairs, extra in zip(documents, extras)
+    ]
 
 
-def _trajectories(pairs: Pairs, extra: dict, actions: Sequence[str], eos_token_ids: Sequence[int], mode: str,
-                  seconds_per_row: float, reference_share: int = 1) -> dict[str, ActionTrajectories]:
+def _trajectories(
+    pairs: Pairs,
+    extra: dict,
+    actions: Sequence[str],
+    eos_token_ids: Sequence[int],
+    mode: str,
+    seconds_per_row: float,
+    reference_share: int = 1,
+) -> dict[str, ActionTrajectories]:
     """One document's pairs as per-action records (the layout of a store)."""
     out: dict[str, ActionTrajectories] = {}
     for a in actions:

@@ -28,7 +28,7 @@ from kvdiv.trajectories.store import write_document_store
 #: The ``seed.streams`` store attribute per ``reference_chain``.
 STREAMS = {
     "shared": "reference chain: derive_seed(master, study, doc id, 'reference', replicate); "
-              "each action's coupling to it: derive_seed(master, study, doc id, action, replicate)",
+    "each action's coupling to it: derive_seed(master, study, doc id, action, replicate)",
     "per_action": "derive_seed(master, study, doc id, action, replicate)",
 }
 
@@ -94,10 +94,14 @@ def run_documents(
             )
         prompts.append(prompt_ids)
         if compress == "context" and "prompt_ids" in document:
-            raise ValueError(f"document {document['id']!r}: compress: context needs the prompt's text (its question), "
-                             f"not token ids")
-        contexts.append(context_length(document, loaded.tokenizer, loaded.chat_template, prompt_ids)
-                        if compress == "context" else None)
+            raise ValueError(
+                f"document {document['id']!r}: compress: context needs the prompt's text (its question), not token ids"
+            )
+        contexts.append(
+            context_length(document, loaded.tokenizer, loaded.chat_template, prompt_ids)
+            if compress == "context"
+            else None
+        )
     ids = [str(document["id"]) for document in documents]
     if len(set(ids)) != len(ids):
         raise ValueError(f"a document appears twice in one job: {ids}")
@@ -105,24 +109,29 @@ def run_documents(
     sessions, prefill_s = [], []
     for prompt_ids, parts, context in zip(prompts, seed_parts, contexts):
         start = time.perf_counter()
-        sessions.append(KernelSession(
-            loaded,
-            torch.tensor(prompt_ids, dtype=torch.long),
-            actions,
-            temperature=g.temperature,
-            evict_first_step=g.evict_first_step,
-            max_chains=chains_needed(len(actions), g.replicates, g.mode, g.effective_reference_chain),
-            horizon=horizon,
-            seed_parts=parts,
-            compressed_length=context,
-        ))
+        sessions.append(
+            KernelSession(
+                loaded,
+                torch.tensor(prompt_ids, dtype=torch.long),
+                actions,
+                temperature=g.temperature,
+                evict_first_step=g.evict_first_step,
+                max_chains=chains_needed(len(actions), g.replicates, g.mode, g.effective_reference_chain),
+                horizon=horizon,
+                seed_parts=parts,
+                compressed_length=context,
+            )
+        )
         prefill_s.append(time.perf_counter() - start)
-    trajectories = generate_documents(sessions, seed_parts, list(actions), g, eos_token_ids=loaded.eos_token_ids,
-                                      progress=progress)
+    trajectories = generate_documents(
+        sessions, seed_parts, list(actions), g, eos_token_ids=loaded.eos_token_ids, progress=progress
+    )
     # what the stores record: the reference chain the trajectories used (per_action in swrb mode)
     recorded = g.as_dict() | {"reference_chain": g.effective_reference_chain}
     paths = []
-    for document, out, prompt_ids, session, traj, prefill in zip(documents, outs, prompts, sessions, trajectories, prefill_s):
+    for document, out, prompt_ids, session, traj, prefill in zip(
+        documents, outs, prompts, sessions, trajectories, prefill_s
+    ):
         attrs = _attributes(loaded, document, actions, prompt_ids, session, recorded)
         attrs["prefill_s"] = prefill
         # this document's prefill + its share (by kernel rows) of the batch's generation
@@ -131,8 +140,14 @@ def run_documents(
     return paths
 
 
-def _attributes(loaded: Any, document: Mapping[str, Any], actions: Mapping[str, Mapping[str, Any]],
-                prompt_ids: Sequence[int], session: Any, settings: Mapping[str, Any]) -> dict[str, Any]:
+def _attributes(
+    loaded: Any,
+    document: Mapping[str, Any],
+    actions: Mapping[str, Mapping[str, Any]],
+    prompt_ids: Sequence[int],
+    session: Any,
+    settings: Mapping[str, Any],
+) -> dict[str, Any]:
     """A document store's root attributes (docs/internals.md), without the timings."""
     from kvdiv import __version__
 
@@ -149,15 +164,22 @@ def _attributes(loaded: Any, document: Mapping[str, Any], actions: Mapping[str, 
         "horizon": settings["horizon"],
         "replicates": settings["replicates"],
         "temperature": settings["temperature"],
-        "seed": {"master": settings["master_seed"], "study": settings["study_seed"],
-                 "streams": STREAMS[settings["reference_chain"]]},
+        "seed": {
+            "master": settings["master_seed"],
+            "study": settings["study_seed"],
+            "streams": STREAMS[settings["reference_chain"]],
+        },
         "mode": mode,
         "reference_chain": settings["reference_chain"],
         "evict_first_step": evict_first_step,
         "tv_atol": settings["tv_atol"],
-        "first_step": ("Q evaluated through the evicted cache (the question fed through it)" if settings["compress"] == "context"
-                       else "Q evaluated through the evicted cache" if evict_first_step
-                       else "delta_1 = 0: step 1 drawn from the prefill's law under both kernels"),
+        "first_step": (
+            "Q evaluated through the evicted cache (the question fed through it)"
+            if settings["compress"] == "context"
+            else "Q evaluated through the evicted cache"
+            if evict_first_step
+            else "delta_1 = 0: step 1 drawn from the prefill's law under both kernels"
+        ),
         "compress": settings["compress"],
         "compressed_prompt_tokens": session.compressed_length,
         "swrb_restore": "retention (reservoir-chosen snapshot of the scan chains)" if mode == "swrb" else None,
@@ -168,7 +190,9 @@ def _attributes(loaded: Any, document: Mapping[str, Any], actions: Mapping[str, 
         "press_seeds": session.press_seeds(),
         # presses that report what they kept (ProbabilisticPress: effective retention per layer/head)
         "effective_retention": {
-            name: press.effective_retention() for name, press in session.presses.items() if hasattr(press, "effective_retention")
+            name: press.effective_retention()
+            for name, press in session.presses.items()
+            if hasattr(press, "effective_retention")
         },
     }
 
@@ -191,7 +215,9 @@ def action_record(spec: Any) -> dict[str, Any]:
             record["wraps" if f.name == "press" else f.name] = action_record(value)
         elif isinstance(value, (list, tuple)) and value and all(isinstance(v, BasePress) for v in value):
             record[f.name] = [action_record(v) for v in value]
-        elif isinstance(value, (int, float, str, bool, type(None))) or (isinstance(value, (list, dict)) and _plain(value)):
+        elif isinstance(value, (int, float, str, bool, type(None))) or (
+            isinstance(value, (list, dict)) and _plain(value)
+        ):
             record[f.name] = value
         else:
             record[f.name] = repr(value)

@@ -86,7 +86,9 @@ def _store_arrays(root: zarr.Group) -> dict[str, zarr.Array]:
 def _check_chunks(path: Path, name: str, array: zarr.Array) -> None:
     present, expected = array.nchunks_initialized, array.nchunks
     if present != expected:
-        raise CorruptStoreError(f"{path}: array {name!r} has {present} of its {expected} chunks: the store is incomplete")
+        raise CorruptStoreError(
+            f"{path}: array {name!r} has {present} of its {expected} chunks: the store is incomplete"
+        )
 
 
 def attributes_digest(root: zarr.Group) -> str:
@@ -131,7 +133,9 @@ def read_store_arrays(path: str | Path) -> tuple[dict[str, Any], dict[str, np.nd
     attrs = dict(root.attrs)
     recorded = attrs.get(CHECKSUMS_ATTR)
     if not isinstance(recorded, Mapping) or not recorded:
-        raise CorruptStoreError(f"{path}: no '{CHECKSUMS_ATTR}' attribute, so the store cannot be verified (rebuild it)")
+        raise CorruptStoreError(
+            f"{path}: no '{CHECKSUMS_ATTR}' attribute, so the store cannot be verified (rebuild it)"
+        )
     attrs_digest = recorded.get(ATTRS_CHECKSUM)
     recorded = {name: digest for name, digest in recorded.items() if name != ATTRS_CHECKSUM}
     arrays = _store_arrays(root)
@@ -153,8 +157,11 @@ def read_store_arrays(path: str | Path) -> tuple[dict[str, Any], dict[str, np.nd
             raise CorruptStoreError(f"{path}: array {name!r} does not match its checksum (corrupt chunk data)")
         data[name] = values
     if attrs_digest != attributes_digest(root):
-        what = ("has no checksum of its attributes (sealed by an older kvdiv: rebuild it)" if attrs_digest is None
-                else "has attributes that do not match their checksum (an edited attribute)")
+        what = (
+            "has no checksum of its attributes (sealed by an older kvdiv: rebuild it)"
+            if attrs_digest is None
+            else "has attributes that do not match their checksum (an edited attribute)"
+        )
         raise CorruptStoreError(f"{path}: the store {what}")
     return attrs, data
 
@@ -315,9 +322,18 @@ def build_cube(study: str, model: str, doc_stores: Sequence[str | Path], out: st
     for name, parts in stacked.items():
         if len({p.shape for p in parts}) != 1:
             raise ValueError(f"array {name!r} differs in shape across documents (replicates or horizon differ)")
-    per_document = ("document", "prompt_tokens", "compressed_prompt_tokens", "prompt_rendering", "press_seeds",
-                    "effective_retention",
-                    "wall_time_s", "prefill_s", "wall_time_total_s", CHECKSUMS_ATTR)
+    per_document = (
+        "document",
+        "prompt_tokens",
+        "compressed_prompt_tokens",
+        "prompt_rendering",
+        "press_seeds",
+        "effective_retention",
+        "wall_time_s",
+        "prefill_s",
+        "wall_time_total_s",
+        CHECKSUMS_ATTR,
+    )
     attrs = {k: v for k, v in first_attrs.items() if k not in per_document}
     attrs.update(study=study, wall_time_s=wall, wall_time_total_s=total_wall)
     data = {name: np.stack(parts) for name, parts in stacked.items()}

@@ -10,7 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from kvdiv.trajectories.store import cube_coords, is_cube, read_attrs, read_cube_action, read_document_store, verify_store
+from kvdiv.trajectories.store import (
+    cube_coords,
+    is_cube,
+    read_attrs,
+    read_cube_action,
+    read_document_store,
+    verify_store,
+)
 
 
 def document_study(document: dict) -> str | None:
@@ -24,7 +31,9 @@ def document_study(document: dict) -> str | None:
     return None
 
 
-def action_summary(match: np.ndarray, tv: np.ndarray, fixed_tv: np.ndarray, eos_x: np.ndarray, eos_y: np.ndarray) -> dict[str, Any]:
+def action_summary(
+    match: np.ndarray, tv: np.ndarray, fixed_tv: np.ndarray, eos_x: np.ndarray, eos_y: np.ndarray
+) -> dict[str, Any]:
     """Summary of arrays shaped (..., step); leading axes are flattened into replicates."""
     horizon = match.shape[-1]
     match = match.reshape(-1, horizon)
@@ -99,7 +108,16 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"documents: {len(docs)}" + (f" ({', '.join(docs[:5])}{', ...' if len(docs) > 5 else ''})" if docs else ""),
     ]
     cols = ["action", "replicates", "diverged", "mean tau", "mismatch", "mean tv", "fixed tv", "eos x", "eos y"]
-    keys = ["replicates", "divergence_fraction", "mean_tau", "mismatch_rate", "mean_tv", "mean_fixed_tv", "eos_rate_x", "eos_rate_y"]
+    keys = [
+        "replicates",
+        "divergence_fraction",
+        "mean_tau",
+        "mismatch_rate",
+        "mean_tv",
+        "mean_fixed_tv",
+        "eos_rate_x",
+        "eos_rate_y",
+    ]
     rows = [[a] + [_fmt(s[k]) for k in keys] for a, s in summary["actions"].items()]
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     lines.append("  ".join(c.ljust(w) for c, w in zip(cols, widths)))

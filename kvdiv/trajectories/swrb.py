@@ -92,7 +92,11 @@ def run_swrb(session: Session, pairs: Pairs, rngs, horizon: int, tv_atol: float,
             rows = np.zeros((len(order), 3), dtype=np.int64)
             for i, k in enumerate(order):
                 cx, cy, cf = chains[k]
-                rows[i] = (batch.add(cx, pairs.x[k, t - 1]), batch.add(cy, pairs.y[k, t - 1]), batch.add(cf, pairs.x[k, t - 1]))
+                rows[i] = (
+                    batch.add(cx, pairs.x[k, t - 1]),
+                    batch.add(cy, pairs.y[k, t - 1]),
+                    batch.add(cf, pairs.x[k, t - 1]),
+                )
                 pairs.rows[k] += 3
             probs = yield batch.chains, batch.tokens
             for i, k in enumerate(order):

@@ -126,4 +126,11 @@ def write_cube(ds: xr.Dataset, path) -> None:
     dims = ("document", "action", "replicate", "step")
     data = {name: np.ascontiguousarray(ds[name].transpose(*dims[: ds[name].ndim]).values) for name in ds.data_vars}
     coords = {name: ds[name].values.tolist() for name in DOCUMENT_COORDS}
-    store.write_cube(path, data, [str(d) for d in ds["document"].values], [str(a) for a in ds["action"].values], coords, dict(ds.attrs))
+    store.write_cube(
+        path,
+        data,
+        [str(d) for d in ds["document"].values],
+        [str(a) for a in ds["action"].values],
+        coords,
+        dict(ds.attrs),
+    )

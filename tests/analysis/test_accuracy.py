@@ -23,10 +23,24 @@ def replicates(seed: int = 3, n_docs: int = 9, n_rep: int = 4, horizon: int = 16
                 tau = int(rng.integers(1, horizon + 1)) if rng.random() < 0.7 else None
                 end = int(rng.integers(1, horizon + 1)) if rng.random() < 0.8 else None
                 cx, cy = (float(v) for v in rng.choice([0.0, 0.5, 1.0], size=2))
-                rows.append({"model": "m", "study": "s", "document": f"s-{stratum}-{d:04d}", "family": stratum[:-4],
-                             "target_length": 256, "stratum": stratum, "action": action, "replicate": r, "tau": tau,
-                             "correct_x": cx, "correct_y": cy, "answer_changed": cx != cy, "answer_end": end,
-                             "diverged_before_answer": None if end is None else (tau is not None and tau <= end)})
+                rows.append(
+                    {
+                        "model": "m",
+                        "study": "s",
+                        "document": f"s-{stratum}-{d:04d}",
+                        "family": stratum[:-4],
+                        "target_length": 256,
+                        "stratum": stratum,
+                        "action": action,
+                        "replicate": r,
+                        "tau": tau,
+                        "correct_x": cx,
+                        "correct_y": cy,
+                        "answer_changed": cx != cy,
+                        "answer_end": end,
+                        "diverged_before_answer": None if end is None else (tau is not None and tau <= end),
+                    }
+                )
     return pl.DataFrame(rows)
 
 
@@ -42,21 +56,37 @@ def direct(rep: pl.DataFrame, action: str, stratum: str, n_boot: int, seed: int,
         for row in rows:
             early = row["answer_end"] is not None and row["tau"] is not None and row["tau"] <= row["answer_end"]
             late = row["answer_end"] is not None and row["tau"] is not None and row["tau"] > row["answer_end"]
-            per[i] += [row["correct_x"], row["correct_y"], row["answer_changed"], early, late,
-                       row["correct_y"] * early, row["correct_y"] * late]
+            per[i] += [
+                row["correct_x"],
+                row["correct_y"],
+                row["answer_changed"],
+                early,
+                late,
+                row["correct_y"] * early,
+                row["correct_y"] * late,
+            ]
         per[i] /= len(rows)
 
     def stats(m):  # m: [..., 7] means
         with np.errstate(invalid="ignore", divide="ignore"):
-            return {"accuracy_x": m[..., 0], "accuracy_y": m[..., 1], "accuracy_gap": m[..., 0] - m[..., 1],
-                    "answer_changed": m[..., 2], "share_early": m[..., 3], "share_late": m[..., 4],
-                    "accuracy_y_early": m[..., 5] / m[..., 3], "accuracy_y_late": m[..., 6] / m[..., 4]}
+            return {
+                "accuracy_x": m[..., 0],
+                "accuracy_y": m[..., 1],
+                "accuracy_gap": m[..., 0] - m[..., 1],
+                "answer_changed": m[..., 2],
+                "share_early": m[..., 3],
+                "share_late": m[..., 4],
+                "accuracy_y_early": m[..., 5] / m[..., 3],
+                "accuracy_y_late": m[..., 6] / m[..., 4],
+            }
 
     counts = bootstrap_counts(len(docs), n_boot, stat_seed(seed, "accuracy", "m", stratum, action)) / len(docs)
     point, boot = stats(per.mean(axis=0)), stats(counts @ per)
     alpha = (1 - confidence) / 2
-    return {k: (float(point[k]), float(np.nanquantile(boot[k], alpha)), float(np.nanquantile(boot[k], 1 - alpha)))
-            for k in STATISTICS}
+    return {
+        k: (float(point[k]), float(np.nanquantile(boot[k], alpha)), float(np.nanquantile(boot[k], 1 - alpha)))
+        for k in STATISTICS
+    }
 
 
 def test_accuracy_table_equals_direct_computation():
@@ -67,16 +97,22 @@ def test_accuracy_table_equals_direct_computation():
         for stratum in ("ruler_256", "helmet_256", POOLED):
             want = direct(rep, action, stratum, 300, 11, 0.9)
             for stat, (est, lo, hi) in want.items():
-                row = table.filter((pl.col("action") == action) & (pl.col("stratum") == stratum)
-                                   & (pl.col("statistic") == stat)).row(0, named=True)
-                assert (row["estimate"], row["lower"], row["upper"]) == pytest.approx((est, lo, hi), abs=1e-12), (action, stratum, stat)
+                row = table.filter(
+                    (pl.col("action") == action) & (pl.col("stratum") == stratum) & (pl.col("statistic") == stat)
+                ).row(0, named=True)
+                assert (row["estimate"], row["lower"], row["upper"]) == pytest.approx((est, lo, hi), abs=1e-12), (
+                    action,
+                    stratum,
+                    stat,
+                )
     n_docs = table.filter((pl.col("stratum") == POOLED))["n_documents"].unique().to_list()
     assert n_docs == [9]
 
 
 def test_no_early_divergence_gives_no_conditional_accuracy():
-    rep = replicates().with_columns(pl.lit(None, dtype=pl.Int64).alias("tau"),
-                                    pl.col("diverged_before_answer").and_(False))
+    rep = replicates().with_columns(
+        pl.lit(None, dtype=pl.Int64).alias("tau"), pl.col("diverged_before_answer").and_(False)
+    )
     table = accuracy_table(Metrics(rep, pl.DataFrame(), pl.DataFrame()), n_boot=50, seed=1, confidence=0.95)
     cond = table.filter(pl.col("statistic").is_in(["accuracy_y_early", "accuracy_y_late"]))
     assert cond["estimate"].is_nan().all()

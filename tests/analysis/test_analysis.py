@@ -35,8 +35,17 @@ def study50():
     rng = np.random.default_rng(7)
     n = 16
     e = {"snapkv_half": rng.uniform(0.02, 0.05, n), "snapkv_512": rng.uniform(0.08, 0.12, n), "recent_half": 0.14}
-    ds = simulate_cube(e, n_documents=n, replicates=3, horizon=128, seed=3, strata=STRATA, eos_hazard=0.004,
-                       study="retention50", model="tiny")
+    ds = simulate_cube(
+        e,
+        n_documents=n,
+        replicates=3,
+        horizon=128,
+        seed=3,
+        strata=STRATA,
+        eos_hazard=0.004,
+        study="retention50",
+        model="tiny",
+    )
     return e, metrics_of(ds)
 
 
@@ -90,25 +99,52 @@ def test_decomposition_is_exact_symmetric_and_shares_sum_to_one():
     rng = np.random.default_rng(2)
     a = {k: rng.uniform(0.05, 0.6, 50) for k in ("occurrence", "exposure", "occupation", "mismatch")}
     b = {k: rng.uniform(0.05, 0.6, 50) for k in ("occurrence", "exposure", "occupation", "mismatch")}
-    ab = decomposition.decomposition_stat({**{f"{k}_a": v for k, v in a.items()}, **{f"{k}_b": v for k, v in b.items()}})
-    ba = decomposition.decomposition_stat({**{f"{k}_a": v for k, v in b.items()}, **{f"{k}_b": v for k, v in a.items()}})
+    ab = decomposition.decomposition_stat(
+        {**{f"{k}_a": v for k, v in a.items()}, **{f"{k}_b": v for k, v in b.items()}}
+    )
+    ba = decomposition.decomposition_stat(
+        {**{f"{k}_a": v for k, v in b.items()}, **{f"{k}_b": v for k, v in a.items()}}
+    )
     np.testing.assert_allclose(ab["exposure_part"] + ab["branch_part"], ab["gap"], atol=1e-12)
     np.testing.assert_allclose(ab["exposure_share"] + ab["branch_share"], 1.0, atol=1e-9)
     np.testing.assert_allclose(ab["exposure_share"], ba["exposure_share"], atol=1e-12)
     np.testing.assert_allclose(ab["branch_part"], -ba["branch_part"], atol=1e-12)
     # equal mismatch rates C: the whole gap is exposure; equal exposure and occurrence: all branch mismatch
-    same_c = decomposition.decomposition_stat({"occurrence_a": 0.01, "exposure_a": 0.5, "occupation_a": 0.45, "mismatch_a": 0.46,
-                                    "occurrence_b": 0.01, "exposure_b": 0.3, "occupation_b": 0.27, "mismatch_b": 0.28})
+    same_c = decomposition.decomposition_stat(
+        {
+            "occurrence_a": 0.01,
+            "exposure_a": 0.5,
+            "occupation_a": 0.45,
+            "mismatch_a": 0.46,
+            "occurrence_b": 0.01,
+            "exposure_b": 0.3,
+            "occupation_b": 0.27,
+            "mismatch_b": 0.28,
+        }
+    )
     assert same_c["exposure_share"] == pytest.approx(1.0) and same_c["branch_share"] == pytest.approx(0.0)
-    same_e = decomposition.decomposition_stat({"occurrence_a": 0.01, "exposure_a": 0.5, "occupation_a": 0.45, "mismatch_a": 0.46,
-                                    "occurrence_b": 0.01, "exposure_b": 0.5, "occupation_b": 0.35, "mismatch_b": 0.36})
+    same_e = decomposition.decomposition_stat(
+        {
+            "occurrence_a": 0.01,
+            "exposure_a": 0.5,
+            "occupation_a": 0.45,
+            "mismatch_a": 0.46,
+            "occurrence_b": 0.01,
+            "exposure_b": 0.5,
+            "occupation_b": 0.35,
+            "mismatch_b": 0.36,
+        }
+    )
     assert same_e["branch_share"] == pytest.approx(1.0)
 
 
 def test_gap_decomposition_table(study50):
     e, m = study50
     dec = decomposition.gap_decomposition(m, CONTRASTS, 100, 4, 0.95)
-    assert set(dec["contrast"]) == {"snapkv_512 − snapkv_half", "recent_half − snapkv_half"}  # the 90% contrast is absent
+    assert set(dec["contrast"]) == {
+        "snapkv_512 − snapkv_half",
+        "recent_half − snapkv_half",
+    }  # the 90% contrast is absent
     assert set(dec["stratum"]) == set(STRATA) | {inputs.POOLED}
     wide = dec.pivot(on="statistic", index=["model", "stratum", "contrast"], values="estimate")
     np.testing.assert_allclose(wide["exposure_share"] + wide["branch_share"], 1.0, atol=1e-9)
@@ -153,8 +189,11 @@ def test_table2_block_gaps_match_tv_difference(study50):
         blocks.clock_block_gaps(m, CONTRASTS, [[1, 32], [64, 33]], 200, 2, 0.95)
     gaps = blocks.clock_block_gaps(m, CONTRASTS, [[1, 32], [33, 64], [65, 128]], 200, 2, 0.95)
     assert set(gaps["block"]) == {"1–32", "33–64", "65–128"}
-    pooled = gaps.filter((pl.col("stratum") == inputs.POOLED) & (pl.col("contrast") == "recent_half − snapkv_half")
-                         & (pl.col("block") == "65–128"))
+    pooled = gaps.filter(
+        (pl.col("stratum") == inputs.POOLED)
+        & (pl.col("contrast") == "recent_half − snapkv_half")
+        & (pl.col("block") == "65–128")
+    )
     truth = 0.14 - e["snapkv_half"].mean()
     half = (pooled["upper"][0] - pooled["lower"][0]) / 2
     assert abs(pooled["gap"][0] - truth) < 2 * half + 0.01
@@ -176,9 +215,12 @@ def test_table2_family_pooled_rows_are_the_family_document_means(study50):
         assert r["n_documents"] == docs.filter(pl.col("family") == r["family"]).height == 8
         lo, hi = (int(x) for x in r["block"].split("–"))
         a, b = r["contrast"].split(" − ")
-        per_doc = (clock.filter((pl.col("family") == r["family"]) & pl.col("step").is_between(lo, hi))
-                   .group_by("document", "action").agg(pl.col("mismatch").mean())
-                   .pivot(on="action", index="document", values="mismatch"))
+        per_doc = (
+            clock.filter((pl.col("family") == r["family"]) & pl.col("step").is_between(lo, hi))
+            .group_by("document", "action")
+            .agg(pl.col("mismatch").mean())
+            .pivot(on="action", index="document", values="mismatch")
+        )
         assert r["gap"] == pytest.approx(float((per_doc[a] - per_doc[b]).mean()), abs=1e-12)
         assert r["lower"] <= r["gap"] <= r["upper"]
     display = table2_frame(gaps)
@@ -201,8 +243,20 @@ def test_block_pattern_counts_on_a_hand_made_frame():
     }
     for (model, family, length), gaps in spec.items():
         for block, gap in zip(("65–128", "1–32", "33–64"), (gaps[2], gaps[0], gaps[1])):  # row order must not matter
-            rows.append({"model": model, "family": family, "length": length, "stratum": f"{family}_{length}",
-                         "contrast": "a − b", "block": block, "gap": gap, "lower": gap, "upper": gap, "n_documents": 4})
+            rows.append(
+                {
+                    "model": model,
+                    "family": family,
+                    "length": length,
+                    "stratum": f"{family}_{length}",
+                    "contrast": "a − b",
+                    "block": block,
+                    "gap": gap,
+                    "lower": gap,
+                    "upper": gap,
+                    "n_documents": 4,
+                }
+            )
     counts = blocks.block_pattern_counts(pl.DataFrame(rows)).sort("family")
     assert counts["family"].to_list() == ["helmet", "ruler"]
     assert counts["direction"].to_list() == ["fall", "rise"]
@@ -247,8 +301,17 @@ def test_table3_and_writers(study50, tmp_path):
 # ------------------------------------------------------------------------------------------- figures, report
 def test_figures_tables_and_report(study50, tmp_path):
     _, m50 = study50
-    ds90 = simulate_cube({"snapkv_90": 0.03, "recent_90": 0.09}, 12, 2, 128, seed=4, strata=STRATA, eos_hazard=0.01,
-                         study="retention90", model="tiny")
+    ds90 = simulate_cube(
+        {"snapkv_90": 0.03, "recent_90": 0.09},
+        12,
+        2,
+        128,
+        seed=4,
+        strata=STRATA,
+        eos_hazard=0.01,
+        study="retention90",
+        model="tiny",
+    )
     m90 = metrics_of(ds90)
     settings = dict(n_boot=50, seed=1, confidence=0.95, contrasts=CONTRASTS, cohort_max_tau=64, early=EARLY, late=LATE)
     f5 = items.build_item("figure5", m50, **settings)
@@ -275,8 +338,9 @@ def test_figures_tables_and_report(study50, tmp_path):
         paths = [tmp_path / "tables" / f"{name}.{ext}" for ext in ("csv", "md", "tex")]
         tables.write_table(numbers, display, paths, name, f"tab:{name}")
         analysis[name] = {"numbers": paths[0]}
-    dsw = simulate_cube({"snapkv_90": 0.03, "recent_90": 0.09}, 8, 6, 32, seed=5, strata=STRATA, swrb=True,
-                        study="swrb90", model="tiny")
+    dsw = simulate_cube(
+        {"snapkv_90": 0.03, "recent_90": 0.09}, 8, 6, 32, seed=5, strata=STRATA, swrb=True, study="swrb90", model="tiny"
+    )
     sw = items.build_item("swrb", metrics_of(dsw), **settings)
     assert all(f.height > 0 for f in sw.values())
     analysis["swrb"] = {name: tmp_path / "analysis" / "swrb" / f"{name}.parquet" for name in sw}
@@ -284,20 +348,45 @@ def test_figures_tables_and_report(study50, tmp_path):
         write_parquet(frame, analysis["swrb"][name])
     setting = {
         "models": {"tiny": "random"},
-        "studies": {"retention50": {"documents": 16, "documents_per_stratum": 4, "strata": list(STRATA), "horizon": 128,
-                                    "replicates": 3, "actions": ["snapkv_half", "snapkv_512", "recent_half"],
-                                    "mode": "complete"},
-                    "swrb90": {"documents": 8, "documents_per_stratum": 2, "strata": list(STRATA), "horizon": 32,
-                               "replicates": 6, "actions": ["snapkv_90", "recent_90"], "mode": "swrb"}},
+        "studies": {
+            "retention50": {
+                "documents": 16,
+                "documents_per_stratum": 4,
+                "strata": list(STRATA),
+                "horizon": 128,
+                "replicates": 3,
+                "actions": ["snapkv_half", "snapkv_512", "recent_half"],
+                "mode": "complete",
+            },
+            "swrb90": {
+                "documents": 8,
+                "documents_per_stratum": 2,
+                "strata": list(STRATA),
+                "horizon": 32,
+                "replicates": 6,
+                "actions": ["snapkv_90", "recent_90"],
+                "mode": "swrb",
+            },
+        },
         "figure_studies": {"figure5": "retention50", "figure7": "retention90", "swrb": "swrb90"},
-        "contrasts": CONTRASTS, "cohort_max_tau": 64, "early": EARLY, "late": LATE, "bootstrap": 50, "confidence": 0.95,
+        "contrasts": CONTRASTS,
+        "cohort_max_tau": 64,
+        "early": EARLY,
+        "late": LATE,
+        "bootstrap": 50,
+        "confidence": 0.95,
     }
     out = tmp_path / "report.md"
-    text = build_report(analysis, {k: tmp_path / "tables" / f"{k}.md" for k in ("table2", "table3")},
-                        {k: figs / f"{k}.png" for k in ("figure5", "figure6", "figure7")}, setting, out)
+    text = build_report(
+        analysis,
+        {k: tmp_path / "tables" / f"{k}.md" for k in ("table2", "table3")},
+        {k: figs / f"{k}.png" for k in ("figure5", "figure6", "figure7")},
+        setting,
+        out,
+    )
     paper = paper_values()
     finite = paper["finite_state"]
-    section = text[text.index(f"## {items.ITEMS['swrb'].title} (swrb90, mode swrb)"):]
+    section = text[text.index(f"## {items.ITEMS['swrb'].title} (swrb90, mode swrb)") :]
     assert "| variance–cost advantage (ratio of means) | tiny | all (mean D" in section
     assert f"| {finite['variance_cost_advantage_ratio_of_means']} |" in section
     assert f"| {finite['variance_ratio_naive_over_swrb']['median']} |" in section
@@ -305,8 +394,13 @@ def test_figures_tables_and_report(study50, tmp_path):
     # the same study in complete mode: no variance rows, the paper's figures named in the text
     write_parquet(sw["variance"].clear(), analysis["swrb"]["variance"])
     setting["studies"]["swrb90"]["mode"] = "complete"
-    other = build_report(analysis, {k: tmp_path / "tables" / f"{k}.md" for k in ("table2", "table3")},
-                         {k: figs / f"{k}.png" for k in ("figure5", "figure6", "figure7")}, setting, tmp_path / "r2.md")
+    other = build_report(
+        analysis,
+        {k: tmp_path / "tables" / f"{k}.md" for k in ("table2", "table3")},
+        {k: figs / f"{k}.png" for k in ("figure5", "figure6", "figure7")},
+        setting,
+        tmp_path / "r2.md",
+    )
     assert "The study swrb90 runs in mode complete: its rows hold no SWRB draws" in other
     assert f"median {finite['variance_ratio_naive_over_swrb']['median']}" in other
     assert out.read_text() == text
@@ -356,15 +450,25 @@ def test_misconfigured_contrasts_and_empty_cohorts(study50, tmp_path):
     _, m = study50
     with pytest.raises(ValueError, match="analysis.contrasts"):
         decomposition.gap_decomposition(m, [["recent_90", "snapkv_90"]], 10, 1, 0.95)
-    empty = items.build_item("figure6", m, n_boot=10, seed=1, confidence=0.95, cohort_max_tau=0, early=EARLY, late=LATE)  # no τ ≤ 0
+    empty = items.build_item(
+        "figure6", m, n_boot=10, seed=1, confidence=0.95, cohort_max_tau=0, early=EARLY, late=LATE
+    )  # no τ ≤ 0
     assert all(f.height == 0 for f in empty.values())
     plot_figure6(empty, tmp_path / "f6.pdf", tmp_path / "f6.png", early=EARLY, late=LATE, dpi=50)
     assert (tmp_path / "f6.png").stat().st_size > 0
 
 
 def test_decomposition_when_one_action_never_diverges():
-    m = {"occurrence_a": 0.02, "exposure_a": 0.4, "occupation_a": 0.3, "mismatch_a": 0.32,
-         "occurrence_b": 0.0, "exposure_b": 0.0, "occupation_b": 0.0, "mismatch_b": 0.0}
+    m = {
+        "occurrence_a": 0.02,
+        "exposure_a": 0.4,
+        "occupation_a": 0.3,
+        "mismatch_a": 0.32,
+        "occurrence_b": 0.0,
+        "exposure_b": 0.0,
+        "occupation_b": 0.0,
+        "mismatch_b": 0.0,
+    }
     out = decomposition.decomposition_stat(m)
     assert out["exposure_share"] == pytest.approx(1.0) and out["gap"] == pytest.approx(0.32)
     assert np.isnan(out["rate_b"]) and out["rate_a"] == pytest.approx(0.75)
@@ -378,6 +482,8 @@ def test_every_action_of_a_figure_gets_its_own_colour():
     actions = ["dec_256_128", "dec_256_32", "dec_512_128", "dec_512_32", "recent_half", "snapkv_half", "both"]
     colors = action_colors(actions)
     assert len(set(colors.values())) == len(actions)
-    assert colors["snapkv_half"] == ACTION_COLORS["snapkv_half"] and colors["recent_half"] == ACTION_COLORS["recent_half"]
+    assert (
+        colors["snapkv_half"] == ACTION_COLORS["snapkv_half"] and colors["recent_half"] == ACTION_COLORS["recent_half"]
+    )
     many = action_colors([f"a{i}" for i in range(len(PALETTE) + 2)])  # beyond the palette: cycles
     assert len(set(many.values())) == len(PALETTE)

@@ -27,8 +27,18 @@ from kvdiv.trajectories.synthetic import simulate_cube
 DIMS = ("document", "action", "replicate", "step")
 
 
-def make_cube(match, tv, *, fixed_tv=None, eos=None, strata=("ruler_256", "helmet_256"), actions=None,
-              overlap_tv=None, branch_start=None, study="exact") -> xr.Dataset:
+def make_cube(
+    match,
+    tv,
+    *,
+    fixed_tv=None,
+    eos=None,
+    strata=("ruler_256", "helmet_256"),
+    actions=None,
+    overlap_tv=None,
+    branch_start=None,
+    study="exact",
+) -> xr.Dataset:
     """A cube (docs/internals.md "Cube") from explicit arrays [document, action, replicate, step]."""
     match = np.asarray(match, dtype=bool)
     d, a, r, h = match.shape
@@ -37,7 +47,11 @@ def make_cube(match, tv, *, fixed_tv=None, eos=None, strata=("ruler_256", "helme
     eos = np.zeros(match.shape, dtype=bool) if eos is None else np.asarray(eos, dtype=bool)
     stratum = [strata[i % len(strata)] for i in range(d)]
     data = {
-        "x": (DIMS, x), "y": (DIMS, y), "match": (DIMS, match), "eos_x": (DIMS, eos), "eos_y": (DIMS, np.zeros_like(eos)),
+        "x": (DIMS, x),
+        "y": (DIMS, y),
+        "match": (DIMS, match),
+        "eos_x": (DIMS, eos),
+        "eos_y": (DIMS, np.zeros_like(eos)),
         "tv": (DIMS, np.asarray(tv, dtype=np.float32)),
         "fixed_tv": (DIMS, np.asarray(tv if fixed_tv is None else fixed_tv, dtype=np.float32)),
     }
@@ -137,28 +151,40 @@ def test_cohort_profiles_pin_depths_and_the_cohort_cutoff(cohort_cube):
     by_hand = (0.6 + 0.6 + 0.65) + (0.61 + 0.66 + 0.66 + 0.61) + (0.62 + 0.62 + 0.67) + (0.63 + 0.63 + 0.68)
     assert one(prof, "tv", stratum=inputs.POOLED, depth=64) == pytest.approx(by_hand / 13, abs=1e-6)
     ruler = rows_of(prof, stratum="ruler_256").sort("depth")  # documents 0 and 2
-    np.testing.assert_allclose(ruler["tv"].to_numpy(), [expected_cohort(tv, eos, 64, [dp], docs={0, 2})
-                                                        for dp in ruler["depth"].to_list()], atol=1e-6)
+    np.testing.assert_allclose(
+        ruler["tv"].to_numpy(),
+        [expected_cohort(tv, eos, 64, [dp], docs={0, 2}) for dp in ruler["depth"].to_list()],
+        atol=1e-6,
+    )
 
 
 def test_late_minus_early_pins_window_edges_and_the_cohort(cohort_cube):
     ds, tv, eos = cohort_cube
     m = metrics_of(ds)
     early, late = list(range(1, 17)), list(range(49, 65))
-    for by, cell, docs in (("stratum", inputs.POOLED, None), ("stratum", "helmet_256", {1, 3}), ("family", "ruler", {0, 2})):
+    for by, cell, docs in (
+        ("stratum", inputs.POOLED, None),
+        ("stratum", "helmet_256", {1, 3}),
+        ("family", "ruler", {0, 2}),
+    ):
         lme = profiles.late_minus_early(m, 64, [1, 16], [49, 64], 20, 1, 0.95, by=by)
-        got = {s: one(lme, statistic=s, **{by: cell}) for s in ("early", "late", "late_minus_early",
-                                                                 "late_minus_early_strict_pre_eos")}
+        got = {
+            s: one(lme, statistic=s, **{by: cell})
+            for s in ("early", "late", "late_minus_early", "late_minus_early_strict_pre_eos")
+        }
         e, lt = expected_cohort(tv, eos, 64, early, docs=docs), expected_cohort(tv, eos, 64, late, docs=docs)
         assert got["early"] == pytest.approx(e, abs=1e-6)
         assert got["late"] == pytest.approx(lt, abs=1e-6)
         assert got["late_minus_early"] == pytest.approx(lt - e, abs=1e-6)
-        strict = (expected_cohort(tv, eos, 64, late, strict=True, docs=docs)
-                  - expected_cohort(tv, eos, 64, early, strict=True, docs=docs))
+        strict = expected_cohort(tv, eos, 64, late, strict=True, docs=docs) - expected_cohort(
+            tv, eos, 64, early, strict=True, docs=docs
+        )
         assert got["late_minus_early_strict_pre_eos"] == pytest.approx(strict, abs=1e-6)
     # a cohort of τ ≤ 65 is a different number (the planted τ = 65 rows enter)
     wider = profiles.late_minus_early(m, 65, [1, 16], [49, 64], 20, 1, 0.95)
-    assert one(wider, statistic="early", stratum=inputs.POOLED) == pytest.approx(expected_cohort(tv, eos, 65, early), abs=1e-6)
+    assert one(wider, statistic="early", stratum=inputs.POOLED) == pytest.approx(
+        expected_cohort(tv, eos, 65, early), abs=1e-6
+    )
     assert abs(expected_cohort(tv, eos, 65, early) - expected_cohort(tv, eos, 64, early)) > 0.01
 
 
@@ -183,13 +209,16 @@ def _toy_q(eps_of):
     def q(h):
         eps = eps_of(h)
         return (1 - eps) * toy_p(h) + eps * _softmax(_OTHER[h[-1] if h else V, len(h)])
+
     return q
 
 
 # history-dependent perturbations: the TV along a path depends on its tokens, so D varies a lot between
 # replicates and an unweighted swrb mean is biased
-TOY_Q = {"strong": _toy_q(lambda h: 0.9 if h and h[-1] == 0 else 0.05),
-         "weak": _toy_q(lambda h: 0.5 if len(h) % 2 and h[-1] != 1 else 0.02)}
+TOY_Q = {
+    "strong": _toy_q(lambda h: 0.9 if h and h[-1] == 0 else 0.05),
+    "weak": _toy_q(lambda h: 0.5 if len(h) % 2 and h[-1] != 1 else 0.02),
+}
 
 
 def enumerate_coupling(q_kernel):
@@ -245,9 +274,13 @@ def exact_values(paths):
         return num / den
 
     return {
-        "occurrence": occ, "exposure": exposure, "occupation": occupation, "mismatch": mismatch,
+        "occurrence": occ,
+        "exposure": exposure,
+        "occupation": occupation,
+        "mismatch": mismatch,
         "profile": {dp: cohort_mean([dp]) for dp in range(1, H6 - 1)},  # τ ≥ 2 (δ_1 = 0)
-        "early": cohort_mean(range(EARLY[0], EARLY[1] + 1)), "late": cohort_mean(range(LATE[0], LATE[1] + 1)),
+        "early": cohort_mean(range(EARLY[0], EARLY[1] + 1)),
+        "late": cohort_mean(range(LATE[0], LATE[1] + 1)),
         "survival": {t: float((prob * ((tau == 0) | (tau > t))).sum()) for t in range(H6 + 1)},
     }
 
@@ -267,17 +300,32 @@ def build_toy_metrics():
     out = {}
     for mode in ("swrb", "complete"):
         session = ToyKernelSession(toy_p, TOY_Q)
-        traj = generate(session, list(TOY_Q), horizon=H6, replicates=n_doc * reps, seed_parts=(5, 6, mode),
-                        eos_token_ids=[], mode=mode, progress=False)
+        traj = generate(
+            session,
+            list(TOY_Q),
+            horizon=H6,
+            replicates=n_doc * reps,
+            seed_parts=(5, 6, mode),
+            eos_token_ids=[],
+            mode=mode,
+            progress=False,
+        )
 
         def stack(name):
-            return np.stack([getattr(traj[a], name).reshape(n_doc, reps, *getattr(traj[a], name).shape[1:])
-                             for a in TOY_Q], axis=1)
+            return np.stack(
+                [getattr(traj[a], name).reshape(n_doc, reps, *getattr(traj[a], name).shape[1:]) for a in TOY_Q], axis=1
+            )
 
         swrb = mode == "swrb"
-        ds = make_cube(stack("match"), stack("tv"), fixed_tv=stack("fixed_tv"), actions=list(TOY_Q),
-                       overlap_tv=stack("overlap_tv") if swrb else None,
-                       branch_start=stack("branch_start") if swrb else None, study=f"toy_{mode}")
+        ds = make_cube(
+            stack("match"),
+            stack("tv"),
+            fixed_tv=stack("fixed_tv"),
+            actions=list(TOY_Q),
+            overlap_tv=stack("overlap_tv") if swrb else None,
+            branch_start=stack("branch_start") if swrb else None,
+            study=f"toy_{mode}",
+        )
         out[mode] = metrics_of(ds, window=2)
     exact = {a: exact_values(enumerate_coupling(q)) for a, q in TOY_Q.items()}
     return out, exact
@@ -302,7 +350,11 @@ def test_weighted_profiles_and_contrasts_match_exact_enumeration(toy_metrics, mo
         for r in rows_of(prof, stratum=inputs.POOLED, action=action).iter_rows(named=True):
             ok, info = within(r["tv"], r["lower"], r["upper"], ex["profile"][r["depth"]])
             assert ok, (mode, action, r["depth"], info)
-        for stat, truth in (("early", ex["early"]), ("late", ex["late"]), ("late_minus_early", ex["late"] - ex["early"])):
+        for stat, truth in (
+            ("early", ex["early"]),
+            ("late", ex["late"]),
+            ("late_minus_early", ex["late"] - ex["early"]),
+        ):
             r = rows_of(lme, stratum=inputs.POOLED, action=action, statistic=stat).row(0, named=True)
             ok, info = within(r["estimate"], r["lower"], r["upper"], truth)
             assert ok, (mode, action, stat, info)
@@ -318,8 +370,13 @@ def test_weighted_decomposition_and_survival_match_exact_enumeration(toy_metrics
     a, b = exact["strong"], exact["weak"]
     dec = decomposition.gap_decomposition(m, [["strong", "weak"]], 300, 3, 0.95)
     rate = lambda e: e["occupation"] / e["exposure"]  # noqa: E731
-    truth = {"gap": a["mismatch"] - b["mismatch"], "occurrence_gap": a["occurrence"] - b["occurrence"],
-             "exposure_gap": a["exposure"] - b["exposure"], "rate_a": rate(a), "rate_b": rate(b)}
+    truth = {
+        "gap": a["mismatch"] - b["mismatch"],
+        "occurrence_gap": a["occurrence"] - b["occurrence"],
+        "exposure_gap": a["exposure"] - b["exposure"],
+        "rate_a": rate(a),
+        "rate_b": rate(b),
+    }
     for stat, value in truth.items():
         r = rows_of(dec, stratum=inputs.POOLED, statistic=stat).row(0, named=True)
         ok, info = within(r["estimate"], r["lower"], r["upper"], value)
@@ -366,8 +423,10 @@ def test_table3_pins_positions_1_to_32_and_the_fixed_history_column(table3_cube)
     t3 = prediction.prediction_table(m, ["a", "b"], [1, 32], 50, 1, 0.95, folds=5)
     mism = ~match
     y = mism[:, 0].mean(axis=(-1, -2)) - mism[:, 1].mean(axis=(-1, -2))  # full-horizon gap per document
-    feats = {"short_window": mism[:, 0, :, :32].mean(axis=(-1, -2)) - mism[:, 1, :, :32].mean(axis=(-1, -2)),
-             "fixed_history": fixed[:, 0, :, :32].mean(axis=(-1, -2)) - fixed[:, 1, :, :32].mean(axis=(-1, -2))}
+    feats = {
+        "short_window": mism[:, 0, :, :32].mean(axis=(-1, -2)) - mism[:, 1, :, :32].mean(axis=(-1, -2)),
+        "fixed_history": fixed[:, 0, :, :32].mean(axis=(-1, -2)) - fixed[:, 1, :, :32].mean(axis=(-1, -2)),
+    }
     for name, f in feats.items():
         raw = rows_of(t3, predictor=name, method="raw").row(0, named=True)
         assert raw["population_gap"] == pytest.approx(y.mean(), abs=1e-7)
@@ -380,18 +439,35 @@ def test_table3_pins_positions_1_to_32_and_the_fixed_history_column(table3_cube)
             assert one(t3, "population_gap", predictor=name, method=method) == pytest.approx(y.mean(), abs=1e-7)
     # the planted jumps make neighbouring windows and the other TV column give other numbers
     tv = ds["tv"].values
-    assert abs(feats["fixed_history"].mean() - (tv[:, 0, :, :32].mean(axis=(-1, -2)) - tv[:, 1, :, :32].mean(axis=(-1, -2))).mean()) > 0.05
-    assert abs(feats["fixed_history"].mean() - (fixed[:, 0, :, :33].mean(axis=(-1, -2))
-                                                  - fixed[:, 1, :, :33].mean(axis=(-1, -2))).mean()) > 1e-3
+    assert (
+        abs(
+            feats["fixed_history"].mean()
+            - (tv[:, 0, :, :32].mean(axis=(-1, -2)) - tv[:, 1, :, :32].mean(axis=(-1, -2))).mean()
+        )
+        > 0.05
+    )
+    assert (
+        abs(
+            feats["fixed_history"].mean()
+            - (fixed[:, 0, :, :33].mean(axis=(-1, -2)) - fixed[:, 1, :, :33].mean(axis=(-1, -2))).mean()
+        )
+        > 1e-3
+    )
     t3_31 = prediction.prediction_table(m, ["a", "b"], [2, 32], 20, 1, 0.95)
-    assert abs(one(t3_31, "predicted_gap", predictor="fixed_history", method="raw") - feats["fixed_history"].mean()) > 1e-3
+    assert (
+        abs(one(t3_31, "predicted_gap", predictor="fixed_history", method="raw") - feats["fixed_history"].mean()) > 1e-3
+    )
 
 
 def test_table3_refuses_swrb_studies():
-    ds = simulate_cube({"a": 0.05, "b": 0.1}, n_documents=4, replicates=2, horizon=16, seed=1, swrb=True,
-                       study="retention50")
-    with pytest.raises(ValueError, match=r"Table 3: study 'retention50' ran in mode 'swrb'.*fixed-history predictor "
-                                         r"is undefined.*analysis.studies.table3"):
+    ds = simulate_cube(
+        {"a": 0.05, "b": 0.1}, n_documents=4, replicates=2, horizon=16, seed=1, swrb=True, study="retention50"
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"Table 3: study 'retention50' ran in mode 'swrb'.*fixed-history predictor "
+        r"is undefined.*analysis.studies.table3",
+    ):
         prediction.prediction_table(metrics_of(ds), ["a", "b"], [1, 8], 10, 1, 0.95)
 
 
@@ -403,7 +479,10 @@ def test_table2_pins_block_edges():
     steps = np.arange(1, H128 + 1)
     strata = ("ruler_256", "ruler_512", "helmet_256")
     levels = {  # replicates (of 4) that mismatch at a step, per block, by action and family
-        ("a", "ruler"): (1, 3, 2), ("b", "ruler"): (0, 1, 4), ("a", "helmet"): (2, 2, 0), ("b", "helmet"): (4, 0, 1),
+        ("a", "ruler"): (1, 3, 2),
+        ("b", "ruler"): (0, 1, 4),
+        ("a", "helmet"): (2, 2, 0),
+        ("b", "helmet"): (4, 0, 1),
     }
     block = np.where(steps <= 32, 0, np.where(steps <= 64, 1, 2))
     match = np.ones((d, 2, r, H128), dtype=bool)
@@ -425,8 +504,11 @@ def test_table2_pins_block_edges():
         np.testing.assert_allclose(got, want, atol=1e-12)
     pooled = [one(gaps, "gap", stratum=inputs.POOLED, block=lab) for lab in labels]
     weights = {"ruler": 4 / 6, "helmet": 2 / 6}
-    np.testing.assert_allclose(pooled, [sum(w * (levels[("a", f)][j] - levels[("b", f)][j]) / r
-                                            for f, w in weights.items()) for j in range(3)], atol=1e-12)
+    np.testing.assert_allclose(
+        pooled,
+        [sum(w * (levels[("a", f)][j] - levels[("b", f)][j]) / r for f, w in weights.items()) for j in range(3)],
+        atol=1e-12,
+    )
 
 
 # ------------------------------------------------------------------------------------------- entry times

@@ -28,7 +28,11 @@ def test_items_are_the_keys_of_analysis_studies_in_the_schema():
 
 def test_every_table_builder_takes_its_settings_and_the_bootstrap_arguments():
     for name, item in items.ITEMS.items():
-        assert item.tables and item.title.startswith(item.label) and item.kind in ("figure", "table", "section", "leaderboard")
+        assert (
+            item.tables
+            and item.title.startswith(item.label)
+            and item.kind in ("figure", "table", "section", "leaderboard")
+        )
         for table, spec in item.tables.items():
             params = inspect.signature(spec.build).parameters
             for arg in ("n_boot", "seed", "confidence", *spec.settings, *spec.fixed):
@@ -49,10 +53,24 @@ def test_outputs_draw_and_write_exactly_the_items():
 
 
 def test_table_settings_come_from_the_config_section():
-    analysis = {"contrasts": [["a", "b"]], "table3_contrast": ["a", "b"], "short_window": [1, 4], "folds": 3,
-                "ridge_alpha": 0.5, "criterion_pp": 2.0, "blocks": [[1, 2]], "cohort_max_tau": 8, "early": [1, 2], "late": [3, 4]}
+    analysis = {
+        "contrasts": [["a", "b"]],
+        "table3_contrast": ["a", "b"],
+        "short_window": [1, 4],
+        "folds": 3,
+        "ridge_alpha": 0.5,
+        "criterion_pp": 2.0,
+        "blocks": [[1, 2]],
+        "cohort_max_tau": 8,
+        "early": [1, 2],
+        "late": [3, 4],
+    }
     assert items.table_settings("figure5", "survival", analysis) == {}
-    assert items.table_settings("figure7", "late_minus_early", analysis) == {"cohort_max_tau": 8, "early": [1, 2], "late": [3, 4]}
+    assert items.table_settings("figure7", "late_minus_early", analysis) == {
+        "cohort_max_tau": 8,
+        "early": [1, 2],
+        "late": [3, 4],
+    }
     assert items.table_settings("table3", "numbers", analysis)["criterion"] == pytest.approx(0.02)  # pp -> proportion
     assert items.window_items("early") == ["figure6", "figure7"] and items.window_items("blocks") == ["table2"]
 

@@ -22,9 +22,13 @@ def metrics():
     rep = compute_metrics(ds, window=4)["replicates"]
     rng = np.random.default_rng(0)
     cy = rng.choice([0.0, 1.0], size=rep.height)
-    rep = rep.with_columns(pl.Series("correct_x", np.ones(rep.height)), pl.Series("correct_y", cy),
-                           pl.Series("answer_changed", cy != 1.0), pl.lit(None, dtype=pl.Int32).alias("answer_end"),
-                           pl.lit(None, dtype=pl.Boolean).alias("diverged_before_answer"))
+    rep = rep.with_columns(
+        pl.Series("correct_x", np.ones(rep.height)),
+        pl.Series("correct_y", cy),
+        pl.Series("answer_changed", cy != 1.0),
+        pl.lit(None, dtype=pl.Int32).alias("answer_end"),
+        pl.lit(None, dtype=pl.Boolean).alias("diverged_before_answer"),
+    )
     return Metrics(rep, pl.DataFrame(), pl.DataFrame())
 
 
@@ -47,9 +51,14 @@ def test_point_estimates_equal_direct_means(metrics):
     for row in table.iter_rows(named=True):
         sub = rep.filter(pl.col("action") == row["action"])
         docs = sub.group_by("document").agg(
-            pl.col("mismatch").mean(), pl.col("exposure").mean(), pl.col("occupation").mean(),
-            pl.col("diverged").cast(pl.Float64).mean(), (pl.col("tau").fill_null(0)).cast(pl.Float64).mean().alias("tau"),
-            (pl.col("tau") <= 8).fill_null(False).cast(pl.Float64).mean().alias("by8"), pl.col("correct_y").mean())
+            pl.col("mismatch").mean(),
+            pl.col("exposure").mean(),
+            pl.col("occupation").mean(),
+            pl.col("diverged").cast(pl.Float64).mean(),
+            (pl.col("tau").fill_null(0)).cast(pl.Float64).mean().alias("tau"),
+            (pl.col("tau") <= 8).fill_null(False).cast(pl.Float64).mean().alias("by8"),
+            pl.col("correct_y").mean(),
+        )
         assert row["risk"] == pytest.approx(docs["mismatch"].mean())
         assert row["exposure"] == pytest.approx(docs["exposure"].mean())
         assert row["mismatch_rate"] == pytest.approx(docs["occupation"].mean() / docs["exposure"].mean())
@@ -67,19 +76,34 @@ def test_steps_outside_the_horizon_are_refused(metrics):
 
 def test_write_leaderboard(metrics, tmp_path):
     table = leaderboard_table(metrics, n_boot=50, seed=1, confidence=0.95)
-    actions = {"low": {"press": "AdaKVPress", "wraps": {"press": "SnapKVPress", "compression_ratio": 0.1}},
-               "mid": {"press": "KnormPress", "compression_ratio": 0.5}, "high": {"press": "RandomPress", "compression_ratio": 0.5}}
+    actions = {
+        "low": {"press": "AdaKVPress", "wraps": {"press": "SnapKVPress", "compression_ratio": 0.1}},
+        "mid": {"press": "KnormPress", "compression_ratio": 0.5},
+        "high": {"press": "RandomPress", "compression_ratio": 0.5},
+    }
     assert press_name(actions["low"]) == "AdaKVPress(SnapKVPress)" and retention(actions["low"]) == pytest.approx(0.9)
-    decoding = {"press": "DecodingPress", "target_size": 512, "compression_interval": 32,
-                "wraps": {"press": "KnormPress", "compression_ratio": 0.5}}  # the scorer's own ratio is overridden
+    decoding = {
+        "press": "DecodingPress",
+        "target_size": 512,
+        "compression_interval": 32,
+        "wraps": {"press": "KnormPress", "compression_ratio": 0.5},
+    }  # the scorer's own ratio is overridden
     assert press_name(decoding) == "DecodingPress(KnormPress; target_size 512, compression_interval 32)"
     assert retention(decoding) is None
-    both = {"press": "PrefillDecodingPress", "prefilling_press": {"press": "SnapKVPress", "compression_ratio": 0.75},
-            "decoding_press": decoding}
-    assert press_name(both) == ("PrefillDecodingPress(SnapKVPress, DecodingPress(KnormPress; target_size 512, "
-                                "compression_interval 32))")
+    both = {
+        "press": "PrefillDecodingPress",
+        "prefilling_press": {"press": "SnapKVPress", "compression_ratio": 0.75},
+        "decoding_press": decoding,
+    }
+    assert press_name(both) == (
+        "PrefillDecodingPress(SnapKVPress, DecodingPress(KnormPress; target_size 512, compression_interval 32))"
+    )
     assert retention(both) == pytest.approx(0.25)
-    ratio = {"press": "CompressionRatioDecodingPress", "target_compression_ratio": 0.4, "base_press": {"press": "TOVAPress"}}
+    ratio = {
+        "press": "CompressionRatioDecodingPress",
+        "target_compression_ratio": 0.4,
+        "base_press": {"press": "TOVAPress"},
+    }
     assert press_name(ratio) == "CompressionRatioDecodingPress(TOVAPress; target_compression_ratio 0.4)"
     assert retention(ratio) == pytest.approx(0.6)
     paths = [tmp_path / f"synthetic.{ext}" for ext in ("csv", "md", "pdf", "png")]

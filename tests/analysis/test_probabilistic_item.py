@@ -31,8 +31,11 @@ CONTRASTS = [["pmin_half", "snapkv_half"], ["pmin_half_corr", "snapkv_half"], ["
 def test_reference_groups_follow_chains_and_keep_every_action_once():
     contrasts = [f"{a} − {b}" for a, b in CONTRASTS] + ["p90 − s90", "p90_corr − p90"]
     groups = reference_groups(contrasts, ["snapkv_half", "pmin_half", "pmin_half_corr", "p90", "s90", "lonely"])
-    assert groups == {"snapkv_half": ["snapkv_half", "pmin_half", "pmin_half_corr"], "s90": ["s90", "p90", "p90_corr"],
-                      "lonely": ["lonely"]}
+    assert groups == {
+        "snapkv_half": ["snapkv_half", "pmin_half", "pmin_half_corr"],
+        "s90": ["s90", "p90", "p90_corr"],
+        "lonely": ["lonely"],
+    }
     # a cycle of contrasts terminates and still draws each action once
     cyc = reference_groups(["a − b", "b − a"], ["a", "b"])
     assert sorted(x for g in cyc.values() for x in g) == ["a", "b"]
@@ -41,8 +44,9 @@ def test_reference_groups_follow_chains_and_keep_every_action_once():
 @pytest.fixture(scope="module")
 def study():
     e = {"snapkv_half": 0.05, "pmin_half": 0.02, "pmin_half_corr": 0.01}
-    ds = simulate_cube(e, n_documents=12, replicates=3, horizon=64, seed=11, strata=STRATA, study="probabilistic",
-                       model="tiny")
+    ds = simulate_cube(
+        e, n_documents=12, replicates=3, horizon=64, seed=11, strata=STRATA, study="probabilistic", model="tiny"
+    )
     t = compute_metrics(ds, window=16)
     return inputs.Metrics(t["replicates"], t["profiles_aligned"], t["profiles_clock"])
 
@@ -66,8 +70,14 @@ def test_item_figure_and_report_section(study, tmp_path):
     plot_probabilistic(frames, tmp_path / "figures" / "probabilistic.pdf", png, dpi=50)
     assert png.read_bytes()[:4] == b"\x89PNG"
 
-    setting = {"models": {"tiny": "random"}, "studies": {}, "figure_studies": {"probabilistic": "probabilistic"},
-               "contrasts": CONTRASTS, "bootstrap": 50, "confidence": 0.95}
+    setting = {
+        "models": {"tiny": "random"},
+        "studies": {},
+        "figure_studies": {"probabilistic": "probabilistic"},
+        "contrasts": CONTRASTS,
+        "bootstrap": 50,
+        "confidence": 0.95,
+    }
     text = build_report({"probabilistic": paths}, {}, {"probabilistic": png}, setting, tmp_path / "report.md")
     headings = re.findall(r"^## (.*)$", text, flags=re.M)
     assert [h for h in headings if h.startswith(("Figure", "Table"))] == []  # only the configured item
@@ -75,13 +85,19 @@ def test_item_figure_and_report_section(study, tmp_path):
     assert "![probabilistic eviction](figures/probabilistic.png)" in text
     entry, dec = frames["entry"], frames["decomposition"]
     for action in ("snapkv_half", "pmin_half", "pmin_half_corr"):
-        d = entry.filter((pl.col("action") == action) & (pl.col("stratum") == POOLED) & (pl.col("statistic") == "diverged")).row(0, named=True)
-        t = entry.filter((pl.col("action") == action) & (pl.col("stratum") == POOLED)
-                         & (pl.col("statistic") == "mean_tau_diverged")).row(0, named=True)
+        d = entry.filter(
+            (pl.col("action") == action) & (pl.col("stratum") == POOLED) & (pl.col("statistic") == "diverged")
+        ).row(0, named=True)
+        t = entry.filter(
+            (pl.col("action") == action) & (pl.col("stratum") == POOLED) & (pl.col("statistic") == "mean_tau_diverged")
+        ).row(0, named=True)
         cell = f"{100 * d['estimate']:.2f} [{100 * d['lower']:.2f}, {100 * d['upper']:.2f}]"
         assert f"| {action} | tiny | 12 | {cell} | {t['estimate']:.1f} [" in text
-    g = dec.filter((pl.col("contrast") == "pmin_half_corr − pmin_half") & (pl.col("stratum") == POOLED)
-                   & (pl.col("statistic") == "gap")).row(0, named=True)
+    g = dec.filter(
+        (pl.col("contrast") == "pmin_half_corr − pmin_half")
+        & (pl.col("stratum") == POOLED)
+        & (pl.col("statistic") == "gap")
+    ).row(0, named=True)
     assert g["estimate"] < 0  # smaller TV, smaller mismatch risk
     assert f"| pmin_half_corr − pmin_half | tiny | 12 | {100 * g['estimate']:.2f} [" in text
 
@@ -94,8 +110,13 @@ def test_report_has_the_sections_of_the_items_built(study, tmp_path):
     for name, frame in frames.items():
         paths[name] = tmp_path / f"{name}.parquet"
         write_parquet(frame, paths[name])
-    setting = {"models": {"tiny": "random"}, "studies": {}, "figure_studies": {"figure5": "x"}, "bootstrap": 20,
-               "confidence": 0.95}
+    setting = {
+        "models": {"tiny": "random"},
+        "studies": {},
+        "figure_studies": {"figure5": "x"},
+        "bootstrap": 20,
+        "confidence": 0.95,
+    }
     text = build_report({"figure5": paths}, {}, {}, setting, tmp_path / "report.md")
     assert "Probabilistic eviction" not in text and "## Figure 5" in text and "## Figure 6" not in text
     assert "## Table 2" not in text
@@ -103,24 +124,45 @@ def test_report_has_the_sections_of_the_items_built(study, tmp_path):
 
 @pytest.mark.workflow
 def test_probabilistic_config_builds_only_its_item(tmp_path):
-    ignore = shutil.ignore_patterns(".venv", ".git", "results", ".snakemake", "__pycache__", ".pytest_cache",
-                                    "*.egg-info", "logs")
+    ignore = shutil.ignore_patterns(
+        ".venv", ".git", "results", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info", "logs"
+    )
     work = Path(shutil.copytree(REPO, tmp_path / "wf", ignore=ignore))
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", "--cores", "1",
-                           "--configfile", "config/probabilistic.yaml"], cwd=work, capture_output=True, text=True,
-                          timeout=600, env=dict(os.environ, PYTHONPATH=str(work)))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-n",
+            "--quiet",
+            "rules",
+            "--cores",
+            "1",
+            "--configfile",
+            "config/probabilistic.yaml",
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONPATH=str(work)),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout + proc.stderr
     config = yaml.safe_load((work / "config/probabilistic.yaml").read_text())
-    n_docs = config["studies"]["probabilistic"]["documents_per_stratum"] * len(config["studies"]["probabilistic"]["strata"])
+    n_docs = config["studies"]["probabilistic"]["documents_per_stratum"] * len(
+        config["studies"]["probabilistic"]["strata"]
+    )
     counts: dict[str, int] = {}
     for rule, count in re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M):  # (the table may be printed twice)
         counts[rule] = int(count)
     batches = sum(count for rule, count in counts.items() if rule.startswith("trajectories_"))
     schema = yaml.safe_load((work / "kvdiv/data/schema.yaml").read_text())
     spec = config["models"]["smollm2"]
-    size = spec.get("documents_per_job") or schema["properties"]["models"]["additionalProperties"]["properties"][
-        "documents_per_job"]["default"]
+    size = (
+        spec.get("documents_per_job")
+        or schema["properties"]["models"]["additionalProperties"]["properties"]["documents_per_job"]["default"]
+    )
     per_stratum = config["studies"]["probabilistic"]["documents_per_stratum"]
     # documents in blocks of the reference tokenizer model's documents_per_job, as the trajectory jobs
     assert int(counts["document"]) == len(config["studies"]["probabilistic"]["strata"]) * -(-per_stratum // size)

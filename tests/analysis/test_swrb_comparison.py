@@ -23,11 +23,18 @@ from kvdiv.trajectories.synthetic import simulate_cube
 
 
 def _cells(vc, vs, cc, cs, documents):
-    return pl.DataFrame({
-        "document": documents, "action": [f"a{i}" for i in range(len(vc))], "retention": 0.9,
-        "complete_var_R_H": vc, "swrb_var_R_H": vs, "complete_pair_evaluations": cc, "swrb_pair_evaluations": cs,
-        "variance_ratio_R_H": [c / s if s else math.nan for c, s in zip(vc, vs)],
-    })
+    return pl.DataFrame(
+        {
+            "document": documents,
+            "action": [f"a{i}" for i in range(len(vc))],
+            "retention": 0.9,
+            "complete_var_R_H": vc,
+            "swrb_var_R_H": vs,
+            "complete_pair_evaluations": cc,
+            "swrb_pair_evaluations": cs,
+            "variance_ratio_R_H": [c / s if s else math.nan for c, s in zip(vc, vs)],
+        }
+    )
 
 
 def test_advantage_is_the_finite_studys_ratio_of_means():
@@ -42,14 +49,25 @@ def test_advantage_is_the_finite_studys_ratio_of_means():
     assert row["advantage_ratio_of_means"] == pytest.approx(expected)
     per_cell = np.array(vc) / np.array(vs) / (np.array(cs) / np.array(cc))
     assert not math.isclose(expected, per_cell.mean()) and not math.isclose(expected, np.median(per_cell))
-    finite = pl.DataFrame({
-        "variance_ratio": np.array(vc) / np.array(vs), "naive_variance": vc, "swrb_variance": vs,
-        "naive_evaluations": cc, "swrb_evaluations": cs, "evaluation_ratio": np.array(cs) / np.array(cc),
-        "advantage": per_cell,
-    })
+    finite = pl.DataFrame(
+        {
+            "variance_ratio": np.array(vc) / np.array(vs),
+            "naive_variance": vc,
+            "swrb_variance": vs,
+            "naive_evaluations": cc,
+            "swrb_evaluations": cs,
+            "evaluation_ratio": np.array(cs) / np.array(cc),
+            "advantage": per_cell,
+        }
+    )
     ref = suite_aggregates(finite)
-    for key in ("variance_ratio_min", "variance_ratio_median", "variance_ratio_max", "evaluation_ratio_mean",
-                "advantage_ratio_of_means"):
+    for key in (
+        "variance_ratio_min",
+        "variance_ratio_median",
+        "variance_ratio_max",
+        "evaluation_ratio_mean",
+        "advantage_ratio_of_means",
+    ):
         assert row[key] == pytest.approx(ref[key])
     assert row["advantage_ratio_of_means_lo"] <= row["advantage_ratio_of_means"] <= row["advantage_ratio_of_means_hi"]
 
@@ -119,9 +137,13 @@ def test_study_cells_estimate_the_complete_couplings_variance(swrb_study):
     for action, value in e.items():
         ex = exact_constant_tv(h, value)
         part = cells.filter(pl.col("action") == action)
-        for column, truth in (("complete_var_R_H", ex["var_M"]), ("swrb_var_R_H", ex["var_Z_R"]),
-                              ("swrb_pair_evaluations", ex["evaluation_ratio"]), ("swrb_mean_R_H", ex["R_H"]),
-                              ("complete_mean_R_H", ex["R_H"])):
+        for column, truth in (
+            ("complete_var_R_H", ex["var_M"]),
+            ("swrb_var_R_H", ex["var_Z_R"]),
+            ("swrb_pair_evaluations", ex["evaluation_ratio"]),
+            ("swrb_mean_R_H", ex["R_H"]),
+            ("complete_mean_R_H", ex["R_H"]),
+        ):
             v = part[column].to_numpy()
             se = v.std(ddof=1) / math.sqrt(v.size)
             assert abs(v.mean() - truth) < 4 * se + 1e-7, (action, column, v.mean(), truth, se)  # float32 TV
@@ -138,13 +160,19 @@ def test_swrb_variance_table_recovers_the_exact_ratios(swrb_study):
     for action, value in e.items():
         ex = exact_constant_tv(h, value)
         rows = {r["statistic"]: r for r in table.filter(pl.col("action") == action).iter_rows(named=True)}
-        for stat, truth in (("variance_ratio_of_means", ex["var_M"] / ex["var_Z_R"]),
-                            ("evaluation_ratio_mean", ex["evaluation_ratio"]),
-                            ("advantage_ratio_of_means", ex["var_M"] / (ex["var_Z_R"] * ex["evaluation_ratio"]))):
+        for stat, truth in (
+            ("variance_ratio_of_means", ex["var_M"] / ex["var_Z_R"]),
+            ("evaluation_ratio_mean", ex["evaluation_ratio"]),
+            ("advantage_ratio_of_means", ex["var_M"] / (ex["var_Z_R"] * ex["evaluation_ratio"])),
+        ):
             r = rows[stat]
             se = (r["upper"] - r["lower"]) / (2 * 1.96)
             assert abs(r["estimate"] - truth) < 4 * se, (action, stat, r, truth)
-        assert rows["variance_ratio_min"]["estimate"] <= rows["variance_ratio_median"]["estimate"] <= rows["variance_ratio_max"]["estimate"]
+        assert (
+            rows["variance_ratio_min"]["estimate"]
+            <= rows["variance_ratio_median"]["estimate"]
+            <= rows["variance_ratio_max"]["estimate"]
+        )
     # a complete-mode study has no SWRB draws: the table is empty with the same columns
     complete = _metrics(simulate_cube(e, n_documents=4, replicates=5, horizon=h, seed=2, strata=STRATA), window=4)
     empty = items.build_table("swrb", "variance", complete, n_boot=20, seed=3, confidence=0.95)
@@ -157,13 +185,36 @@ def test_enclosure_matches_an_independent_formula_on_a_known_profile_set():
 
     r_l = {"d0": [0.1, 0.3], "d1": [0.2, 0.2], "d2": [0.5, 0.1], "d3": [0.0, 0.2]}
     b_l = {"d0": [0.1, 0.1], "d1": [0.0, 0.2], "d2": [0.3, 0.1], "d3": [0.2, 0.0]}
-    rows = [{"model": "m", "document": d, "family": "ruler", "target_length": 256, "stratum": "ruler_256",
-             "action": "a", "replicate": k, "risk_window": r_l[d][k], "capacity": b_l[d][k],
-             "mismatch": r_l[d][k] + b_l[d][k] / 2, "weight": 1.0, "diverged": True, "tau": 1}
-            for d in r_l for k in range(2)]
+    rows = [
+        {
+            "model": "m",
+            "document": d,
+            "family": "ruler",
+            "target_length": 256,
+            "stratum": "ruler_256",
+            "action": "a",
+            "replicate": k,
+            "risk_window": r_l[d][k],
+            "capacity": b_l[d][k],
+            "mismatch": r_l[d][k] + b_l[d][k] / 2,
+            "weight": 1.0,
+            "diverged": True,
+            "tau": 1,
+        }
+        for d in r_l
+        for k in range(2)
+    ]
     frame = pl.DataFrame(rows)
-    for c in ("occurrence", "exposure", "occupation", "risk_tv", "fixed_tv_mean", "mismatch_pre_eos",
-              "mismatch_post_eos", "mismatch_strict_pre_eos"):
+    for c in (
+        "occurrence",
+        "exposure",
+        "occupation",
+        "risk_tv",
+        "fixed_tv_mean",
+        "mismatch_pre_eos",
+        "mismatch_post_eos",
+        "mismatch_strict_pre_eos",
+    ):
         frame = frame.with_columns(pl.lit(0.0).alias(c))
     out = study_enclosures(frame, alpha=0.1, n_boot=50, seed=1, confidence=0.9).row(0, named=True)
     low = np.array([np.mean(v) for v in r_l.values()])

@@ -44,13 +44,17 @@ def test_verdict_rejects_bad_input():
 
 def test_check_directions_names_the_bad_entry():
     contrasts = [["a", "b"], ["c", "b"]]
-    assert check_directions([["a", "b", "lower"], ["c", "b", "higher"]], contrasts) == {"a − b": "lower",
-                                                                                       "c − b": "higher"}
+    assert check_directions([["a", "b", "lower"], ["c", "b", "higher"]], contrasts) == {
+        "a − b": "lower",
+        "c − b": "higher",
+    }
     assert check_directions([], contrasts) == {}
-    for bad, match in [([["a", "b", "down"]], r"directions\[0\].*direction must be one of lower, higher"),
-                       ([["b", "a", "lower"]], r"directions\[0\].*\[b, a\] is not in analysis.contrasts"),
-                       ([["a", "b"]], r"directions\[0\].*expected \[a, b, direction\]"),
-                       ([["a", "b", "lower"], ["a", "b", "higher"]], r"directions\[1\].*twice")]:
+    for bad, match in [
+        ([["a", "b", "down"]], r"directions\[0\].*direction must be one of lower, higher"),
+        ([["b", "a", "lower"]], r"directions\[0\].*\[b, a\] is not in analysis.contrasts"),
+        ([["a", "b"]], r"directions\[0\].*expected \[a, b, direction\]"),
+        ([["a", "b", "lower"], ["a", "b", "higher"]], r"directions\[1\].*twice"),
+    ]:
         with pytest.raises(ValueError, match=match):
             check_directions(bad, contrasts)
 
@@ -74,8 +78,12 @@ def test_synthetic_studies_hit_each_verdict(decomposition):
     dec = decomposition["decomposition"]
     table = contrast_verdicts(dec, check_directions(DIRECTIONS, CONTRASTS))
     got = dict(zip(table["contrast"].to_list(), table["verdict"].to_list()))
-    assert got == {"better − base": "consistent", "worse − base": "contradicted", "same − base": "inconclusive",
-                   "better − worse": "no claim"}
+    assert got == {
+        "better − base": "consistent",
+        "worse − base": "contradicted",
+        "same − base": "inconclusive",
+        "better − worse": "no claim",
+    }
     row = table.filter(pl.col("contrast") == "better − base").row(0, named=True)
     assert row["upper"] < 0 and row["direction"] == "lower" and row["n_documents"] == 40
     same = table.filter(pl.col("contrast") == "same − base").row(0, named=True)
@@ -87,12 +95,22 @@ def test_report_gives_each_contrast_its_verdict(decomposition, tmp_path):
     for name, frame in decomposition.items():
         paths[name] = tmp_path / f"{name}.parquet"
         write_parquet(frame, paths[name])
-    setting = {"models": {"tiny": "random"}, "studies": {}, "figure_studies": {"probabilistic": "probabilistic"},
-               "contrasts": CONTRASTS, "directions": DIRECTIONS, "bootstrap": 200, "confidence": 0.95}
+    setting = {
+        "models": {"tiny": "random"},
+        "studies": {},
+        "figure_studies": {"probabilistic": "probabilistic"},
+        "contrasts": CONTRASTS,
+        "directions": DIRECTIONS,
+        "bootstrap": 200,
+        "confidence": 0.95,
+    }
     text = build_report({"probabilistic": paths}, {}, {}, setting, tmp_path / "report.md")
     assert "excludes 0 in the paper's direction" in text
-    for contrast, direction, result in [("better − base", "gap < 0", "consistent"),
-                                        ("worse − base", "gap < 0", "contradicted"),
-                                        ("same − base", "gap < 0", "inconclusive"), ("better − worse", "–", "no claim")]:
+    for contrast, direction, result in [
+        ("better − base", "gap < 0", "consistent"),
+        ("worse − base", "gap < 0", "contradicted"),
+        ("same − base", "gap < 0", "inconclusive"),
+        ("better − worse", "–", "no claim"),
+    ]:
         line = next(x for x in text.splitlines() if x.startswith(f"| {contrast} | tiny |"))
         assert line.endswith(f"| {direction} | {result} |"), line

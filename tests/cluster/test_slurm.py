@@ -50,8 +50,12 @@ def cluster_problem() -> str | None:
     """What keeps the test cluster from taking jobs (sinfo, partition `cpu`), or None when it is up."""
     if shutil.which("sinfo") is None:
         return "no `sinfo` (slurm-wlm not installed)"
-    proc = subprocess.run(["timeout", "-k", "5", "30", "sinfo", "-h", "-p", "cpu", "-o", "%a %t"],
-                          check=False, capture_output=True, text=True)
+    proc = subprocess.run(
+        ["timeout", "-k", "5", "30", "sinfo", "-h", "-p", "cpu", "-o", "%a %t"],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     states = proc.stdout.split()
     if proc.returncode != 0 or "up" not in states or not {"idle", "mix", "alloc"} & set(states):
         return f"sinfo -p cpu: {proc.stdout.strip()!r} {proc.stderr.strip()!r}"
@@ -59,10 +63,16 @@ def cluster_problem() -> str | None:
 
 
 # Setting KVDIV_SLURM_DIR says the test cluster is up: then a cluster that is not is a failure, not a skip.
-pytestmark = [pytest.mark.slurm, pytest.mark.workflow, pytest.mark.slow,
-              pytest.mark.skipif(not os.environ.get("KVDIV_SLURM_DIR"),
-                                 reason="no SLURM test cluster: start one with `tests/cluster/slurm-up.sh DIR` (root) "
-                                        "and set KVDIV_SLURM_DIR=DIR")]
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.workflow,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not os.environ.get("KVDIV_SLURM_DIR"),
+        reason="no SLURM test cluster: start one with `tests/cluster/slurm-up.sh DIR` (root) "
+        "and set KVDIV_SLURM_DIR=DIR",
+    ),
+]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -75,8 +85,16 @@ def cluster_is_up():
 def run(workdir: Path, args: list[str], limit: int) -> subprocess.CompletedProcess:
     """``args`` in ``workdir`` under ``timeout -k 30 limit``, output captured (stdout and stderr together)."""
     env = dict(os.environ, PYTHONPATH=str(workdir))
-    return subprocess.run(["timeout", "-k", "30", str(limit), *args], cwd=workdir, env=env, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=limit + 60, check=False)
+    return subprocess.run(
+        ["timeout", "-k", "30", str(limit), *args],
+        cwd=workdir,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=limit + 60,
+        check=False,
+    )
 
 
 def snakemake_ok(workdir: Path, args: list[str], limit: int) -> str:
@@ -89,8 +107,9 @@ def snakemake_ok(workdir: Path, args: list[str], limit: int) -> str:
 
 def copy_repo(dest: Path) -> Path:
     """A copy of the workflow (no results, no venv, no git) to run snakemake in."""
-    ignore = shutil.ignore_patterns(".venv", ".git", "results", ".snakemake", "__pycache__", ".pytest_cache",
-                                    "*.egg-info")
+    ignore = shutil.ignore_patterns(
+        ".venv", ".git", "results", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info"
+    )
     shutil.copytree(REPO, dest, ignore=ignore)
     return dest
 
@@ -98,8 +117,12 @@ def copy_repo(dest: Path) -> Path:
 def squeue(workdir: Path) -> list[tuple[str, str, str]]:
     """(job id, state, comment) of the jobs SLURM lists that run in ``workdir`` (the executor's comment names the
     rule: ``rule_<name>`` or ``rule_<name>_wildcards_<values>``)."""
-    proc = subprocess.run(["timeout", "-k", "5", str(COMMAND_LIMIT), "squeue", "-h", "--states=all",
-                           "-o", "%i|%T|%k|%Z"], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        ["timeout", "-k", "5", str(COMMAND_LIMIT), "squeue", "-h", "--states=all", "-o", "%i|%T|%k|%Z"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     rows = [line.split("|") for line in proc.stdout.splitlines() if line.count("|") == 3]
     return [(job, state, comment) for job, state, comment, cwd in rows if Path(cwd) == workdir]
 
@@ -116,8 +139,14 @@ def results_diff():
 def start(workdir: Path, args: list[str], log: Path) -> subprocess.Popen:
     """``args`` started in ``workdir`` under ``timeout -k 30 LIMIT``, output to ``log``."""
     with log.open("w") as out:
-        return subprocess.Popen(["timeout", "-k", "30", str(LIMIT), *args], cwd=workdir, text=True, stdout=out,
-                                stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONPATH=str(workdir)))
+        return subprocess.Popen(
+            ["timeout", "-k", "30", str(LIMIT), *args],
+            cwd=workdir,
+            text=True,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, PYTHONPATH=str(workdir)),
+        )
 
 
 @pytest.fixture(scope="module")
@@ -129,13 +158,17 @@ def runs(tmp_path_factory) -> dict:
     work = copy_repo(tmp_path_factory.mktemp("slurm") / "wf")
     started = time.monotonic()
     local_proc = start(local, [*SNAKEMAKE, "--cores", "2", *SMOKE], local.parent / "local_run.log")
-    slurm_proc = start(work, [*SNAKEMAKE, *SMOKE, *PROFILE, "--retries", "0", "--keep-going"],
-                       work.parent / "killed_run.log")
+    slurm_proc = start(
+        work, [*SNAKEMAKE, *SMOKE, *PROFILE, "--retries", "0", "--keep-going"], work.parent / "killed_run.log"
+    )
     killed = None
     try:
         while slurm_proc.poll() is None and killed is None:
-            running = [(job, comment) for job, state, comment in squeue(work)
-                       if state == "RUNNING" and comment.startswith("rule_trajectories_")]
+            running = [
+                (job, comment)
+                for job, state, comment in squeue(work)
+                if state == "RUNNING" and comment.startswith("rule_trajectories_")
+            ]
             if running:
                 killed = running[0]
                 subprocess.run(["timeout", "-k", "5", str(COMMAND_LIMIT), "scancel", killed[0]], check=True)
@@ -148,9 +181,16 @@ def runs(tmp_path_factory) -> dict:
         for proc in (slurm_proc, local_proc):
             if proc.poll() is None:
                 proc.kill()
-    return {"work": work, "returncode": returncode, "output": (work.parent / "killed_run.log").read_text(),
-            "killed": killed, "seconds": slurm_s, "local": local / "results", "local_returncode": local_returncode,
-            "local_output": (local.parent / "local_run.log").read_text()}
+    return {
+        "work": work,
+        "returncode": returncode,
+        "output": (work.parent / "killed_run.log").read_text(),
+        "killed": killed,
+        "seconds": slurm_s,
+        "local": local / "results",
+        "local_returncode": local_returncode,
+        "local_output": (local.parent / "local_run.log").read_text(),
+    }
 
 
 def test_killed_job_is_reported_with_its_slurm_log(runs):
@@ -197,13 +237,30 @@ def test_oversized_memory_request_is_refused_at_submission(tmp_path):
     target = smoke_paths().finite_system("v2h8-s0.01-persistent-noeos")  # under the smoke config's own root
     started = time.monotonic()
     # the profile's `resources` clip every job to 8000 MB: raise that bound too, as a user overriding both would
-    proc = run(work, [*SNAKEMAKE, *SMOKE, *PROFILE, "--retries", "0", "--resources", "mem_mb=400000", "cpus_per_task=4",
-                      "--set-resources", "finite_systems:mem_mb=200000", "--", target], LIMIT)
+    proc = run(
+        work,
+        [
+            *SNAKEMAKE,
+            *SMOKE,
+            *PROFILE,
+            "--retries",
+            "0",
+            "--resources",
+            "mem_mb=400000",
+            "cpus_per_task=4",
+            "--set-resources",
+            "finite_systems:mem_mb=200000",
+            "--",
+            target,
+        ],
+        LIMIT,
+    )
     seconds = time.monotonic() - started
     assert proc.returncode not in (0, 124, 137), proc.stdout[-6000:]
     assert "SLURM sbatch failed" in proc.stdout and "finite_systems" in proc.stdout, proc.stdout[-6000:]
-    assert re.search(r"Requested node configuration is not available|Memory specification can not be satisfied",
-                     proc.stdout), proc.stdout[-6000:]
+    assert re.search(
+        r"Requested node configuration is not available|Memory specification can not be satisfied", proc.stdout
+    ), proc.stdout[-6000:]
     assert "--mem 200000" in proc.stdout or "--mem=200000" in proc.stdout, proc.stdout[-6000:]
     # slurmctld keeps a FAILED record of the refused request; nothing of it may wait or run
     assert not [row for row in squeue(work) if row[1] in ("PENDING", "RUNNING")], squeue(work)

@@ -51,8 +51,15 @@ def byte_chat(byte_tok):
 
 def stratum(tok, chat, study="s", seed=50, stratum="ruler_1024", n=3, **kw):
     return generate_stratum(
-        study=study, stratum=stratum, n_documents=n, master_seed=7, study_seed=seed, tokenizer=tok,
-        tokenizer_name="bytes", chat=chat, **{"horizon": 0, **kw},
+        study=study,
+        stratum=stratum,
+        n_documents=n,
+        master_seed=7,
+        study_seed=seed,
+        tokenizer=tok,
+        tokenizer_name="bytes",
+        chat=chat,
+        **{"horizon": 0, **kw},
     )
 
 
@@ -112,7 +119,9 @@ def test_bytes_tokenizer_lengths_and_answers(task, target, byte_tok, byte_chat):
         with pytest.raises(LengthError, match="too short for task 'record_recall'"):
             generate_prompt(task, seed=11, target_length=target, tokenizer=byte_tok, chat=byte_chat, horizon=0)
         return
-    message, prefix, answers, n = generate_prompt(task, seed=11, target_length=target, tokenizer=byte_tok, chat=byte_chat, horizon=0)
+    message, prefix, answers, n = generate_prompt(
+        task, seed=11, target_length=target, tokenizer=byte_tok, chat=byte_chat, horizon=0
+    )
     prompt = build_prompt(message, prefix, byte_chat)  # the reference rendering the document was sized with
     assert n == count_tokens(byte_tok, prompt)
     assert target - tolerance(target) <= n <= target
@@ -131,8 +140,14 @@ def test_smollm2_tokenizer_lengths_and_answers(target, smollm2):
                 generate_prompt(task, seed=100 + i, target_length=target, tokenizer=tok, chat=chat, horizon=0)
             continue
         message, prefix, answers, n = generate_prompt(
-            task, seed=100 + i, target_length=target, tokenizer=tok, chat=chat, max_context=smollm2.max_context,
-            model="smollm2", horizon=128,
+            task,
+            seed=100 + i,
+            target_length=target,
+            tokenizer=tok,
+            chat=chat,
+            max_context=smollm2.max_context,
+            model="smollm2",
+            horizon=128,
         )
         prompt = build_prompt(message, prefix, chat)
         assert n == len(tok(prompt, add_special_tokens=False)["input_ids"])
@@ -141,7 +156,9 @@ def test_smollm2_tokenizer_lengths_and_answers(target, smollm2):
 
 
 def test_without_chat_template_prompt_is_plain_text(byte_tok):
-    message, prefix, answers, n = generate_prompt("niah_multivalue", seed=3, target_length=900, tokenizer=byte_tok, chat=None, horizon=0)
+    message, prefix, answers, n = generate_prompt(
+        "niah_multivalue", seed=3, target_length=900, tokenizer=byte_tok, chat=None, horizon=0
+    )
     prompt = build_prompt(message, prefix, None)
     assert prompt == f"{message}\n\n{prefix}" and prefix and n == count_tokens(byte_tok, prompt)
     assert "<|im_start|>" not in prompt and prompt.endswith("are:")
@@ -160,8 +177,20 @@ def test_same_seed_gives_identical_bytes(tmp_path, byte_tok, byte_chat):
     docs = read_jsonl(a)
     assert dumps_jsonl(docs).encode() == a.read_bytes()
     rec = json.loads(a.read_text().splitlines()[0])
-    assert list(rec) == ["id", "family", "task", "stratum", "target_length", "prompt", "answer_prefix", "rendered",
-                         "answers", "n_tokens", "tokenizer", "seed"]
+    assert list(rec) == [
+        "id",
+        "family",
+        "task",
+        "stratum",
+        "target_length",
+        "prompt",
+        "answer_prefix",
+        "rendered",
+        "answers",
+        "n_tokens",
+        "tokenizer",
+        "seed",
+    ]
     assert rec["rendered"] is False and "<|im_start|>" not in rec["prompt"]
     assert [d.id for d in docs] == [f"s-ruler_1024-{i:04d}" for i in range(4)]
 
@@ -186,17 +215,33 @@ def test_tasks_cycle_evenly_in_a_seeded_order():
 
 def request(**given) -> DocumentRequest:
     """A DocumentRequest of study 'st' with model 'tiny' (the given fields replaced)."""
-    base = dict(study="st", stratum="ruler_800", first=0, count=1, master_seed=1, study_seed=2, model="tiny",
-                model_spec={}, source={"source": "synthetic"}, horizon=0)
+    base = dict(
+        study="st",
+        stratum="ruler_800",
+        first=0,
+        count=1,
+        master_seed=1,
+        study_seed=2,
+        model="tiny",
+        model_spec={},
+        source={"source": "synthetic"},
+        horizon=0,
+    )
     return DocumentRequest(**(base | given))
 
 
 def test_stratum_documents_from_a_resolved_model(tmp_path):
-    spec = {"source": "random", "architecture": "llama", "tokenizer": "bytes", "chat_template": True,
-            "model_config": {"max_position_embeddings": 1500}}
+    spec = {
+        "source": "random",
+        "architecture": "llama",
+        "tokenizer": "bytes",
+        "chat_template": True,
+        "model_config": {"max_position_embeddings": 1500},
+    }
     resolve_model("tiny", spec, tmp_path / "tiny", seed=0)
-    docs = stratum_documents(request(stratum="helmet_1200", count=4, model_spec=spec, horizon=128), tmp_path,
-                             progress=False)
+    docs = stratum_documents(
+        request(stratum="helmet_1200", count=4, model_spec=spec, horizon=128), tmp_path, progress=False
+    )
     assert sorted(d.task for d in docs) == sorted(FAMILY_TASKS["helmet"])
     tok = bytes_tokenizer()
     for d in docs:  # documents keep the message; n_tokens counts the reference model's rendering
@@ -212,7 +257,12 @@ def test_a_document_block_holds_each_index_own_document(tmp_path):
     from kvdiv.documents import read_jsonl
     from kvdiv.documents.study import document_at, write_document_block
 
-    spec = {"source": "random", "architecture": "llama", "tokenizer": "bytes", "model_config": {"max_position_embeddings": 1500}}
+    spec = {
+        "source": "random",
+        "architecture": "llama",
+        "tokenizer": "bytes",
+        "model_config": {"max_position_embeddings": 1500},
+    }
     resolve_model("tiny", spec, tmp_path / "tiny", seed=0)
     block = request(stratum="ruler_600", first=2, count=3, model_spec=spec, horizon=16)
     written = write_document_block(tmp_path / "0002-0004.jsonl", block, tmp_path, progress=False)
@@ -271,8 +321,12 @@ def test_unknown_task_and_family_are_clear_errors(byte_tok, byte_chat):
 def test_impossible_lengths_are_clear_errors(byte_tok, byte_chat):
     with pytest.raises(LengthError, match=r"target length 64 is too short for task 'json_kv'"):
         generate_prompt("json_kv", seed=1, target_length=64, tokenizer=byte_tok, chat=byte_chat, horizon=0)
-    with pytest.raises(LengthError, match=r"target length 9000 exceeds the context of model 'tiny' \(max_context 4096\)"):
-        generate_prompt("json_kv", seed=1, target_length=9000, tokenizer=byte_tok, max_context=4096, model="tiny", horizon=0)
+    with pytest.raises(
+        LengthError, match=r"target length 9000 exceeds the context of model 'tiny' \(max_context 4096\)"
+    ):
+        generate_prompt(
+            "json_kv", seed=1, target_length=9000, tokenizer=byte_tok, max_context=4096, model="tiny", horizon=0
+        )
     with pytest.raises(LengthError, match="cannot reach target length 1030 .* 1000 tokens"):
         fit_length(lambda u, p: "a" * (100 + 50 * u), len, 1030, pads=False)
 
@@ -291,18 +345,46 @@ def test_own_documents_are_recounted_and_renamed(tmp_path, byte_tok, byte_chat):
     docs = stratum(byte_tok, byte_chat, study="mine", stratum="ruler_800", n=3)
     path = tmp_path / "mine.jsonl"
     write_jsonl(docs, path)
-    got = own_documents(path, study="s", stratum="ruler_800", n_documents=2, tokenizer=byte_tok,
-                        tokenizer_name="bytes", rendered=False, chat=byte_chat, horizon=0)
+    got = own_documents(
+        path,
+        study="s",
+        stratum="ruler_800",
+        n_documents=2,
+        tokenizer=byte_tok,
+        tokenizer_name="bytes",
+        rendered=False,
+        chat=byte_chat,
+        horizon=0,
+    )
     assert [d.id for d in got] == ["s-ruler_800-0000", "s-ruler_800-0001"]
     fields = lambda d: (d.prompt, d.answer_prefix, d.rendered, d.answers, d.n_tokens)  # noqa: E731
     assert [fields(d) for d in got] == [fields(d) for d in docs[:2]]
     with pytest.raises(ValueError, match="stratum 'ruler_800' has 3 documents; 4 are needed"):
-        own_documents(path, study="s", stratum="ruler_800", n_documents=4, tokenizer=byte_tok, tokenizer_name="bytes",
-                      rendered=False, horizon=0)
-    with pytest.raises(ValueError, match=r"mine.jsonl:1: record says rendered=False but the config declares "
-                                         r"documents.rendered=True"):
-        own_documents(path, study="s", stratum="ruler_800", n_documents=2, tokenizer=byte_tok, tokenizer_name="bytes",
-                      rendered=True, horizon=0)
+        own_documents(
+            path,
+            study="s",
+            stratum="ruler_800",
+            n_documents=4,
+            tokenizer=byte_tok,
+            tokenizer_name="bytes",
+            rendered=False,
+            horizon=0,
+        )
+    with pytest.raises(
+        ValueError,
+        match=r"mine.jsonl:1: record says rendered=False but the config declares "
+        r"documents.rendered=True",
+    ):
+        own_documents(
+            path,
+            study="s",
+            stratum="ruler_800",
+            n_documents=2,
+            tokenizer=byte_tok,
+            tokenizer_name="bytes",
+            rendered=True,
+            horizon=0,
+        )
 
 
 def test_own_rendered_documents_are_fed_unchanged(tmp_path, byte_tok, byte_chat):
@@ -319,8 +401,17 @@ def test_own_rendered_documents_are_fed_unchanged(tmp_path, byte_tok, byte_chat)
     path.write_text("\n".join(old) + "\n")
     with pytest.raises(ValueError, match=r"old.jsonl:1: document record lacks key\(s\) rendered"):
         read_jsonl(path)
-    got = own_documents(path, study="s", stratum="ruler_800", n_documents=2, tokenizer=byte_tok,
-                        tokenizer_name="bytes", rendered=True, chat=byte_chat, horizon=0)
+    got = own_documents(
+        path,
+        study="s",
+        stratum="ruler_800",
+        n_documents=2,
+        tokenizer=byte_tok,
+        tokenizer_name="bytes",
+        rendered=True,
+        chat=byte_chat,
+        horizon=0,
+    )
     for d, g in zip(docs, got):
         assert g.rendered and g.answer_prefix == "" and g.prompt == render_prompt(d.to_record(), byte_tok, True)
         assert render_prompt(g.to_record(), byte_tok, True) == g.prompt  # no second template
@@ -330,14 +421,32 @@ def test_own_rendered_documents_are_fed_unchanged(tmp_path, byte_tok, byte_chat)
 
 def test_render_prompt_per_model(byte_tok):
     rec = {"id": "d", "prompt": "What is 2 + 2?", "answer_prefix": "Answer:", "rendered": False}
-    assert render_prompt(rec, byte_tok, True) == "<|im_start|>user\nWhat is 2 + 2?<|im_end|>\n<|im_start|>assistant\nAnswer:"
+    assert (
+        render_prompt(rec, byte_tok, True)
+        == "<|im_start|>user\nWhat is 2 + 2?<|im_end|>\n<|im_start|>assistant\nAnswer:"
+    )
     assert render_prompt(rec, byte_tok, False) == "What is 2 + 2?\n\nAnswer:"
     assert render_prompt({**rec, "answer_prefix": ""}, byte_tok, False) == "What is 2 + 2?"
-    assert prompt_token_ids(rec, byte_tok, False) == byte_tok("What is 2 + 2?\n\nAnswer:", add_special_tokens=False)["input_ids"]
+    assert (
+        prompt_token_ids(rec, byte_tok, False)
+        == byte_tok("What is 2 + 2?\n\nAnswer:", add_special_tokens=False)["input_ids"]
+    )
     with pytest.raises(ValueError, match="rendered prompt cannot carry an answer_prefix"):
         render_prompt({**rec, "rendered": True}, byte_tok, True)
-    bad = {"id": "a", "family": "ruler", "task": "t", "stratum": "ruler_9", "target_length": 9, "prompt": "p",
-           "answer_prefix": "A:", "rendered": True, "answers": ["x"], "n_tokens": 1, "tokenizer": "t", "seed": 0}
+    bad = {
+        "id": "a",
+        "family": "ruler",
+        "task": "t",
+        "stratum": "ruler_9",
+        "target_length": 9,
+        "prompt": "p",
+        "answer_prefix": "A:",
+        "rendered": True,
+        "answers": ["x"],
+        "n_tokens": 1,
+        "tokenizer": "t",
+        "seed": 0,
+    }
     with pytest.raises(ValueError, match="r:1: a rendered prompt cannot carry an answer_prefix"):
         Document.from_record(bad, where="r:1")
     with pytest.raises(ValueError, match=r"r:1: 'rendered' must be a bool, got 'yes'"):
@@ -349,11 +458,11 @@ def test_jsonl_source_must_declare_rendered(tmp_path):
     resolve_model("tiny", spec, tmp_path / "tiny", seed=0)
     common = dict(stratum="ruler_800", model_spec=spec)
     with pytest.raises(ValueError, match=r"study 'st': documents.source 'jsonl' needs documents.rendered"):
-        stratum_documents(request(**common, source={"source": "jsonl", "path": str(tmp_path / "x.jsonl")}), tmp_path,
-                          progress=False)
+        stratum_documents(
+            request(**common, source={"source": "jsonl", "path": str(tmp_path / "x.jsonl")}), tmp_path, progress=False
+        )
     with pytest.raises(ValueError, match=r"documents.rendered: true does not apply to synthetic"):
-        stratum_documents(request(**common, source={"source": "synthetic", "rendered": True}), tmp_path,
-                          progress=False)
+        stratum_documents(request(**common, source={"source": "synthetic", "rendered": True}), tmp_path, progress=False)
 
 
 def own_file(tmp_path, docs, edit=None, line=2) -> Path:
@@ -381,8 +490,17 @@ def test_own_documents_must_fit_and_agree_with_their_stratum(tmp_path, byte_tok,
     docs = stratum(byte_tok, byte_chat, study="mine", stratum="ruler_800", n=3)
     path = own_file(tmp_path, docs, edit, line=2)
     with pytest.raises(ValueError) as err:
-        own_documents(path, study="s", stratum="ruler_800", n_documents=3, tokenizer=byte_tok, tokenizer_name="bytes",
-                      rendered=False, chat=byte_chat, horizon=0)
+        own_documents(
+            path,
+            study="s",
+            stratum="ruler_800",
+            n_documents=3,
+            tokenizer=byte_tok,
+            tokenizer_name="bytes",
+            rendered=False,
+            chat=byte_chat,
+            horizon=0,
+        )
     assert f"{path}:2: field '{field}'" in str(err.value) and message in str(err.value)
 
 
@@ -395,7 +513,7 @@ def test_non_utf8_bytes_name_file_and_line(tmp_path, byte_tok, byte_chat):
     for read in (read_jsonl, lambda p: list(read_records(p, "t"))):
         with pytest.raises(ValueError, match=rf"{path}:2: not UTF-8 \(byte 0xff"):
             read(path)
-    path.write_bytes(b'[1, 2]\n')
+    path.write_bytes(b"[1, 2]\n")
     with pytest.raises(ValueError, match=rf"{path}:1: expected a JSON object"):
         read_jsonl(path)
 
@@ -405,8 +523,17 @@ def test_ruler_style_records_are_selected_by_length(tmp_path, byte_tok):
     lines = [{"index": i, "input": "w " * (50 * i), "outputs": [str(i)], "length": 100 * i} for i in range(1, 8)]
     path.write_text("".join(json.dumps(r) + "\n" for r in lines))
     records = list(read_records(path, "niah_single_1"))
-    docs = select_documents(records, study="s", stratum="ruler_500", n_documents=2, seed=1, tokenizer=byte_tok,
-                            tokenizer_name="bytes", chat=None, horizon=0)
+    docs = select_documents(
+        records,
+        study="s",
+        stratum="ruler_500",
+        n_documents=2,
+        seed=1,
+        tokenizer=byte_tok,
+        tokenizer_name="bytes",
+        chat=None,
+        horizon=0,
+    )
     assert [d.answers for d in docs] == [["5"], ["4"]] and [d.n_tokens for d in docs] == [500, 400]
 
 
@@ -430,8 +557,19 @@ def test_scorers_on_known_cases():
 
 
 def test_document_record_round_trip():
-    d = Document(id="a-b_1-0000", family="ruler", task="json_kv", stratum="ruler_1", target_length=1, prompt="p",
-                 answer_prefix="A:", answers=["x"], n_tokens=1, tokenizer="t", seed=3)
+    d = Document(
+        id="a-b_1-0000",
+        family="ruler",
+        task="json_kv",
+        stratum="ruler_1",
+        target_length=1,
+        prompt="p",
+        answer_prefix="A:",
+        answers=["x"],
+        n_tokens=1,
+        tokenizer="t",
+        seed=3,
+    )
     assert Document.from_record(json.loads(json.dumps(d.to_record()))) == d
     long_id = f"{'s' * 64}-helmet_131072-0047"  # the longest study name allowed
     assert Document.from_record({**d.to_record(), "id": long_id}).id == long_id
@@ -455,7 +593,10 @@ def test_workflow_rejects_studies_sharing_a_seed(tmp_path):
     path.write_text(yaml.safe_dump(config))
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--nolock", "--cores", "1", "--configfile", str(path)],
-        cwd=repo, capture_output=True, text=True, timeout=300,
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode != 0
     assert f"studies {first!r} and {second!r} share seed" in proc.stdout + proc.stderr
@@ -476,7 +617,10 @@ def test_workflow_requires_rendered_for_own_jsonl(tmp_path):
     path.write_text(yaml.safe_dump(config))
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--nolock", "--cores", "1", "--configfile", str(path)],
-        cwd=repo, capture_output=True, text=True, timeout=300,
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode != 0
     assert "studies.retention50.documents.rendered is required with source jsonl" in proc.stdout + proc.stderr

@@ -70,7 +70,9 @@ def test_sample_prints_estimates(capsys, system_file, method):
 
 def test_malformed_file_is_a_clean_error(capsys, tmp_path):
     path = tmp_path / "bad.json"
-    path.write_text(json.dumps({"vocab": 2, "horizon": 1, "reference": {"": [0.5, 0.6]}, "intervention": {"": [0.5, 0.5]}}))
+    path.write_text(
+        json.dumps({"vocab": 2, "horizon": 1, "reference": {"": [0.5, 0.6]}, "intervention": {"": [0.5, 0.5]}})
+    )
     code, out, err = run_cli(capsys, "finite", "exact", str(path))
     assert code == 2 and out == ""
     assert "bad.json" in err and "''" in err and "sums to" in err
@@ -107,8 +109,13 @@ def test_huge_horizon_is_refused_before_counting(capsys, tmp_path):
     from pathlib import Path
 
     repo = Path(__file__).resolve().parents[2]
-    proc = subprocess.run([sys.executable, "-m", "kvdiv.cli", "finite", "exact", str(path)], capture_output=True,
-                          text=True, timeout=30, cwd=repo)
+    proc = subprocess.run(
+        [sys.executable, "-m", "kvdiv.cli", "finite", "exact", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=repo,
+    )
     assert proc.returncode == 2 and "too many to enumerate" in proc.stderr and proc.stderr.count("\n") == 1
     path = two_step_file(tmp_path, vocab=1, horizon=10**12)
     code, _, err = run_cli(capsys, "finite", "exact", str(path))

@@ -25,7 +25,9 @@ TOOLS_STYLE = (
     "{% if m.role == 'system' %}{% continue %}{% endif %}[{{ ns.n }}] {{ m | tojson }}\n{% endfor %}"
     "{% if tools is not none %}tools{% endif %}{% if add_generation_prompt %}>>{{ eos_token }}{% endif %}"
 )
-NESTED_LOOPS = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ messages[0].content }}"
+NESTED_LOOPS = (
+    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ messages[0].content }}"
+)
 
 
 @pytest.mark.parametrize("template", [BYTES_CHAT_TEMPLATE, LLAMA3_STYLE, TOOLS_STYLE])
@@ -35,7 +37,9 @@ def test_renders_what_transformers_renders(template):
     tok.chat_template = template
     for text in ("Hello <b>", "  two\nlines  ", "é 日"):
         ours = apply_chat_template(tok, text)
-        theirs = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
+        theirs = tok.apply_chat_template(
+            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+        )
         if "strftime_now" in template:
             theirs = theirs.replace(time.strftime("%d %b %Y"), chat_templates.FROZEN_CLOCK.strftime("%d %b %Y"))
         assert ours == theirs
@@ -65,7 +69,9 @@ def test_time_and_output_size_budgets():
 
 
 def test_a_template_that_drops_the_message_is_refused():
-    with pytest.raises(TemplateProbeError, match="models.m.chat_template: .*renders two different messages identically"):
+    with pytest.raises(
+        TemplateProbeError, match="models.m.chat_template: .*renders two different messages identically"
+    ):
         probe_template("{% if add_generation_prompt %}A{% endif %}", owner="models.m.chat_template")
     with pytest.raises(TemplateProbeError, match="model 'm'"):
         configure_chat_template("m", bytes_tokenizer(), {"chat_template": "A"})
@@ -95,6 +101,8 @@ def test_the_start_up_check_reads_spec_strings_and_resolved_templates(tmp_path):
     with pytest.raises(TemplateBudgetError, match=r"models.b.chat_template"):
         chat_templates.check_model_templates({"b": {"chat_template": NESTED_LOOPS}}, tmp_path)
     (tmp_path / "own" / "chat_template.jinja").write_text("{{ eos_token }}{{ messages[0].content }}")
-    assert chat_templates.read_model_template(tmp_path / "own") == ("{{ eos_token }}{{ messages[0].content }}",
-                                                                    {"eos_token": "</s>"})
+    assert chat_templates.read_model_template(tmp_path / "own") == (
+        "{{ eos_token }}{{ messages[0].content }}",
+        {"eos_token": "</s>"},
+    )
     chat_templates.check_model_templates({"own": {}}, tmp_path)

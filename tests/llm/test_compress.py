@@ -40,8 +40,12 @@ def test_first_law_equals_kvpress_two_phase_computation(tiny_llama):
         with press(model):
             model(input_ids=torch.tensor([ids[:k]]), past_key_values=cache, use_cache=True)
         assert cache.get_seq_length() < k  # the context was compressed
-        logits = model(input_ids=torch.tensor([ids[k:]]), past_key_values=cache, use_cache=True,
-                       position_ids=torch.arange(k, len(ids))[None]).logits[0, -1]
+        logits = model(
+            input_ids=torch.tensor([ids[k:]]),
+            past_key_values=cache,
+            use_cache=True,
+            position_ids=torch.arange(k, len(ids))[None],
+        ).logits[0, -1]
         full = model(input_ids=torch.tensor([ids])).logits[0, -1]
     torch.testing.assert_close(session.initial_probs("knorm"), torch.softmax(logits.double(), -1), atol=2e-6, rtol=0)
     torch.testing.assert_close(session.initial_probs(REFERENCE), torch.softmax(full.double(), -1), atol=2e-6, rtol=0)
@@ -55,8 +59,9 @@ def test_first_law_equals_kvpress_two_phase_computation(tiny_llama):
 def test_store_records_compress(tiny_llama, tmp_path):
     settings = dict(master_seed=1, study_seed=2, horizon=3, replicates=1, progress=False)
     for compress in ("prompt", "context"):
-        out = run_documents(tiny_llama, [DOCUMENT], {"knorm": SPEC}, [tmp_path / f"{compress}.zarr"],
-                            compress=compress, **settings)[0]
+        out = run_documents(
+            tiny_llama, [DOCUMENT], {"knorm": SPEC}, [tmp_path / f"{compress}.zarr"], compress=compress, **settings
+        )[0]
         attrs, _ = read_document_store(out)
         assert attrs["compress"] == compress
         assert (attrs["compressed_prompt_tokens"] < attrs["prompt_tokens"]) == (compress == "context")

@@ -17,23 +17,48 @@ STEPS = 14
 KNORM = {"press": "KnormPress"}
 
 DECODING = {
-    "dec_knorm": {"press": "DecodingPress", "compression_interval": 4, "target_size": 40, "hidden_states_buffer_size": 0,
-                  "wraps": KNORM},
-    "dec_streaming": {"press": "DecodingPress", "compression_interval": 5, "target_size": 36,
-                      "wraps": {"press": "StreamingLLMPress", "n_sink": 2}},
-    "dec_snapkv": {"press": "DecodingPress", "compression_interval": 6, "target_size": 44, "hidden_states_buffer_size": 8,
-                   "wraps": {"press": "SnapKVPress", "window_size": 3}},
-    "dec_tova": {"press": "DecodingPress", "compression_interval": 3, "target_size": 42, "wraps": {"press": "TOVAPress"}},
-    "ratio_knorm": {"press": "CompressionRatioDecodingPress", "compression_interval": 5, "target_compression_ratio": 0.3,
-                    "wraps": KNORM},
-    "prefill_decoding": {"press": "PrefillDecodingPress",
-                         "prefilling_press": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 8},
-                         "decoding_press": {"press": "DecodingPress", "compression_interval": 4, "target_size": 20,
-                                            "wraps": KNORM}},
-    "pyramid_decoding": {"press": "PrefillDecodingPress",  # layers of different lengths (padded in the session)
-                         "prefilling_press": {"press": "PyramidKVPress", "compression_ratio": 0.5, "window_size": 8},
-                         "decoding_press": {"press": "DecodingPress", "compression_interval": 4, "target_size": 20,
-                                            "wraps": KNORM}},
+    "dec_knorm": {
+        "press": "DecodingPress",
+        "compression_interval": 4,
+        "target_size": 40,
+        "hidden_states_buffer_size": 0,
+        "wraps": KNORM,
+    },
+    "dec_streaming": {
+        "press": "DecodingPress",
+        "compression_interval": 5,
+        "target_size": 36,
+        "wraps": {"press": "StreamingLLMPress", "n_sink": 2},
+    },
+    "dec_snapkv": {
+        "press": "DecodingPress",
+        "compression_interval": 6,
+        "target_size": 44,
+        "hidden_states_buffer_size": 8,
+        "wraps": {"press": "SnapKVPress", "window_size": 3},
+    },
+    "dec_tova": {
+        "press": "DecodingPress",
+        "compression_interval": 3,
+        "target_size": 42,
+        "wraps": {"press": "TOVAPress"},
+    },
+    "ratio_knorm": {
+        "press": "CompressionRatioDecodingPress",
+        "compression_interval": 5,
+        "target_compression_ratio": 0.3,
+        "wraps": KNORM,
+    },
+    "prefill_decoding": {
+        "press": "PrefillDecodingPress",
+        "prefilling_press": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 8},
+        "decoding_press": {"press": "DecodingPress", "compression_interval": 4, "target_size": 20, "wraps": KNORM},
+    },
+    "pyramid_decoding": {
+        "press": "PrefillDecodingPress",  # layers of different lengths (padded in the session)
+        "prefilling_press": {"press": "PyramidKVPress", "compression_ratio": 0.5, "window_size": 8},
+        "decoding_press": {"press": "DecodingPress", "compression_interval": 4, "target_size": 20, "wraps": KNORM},
+    },
 }
 
 
@@ -69,8 +94,13 @@ def kvpress_decode(loaded, ids, spec, toks):
         model(input_ids=ids[None], past_key_values=cache, use_cache=True)
         for i, t in enumerate(toks):
             pos = torch.tensor([[ids.numel() + i]])
-            out = model(input_ids=torch.tensor([[t]]), past_key_values=cache, position_ids=pos, cache_position=pos[0],
-                        use_cache=True)
+            out = model(
+                input_ids=torch.tensor([[t]]),
+                past_key_values=cache,
+                position_ids=pos,
+                cache_position=pos[0],
+                use_cache=True,
+            )
             laws.append(torch.softmax(out.logits[0, -1].double(), -1))
     for layer in model.model.layers:  # head-wise prefill presses leave their masks on the modules
         layer.self_attn.masked_key_indices = None
@@ -158,18 +188,33 @@ def test_batching_decoding_chains_with_other_chains_and_sessions_changes_no_law(
     torch.testing.assert_close(torch.stack(other_laws), alone, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("spec, match", [
-    ({"press": "DecodingPress", "target_size": 8, "compression_interval": 4,
-      "wraps": {"press": "SnapKVPress", "window_size": 8}}, "window of 8 queries"),
-    ({"press": "DecodingPress", "target_size": 0, "wraps": KNORM}, "target_size"),
-    ({"press": "DecodingPress", "compression_interval": 0, "wraps": KNORM}, "compression_interval"),
-    ({"press": "DecodingPress", "hidden_states_buffer_size": -1, "wraps": KNORM}, "hidden_states_buffer_size"),
-    ({"press": "DecodingPress", "wraps": {"press": "StreamingLLMPress"}, "unknown": 1}, "unknown argument 'unknown'"),
-    ({"press": "DecodingPress", "wraps": {"press": "BlockPress", "wraps": KNORM}}, "rejected its arguments"),
-    ({"press": "CompressionRatioDecodingPress", "target_compression_ratio": 1.0, "wraps": KNORM},
-     "target_compression_ratio"),
-    ({"press": "CAMPress"}, "merges evicted entries"),
-])
+@pytest.mark.parametrize(
+    "spec, match",
+    [
+        (
+            {
+                "press": "DecodingPress",
+                "target_size": 8,
+                "compression_interval": 4,
+                "wraps": {"press": "SnapKVPress", "window_size": 8},
+            },
+            "window of 8 queries",
+        ),
+        ({"press": "DecodingPress", "target_size": 0, "wraps": KNORM}, "target_size"),
+        ({"press": "DecodingPress", "compression_interval": 0, "wraps": KNORM}, "compression_interval"),
+        ({"press": "DecodingPress", "hidden_states_buffer_size": -1, "wraps": KNORM}, "hidden_states_buffer_size"),
+        (
+            {"press": "DecodingPress", "wraps": {"press": "StreamingLLMPress"}, "unknown": 1},
+            "unknown argument 'unknown'",
+        ),
+        ({"press": "DecodingPress", "wraps": {"press": "BlockPress", "wraps": KNORM}}, "rejected its arguments"),
+        (
+            {"press": "CompressionRatioDecodingPress", "target_compression_ratio": 1.0, "wraps": KNORM},
+            "target_compression_ratio",
+        ),
+        ({"press": "CAMPress"}, "merges evicted entries"),
+    ],
+)
 def test_bad_decoding_actions_name_the_argument(spec, match):
     with pytest.raises(ValueError, match=match):
         build_press(spec, name="dec")

@@ -39,8 +39,11 @@ def src(base_dir, tmp_path):
 def add_auto_map(directory: Path, file: str, marker: Path) -> None:
     (directory / "modeling_evil.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n")
     data = json.loads((directory / file).read_text())
-    data["auto_map"] = {"AutoConfig": "modeling_evil.EvilConfig", "AutoModelForCausalLM": "modeling_evil.EvilModel",
-                        "AutoTokenizer": ["modeling_evil.EvilTokenizer", None]}
+    data["auto_map"] = {
+        "AutoConfig": "modeling_evil.EvilConfig",
+        "AutoModelForCausalLM": "modeling_evil.EvilModel",
+        "AutoTokenizer": ["modeling_evil.EvilTokenizer", None],
+    }
     (directory / file).write_text(json.dumps(data))
 
 
@@ -86,8 +89,14 @@ def test_yes_on_stdin_cannot_make_shipped_code_run(src, tmp_path):
         "    except ValueError as err:\n"
         "        print('refused:', err)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], input="y\n" * 10000, capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        input="y\n" * 10000,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr + (tmp_path / "job.log").read_text()
     log = (tmp_path / "job.log").read_text()
     assert "refused:" in log or "loaded: transformers.models.llama" in log, log
@@ -95,10 +104,18 @@ def test_yes_on_stdin_cannot_make_shipped_code_run(src, tmp_path):
 
 
 def test_job_log_closes_stdin(tmp_path):
-    script = ("import os, sys\nfrom kvdiv.joblog import job_log\n"
-              f"with job_log({str(tmp_path / 'log')!r}):\n    print(repr(os.read(0, 10)), repr(sys.stdin.read()))\n")
-    subprocess.run([sys.executable, "-c", script], input="y\n" * 100, text=True, check=True, timeout=120,
-                   env=dict(os.environ, PYTHONPATH=str(REPO)))
+    script = (
+        "import os, sys\nfrom kvdiv.joblog import job_log\n"
+        f"with job_log({str(tmp_path / 'log')!r}):\n    print(repr(os.read(0, 10)), repr(sys.stdin.read()))\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", script],
+        input="y\n" * 100,
+        text=True,
+        check=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
     assert (tmp_path / "log").read_text().strip() == "b'' ''"
 
 
@@ -136,7 +153,9 @@ def test_only_the_loaded_safetensors_are_copied_and_hashed(src, tmp_path):
 def test_sharded_weights_hash_exactly_the_index_shards(src):
     (src / "model.safetensors").rename(src / "model-00001-of-00001.safetensors")
     shutil.copy(src / "model-00001-of-00001.safetensors", src / "stray.safetensors")
-    (src / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "model-00001-of-00001.safetensors"}}))
+    (src / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"a": "model-00001-of-00001.safetensors"}})
+    )
     assert model_files.weight_files(src) == [src / "model-00001-of-00001.safetensors"]
     (src / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "../elsewhere.safetensors"}}))
     with pytest.raises(FileNotFoundError, match="elsewhere"):

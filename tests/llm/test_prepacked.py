@@ -10,8 +10,17 @@ import pytest
 import torch
 
 from kvdiv.llm import prepacked
-from kvdiv.llm.prepacked import (ATEN, ONEDNN, PackedLinear, is_prepacked, linear_kernel, min_rows, prepack_linears,
-                                 unpack_linears, unpacked)
+from kvdiv.llm.prepacked import (
+    ATEN,
+    ONEDNN,
+    PackedLinear,
+    is_prepacked,
+    linear_kernel,
+    min_rows,
+    prepack_linears,
+    unpack_linears,
+    unpacked,
+)
 from kvdiv.llm.session import KernelSession, step_sessions
 
 pytestmark = pytest.mark.skipif(not prepacked.available(), reason="this torch build has no oneDNN")
@@ -111,7 +120,10 @@ def test_min_rows_measures_a_kernel_that_changes_below_three_rows(monkeypatch):
     monkeypatch.setattr(prepacked, "_MIN_ROWS", {})
     monkeypatch.setattr(PackedLinear, "forward", perturbed_below(prepacked.PROBE_ROWS))
     prepack_linears(other := small_model())
-    with pytest.raises(RuntimeError, match=r"packed CPU Linear \(48, 1600\) \(torch.float32\) gives a row different bits at 63 rows .*`prepack: false`"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"packed CPU Linear \(48, 1600\) \(torch.float32\) gives a row different bits at 63 rows .*`prepack: false`",
+    ):
         min_rows(other)
 
 

@@ -9,7 +9,7 @@ import pytest
 from kvdiv.llm.press_files import press_module_classes, press_module_files
 from kvdiv.llm.presses.registry import USER_PRESSES, build_press, describe, load_press_modules
 
-PRESS = '''
+PRESS = """
 from dataclasses import dataclass
 
 from kvpress import ScorerPress
@@ -22,7 +22,7 @@ class {name}(ScorerPress):
 
     def score(self, module, hidden_states, keys, values, attentions, kwargs):
         return -keys.norm(dim=-1)
-'''
+"""
 
 
 @pytest.fixture
@@ -47,14 +47,17 @@ def test_own_press_is_nameable_validated_and_wrappable(tmp_path, user_presses):
     assert load_press_modules([path]) == {"MinePress": user_presses["MinePress"][0]}  # loaded once, same class
 
 
-@pytest.mark.parametrize("source, message", [
-    (PRESS.format(name="SnapKVPress"), r"bad\.py' defines class 'SnapKVPress', which clashes with kvpress's"),
-    (PRESS.format(name="ProbabilisticPress"), r"defines class 'ProbabilisticPress', which clashes with kvdiv's"),
-    ("import not_a_module_anywhere\n", r"importing '.*bad\.py' failed: ModuleNotFoundError"),
-    ("raise RuntimeError('boom')\n", r"importing '.*bad\.py' failed: RuntimeError: boom"),
-    (PRESS.format(name="NoDataclass").replace("@dataclass\n", ""), r"press 'NoDataclass' must be a @dataclass"),
-    (None, r"no such file '.*bad\.py'"),
-])
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        (PRESS.format(name="SnapKVPress"), r"bad\.py' defines class 'SnapKVPress', which clashes with kvpress's"),
+        (PRESS.format(name="ProbabilisticPress"), r"defines class 'ProbabilisticPress', which clashes with kvdiv's"),
+        ("import not_a_module_anywhere\n", r"importing '.*bad\.py' failed: ModuleNotFoundError"),
+        ("raise RuntimeError('boom')\n", r"importing '.*bad\.py' failed: RuntimeError: boom"),
+        (PRESS.format(name="NoDataclass").replace("@dataclass\n", ""), r"press 'NoDataclass' must be a @dataclass"),
+        (None, r"no such file '.*bad\.py'"),
+    ],
+)
 def test_bad_files_are_errors_naming_the_file(tmp_path, user_presses, source, message):
     path = tmp_path / "bad.py"
     if source is not None:

@@ -12,7 +12,12 @@ import pytest
 import torch
 from default_presses import DEFAULT_PRESSES
 
-from kvdiv.llm.presses.probabilistic_press import ProbabilisticPress, inclusion_probabilities, score_weights, systematic_sample
+from kvdiv.llm.presses.probabilistic_press import (
+    ProbabilisticPress,
+    inclusion_probabilities,
+    score_weights,
+    systematic_sample,
+)
 from kvdiv.llm.presses.registry import build_press, describe, press_arguments, press_classes, validate_action
 from kvdiv.llm.session import REFERENCE, KernelSession
 
@@ -31,8 +36,13 @@ def test_every_default_press_builds_validates_and_describes_itself(name):
 
 def test_every_kvpress_press_is_nameable():
     classes = press_classes()
-    exported = {n for n in dir(kvpress) if isinstance(getattr(kvpress, n), type)
-                and issubclass(getattr(kvpress, n), kvpress.BasePress) and n != "BasePress"}
+    exported = {
+        n
+        for n in dir(kvpress)
+        if isinstance(getattr(kvpress, n), type)
+        and issubclass(getattr(kvpress, n), kvpress.BasePress)
+        and n != "BasePress"
+    }
     assert exported | {"ProbabilisticPress"} == set(classes)
     assert {"SnapKVPress", "StreamingLLMPress", "KnormPress", "AdaKVPress"} <= set(classes)
 
@@ -40,15 +50,33 @@ def test_every_kvpress_press_is_nameable():
 @pytest.mark.parametrize(
     "spec, cls, attrs",
     [
-        ({"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 64}, kvpress.SnapKVPress,
-         {"compression_ratio": 0.5, "window_size": 64, "kernel_size": 5}),
-        ({"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 0}, kvpress.StreamingLLMPress,
-         {"n_sink": 0}),
-        ({"press": "ProbabilisticPress", "compression_ratio": 0.5, "design": "pips", "proposal": "scorer",
-          "scorer": "KnormPress", "correction": False},
-         ProbabilisticPress, {"design": "pips", "scorer": "KnormPress", "correction": False}),
-        ({"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "min_h", "budget": "global"},
-         ProbabilisticPress, {"design": "multinomial", "proposal": "min_h", "budget": "global", "seed": 0}),
+        (
+            {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 64},
+            kvpress.SnapKVPress,
+            {"compression_ratio": 0.5, "window_size": 64, "kernel_size": 5},
+        ),
+        (
+            {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 0},
+            kvpress.StreamingLLMPress,
+            {"n_sink": 0},
+        ),
+        (
+            {
+                "press": "ProbabilisticPress",
+                "compression_ratio": 0.5,
+                "design": "pips",
+                "proposal": "scorer",
+                "scorer": "KnormPress",
+                "correction": False,
+            },
+            ProbabilisticPress,
+            {"design": "pips", "scorer": "KnormPress", "correction": False},
+        ),
+        (
+            {"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "min_h", "budget": "global"},
+            ProbabilisticPress,
+            {"design": "multinomial", "proposal": "min_h", "budget": "global", "seed": 0},
+        ),
     ],
 )
 def test_build_press(spec, cls, attrs):
@@ -60,8 +88,9 @@ def test_build_press(spec, cls, attrs):
 
 
 def test_nested_presses():
-    press = build_press({"press": "AdaKVPress", "alpha_safeguard": 0.3,
-                         "wraps": {"press": "KnormPress", "compression_ratio": 0.25}})
+    press = build_press(
+        {"press": "AdaKVPress", "alpha_safeguard": 0.3, "wraps": {"press": "KnormPress", "compression_ratio": 0.25}}
+    )
     assert isinstance(press, kvpress.AdaKVPress) and isinstance(press.press, kvpress.KnormPress)
     assert press.compression_ratio == 0.25
     d = describe({"press": "AdaKVPress", "wraps": {"press": "KnormPress", "compression_ratio": 0.25}})
@@ -99,21 +128,47 @@ def test_unknown_argument_lists_valid_arguments():
     "spec, match",
     [
         ({"compression_ratio": 0.5}, "missing key 'press'"),
-        ({"press": "SnapKVPress", "compression_ratio": 1.5}, r"'compression_ratio' = 1.5 is out of range: it must lie in \[0, 1\)"),
-        ({"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": -1}, r"'window_size' = -1 is out of range: .*\[1, inf\)"),
+        (
+            {"press": "SnapKVPress", "compression_ratio": 1.5},
+            r"'compression_ratio' = 1.5 is out of range: it must lie in \[0, 1\)",
+        ),
+        (
+            {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": -1},
+            r"'window_size' = -1 is out of range: .*\[1, inf\)",
+        ),
         ({"press": "SnapKVPress", "window_size": 0}, r"'window_size' = 0 is out of range"),
-        ({"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": -3}, r"'n_sink' = -3 is out of range: .*\[0, inf\)"),
+        (
+            {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": -3},
+            r"'n_sink' = -3 is out of range: .*\[0, inf\)",
+        ),
         ({"press": "SnapKVPress", "compression_ratio": "0.5"}, "'compression_ratio' must be a number, got '0.5'"),
         ({"press": "SnapKVPress", "window_size": 64.5}, "'window_size' must be an integer"),
         ({"press": "StreamingLLMPress", "n_sink": True}, "'n_sink' must be an integer, got True"),
         ({"press": "ProbabilisticPress", "correction": "yes"}, "'correction' must be true or false"),
-        ({"press": "ProbabilisticPress", "proposal": "scorer", "scorer": "SnapKVPress", "scorer_kwargs": {"window_size": -1}},
-         r"scorer_kwargs.*'window_size' = -1 is out of range"),
-        ({"press": "AdaKVPress", "alpha_safeguard": 1.2, "wraps": {"press": "KnormPress"}}, r"'alpha_safeguard' = 1.2 is out of range"),
+        (
+            {
+                "press": "ProbabilisticPress",
+                "proposal": "scorer",
+                "scorer": "SnapKVPress",
+                "scorer_kwargs": {"window_size": -1},
+            },
+            r"scorer_kwargs.*'window_size' = -1 is out of range",
+        ),
+        (
+            {"press": "AdaKVPress", "alpha_safeguard": 1.2, "wraps": {"press": "KnormPress"}},
+            r"'alpha_safeguard' = 1.2 is out of range",
+        ),
         ({"press": "KnormPress", "wraps": {"press": "KnormPress"}}, "unknown argument 'wraps'"),
         ({"press": "ProbabilisticPress", "proposal": "scorer", "scorer": "NoScorer"}, "valid scorers: .*SnapKVPress"),
-        ({"press": "ProbabilisticPress", "proposal": "scorer", "scorer": "SnapKVPress", "scorer_kwargs": {"windows": 3}},
-         "scorer_kwargs"),
+        (
+            {
+                "press": "ProbabilisticPress",
+                "proposal": "scorer",
+                "scorer": "SnapKVPress",
+                "scorer_kwargs": {"windows": 3},
+            },
+            "scorer_kwargs",
+        ),
         ({"press": "ProbabilisticPress", "weighting": "cubic"}, "weighting must be one of linear, softmax"),
         ("SnapKVPress", "expected a mapping"),
     ],
@@ -197,10 +252,24 @@ def test_zero_one_probabilities_equal_deterministic_eviction(llama):
     ids = torch.randint(10, 200, (40,), generator=torch.Generator().manual_seed(0))
     actions = {
         "streaming": {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 3},
-        "prob": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "design": "pips", "proposal": "scorer",
-                 "scorer": "StreamingLLMPress", "scorer_kwargs": {"n_sink": 3}, "seed": 11},
-        "prob_nc": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "design": "pips", "proposal": "scorer",
-                    "scorer": "StreamingLLMPress", "scorer_kwargs": {"n_sink": 3}, "correction": False},
+        "prob": {
+            "press": "ProbabilisticPress",
+            "compression_ratio": 0.5,
+            "design": "pips",
+            "proposal": "scorer",
+            "scorer": "StreamingLLMPress",
+            "scorer_kwargs": {"n_sink": 3},
+            "seed": 11,
+        },
+        "prob_nc": {
+            "press": "ProbabilisticPress",
+            "compression_ratio": 0.5,
+            "design": "pips",
+            "proposal": "scorer",
+            "scorer": "StreamingLLMPress",
+            "scorer_kwargs": {"n_sink": 3},
+            "correction": False,
+        },
     }
     s = KernelSession(llama, ids, actions, horizon=128)
     for layer, (a, b) in enumerate(zip(s.kept_indices("streaming"), s.kept_indices("prob"))):
@@ -215,11 +284,24 @@ def test_zero_one_probabilities_equal_deterministic_eviction(llama):
 def test_probabilistic_press_bias_and_seed(llama):
     """The session's logit bias on kept entries is −log ρ (off with correction=False); seeds reproduce."""
     ids = torch.randint(10, 200, (40,), generator=torch.Generator().manual_seed(1))
-    base = {"press": "ProbabilisticPress", "compression_ratio": 0.5, "design": "pips", "proposal": "scorer",
-            "scorer": "KnormPress"}
-    s = KernelSession(llama, ids, {"a": {**base, "seed": 1}, "b": {**base, "seed": 1},
-                                   "c": {**base, "seed": 2}, "nc": {**base, "seed": 1, "correction": False}},
-                      horizon=128)
+    base = {
+        "press": "ProbabilisticPress",
+        "compression_ratio": 0.5,
+        "design": "pips",
+        "proposal": "scorer",
+        "scorer": "KnormPress",
+    }
+    s = KernelSession(
+        llama,
+        ids,
+        {
+            "a": {**base, "seed": 1},
+            "b": {**base, "seed": 1},
+            "c": {**base, "seed": 2},
+            "nc": {**base, "seed": 1, "correction": False},
+        },
+        horizon=128,
+    )
     press = s.presses["a"]
     for layer in range(s.n_layers):
         bias = s._prefixes["a"].bias[layer]
@@ -282,8 +364,12 @@ def _independent_law(loaded, ids, kept, token, sign, temperature=1.0):
         for c in configs:
             c._attn_implementation = PLAIN_ATTENTION
         with torch.no_grad():
-            logits = model(input_ids=torch.tensor([[token]]), past_key_values=cache, position_ids=torch.tensor([[n]]),
-                           use_cache=True).logits[0, -1]
+            logits = model(
+                input_ids=torch.tensor([[token]]),
+                past_key_values=cache,
+                position_ids=torch.tensor([[n]]),
+                use_cache=True,
+            ).logits[0, -1]
     finally:
         for c, s in zip(configs, saved):
             c._attn_implementation = s
@@ -298,10 +384,17 @@ def test_correction_equals_independently_recomputed_attention(llama):
     from transformers import DynamicCache
 
     ids = torch.randint(10, 200, (48,), generator=torch.Generator().manual_seed(5))
-    spec = {"press": "ProbabilisticPress", "compression_ratio": 0.5, "design": "pips", "proposal": "scorer",
-            "scorer": "KnormPress", "weighting": "linear"}
-    s = KernelSession(llama, ids, {"ht": spec, "plain": {**spec, "correction": False}}, seed_parts=(3, 4, "doc"),
-                      horizon=128)
+    spec = {
+        "press": "ProbabilisticPress",
+        "compression_ratio": 0.5,
+        "design": "pips",
+        "proposal": "scorer",
+        "scorer": "KnormPress",
+        "weighting": "linear",
+    }
+    s = KernelSession(
+        llama, ids, {"ht": spec, "plain": {**spec, "correction": False}}, seed_parts=(3, 4, "doc"), horizon=128
+    )
     cache = DynamicCache(config=llama.model.config)
     with torch.no_grad():
         llama.model(input_ids=ids[None], past_key_values=cache, use_cache=True)
@@ -344,8 +437,14 @@ def test_probabilistic_press_draws_per_document_and_records_the_seed(llama, tmp_
     from kvdiv.trajectories.store import read_document_store
 
     ids = torch.randint(10, 200, (40,), generator=torch.Generator().manual_seed(1))
-    spec = {"press": "ProbabilisticPress", "compression_ratio": 0.5, "design": "pips", "proposal": "scorer",
-            "scorer": "KnormPress", "seed": 9}
+    spec = {
+        "press": "ProbabilisticPress",
+        "compression_ratio": 0.5,
+        "design": "pips",
+        "proposal": "scorer",
+        "scorer": "KnormPress",
+        "seed": 9,
+    }
 
     def kept(doc, action="p", master=1, study=2):
         s = KernelSession(llama, ids, {action: spec}, seed_parts=(master, study, doc), horizon=128)
@@ -353,18 +452,37 @@ def test_probabilistic_press_draws_per_document_and_records_the_seed(llama, tmp_
 
     s, a = kept("doc-0")
     assert s.presses["p"].draw_seed == derive_seed(1, 2, "doc-0", "p", "ProbabilisticPress", 9)
-    assert s.press_seeds() == {"p": {"seed": 9, "draw_seed": s.presses["p"].draw_seed,
-                                     "layer_seeds": [derive_seed(s.presses["p"].draw_seed, layer) for layer in range(2)]}}
+    assert s.press_seeds() == {
+        "p": {
+            "seed": 9,
+            "draw_seed": s.presses["p"].draw_seed,
+            "layer_seeds": [derive_seed(s.presses["p"].draw_seed, layer) for layer in range(2)],
+        }
+    }
     same = kept("doc-0")[1]
     assert all(torch.equal(x, y) for x, y in zip(a, same))
-    for other in (kept("doc-1")[1], kept("doc-0", action="q")[1], kept("doc-0", master=5)[1], kept("doc-0", study=3)[1]):
+    for other in (
+        kept("doc-1")[1],
+        kept("doc-0", action="q")[1],
+        kept("doc-0", master=5)[1],
+        kept("doc-0", study=3)[1],
+    ):
         assert not all(torch.equal(x, y) for x, y in zip(a, other))
     # the same prompt in two documents: the permutations and offsets differ, not only the kept sets
     seeds = {kept(f"doc-{i}")[0].presses["p"].layer_seed(0) for i in range(5)}
     assert len(seeds) == 5
     doc = {"id": "doc-0", "prompt": llama.tokenizer.decode(ids), "rendered": True, "answer_prefix": ""}
-    path = run_document(llama, doc, {"p": spec}, tmp_path / "d.zarr", master_seed=1, study_seed=2, horizon=2,
-                        replicates=1, progress=False)
+    path = run_document(
+        llama,
+        doc,
+        {"p": spec},
+        tmp_path / "d.zarr",
+        master_seed=1,
+        study_seed=2,
+        horizon=2,
+        replicates=1,
+        progress=False,
+    )
     assert read_document_store(path)[0]["press_seeds"] == s.press_seeds()
 
 
@@ -376,8 +494,15 @@ def test_probabilistic_press_draws_per_document_and_records_the_seed(llama, tmp_
         ({"press": "LeverageScorePress"}, "unseeded random sketch"),
         ({"press": "KVzipPress"}, "extra forward"),
         ({"press": "AdaKVPress", "wraps": {"press": "ThinKPress"}}, "prunes key channels"),  # at any depth
-        ({"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "scorer", "scorer": "LeverageScorePress"},
-         "unseeded random sketch"),
+        (
+            {
+                "press": "ProbabilisticPress",
+                "compression_ratio": 0.5,
+                "proposal": "scorer",
+                "scorer": "LeverageScorePress",
+            },
+            "unseeded random sketch",
+        ),
     ],
 )
 def test_presses_that_cannot_run_are_refused_with_the_reason(spec, reason):
@@ -400,8 +525,16 @@ def test_presses_that_cannot_run_are_refused_with_the_reason(spec, reason):
         ({"press": "ProbabilisticPress", "compression_ratio": 0.0}, True),
         ({"press": "SnapKVPress", "compression_ratio": 0.5}, False),
         ({"press": "AdaKVPress", "wraps": {"press": "SnapKVPress", "compression_ratio": 0.5}}, False),
-        ({"press": "ComposedPress", "presses": [{"press": "KnormPress", "compression_ratio": 0.0},
-                                                {"press": "SnapKVPress", "compression_ratio": 0.5}]}, False),
+        (
+            {
+                "press": "ComposedPress",
+                "presses": [
+                    {"press": "KnormPress", "compression_ratio": 0.0},
+                    {"press": "SnapKVPress", "compression_ratio": 0.5},
+                ],
+            },
+            False,
+        ),
     ],
 )
 def test_an_action_that_evicts_nothing_is_flagged(spec, nothing):

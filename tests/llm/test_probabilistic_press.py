@@ -51,7 +51,9 @@ def multinomial_law(m: int, pi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def weights(counts: np.ndarray, m: int, pi: np.ndarray) -> np.ndarray:
     """w_i = c_i/(mπ_i) from the press's importance_log_weights (0 for undrawn entries)."""
-    log_w = importance_log_weights(torch.as_tensor(counts), torch.full(counts.shape[:-1], m), torch.as_tensor(pi).expand(counts.shape))
+    log_w = importance_log_weights(
+        torch.as_tensor(counts), torch.full(counts.shape[:-1], m), torch.as_tensor(pi).expand(counts.shape)
+    )
     return torch.exp(log_w).numpy()
 
 
@@ -139,7 +141,10 @@ def test_shared_draws_meet_the_summed_target():
     pis = torch.tensor(np.stack([PI, flat]))
     m_lo, f = draws_law(pis, 5.0, shared=True)
     assert m_lo.shape == ()
-    e = [(1 - float(f)) * enumerated_distinct(int(m_lo), p) + float(f) * enumerated_distinct(int(m_lo) + 1, p) for p in (PI, flat)]
+    e = [
+        (1 - float(f)) * enumerated_distinct(int(m_lo), p) + float(f) * enumerated_distinct(int(m_lo) + 1, p)
+        for p in (PI, flat)
+    ]
     assert sum(e) == pytest.approx(5.0, abs=1e-10) and e[1] > e[0]
     m, expected = allocate_draws(pis, 5.0, 0.3, shared=True)
     assert m.tolist() == [m[0].item()] * 2 and np.allclose(expected.numpy(), e, atol=1e-10)
@@ -208,8 +213,9 @@ def eager_attention(loaded, ids):
     return [a[0].double() for a in out.attentions], [layer.values[0].double() for layer in cache.layers]
 
 
-@pytest.mark.parametrize("proposal, history_size", [("min", None), ("h2o", None), ("min_h", None), ("h2o_h", None),
-                                                    ("min_h", 7), ("h2o", 5)])
+@pytest.mark.parametrize(
+    "proposal, history_size", [("min", None), ("h2o", None), ("min_h", None), ("h2o_h", None), ("min_h", 7), ("h2o", 5)]
+)
 def test_proposals_equal_eager_attention(llama, proposal, history_size):
     """π from the press's own query/key computation == the formula applied to the model's eager attention
     weights: last row × ‖v‖; mean rows (H2O); harmonic h_j ∝ 1/(age+1) over the last W rows; GQA groups averaged."""
@@ -233,7 +239,7 @@ def test_proposals_equal_eager_attention(llama, proposal, history_size):
             weight = grouped[:, -1]
         else:
             hh = torch.tensor(h / h.sum())
-            weight = torch.einsum("krn,r->kn", grouped[:, n - W:], hh)
+            weight = torch.einsum("krn,r->kn", grouped[:, n - W :], hh)
         if proposal in ("min", "min_h"):
             weight = weight * v.norm(dim=-1)
         expected = weight / weight.sum(-1, keepdim=True)
@@ -241,6 +247,8 @@ def test_proposals_equal_eager_attention(llama, proposal, history_size):
 
 
 PER_HEAD = {"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "min_h", "budget": "per_head"}
+
+
 @pytest.mark.parametrize("history_size", [None, 5, 40])
 def test_h2o_normalised_by_queries(llama, history_size):
     """π_H2O with ``h2o_normalization: queries`` (the default) == a direct enumeration on the model's eager
@@ -270,8 +278,9 @@ def test_h2o_normalised_by_queries(llama, history_size):
         if history_size is None or history_size >= n:
             keys = torch.zeros(1, kv_heads, n, 4)
             score = ObservedAttentionPress().score(None, None, keys, None, attn[None].float(), {})[0].double()
-            torch.testing.assert_close(press.probabilities[layer][0], score / score.sum(-1, keepdim=True),
-                                       rtol=1e-4, atol=1e-9)
+            torch.testing.assert_close(
+                press.probabilities[layer][0], score / score.sum(-1, keepdim=True), rtol=1e-4, atol=1e-9
+            )
         # the two normalisations differ (early keys are seen by more queries)
         assert (press.probabilities[layer][0] - plain.probabilities[layer][0]).abs().max() > 1e-3
 
@@ -286,9 +295,12 @@ def test_actions_sharing_a_proposal_compute_it_once_per_layer(llama, monkeypatch
     monkeypatch.setattr(pp, "mean_attention", lambda *a, **k: calls.append(1) or original(*a, **k))
     ids = ids_of(40, 5)
     base = {"press": "ProbabilisticPress", "proposal": "min_h", "seed": 1}
-    actions = {"half": {**base, "compression_ratio": 0.5}, "half_corr_off": {**base, "compression_ratio": 0.5,
-               "correction": False}, "ninety": {**base, "compression_ratio": 0.9, "budget": "per_head"},
-               "h2o": {**base, "compression_ratio": 0.5, "proposal": "h2o"}}
+    actions = {
+        "half": {**base, "compression_ratio": 0.5},
+        "half_corr_off": {**base, "compression_ratio": 0.5, "correction": False},
+        "ninety": {**base, "compression_ratio": 0.9, "budget": "per_head"},
+        "h2o": {**base, "compression_ratio": 0.5, "proposal": "h2o"},
+    }
     together = KernelSession(llama, ids, actions, horizon=128)
     n_layers = len(together.presses["half"].probabilities)
     assert len(calls) == 2 * n_layers  # min_h once per layer for three actions, h2o once per layer
@@ -315,8 +327,12 @@ def _layer_inputs(loaded, ids):
 
     def hook(module, args, kwargs, output):
         cache = kwargs["past_key_values"]
-        seen.update(hidden=kwargs["hidden_states"], keys=cache.layers[0].keys, values=cache.layers[0].values,
-                    pos=kwargs["position_embeddings"])
+        seen.update(
+            hidden=kwargs["hidden_states"],
+            keys=cache.layers[0].keys,
+            values=cache.layers[0].values,
+            pos=kwargs["position_embeddings"],
+        )
 
     handle = attn.register_forward_hook(hook, with_kwargs=True)
     try:
@@ -334,7 +350,13 @@ SESSION_ACTIONS = {
     "mn_t1": {**PER_HEAD, "seed": 3, "is_temperature": 1.0},
     "mn_t0": {**PER_HEAD, "seed": 3, "is_temperature": 0.0},
     "mn_thalf": {**PER_HEAD, "seed": 3, "is_temperature": 0.5},
-    "global": {"press": "ProbabilisticPress", "compression_ratio": 0.6, "proposal": "min", "budget": "global", "seed": 3},
+    "global": {
+        "press": "ProbabilisticPress",
+        "compression_ratio": 0.6,
+        "proposal": "min",
+        "budget": "global",
+        "seed": 3,
+    },
     "scorer": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "scorer", "scorer": "KnormPress"},
     "pips": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "design": "pips", "proposal": "min", "seed": 3},
 }
@@ -388,9 +410,11 @@ def test_correction_attention_equals_independent_recomputation(session, name, mo
             values = torch.cat([ref.values[layer][h, kept].double(), new_value[h][None]])
             bias = torch.cat([bias, torch.zeros(1, dtype=torch.float64)])
             groups = query.shape[1] // session.kv_heads
-            q = query[0, h * groups:(h + 1) * groups, 0].double()
+            q = query[0, h * groups : (h + 1) * groups, 0].double()
             expected = torch.softmax(q @ keys.T * scale + bias, dim=-1) @ values
-            torch.testing.assert_close(out[0, 0, h * groups:(h + 1) * groups].double(), expected, atol=2e-5, rtol=1e-4)
+            torch.testing.assert_close(
+                out[0, 0, h * groups : (h + 1) * groups].double(), expected, atol=2e-5, rtol=1e-4
+            )
     session.release([chain])
 
 
@@ -405,7 +429,7 @@ def test_correction_off_is_plain_sampled_eviction(session):
         bias = session._prefixes["mn_off"].bias[layer]
         padding = torch.zeros_like(bias, dtype=torch.bool)
         padding[:, : on.kept_indices[layer].shape[-1]] = on.kept_indices[layer][0] < 0
-        padding[:, on.kept_indices[layer].shape[-1]:] = True
+        padding[:, on.kept_indices[layer].shape[-1] :] = True
         assert torch.isinf(bias[padding]).all() and (bias[~padding] == 0).all()
         assert (session._prefixes["mn"].bias[layer][~padding] != 0).any()
     chains = [session.new_chain("mn"), session.new_chain("mn_off")]
@@ -459,7 +483,9 @@ def test_budgets_and_records(session):
     assert total == pytest.approx(k_global * session.n_layers * session.kv_heads, abs=1e-8)
     for name in ("mn", "global", "pips", "scorer"):
         record = json.loads(json.dumps(session.presses[name].effective_retention()))
-        kept = [[int((idx >= 0).sum()) for idx in session.kept_indices(name)[layer]] for layer in range(session.n_layers)]
+        kept = [
+            [int((idx >= 0).sum()) for idx in session.kept_indices(name)[layer]] for layer in range(session.n_layers)
+        ]
         assert record["per_head"] == [[c / n for c in row] for row in kept]
         assert record["effective"] == pytest.approx(sum(map(sum, kept)) / (n * session.n_layers * session.kv_heads))
     record = glob.effective_retention()
@@ -469,8 +495,9 @@ def test_budgets_and_records(session):
 
 
 def test_seed_reproduces_draws(session, llama):
-    again = KernelSession(llama, session.prompt_ids, {"mn": SESSION_ACTIONS["mn"], "global": SESSION_ACTIONS["global"]},
-                          horizon=128)
+    again = KernelSession(
+        llama, session.prompt_ids, {"mn": SESSION_ACTIONS["mn"], "global": SESSION_ACTIONS["global"]}, horizon=128
+    )
     for name in ("mn", "global"):
         assert all(torch.equal(a, b) for a, b in zip(again.kept_indices(name), session.kept_indices(name)))
     assert not all(torch.equal(a, b) for a, b in zip(session.kept_indices("mn"), session.kept_indices("mn_other_seed")))
@@ -502,9 +529,21 @@ def test_run_document_records_effective_retention(tiny_llama, tmp_path):
     from kvdiv.trajectories.store import read_document_store
 
     doc = {"id": "d-0", "prompt": "The key for the blue door is 4812. Remember it. " * 3}
-    actions = {"prob": SESSION_ACTIONS["global"], "snap": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 4}}
-    path = run_document(tiny_llama, doc, actions, tmp_path / "d.zarr", master_seed=1, study_seed=2, horizon=2,
-                        replicates=1, progress=False)
+    actions = {
+        "prob": SESSION_ACTIONS["global"],
+        "snap": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 4},
+    }
+    path = run_document(
+        tiny_llama,
+        doc,
+        actions,
+        tmp_path / "d.zarr",
+        master_seed=1,
+        study_seed=2,
+        horizon=2,
+        replicates=1,
+        progress=False,
+    )
     attrs, _ = read_document_store(path)
     assert list(attrs["effective_retention"]) == ["prob"]
     record = attrs["effective_retention"]["prob"]
@@ -530,7 +569,10 @@ def test_run_document_records_effective_retention(tiny_llama, tmp_path):
         ({"is_temperature": -0.1}, "is_temperature.*(must be a number in \\[0, 1\\]|out of range)"),
         ({"is_temperature": "hot"}, "is_temperature.*must be a number"),
         ({"is_temperature": 0.5, "correction": False}, "is_temperature is only used with correction true"),
-        ({"proposal": "h2o", "h2o_normalization": "keys"}, "h2o_normalization.*(must be one of queries, none|not one of)"),
+        (
+            {"proposal": "h2o", "h2o_normalization": "keys"},
+            "h2o_normalization.*(must be one of queries, none|not one of)",
+        ),
         ({"proposal": "min", "h2o_normalization": "none"}, "h2o_normalization is only used with proposal 'h2o'"),
         ({"seed": -1}, "seed.*(must be a non-negative integer|out of range)"),
         ({"compression_ratio": 1.0}, "compression_ratio.*(must be in|out of range)"),
@@ -553,10 +595,12 @@ def smollm2_prompt(smollm2):
     from kvdiv.documents.render import chat_function, prompt_token_ids
 
     chat = chat_function(smollm2.tokenizer, smollm2.chat_template)
-    message, prefix, _, _ = generate_prompt("niah_single_noise_number", seed=1, target_length=1000,
-                                            tokenizer=smollm2.tokenizer, chat=chat, horizon=0)
-    return torch.tensor(prompt_token_ids({"prompt": message, "answer_prefix": prefix}, smollm2.tokenizer,
-                                         smollm2.chat_template))
+    message, prefix, _, _ = generate_prompt(
+        "niah_single_noise_number", seed=1, target_length=1000, tokenizer=smollm2.tokenizer, chat=chat, horizon=0
+    )
+    return torch.tensor(
+        prompt_token_ids({"prompt": message, "answer_prefix": prefix}, smollm2.tokenizer, smollm2.chat_template)
+    )
 
 
 RATIOS = (0.1, 0.5, 0.9)
@@ -567,8 +611,10 @@ def test_global_budget_meets_the_target_on_smollm2(smollm2, smollm2_prompt):
     """Global budget on SmolLM2 (30 layers × 3 KV heads) at compression 0.1, 0.5, 0.9: the controller's
     expected retention is the target (far inside the paper's 5e-4); the realised retention of one draw lies
     within 4.5 exact standard deviations of it; the mean over 64 redraws lies within 5e-4 and 4.5 SE."""
-    actions = {f"r{r}": {"press": "ProbabilisticPress", "compression_ratio": r, "proposal": "min", "budget": "global"}
-               for r in RATIOS}
+    actions = {
+        f"r{r}": {"press": "ProbabilisticPress", "compression_ratio": r, "proposal": "min", "budget": "global"}
+        for r in RATIOS
+    }
     session = KernelSession(smollm2, smollm2_prompt, actions, horizon=0)
     for r in RATIOS:
         press = session.presses[f"r{r}"]
@@ -629,8 +675,16 @@ def spy_attention(monkeypatch):
     def spy(module, query, key, value, *args, **kwargs):
         out, w = inner(module, query, key, value, *args, **kwargs)
         if query.shape[2] != key.shape[2]:
-            calls.append((module.layer_idx, query.detach().clone(), key.detach().clone(), value.detach().clone(),
-                          out.detach().clone(), module.scaling))
+            calls.append(
+                (
+                    module.layer_idx,
+                    query.detach().clone(),
+                    key.detach().clone(),
+                    value.detach().clone(),
+                    out.detach().clone(),
+                    module.scaling,
+                )
+            )
         return out, w
 
     spy._kvdiv_logit_bias_patched = True  # it wraps the patched function: a press entering later must not re-wrap it
@@ -663,10 +717,11 @@ def check_calls_against_independent(press, calls, reference):
                 keys = torch.cat([ref_k[h, kept], key[0, h, P:visible].double()])
                 values = torch.cat([ref_v[h, kept], value[0, h, P:visible].double()])
                 b = torch.cat([bias, torch.zeros(visible - P, dtype=torch.float64)])
-                q = query[0, h * groups:(h + 1) * groups, i].double()
+                q = query[0, h * groups : (h + 1) * groups, i].double()
                 expected = torch.softmax(q @ keys.T * scale + b, dim=-1) @ values
-                torch.testing.assert_close(out[0, i, h * groups:(h + 1) * groups].double(), expected,
-                                           atol=2e-5, rtol=1e-4)
+                torch.testing.assert_close(
+                    out[0, i, h * groups : (h + 1) * groups].double(), expected, atol=2e-5, rtol=1e-4
+                )
 
 
 @pytest.mark.parametrize("name", ["mn", "mn_off", "global", "pips"])
@@ -683,8 +738,16 @@ def test_correction_under_with_press_equals_independent_recomputation(llama, nam
         model(input_ids=ids[None], past_key_values=cache, use_cache=True)  # no no_grad: the numpy() bug is fixed
     calls = spy_attention(monkeypatch)
     # the new token's RoPE position is the prompt length (as kvpress's pipeline passes it), not the compressed length
-    logits = model(input_ids=torch.tensor([[42]]), past_key_values=cache, position_ids=torch.tensor([[len(ids)]]),
-                   use_cache=True).logits[0, -1].detach()
+    logits = (
+        model(
+            input_ids=torch.tensor([[42]]),
+            past_key_values=cache,
+            position_ids=torch.tensor([[len(ids)]]),
+            use_cache=True,
+        )
+        .logits[0, -1]
+        .detach()
+    )
     check_calls_against_independent(press, calls, reference)
     session = KernelSession(llama, ids, {name: SESSION_ACTIONS[name]}, horizon=128)
     chain = session.new_chain(name)

@@ -61,8 +61,13 @@ def hf_decode(model, cache, tokens, start_position):
     with torch.no_grad():
         for i, t in enumerate(tokens):
             pos = torch.tensor([[start_position + i]])
-            out = model(input_ids=torch.tensor([[t]]), past_key_values=cache, position_ids=pos,
-                        cache_position=pos[0], use_cache=True)
+            out = model(
+                input_ids=torch.tensor([[t]]),
+                past_key_values=cache,
+                position_ids=pos,
+                cache_position=pos[0],
+                use_cache=True,
+            )
             laws.append(torch.softmax(out.logits[0, -1].double(), -1))
     return torch.stack(laws)
 
@@ -121,7 +126,9 @@ def test_action_law_equals_kvpress_decoding(session, llama, name):
     got = torch.stack([session.step([c], [t])[0] for t in tokens])
     session.release([c])
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
-    assert not torch.allclose(got, hf_decode(llama.model, full_cache(llama, ids), tokens, session.prompt_length), atol=1e-4)
+    assert not torch.allclose(
+        got, hf_decode(llama.model, full_cache(llama, ids), tokens, session.prompt_length), atol=1e-4
+    )
 
 
 def full_cache(loaded, ids):
@@ -193,8 +200,9 @@ def test_batched_step_equals_single_chain_decoding(which, llama, request):
 def test_no_eviction_gives_q_equal_p(arch, request):
     """compression_ratio 0 evicts nothing: TV(P, Q) < 1e-6 at every step along a sampled path."""
     loaded = request.getfixturevalue(arch)
-    s = KernelSession(loaded, prompt(loaded, seed=2), {"none": NO_EVICTION, "prob0": {"press": "ProbabilisticPress"}},
-                      horizon=128)
+    s = KernelSession(
+        loaded, prompt(loaded, seed=2), {"none": NO_EVICTION, "prob0": {"press": "ProbabilisticPress"}}, horizon=128
+    )
     p = s.initial_probs(REFERENCE)
     assert tv(p, s.initial_probs("none")) < 1e-6
     chains = [s.new_chain(REFERENCE), s.new_chain("none"), s.new_chain("prob0")]
@@ -273,9 +281,15 @@ def test_smollm2_no_eviction(smollm2):
     """SmolLM2: nothing evicted → Q ≡ P along a sampled path; SnapKV-half differs."""
     text = "The quick brown fox jumps over the lazy dog. " * 12
     ids = smollm2.tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids[0]
-    s = KernelSession(smollm2, ids, {"none": {"press": "SnapKVPress", "compression_ratio": 0.0},
-                                     "half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 16}},
-                      horizon=128)
+    s = KernelSession(
+        smollm2,
+        ids,
+        {
+            "none": {"press": "SnapKVPress", "compression_ratio": 0.0},
+            "half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 16},
+        },
+        horizon=128,
+    )
     chains = [s.new_chain(REFERENCE), s.new_chain("none"), s.new_chain("half")]
     p = s.initial_probs(REFERENCE)
     g = torch.Generator().manual_seed(0)
@@ -329,11 +343,13 @@ def test_the_attention_transformers_calls_for_kvdiv_decode_is_kvdivs_whatever_is
     import subprocess
     import sys
 
-    code = (f"import {first}\n"
-            "import kvpress\n"
-            "import kvdiv.llm.decode_attention as d\n"
-            "from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS as fns\n"
-            "print(fns.get_interface(d.ATTN_IMPLEMENTATION, None) is d.decode_attention)\n")
+    code = (
+        f"import {first}\n"
+        "import kvpress\n"
+        "import kvdiv.llm.decode_attention as d\n"
+        "from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS as fns\n"
+        "print(fns.get_interface(d.ATTN_IMPLEMENTATION, None) is d.decode_attention)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "True"
 
@@ -391,12 +407,16 @@ def test_a_press_of_the_session_protocol_is_seeded_biased_and_indexed(llama):
 
     ids = prompt(llama)
     assert all(isinstance(ProtocolKnorm(), kind) for kind in (SeededPress, BiasedPress, IndexedPress))
-    actions = {"mine": ProtocolKnorm(compression_ratio=0.5), "plain": DoubledKnorm(compression_ratio=0.5),
-               "random": RandomPress(compression_ratio=0.5, seed=3)}
+    actions = {
+        "mine": ProtocolKnorm(compression_ratio=0.5),
+        "plain": DoubledKnorm(compression_ratio=0.5),
+        "random": RandomPress(compression_ratio=0.5, seed=3),
+    }
     s = KernelSession(llama, ids, actions, horizon=4, seed_parts=(1, 2, "doc"))
     draw = derive_seed(1, 2, "doc", "mine", 5)
-    assert s.press_seeds() == {"mine": {"seed": 5, "draw_seed": draw,
-                                        "layer_seeds": [derive_seed(draw, layer) for layer in range(s.n_layers)]}}
+    assert s.press_seeds() == {
+        "mine": {"seed": 5, "draw_seed": draw, "layer_seeds": [derive_seed(draw, layer) for layer in range(s.n_layers)]}
+    }
     mine, plain = s.kept_indices("mine"), s.kept_indices("plain")
     for layer in range(s.n_layers):
         assert torch.equal(s._prefixes["mine"].keys[layer], s._prefixes["plain"].keys[layer])

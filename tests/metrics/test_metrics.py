@@ -181,12 +181,31 @@ def test_metrics_on_generated_cubes_agree_across_modes(tmp_path):
     rows = {}
     for mode in ("complete", "swrb"):
         session = ToyKernelSession(ref, kernels, eos_token_ids=[eos])
-        out = generate(session, ["a", "b"], horizon=h, replicates=reps, seed_parts=(1, 2, mode), eos_token_ids=[eos],
-                       mode=mode, progress=False)
+        out = generate(
+            session,
+            ["a", "b"],
+            horizon=h,
+            replicates=reps,
+            seed_parts=(1, 2, mode),
+            eos_token_ids=[eos],
+            mode=mode,
+            progress=False,
+        )
         doc = {"id": f"st-ruler_16-{mode}", "family": "ruler", "task": "t", "stratum": "ruler_16", "target_length": 16}
-        attrs = {"kvdiv_version": "0", "model": "toy", "model_spec": {}, "weight_hash": "h", "document": doc,
-                 "actions": {"a": {"press": "P"}, "b": {"press": "P"}}, "horizon": h, "temperature": 1.0, "seed": [1, 2],
-                 "mode": mode, "evict_first_step": False, "prompt_tokens": 10}
+        attrs = {
+            "kvdiv_version": "0",
+            "model": "toy",
+            "model_spec": {},
+            "weight_hash": "h",
+            "document": doc,
+            "actions": {"a": {"press": "P"}, "b": {"press": "P"}},
+            "horizon": h,
+            "temperature": 1.0,
+            "seed": [1, 2],
+            "mode": mode,
+            "evict_first_step": False,
+            "prompt_tokens": 10,
+        }
         store = write_document_store(tmp_path / f"{mode}.zarr", out, attrs)
         build_cube("st", "toy", [store], tmp_path / f"cube_{mode}.zarr")
         paths = write_metrics(tmp_path / f"cube_{mode}.zarr", tmp_path / f"metrics_{mode}", window=2)

@@ -32,8 +32,9 @@ def test_costs_per_replicate():
 
 def test_swrb_columns_and_row_check():
     """swrb rows carry D and J; a wrong row count of the samplers is an error."""
-    out = generate(_toy(), ["q"], horizon=6, replicates=20, seed_parts=(1, 1, "d"), eos_token_ids=[], mode="swrb",
-                   progress=False)
+    out = generate(
+        _toy(), ["q"], horizon=6, replicates=20, seed_parts=(1, 1, "d"), eos_token_ids=[], mode="swrb", progress=False
+    )
     frame = trajectory_replicates(out, "swrb", 2, "d")
     assert frame["D"].min() > 0 and frame["J"].min() >= 2
     assert (frame["pair_evaluations"] == 6 + 6 - frame["J"]).all()
@@ -45,8 +46,16 @@ def test_swrb_columns_and_row_check():
 def test_values_by_hand_on_complete_trajectories():
     """M, M_L (window L after τ, plus the occurrence) and the capacity recomputed from the tokens of each row."""
     H, L = 7, 2
-    out = generate(_toy(), ["q"], horizon=H, replicates=40, seed_parts=(3, 1, "d"), eos_token_ids=[], mode="complete",
-                   progress=False)
+    out = generate(
+        _toy(),
+        ["q"],
+        horizon=H,
+        replicates=40,
+        seed_parts=(3, 1, "d"),
+        eos_token_ids=[],
+        mode="complete",
+        progress=False,
+    )
     frame = trajectory_replicates(out, "complete", L, "d")
     mismatch = ~out["q"].match
     for i, row in enumerate(frame.iter_rows(named=True)):
@@ -58,5 +67,5 @@ def test_values_by_hand_on_complete_trajectories():
             continue
         tau = int(np.argmax(m)) + 1
         assert row["tau"] == tau
-        assert row["R_L"] == pytest.approx((1 + m[tau:tau + L].sum()) / H)
+        assert row["R_L"] == pytest.approx((1 + m[tau : tau + L].sum()) / H)
         assert row["B_L"] == pytest.approx(max(0, H - tau - L) / H)

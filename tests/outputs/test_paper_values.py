@@ -24,14 +24,20 @@ def scalars(node) -> list:
 
 def test_no_reader_repeats_a_paper_value():
     values = scalars(paper_values())
-    numbers = {v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and (v >= 10 or v != int(v))}
+    numbers = {
+        v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and (v >= 10 or v != int(v))
+    }
     phrases = {v for v in values if isinstance(v, str) and len(v) >= 12}
     assert numbers and phrases
     for path in READERS:
         tree = ast.parse(path.read_text())
         constants = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)]
-        found = [c for c in constants if (isinstance(c, (int, float)) and not isinstance(c, bool) and c in numbers)
-                 or (isinstance(c, str) and any(p in c for p in phrases))]
+        found = [
+            c
+            for c in constants
+            if (isinstance(c, (int, float)) and not isinstance(c, bool) and c in numbers)
+            or (isinstance(c, str) and any(p in c for p in phrases))
+        ]
         assert not found, f"{path.name} repeats paper values {found}"
 
 

@@ -12,8 +12,13 @@ from kvdiv.outputs.registry import RESULTS, Result, plot_result, write_result_ta
 from kvdiv.outputs.report import build_report, paper_values
 from kvdiv.outputs.tables import write_table
 
-SETTING = {"models": {"tiny": "random"}, "studies": {}, "figure_studies": {"extra": "toy"}, "bootstrap": 10,
-           "confidence": 0.95}
+SETTING = {
+    "models": {"tiny": "random"},
+    "studies": {},
+    "figure_studies": {"extra": "toy"},
+    "bootstrap": 10,
+    "confidence": 0.95,
+}
 
 
 def extra_section(frames, setting, paper, context) -> list[str]:
@@ -24,8 +29,13 @@ def extra_section(frames, setting, paper, context) -> list[str]:
 
 @pytest.fixture
 def extra(monkeypatch, tmp_path):
-    item = AnalysisItem("extra", "section", "Extra", "Extra: a result added in a test",
-                        {"numbers": AnalysisTable(lambda metrics, n_boot, seed, confidence: pl.DataFrame())})
+    item = AnalysisItem(
+        "extra",
+        "section",
+        "Extra",
+        "Extra: a result added in a test",
+        {"numbers": AnalysisTable(lambda metrics, n_boot, seed, confidence: pl.DataFrame())},
+    )
     result = Result(item, extra_section, paper=("prediction",))
     monkeypatch.setitem(RESULTS, "extra", result)  # a new entry at the end of the registry
     write_parquet(pl.DataFrame({"x": [1, 2, 3]}), tmp_path / "numbers.parquet")
@@ -34,7 +44,9 @@ def extra(monkeypatch, tmp_path):
 
 def test_a_result_added_to_the_registry_is_in_the_report(extra, tmp_path):
     text = build_report(extra, {}, {"extra": tmp_path / "extra.png"}, SETTING, tmp_path / "report.md")
-    assert "## Extra: a result added in a test (toy)\n\nrows: 3; paper keys: ['prediction']; figure: extra.png\n" in text
+    assert (
+        "## Extra: a result added in a test (toy)\n\nrows: 3; paper keys: ['prediction']; figure: extra.png\n" in text
+    )
     assert text.index("## This run versus") < text.index("## Extra")
     # not built: no section
     assert "## Extra" not in build_report({}, {}, {}, SETTING, tmp_path / "r2.md")

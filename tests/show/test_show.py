@@ -16,7 +16,16 @@ import pytest
 from kvdiv.cli import main
 from kvdiv.trajectories.job import run_document
 from kvdiv.llm.tokenization import bytes_tokenizer
-from kvdiv.show import divergence_picks, gallery, load_pair, pair_view, render_html, render_terminal, token_texts, use_color
+from kvdiv.show import (
+    divergence_picks,
+    gallery,
+    load_pair,
+    pair_view,
+    render_html,
+    render_terminal,
+    token_texts,
+    use_color,
+)
 from kvdiv.show.terminal import SHADES, delta_level
 from kvdiv.show.view import PairHeader, first_divergence
 from kvdiv.trajectories.store import build_cube, read_document_store
@@ -36,8 +45,17 @@ def ids_of(tokenizer, text: str) -> list[int]:
 
 
 def header(**kw) -> PairHeader:
-    base = dict(store="s.zarr", kind="document", model="tiny", mode="complete", action="evict", replicate=0,
-                replicates=1, document="doc-0", info={"task": "niah", "answers": ["4812"]})
+    base = dict(
+        store="s.zarr",
+        kind="document",
+        model="tiny",
+        mode="complete",
+        action="evict",
+        replicate=0,
+        replicates=1,
+        document="doc-0",
+        info={"task": "niah", "answers": ["4812"]},
+    )
     return PairHeader(**{**base, **kw})
 
 
@@ -53,8 +71,15 @@ def hand_pair(tokenizer, **header_kw):
     assert len(x) == len(y) == 9
     tv = np.array([0, 0.004, 0, 0.3, 0.6, 0.6, 0.6, 0.6, 0.6])
     x, y = np.array(x), np.array(y)
-    arrays = {"x": x, "y": y, "tv": tv, "fixed_tv": tv, "match": x == y,
-              "eos_x": np.cumsum(x == EOS) > 0, "eos_y": np.cumsum(y == EOS) > 0}
+    arrays = {
+        "x": x,
+        "y": y,
+        "tv": tv,
+        "fixed_tv": tv,
+        "match": x == y,
+        "eos_x": np.cumsum(x == EOS) > 0,
+        "eos_y": np.cumsum(y == EOS) > 0,
+    }
     return arrays, pair_view(arrays, tokenizer, header(**header_kw))
 
 
@@ -109,7 +134,7 @@ def test_terminal_plain_and_ansi():
     assert "\x1b[" in colored
     # colour adds SGR codes and the shading legend, nothing else
     assert ANSI.sub("", colored).startswith(plain)
-    assert ANSI.sub("", colored)[len(plain):].startswith("\nδ_t shading")
+    assert ANSI.sub("", colored)[len(plain) :].startswith("\nδ_t shading")
     # y's token at step 4 ("y", δ = 0.3) and x's at step 2 ("i", δ = 0.004) carry their level's background
     assert delta_level(0.3) == 4 and delta_level(0.004) == 1 and delta_level(0) == 0 and delta_level(1) == 5
     assert f"\x1b[38;5;16;48;5;{SHADES[3]}my\x1b[0m" in colored
@@ -123,8 +148,11 @@ def test_terminal_swrb_branch_start():
     plain = render_terminal(view, width=80)
     assert "Hi [J][τ]é!" in plain and "Hi [J][τ]you!!" in plain
     assert "swrb: branch start J = 4; steps before J are the common overlap path" in plain
-    none = pair_view({**arrays, "y": arrays["x"], "match": np.ones(9, bool), "eos_y": arrays["eos_x"],
-                      "branch_start": np.int32(0)}, tok, header(mode="swrb"))
+    none = pair_view(
+        {**arrays, "y": arrays["x"], "match": np.ones(9, bool), "eos_y": arrays["eos_x"], "branch_start": np.int32(0)},
+        tok,
+        header(mode="swrb"),
+    )
     out = render_terminal(none, width=80)
     assert "J = 0: the overlap path never diverges" in out and "[J]" not in columns(out) and "[τ]" not in columns(out)
 
@@ -186,12 +214,38 @@ def assert_self_contained(page: str) -> PageParser:
     parser.close()
     assert page.startswith("<!DOCTYPE html>")
     tags = {t for t, _ in parser.tags}
-    assert not tags & {"script", "link", "iframe", "frame", "object", "embed", "img", "image", "audio", "video",
-                       "source", "base", "form", "use", "a", "foreignobject"}, tags
+    assert not tags & {
+        "script",
+        "link",
+        "iframe",
+        "frame",
+        "object",
+        "embed",
+        "img",
+        "image",
+        "audio",
+        "video",
+        "source",
+        "base",
+        "form",
+        "use",
+        "a",
+        "foreignobject",
+    }, tags
     for tag, attrs in parser.tags:
         for name, value in attrs.items():
-            assert name not in {"src", "href", "xlink:href", "srcset", "action", "formaction", "poster", "background",
-                                "data", "ping"}, (tag, name, value)
+            assert name not in {
+                "src",
+                "href",
+                "xlink:href",
+                "srcset",
+                "action",
+                "formaction",
+                "poster",
+                "background",
+                "data",
+                "ping",
+            }, (tag, name, value)
             assert not name.startswith("on"), (tag, name)
             assert "url(" not in (value or "").lower(), (tag, name, value)
         if tag == "meta" and "http-equiv" in attrs:
@@ -209,10 +263,19 @@ def test_html_is_self_contained_and_escapes_hostile_text():
     x = np.array([script] + ids_of(tok, "alert(1)") + [end] + ids_of(tok, '" onload="x') + [EOS, EOS])
     y = x.copy()
     y[15] = ids_of(tok, "Z")[0]  # τ = 16, in the attribute-breaking text
-    arrays = {"x": x, "y": y, "tv": np.full(x.size, 0.2), "match": x == y, "eos_x": np.cumsum(x == EOS) > 0,
-              "eos_y": np.cumsum(y == EOS) > 0}
-    hostile = header(info={"task": "<b>t</b>", "answers": ["</p><script>alert(2)</script>"]},
-                     action="<i>a</i>", document="<img src=http://x/>")
+    arrays = {
+        "x": x,
+        "y": y,
+        "tv": np.full(x.size, 0.2),
+        "match": x == y,
+        "eos_x": np.cumsum(x == EOS) > 0,
+        "eos_y": np.cumsum(y == EOS) > 0,
+    }
+    hostile = header(
+        info={"task": "<b>t</b>", "answers": ["</p><script>alert(2)</script>"]},
+        action="<i>a</i>",
+        document="<img src=http://x/>",
+    )
     view = pair_view(arrays, tok, hostile)
     assert view.x.tokens[0].text == "<script>" and view.tau == 16
     page = render_html(view)
@@ -250,9 +313,20 @@ PROMPT = "The key for the blue door is 4812. Remember it. " * 3 + "What is the k
 
 
 def document(i: int, family: str) -> dict:
-    return {"id": f"st-{family}_64-{i:04d}", "family": family, "task": "niah", "stratum": f"{family}_64",
-            "target_length": 64, "prompt": PROMPT + " " * i, "answer_prefix": "Answer:", "rendered": False,
-            "answers": ["4812"], "n_tokens": 0, "tokenizer": "tiny", "seed": i}
+    return {
+        "id": f"st-{family}_64-{i:04d}",
+        "family": family,
+        "task": "niah",
+        "stratum": f"{family}_64",
+        "target_length": 64,
+        "prompt": PROMPT + " " * i,
+        "answer_prefix": "Answer:",
+        "rendered": False,
+        "answers": ["4812"],
+        "n_tokens": 0,
+        "tokenizer": "tiny",
+        "seed": i,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -260,10 +334,24 @@ def tiny_stores(tiny_llama, tmp_path_factory):
     """{"complete" | "swrb" | "complete_1": per-document store, "cube": cube of the two complete ones}."""
     out = tmp_path_factory.mktemp("show")
     stores = {}
-    for key, mode, doc in (("complete", "complete", document(0, "ruler")), ("swrb", "swrb", document(0, "ruler")),
-                           ("complete_1", "complete", document(1, "helmet"))):
-        stores[key] = run_document(tiny_llama, doc, ACTIONS, out / f"{key}.zarr", master_seed=2, study_seed=2,
-                                   horizon=H, replicates=R, temperature=1.0, mode=mode, progress=False)
+    for key, mode, doc in (
+        ("complete", "complete", document(0, "ruler")),
+        ("swrb", "swrb", document(0, "ruler")),
+        ("complete_1", "complete", document(1, "helmet")),
+    ):
+        stores[key] = run_document(
+            tiny_llama,
+            doc,
+            ACTIONS,
+            out / f"{key}.zarr",
+            master_seed=2,
+            study_seed=2,
+            horizon=H,
+            replicates=R,
+            temperature=1.0,
+            mode=mode,
+            progress=False,
+        )
     stores["cube"] = build_cube("st", tiny_llama.name, [stores["complete"], stores["complete_1"]], out / "cube.zarr")
     return stores
 
@@ -278,7 +366,10 @@ def test_views_of_every_pair_decode_the_stored_ids(tiny_llama, tiny_stores):
         for action, arrays in data.items():
             for r in range(R):
                 view = load_pair(tiny_stores[kind], action=action, replicate=r, models_dir=models_dir)
-                for chain, ids, eos in ((view.x, arrays["x"][r], arrays["eos_x"][r]), (view.y, arrays["y"][r], arrays["eos_y"][r])):
+                for chain, ids, eos in (
+                    (view.x, arrays["x"][r], arrays["eos_x"][r]),
+                    (view.y, arrays["y"][r], arrays["eos_y"][r]),
+                ):
                     assert chain.text == tok.decode(ids.tolist()) == "".join(t.text for t in chain.tokens)
                     assert chain.ids == ids.tolist()
                     assert chain.eos_step == (int(np.argmax(eos)) + 1 if eos.any() else None)
@@ -322,13 +413,27 @@ def test_cli_plain_colour_html_and_errors(tiny_llama, tiny_stores, tmp_path, cap
     assert "\x1b" not in plain and "mode swrb" in plain and "action recent_90" in plain  # not a terminal: no colour
     assert main(["show", store, "--models-dir", models_dir, "--action", "recent_90", "--color", "always"]) == 0
     colored = capsys.readouterr().out
+
     def lines(text):  # the colour codes may close after a line's trailing blank (a padded cell): compare line text
         return [line.rstrip() for line in text.rstrip("\n").splitlines()]
 
     assert "\x1b[" in colored and lines(ANSI.sub("", colored))[: len(lines(plain))] == lines(plain)
     out = tmp_path / "pair.html"
-    assert main(["show", str(tiny_stores["cube"]), "--models-dir", models_dir, "--document", document(1, "helmet")["id"],
-                 "--html", str(out)]) == 0
+    assert (
+        main(
+            [
+                "show",
+                str(tiny_stores["cube"]),
+                "--models-dir",
+                models_dir,
+                "--document",
+                document(1, "helmet")["id"],
+                "--html",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out.strip() == f"wrote {out}"
     assert_self_contained(out.read_text())
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # written atomically
@@ -340,12 +445,14 @@ def test_cli_plain_colour_html_and_errors(tiny_llama, tiny_stores, tmp_path, cap
         return err
 
     assert f"{store}: no action 'nope'; its actions: snapkv_90, recent_90, keep_all" in error(store, "--action", "nope")
-    assert (f"{store}: action 'snapkv_90' has no replicate {R}: the store has {R} (0..{R - 1})"
-            in error(store, "--replicate", str(R)))
+    assert f"{store}: action 'snapkv_90' has no replicate {R}: the store has {R} (0..{R - 1})" in error(
+        store, "--replicate", str(R)
+    )
     assert "is the store of document 'st-ruler_64-0000', not 'other'" in error(store, "--document", "other")
     cube = str(tiny_stores["cube"])
-    assert (f"{cube}: no document 'other'; its documents: st-ruler_64-0000, st-helmet_64-0001"
-            in error(cube, "--document", "other"))
+    assert f"{cube}: no document 'other'; its documents: st-ruler_64-0000, st-helmet_64-0001" in error(
+        cube, "--document", "other"
+    )
     assert main(["show", store, "--models-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert f"cannot load the tokenizer of its model '{tiny_llama.name}'" in err and "--models-dir" in err
@@ -363,7 +470,15 @@ def test_a_corrupt_store_is_an_error_naming_it(tiny_llama, tiny_stores, tmp_path
 
 def test_cli_end_to_end_in_a_subprocess(tiny_llama, tiny_stores):
     """The console entry point: stdout is a pipe, so plain text; NO_COLOR does not override --color always."""
-    argv = [sys.executable, "-m", "kvdiv.cli", "show", str(tiny_stores["complete"]), "--models-dir", str(tiny_llama.path.parent)]
+    argv = [
+        sys.executable,
+        "-m",
+        "kvdiv.cli",
+        "show",
+        str(tiny_stores["complete"]),
+        "--models-dir",
+        str(tiny_llama.path.parent),
+    ]
     env = dict(os.environ, PYTHONPATH=str(REPO), NO_COLOR="1")
     proc = subprocess.run(argv + ["--color", "always"], capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
@@ -386,8 +501,10 @@ def test_gallery_page(tiny_llama, tiny_stores):
         tau = first_divergence(np.stack([first[action]["match"], second[action]["match"]]))
         diverged = np.sort(tau[tau > 0])
         assert diverged.size, action
-        assert (f"{diverged.size} of {2 * R} (document, replicate) pairs diverged; τ earliest {diverged[0]}, "
-                f"median {diverged[(diverged.size - 1) // 2]}, latest {diverged[-1]}") in text
+        assert (
+            f"{diverged.size} of {2 * R} (document, replicate) pairs diverged; τ earliest {diverged[0]}, "
+            f"median {diverged[(diverged.size - 1) // 2]}, latest {diverged[-1]}"
+        ) in text
 
 
 # --------------------------------------------------------------------------------------------
@@ -405,12 +522,26 @@ def test_token_texts_on_smollm2_multibyte_text(smollm2):
 
 @pytest.mark.parametrize("mode", ["complete", "swrb"])
 def test_smollm2_store(smollm2, tmp_path, mode):
-    doc = {**document(0, "ruler"), "task": "niah_single_noise_number", "tokenizer": "smollm2",
-           "prompt": "Remember: the special magic number for blue-door is 4812. " * 2
-                     + "What is the special magic number for blue-door?"}
+    doc = {
+        **document(0, "ruler"),
+        "task": "niah_single_noise_number",
+        "tokenizer": "smollm2",
+        "prompt": "Remember: the special magic number for blue-door is 4812. " * 2
+        + "What is the special magic number for blue-door?",
+    }
     actions = {"recent_90": {"press": "StreamingLLMPress", "compression_ratio": 0.9, "n_sink": 0}}
-    store = run_document(smollm2, doc, actions, tmp_path / "smol.zarr", master_seed=1, study_seed=2, horizon=8,
-                         replicates=1, mode=mode, progress=False)
+    store = run_document(
+        smollm2,
+        doc,
+        actions,
+        tmp_path / "smol.zarr",
+        master_seed=1,
+        study_seed=2,
+        horizon=8,
+        replicates=1,
+        mode=mode,
+        progress=False,
+    )
     _, data = read_document_store(store)
     view = load_pair(store, models_dir=REPO / "results" / "models")
     for chain, name in ((view.x, "x"), (view.y, "y")):
@@ -485,7 +616,10 @@ def test_terminal_wraps_at_word_boundaries():
     assert ["".join(t for t, _ in line) for line in lines] == ["the ", "quick ", "brown", "[EOS]"]
     assert lines[1] == [("qu", "1"), ("ick ", "2")]  # styles kept across the moved word
     assert ["".join(t for t, _ in line) for line in wrap_runs([("abcdefghijkl mn", "", False)], 5)] == [
-        "abcde", "fghij", "kl mn"]
+        "abcde",
+        "fghij",
+        "kl mn",
+    ]
 
 
 def test_cube_views_and_galleries_show_question_and_answers_from_the_documents(tiny_llama, tiny_stores, tmp_path):
@@ -496,7 +630,11 @@ def test_cube_views_and_galleries_show_question_and_answers_from_the_documents(t
 
     study = tmp_path / "results" / "st"
     shutil.copytree(tiny_stores["cube"], study / "cube" / "tiny.zarr")
-    doc = {**document(1, "helmet"), "prompt": "A long haystack.\n\nWhat is the special magic number?", "answers": ["77"]}
+    doc = {
+        **document(1, "helmet"),
+        "prompt": "A long haystack.\n\nWhat is the special magic number?",
+        "answers": ["77"],
+    }
     (study / "documents" / "helmet_64").mkdir(parents=True)
     (study / "documents" / "helmet_64" / f"{doc['id']}.json").write_text(json.dumps(doc) + "\n")
     view = load_pair(study / "cube" / "tiny.zarr", document=doc["id"], models_dir=tiny_llama.path.parent)

@@ -117,5 +117,3 @@ def swrb_numpy(system: FiniteSystem, window: int, replicates: int, seed: int) ->
         evals[r] = n_eval
         swrb_estimates(big_d, j, H, L, total, inside, values[r])
     return values, evals
-
-

@@ -35,7 +35,7 @@ def padded(text: str, horizon: int, eos_at: int | None = None) -> tuple[np.ndarr
     seq = (seq + ids(" " * horizon))[:horizon]
     eos = np.zeros(horizon, dtype=bool)
     if eos_at is not None:
-        eos[eos_at - 1:] = True
+        eos[eos_at - 1 :] = True
     return np.array(seq), eos
 
 
@@ -112,8 +112,12 @@ def known_cube():
     ds["match"].values[:] = x == y
     docs = [str(d) for d in ds["document"].values]
     tasks = {docs[0]: ("niah_multivalue", ["8317"]), docs[1]: ("niah_multivalue", ["55", "66"])}
-    records = {doc: Document(id=doc, family="ruler", task=task, stratum="ruler_256", target_length=256, prompt="p",
-                             answers=answers) for doc, (task, answers) in tasks.items()}
+    records = {
+        doc: Document(
+            id=doc, family="ruler", task=task, stratum="ruler_256", target_length=256, prompt="p", answers=answers
+        )
+        for doc, (task, answers) in tasks.items()
+    }
     return ds, records
 
 

@@ -49,7 +49,9 @@ def two_token_pvalue(tokens: np.ndarray, expected: np.ndarray) -> float:
 def test_marginals_first_two_tokens():
     """x ~ P and y ~ Q over the first two tokens (chi-square at a fixed seed), evicting from step 1."""
     s = session(evict_first_step=True)
-    out = generate(s, ["strong"], horizon=2, replicates=4000, seed_parts=(1, 2, "doc"), eos_token_ids=[EOS], progress=False)
+    out = generate(
+        s, ["strong"], horizon=2, replicates=4000, seed_parts=(1, 2, "doc"), eos_token_ids=[EOS], progress=False
+    )
     t = out["strong"]
     assert two_token_pvalue(t.x, two_token_law(REF)) > 1e-3
     assert two_token_pvalue(t.y, two_token_law(KERNELS["strong"])) > 1e-3
@@ -59,7 +61,16 @@ def test_marginals_first_two_tokens():
 def test_recorded_tv_matches_the_kernels(mode):
     """tv = TV(P(x_<t), Q(y_<t)), fixed_tv = TV(P(x_<t), Q(x_<t)); δ_1 = 0 by default; EOS absorbing."""
     s = session()
-    out = generate(s, list(KERNELS), horizon=7, replicates=6, seed_parts=(3, 4, "d"), eos_token_ids=[EOS], mode=mode, progress=False)
+    out = generate(
+        s,
+        list(KERNELS),
+        horizon=7,
+        replicates=6,
+        seed_parts=(3, 4, "d"),
+        eos_token_ids=[EOS],
+        mode=mode,
+        progress=False,
+    )
     assert s.alive == 0
     for name, t in out.items():
         q = KERNELS[name]
@@ -87,8 +98,16 @@ def test_one_batched_step_per_step_with_two_then_three_rows(reference_chain):
     chain, 1 per pair (Q at y), 2 after divergence."""
     s = session()
     H, R = 9, 5
-    out = generate(s, list(KERNELS), horizon=H, replicates=R, seed_parts=(5, 6, "d"), eos_token_ids=[EOS],
-                   reference_chain=reference_chain, progress=False)
+    out = generate(
+        s,
+        list(KERNELS),
+        horizon=H,
+        replicates=R,
+        seed_parts=(5, 6, "d"),
+        eos_token_ids=[EOS],
+        reference_chain=reference_chain,
+        progress=False,
+    )
     assert s.step_calls == H - 1
     per_pair = 1 if reference_chain == "shared" else 2
     expected = R * (H - 1) if reference_chain == "shared" else 0
@@ -115,12 +134,19 @@ def test_history_independent_perturbation_has_known_mismatch_rate():
     assert np.all(t.match[:, 0])
 
 
-@pytest.mark.parametrize("mode, reference_chain", [("complete", "shared"), ("complete", "per_action"),
-                                                   ("swrb", "shared")])
+@pytest.mark.parametrize(
+    "mode, reference_chain", [("complete", "shared"), ("complete", "per_action"), ("swrb", "shared")]
+)
 def test_seeds_isolate_actions_and_replicates(mode, reference_chain):
     """A pair's values depend on its own streams only: adding an action or replicates changes nothing of it."""
-    kw = dict(horizon=6, seed_parts=(9, 10, "doc-a"), eos_token_ids=[EOS], progress=False, mode=mode,
-              reference_chain=reference_chain)
+    kw = dict(
+        horizon=6,
+        seed_parts=(9, 10, "doc-a"),
+        eos_token_ids=[EOS],
+        progress=False,
+        mode=mode,
+        reference_chain=reference_chain,
+    )
     both = generate(session(), ["weak", "strong"], replicates=4, **kw)
     alone = generate(session(), ["strong"], replicates=2, **kw)
     again = generate(session(), ["weak", "strong"], replicates=4, **kw)
@@ -157,8 +183,16 @@ def test_swrb_branch_point_law_and_risk():
     """J ~ E_u[w_j/D] exactly (reservoir choice), and E[Z_R] = E[M] (complete mode) within SEs."""
     H, R = 3, 4000
     q = KERNELS["weak"]
-    t = generate(session(evict_first_step=True), ["weak"], horizon=H, replicates=R, seed_parts=(1, 1, "j"),
-                 eos_token_ids=[EOS], mode="swrb", progress=False)["weak"]
+    t = generate(
+        session(evict_first_step=True),
+        ["weak"],
+        horizon=H,
+        replicates=R,
+        seed_parts=(1, 1, "j"),
+        eos_token_ids=[EOS],
+        mode="swrb",
+        progress=False,
+    )["weak"]
     expected = _swrb_branch_law(q, H)
     counts = np.bincount(t.branch_start, minlength=H + 1)
     keep = expected > 0
@@ -168,10 +202,17 @@ def test_swrb_branch_point_law_and_risk():
     h = t.overlap_tv.astype(np.float64)
     D = 1.0 - np.prod(1.0 - h, axis=1)
     J = t.branch_start
-    after = np.array([t.tv[r, J[r]:].sum() if J[r] else 0.0 for r in range(R)])
+    after = np.array([t.tv[r, J[r] :].sum() if J[r] else 0.0 for r in range(R)])
     z = np.where(J > 0, D * (1.0 + after) / H, 0.0)
-    c = generate(session(evict_first_step=True), ["weak"], horizon=H, replicates=R, seed_parts=(1, 2, "j"),
-                 eos_token_ids=[EOS], progress=False)["weak"]
+    c = generate(
+        session(evict_first_step=True),
+        ["weak"],
+        horizon=H,
+        replicates=R,
+        seed_parts=(1, 2, "j"),
+        eos_token_ids=[EOS],
+        progress=False,
+    )["weak"]
     m = np.mean(~c.match, axis=1)
     se = np.sqrt(z.var() / R + m.var() / R)
     assert abs(z.mean() - m.mean()) < 4 * se
@@ -180,8 +221,16 @@ def test_swrb_branch_point_law_and_risk():
 
 def test_swrb_path_structure():
     s = session()
-    t = generate(s, ["strong", "same"], horizon=8, replicates=20, seed_parts=(2, 3, "d"), eos_token_ids=[EOS],
-                 mode="swrb", progress=False)
+    t = generate(
+        s,
+        ["strong", "same"],
+        horizon=8,
+        replicates=20,
+        seed_parts=(2, 3, "d"),
+        eos_token_ids=[EOS],
+        mode="swrb",
+        progress=False,
+    )
     assert s.alive == 0
     assert np.all(t["same"].branch_start == 0) and np.all(t["same"].match)
     st = t["strong"]
@@ -192,7 +241,7 @@ def test_swrb_path_structure():
             continue
         assert np.all(st.match[r, : j - 1]) and not st.match[r, j - 1]
         assert st.overlap_tv[r, j - 1] > 0 and st.tv[r, j - 1] == st.overlap_tv[r, j - 1]
-        assert np.array_equal(st.tv[r, : j], st.overlap_tv[r, : j])
+        assert np.array_equal(st.tv[r, :j], st.overlap_tv[r, :j])
 
 
 def test_bad_arguments():
@@ -226,8 +275,9 @@ def test_eos_ids_fold_onto_the_absorbing_id(mode):
         return start if not h else _point(v, t4=1.0)
 
     toy = ToyKernelSession(p, {"a": q}, eos_token_ids=[3, 4])
-    out = generate(toy, ["a"], horizon=4, replicates=50, seed_parts=(1, 2, "d"), eos_token_ids=[3, 4], mode=mode,
-                   progress=False)["a"]
+    out = generate(
+        toy, ["a"], horizon=4, replicates=50, seed_parts=(1, 2, "d"), eos_token_ids=[3, 4], mode=mode, progress=False
+    )["a"]
     assert np.all(out.match) and np.all(out.x[:, 1:] == 3) and np.all(out.y == out.x)
     assert np.all(out.tv == 0) and np.all(out.fixed_tv == 0)
     assert np.all(out.eos_x[:, 1:]) and np.all(out.eos_y[:, 1:]) and not np.any(out.eos_x[:, 0])
@@ -244,10 +294,12 @@ def test_eos_folding_keeps_real_differences():
         "same": lambda h: start if not h else _point(v, t1=0.5, t4=0.5),
         "less_eos": lambda h: start if not h else _point(v, t1=0.7, t4=0.3),
     }
-    toy = ToyKernelSession(lambda h: start if not h else _point(v, t1=0.5, t3=0.2, t4=0.3), kernels,
-                           eos_token_ids=[3, 4])
-    out = generate(toy, list(kernels), horizon=3, replicates=400, seed_parts=(1, 2, "d"), eos_token_ids=[3, 4],
-                   progress=False)
+    toy = ToyKernelSession(
+        lambda h: start if not h else _point(v, t1=0.5, t3=0.2, t4=0.3), kernels, eos_token_ids=[3, 4]
+    )
+    out = generate(
+        toy, list(kernels), horizon=3, replicates=400, seed_parts=(1, 2, "d"), eos_token_ids=[3, 4], progress=False
+    )
     assert np.all(out["same"].match) and np.all(out["same"].tv == 0)
     t = out["less_eos"]
     np.testing.assert_allclose(t.tv[:, 1], 0.2, atol=1e-7)

@@ -16,10 +16,18 @@ ACTIONS = {
     "recent_half": {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 0},
     "keep_all": {"press": "StreamingLLMPress", "compression_ratio": 0.0, "n_sink": 0},
     # decode-time compression along each chain's own history (a cut at forwards 3 and 6 changes laws 5 and 8)
-    "knorm_decoding": {"press": "DecodingPress", "compression_interval": 3, "target_size": 40,
-                       "wraps": {"press": "KnormPress"}},
-    "keep_decoding": {"press": "DecodingPress", "compression_interval": 3, "target_size": 10**6,
-                      "wraps": {"press": "KnormPress"}},
+    "knorm_decoding": {
+        "press": "DecodingPress",
+        "compression_interval": 3,
+        "target_size": 40,
+        "wraps": {"press": "KnormPress"},
+    },
+    "keep_decoding": {
+        "press": "DecodingPress",
+        "compression_interval": 3,
+        "target_size": 10**6,
+        "wraps": {"press": "KnormPress"},
+    },
 }
 H, R = 10, 2
 TV_ATOL = 1e-6
@@ -46,8 +54,11 @@ def sessions(loaded, prompts, mode):
     out = []
     for text in prompts:
         ids = torch.tensor(loaded.tokenizer(text, add_special_tokens=False)["input_ids"])
-        out.append(KernelSession(loaded, ids, ACTIONS, temperature=1.5, horizon=H,
-                                 max_chains=chains_needed(len(ACTIONS), R, mode)))
+        out.append(
+            KernelSession(
+                loaded, ids, ACTIONS, temperature=1.5, horizon=H, max_chains=chains_needed(len(ACTIONS), R, mode)
+            )
+        )
     return out
 
 
@@ -59,9 +70,18 @@ def seeds(n):
 
 def alone(loaded, d, mode, reference_chain="shared"):
     (session,) = sessions(loaded, [PROMPTS[d]], mode)
-    return generate(session, list(ACTIONS), horizon=H, replicates=R, seed_parts=seeds(len(PROMPTS))[d],
-                    eos_token_ids=loaded.eos_token_ids, mode=mode, tv_atol=TV_ATOL, reference_chain=reference_chain,
-                    progress=False)
+    return generate(
+        session,
+        list(ACTIONS),
+        horizon=H,
+        replicates=R,
+        seed_parts=seeds(len(PROMPTS))[d],
+        eos_token_ids=loaded.eos_token_ids,
+        mode=mode,
+        tv_atol=TV_ATOL,
+        reference_chain=reference_chain,
+        progress=False,
+    )
 
 
 def assert_same(a, b, where):
@@ -73,16 +93,33 @@ def assert_same(a, b, where):
                 assert u.dtype == v.dtype and np.array_equal(u, v), (where, action, field)
 
 
-@pytest.mark.parametrize(("model", "mode", "one_thread", "reference_chain"), [
-    ("tiny_llama", "complete", 1, "shared"), ("tiny_llama", "swrb", 1, "shared"), ("tiny_qwen2", "complete", 1, "shared"),
-    ("tiny_qwen2", "swrb", 1, "shared"), ("tiny_llama", "complete", 2, "shared"), ("tiny_qwen2", "complete", 1, "per_action"),
-], indirect=["one_thread"])
+@pytest.mark.parametrize(
+    ("model", "mode", "one_thread", "reference_chain"),
+    [
+        ("tiny_llama", "complete", 1, "shared"),
+        ("tiny_llama", "swrb", 1, "shared"),
+        ("tiny_qwen2", "complete", 1, "shared"),
+        ("tiny_qwen2", "swrb", 1, "shared"),
+        ("tiny_llama", "complete", 2, "shared"),
+        ("tiny_qwen2", "complete", 1, "per_action"),
+    ],
+    indirect=["one_thread"],
+)
 def test_batched_documents_equal_each_document_alone(model, mode, one_thread, reference_chain, request):
     loaded = request.getfixturevalue(model)
     batch = sessions(loaded, PROMPTS, mode)
-    together = generate_documents(batch, seeds(len(PROMPTS)), list(ACTIONS), horizon=H, replicates=R,
-                                  eos_token_ids=loaded.eos_token_ids, mode=mode, tv_atol=TV_ATOL,
-                                  reference_chain=reference_chain, progress=False)
+    together = generate_documents(
+        batch,
+        seeds(len(PROMPTS)),
+        list(ACTIONS),
+        horizon=H,
+        replicates=R,
+        eos_token_ids=loaded.eos_token_ids,
+        mode=mode,
+        tv_atol=TV_ATOL,
+        reference_chain=reference_chain,
+        progress=False,
+    )
     assert all(session._slots.chains == {} for session in batch)  # every chain released
     diverged = decoded_tv = False
     for d, out in enumerate(together):
@@ -97,9 +134,18 @@ def test_batched_documents_equal_each_document_alone(model, mode, one_thread, re
     assert diverged  # the comparison covers divergent pairs (three chains per pair)
     assert decoded_tv  # the decoding press's cuts changed laws
     # a document's values do not depend on which documents share its forward, nor on their order
-    pair = generate_documents(sessions(loaded, [PROMPTS[3], PROMPTS[1]], mode), [seeds(4)[3], seeds(4)[1]],
-                              list(ACTIONS), horizon=H, replicates=R, eos_token_ids=loaded.eos_token_ids, mode=mode,
-                              tv_atol=TV_ATOL, reference_chain=reference_chain, progress=False)
+    pair = generate_documents(
+        sessions(loaded, [PROMPTS[3], PROMPTS[1]], mode),
+        [seeds(4)[3], seeds(4)[1]],
+        list(ACTIONS),
+        horizon=H,
+        replicates=R,
+        eos_token_ids=loaded.eos_token_ids,
+        mode=mode,
+        tv_atol=TV_ATOL,
+        reference_chain=reference_chain,
+        progress=False,
+    )
     assert_same(pair[0], together[3], "document 3 beside 1")
     assert_same(pair[1], together[1], "document 1 beside 3")
 
@@ -130,9 +176,21 @@ def request_other_model(loaded):
 
 
 def record(d: int, **changes) -> dict:
-    return {"id": f"st-ruler_64-{d:04d}", "family": "ruler", "task": "niah", "stratum": "ruler_64", "target_length": 64,
-            "prompt": PROMPTS[d], "answer_prefix": "Answer:", "rendered": False, "answers": ["4812"], "n_tokens": 0,
-            "tokenizer": "tiny", "seed": d, **changes}
+    return {
+        "id": f"st-ruler_64-{d:04d}",
+        "family": "ruler",
+        "task": "niah",
+        "stratum": "ruler_64",
+        "target_length": 64,
+        "prompt": PROMPTS[d],
+        "answer_prefix": "Answer:",
+        "rendered": False,
+        "answers": ["4812"],
+        "n_tokens": 0,
+        "tokenizer": "tiny",
+        "seed": d,
+        **changes,
+    }
 
 
 def test_a_batch_job_writes_the_stores_of_one_document_jobs(tiny_qwen2, tmp_path, one_thread):
@@ -148,7 +206,9 @@ def test_a_batch_job_writes_the_stores_of_one_document_jobs(tiny_qwen2, tmp_path
     for doc, path in zip(docs, batch):
         single = run_document(tiny_qwen2, doc, ACTIONS, tmp_path / f"{doc['id']}.zarr", **settings)
         (attrs_b, data_b), (attrs_s, data_s) = read_document_store(path), read_document_store(single)
-        assert {k: v for k, v in attrs_b.items() if k not in timings} == {k: v for k, v in attrs_s.items() if k not in timings}
+        assert {k: v for k, v in attrs_b.items() if k not in timings} == {
+            k: v for k, v in attrs_s.items() if k not in timings
+        }
         # the sha256 of every array: the same values (the attributes' own digest covers the timings too)
         arrays = lambda attrs: {k: v for k, v in attrs["checksums"].items() if k != ATTRS_CHECKSUM}  # noqa: E731
         assert arrays(attrs_b) == arrays(attrs_s)
@@ -164,8 +224,12 @@ def test_a_batch_job_checks_every_document_before_running(tiny_llama, tmp_path):
 
     settings = dict(master_seed=1, study_seed=2, horizon=H, replicates=1, progress=False)
     outs = [tmp_path / "a.zarr", tmp_path / "b.zarr"]
-    with pytest.raises(ValueError, match=r"document 'st-ruler_64-0001': its rendering has \d+ prompt tokens; \+ horizon 100 "):
-        run_documents(tiny_llama, [record(0), record(1, prompt=PROMPTS[1] * 40)], ACTIONS, outs, **{**settings, "horizon": 100})
+    with pytest.raises(
+        ValueError, match=r"document 'st-ruler_64-0001': its rendering has \d+ prompt tokens; \+ horizon 100 "
+    ):
+        run_documents(
+            tiny_llama, [record(0), record(1, prompt=PROMPTS[1] * 40)], ACTIONS, outs, **{**settings, "horizon": 100}
+        )
     with pytest.raises(ValueError, match="a document appears twice in one job"):
         run_documents(tiny_llama, [record(0), record(0)], ACTIONS, outs, **settings)
     with pytest.raises(ValueError, match="one output per document: 2 documents, 1 outputs"):

@@ -31,8 +31,17 @@ def prompt_ids(loaded) -> torch.Tensor:
 def run(loaded, actions, mode="complete", seed=("doc", 0), temperature=1.0, ids=None):
     ids = prompt_ids(loaded) if ids is None else ids
     session = KernelSession(loaded, ids, {a: ACTIONS[a] for a in actions}, temperature=temperature, horizon=128)
-    out = generate(session, list(actions), horizon=H, replicates=R, seed_parts=(1, 2, *seed),
-                   eos_token_ids=loaded.eos_token_ids, mode=mode, tv_atol=TV_ATOL, progress=False)
+    out = generate(
+        session,
+        list(actions),
+        horizon=H,
+        replicates=R,
+        seed_parts=(1, 2, *seed),
+        eos_token_ids=loaded.eos_token_ids,
+        mode=mode,
+        tv_atol=TV_ATOL,
+        progress=False,
+    )
     return session, out
 
 
@@ -74,15 +83,37 @@ def test_rerun_and_other_actions_do_not_change_a_trajectory(tiny_qwen2):
 def test_run_document_renders_for_its_model_and_records_the_ids(tiny_llama, tmp_path):
     """The job renders the message with its own model's template, records exactly the ids it fed, and the
     store can be recomputed from those ids alone."""
-    doc = {"id": "st-ruler_64-0000", "family": "ruler", "task": "niah", "stratum": "ruler_64", "target_length": 64,
-           "prompt": PROMPT, "answer_prefix": "Answer:", "rendered": False, "answers": ["4812"], "n_tokens": 0,
-           "tokenizer": "tiny", "seed": 1}
-    path = run_document(tiny_llama, doc, {"snapkv_half": ACTIONS["snapkv_half"]}, tmp_path / "d.zarr",
-                        master_seed=1, study_seed=2, horizon=H, replicates=R, progress=False)
+    doc = {
+        "id": "st-ruler_64-0000",
+        "family": "ruler",
+        "task": "niah",
+        "stratum": "ruler_64",
+        "target_length": 64,
+        "prompt": PROMPT,
+        "answer_prefix": "Answer:",
+        "rendered": False,
+        "answers": ["4812"],
+        "n_tokens": 0,
+        "tokenizer": "tiny",
+        "seed": 1,
+    }
+    path = run_document(
+        tiny_llama,
+        doc,
+        {"snapkv_half": ACTIONS["snapkv_half"]},
+        tmp_path / "d.zarr",
+        master_seed=1,
+        study_seed=2,
+        horizon=H,
+        replicates=R,
+        progress=False,
+    )
     attrs, data = read_document_store(path)
     ids = read_prompt_ids(path)
     rendering = "<|im_start|>user\n" + PROMPT + "<|im_end|>\n<|im_start|>assistant\nAnswer:"  # ChatML, by hand
-    assert ids.dtype == np.int32 and ids.tolist() == tiny_llama.tokenizer(rendering, add_special_tokens=False)["input_ids"]
+    assert (
+        ids.dtype == np.int32 and ids.tolist() == tiny_llama.tokenizer(rendering, add_special_tokens=False)["input_ids"]
+    )
     assert attrs["prompt_tokens"] == ids.size and "prompt" not in attrs["document"]
     assert attrs["prompt_rendering"].startswith("chat_template") and attrs["press_seeds"] == {}
     assert xr.open_zarr(path, consolidated=False)["prompt_ids"].dims == ("prompt_token",)
@@ -91,15 +122,36 @@ def test_run_document_renders_for_its_model_and_records_the_ids(tiny_llama, tmp_
     _, direct = run(tiny_llama, ["snapkv_half"], seed=("st-ruler_64-0000",), ids=torch.as_tensor(ids, dtype=torch.long))
     assert np.array_equal(direct["snapkv_half"].y, data["snapkv_half"]["y"])
     # an already rendered document is fed unchanged
-    path = run_document(tiny_llama, {**doc, "answer_prefix": "", "rendered": True}, {"snapkv_half": ACTIONS["snapkv_half"]},
-                        tmp_path / "r.zarr", master_seed=1, study_seed=2, horizon=2, replicates=1, progress=False)
+    path = run_document(
+        tiny_llama,
+        {**doc, "answer_prefix": "", "rendered": True},
+        {"snapkv_half": ACTIONS["snapkv_half"]},
+        tmp_path / "r.zarr",
+        master_seed=1,
+        study_seed=2,
+        horizon=2,
+        replicates=1,
+        progress=False,
+    )
     assert read_prompt_ids(path).tolist() == prompt_ids(tiny_llama).tolist()
     assert read_document_store(path)[0]["prompt_rendering"].startswith("document")
     n = ids.size
-    with pytest.raises(ValueError, match=rf"model '{tiny_llama.name}', document 'st-ruler_64-0000': its rendering has {n} "
-                                         rf"prompt tokens; \+ horizon 4000 = {n + 4000} exceeds the model's context of 4096"):
-        run_document(tiny_llama, doc, {"snapkv_half": ACTIONS["snapkv_half"]}, tmp_path / "e.zarr",
-                     master_seed=1, study_seed=2, horizon=4000, replicates=1, progress=False)
+    with pytest.raises(
+        ValueError,
+        match=rf"model '{tiny_llama.name}', document 'st-ruler_64-0000': its rendering has {n} "
+        rf"prompt tokens; \+ horizon 4000 = {n + 4000} exceeds the model's context of 4096",
+    ):
+        run_document(
+            tiny_llama,
+            doc,
+            {"snapkv_half": ACTIONS["snapkv_half"]},
+            tmp_path / "e.zarr",
+            master_seed=1,
+            study_seed=2,
+            horizon=4000,
+            replicates=1,
+            progress=False,
+        )
     assert not (tmp_path / "e.zarr").exists()
 
 
@@ -121,8 +173,9 @@ def test_coupled_chains_keep_their_marginals(tiny_llama):
     """x_1, x_2 ~ P and y_1, y_2 ~ Q (evicting from step 1), against laws computed by the session itself."""
     R, T = 2000, 0.5
     actions = {"snapkv_half": ACTIONS["snapkv_half"]}
-    session = KernelSession(tiny_llama, prompt_ids(tiny_llama), actions, temperature=T, evict_first_step=True,
-                            max_chains=3 * R, horizon=3)
+    session = KernelSession(
+        tiny_llama, prompt_ids(tiny_llama), actions, temperature=T, evict_first_step=True, max_chains=3 * R, horizon=3
+    )
     p0 = session.initial_probs("reference").numpy()
     q0 = session.initial_probs("snapkv_half").numpy()
     vocab = len(p0)
@@ -135,8 +188,15 @@ def test_coupled_chains_keep_their_marginals(tiny_llama):
     for i, a in enumerate(support):  # second-token marginals: Σ_a law(a) · law(·|a)
         p1 += p0[a] * laws[i]
         q1 += q0[a] * laws[len(support) + i]
-    out = generate(session, ["snapkv_half"], horizon=2, replicates=R, seed_parts=(5, 6, "marg"),
-                   eos_token_ids=tiny_llama.eos_token_ids, progress=False)["snapkv_half"]
+    out = generate(
+        session,
+        ["snapkv_half"],
+        horizon=2,
+        replicates=R,
+        seed_parts=(5, 6, "marg"),
+        eos_token_ids=tiny_llama.eos_token_ids,
+        progress=False,
+    )["snapkv_half"]
     delta1 = 0.5 * np.abs(p0 - q0).sum()  # the kernels differ at step 1: P(x_1 ≠ y_1) = δ_1
     assert delta1 > 0.005 and np.allclose(out.tv[:, 0], delta1, atol=1e-6)
     assert abs(np.mean(~out.match[:, 0]) - delta1) < 4 * np.sqrt(delta1 * (1 - delta1) / R)
@@ -150,10 +210,20 @@ def test_swrb_and_complete_estimate_the_same_divergence_and_risk(tiny_llama):
     action, horizon, replicates = "snapkv_half", 10, 300
     out = {}
     for mode, stream in (("complete", "c"), ("swrb", "s")):
-        session = KernelSession(tiny_llama, prompt_ids(tiny_llama), {action: ACTIONS[action]}, temperature=0.7,
-                                horizon=128)
-        out[mode] = generate(session, [action], horizon=horizon, replicates=replicates, seed_parts=(4, stream, "doc"),
-                             eos_token_ids=tiny_llama.eos_token_ids, mode=mode, tv_atol=TV_ATOL, progress=False)[action]
+        session = KernelSession(
+            tiny_llama, prompt_ids(tiny_llama), {action: ACTIONS[action]}, temperature=0.7, horizon=128
+        )
+        out[mode] = generate(
+            session,
+            [action],
+            horizon=horizon,
+            replicates=replicates,
+            seed_parts=(4, stream, "doc"),
+            eos_token_ids=tiny_llama.eos_token_ids,
+            mode=mode,
+            tv_atol=TV_ATOL,
+            progress=False,
+        )[action]
     c, s = out["complete"], out["swrb"]
     diverged = (~c.match).any(axis=1).astype(float)
     survival = np.prod(1.0 - s.overlap_tv.astype(np.float64), axis=1)

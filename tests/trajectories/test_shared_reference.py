@@ -42,6 +42,7 @@ def table_kernel(table, shift: int = 0):
         last = history[-1] if history else None
         law = table[last]
         return np.roll(law, shift) if (len(history) % 2 and shift) else law
+
     return kernel
 
 
@@ -84,6 +85,7 @@ STEP_LAWS: dict = {}
 
 def path_law(step_law, q_kernel) -> dict[tuple[tuple[int, ...], tuple[int, ...]], float]:
     """Joint law of the H-step paths (x, y): the product of step laws at (P(·|x_<t), Q(·|y_<t)), enumerated."""
+
     def law_at(hx, hy):
         p, q = P(hx), q_kernel(hy)
         key = (step_law, p.tobytes(), q.tobytes())  # the tables hold few distinct laws
@@ -166,7 +168,9 @@ def test_the_sampler_applies_the_step_functions_along_each_chains_history():
             y = []
             for t in range(H):
                 hx = tuple(x_expected[:t])
-                yt, delta = couple_to_reference(P(hx)[None], q(tuple(y))[None], [x_expected[t]], u[t : t + 1], tv_atol=0.0)
+                yt, delta = couple_to_reference(
+                    P(hx)[None], q(tuple(y))[None], [x_expected[t]], u[t : t + 1], tv_atol=0.0
+                )
                 y.append(int(yt[0]))
                 assert t_a.tv[r, t] == pytest.approx(float(delta[0]), abs=1e-6)
             assert t_a.y[r].tolist() == y
@@ -178,8 +182,16 @@ def test_full_retention_gives_y_identical_to_x():
     """Q = P (100% retention): δ ≡ 0 and y ≡ x at every step, with or without tv_atol."""
     s = ToyKernelSession(P, KERNELS, evict_first_step=True)
     for atol in (0.0, 1e-6):
-        out = generate(s, list(KERNELS), horizon=H, replicates=200, seed_parts=(1, 1, "d"), eos_token_ids=[],
-                       tv_atol=atol, progress=False)
+        out = generate(
+            s,
+            list(KERNELS),
+            horizon=H,
+            replicates=200,
+            seed_parts=(1, 1, "d"),
+            eos_token_ids=[],
+            tv_atol=atol,
+            progress=False,
+        )
         same = out["same"]
         assert np.array_equal(same.x, same.y) and np.all(same.match) and np.all(same.tv == 0)
         assert np.all(same.fixed_tv == 0)
@@ -205,8 +217,9 @@ def test_adding_an_action_changes_no_existing_value():
     kw = dict(horizon=H, replicates=6, seed_parts=(2, 5, "d"), eos_token_ids=[], progress=False)
     for chain in ("shared", "per_action"):
         two = generate(ToyKernelSession(P, KERNELS, evict_first_step=True), ["a", "b"], reference_chain=chain, **kw)
-        three = generate(ToyKernelSession(P, KERNELS, evict_first_step=True), ["same", "a", "b"],
-                         reference_chain=chain, **kw)
+        three = generate(
+            ToyKernelSession(P, KERNELS, evict_first_step=True), ["same", "a", "b"], reference_chain=chain, **kw
+        )
         for name in ("a", "b"):
             for field in ("x", "y", "tv", "fixed_tv", "match"):
                 assert np.array_equal(getattr(two[name], field), getattr(three[name], field)), (chain, name, field)

@@ -14,7 +14,14 @@ import xarray as xr
 
 from kvdiv.cli import main as cli_main
 from kvdiv.trajectories.generate import generate
-from kvdiv.trajectories.store import build_cube, cube_coords, open_cube, read_cube_action, read_document_store, write_document_store
+from kvdiv.trajectories.store import (
+    build_cube,
+    cube_coords,
+    open_cube,
+    read_cube_action,
+    read_document_store,
+    write_document_store,
+)
 from kvdiv.trajectories.summary import summarize
 from kvdiv.testing import ToyKernelSession, history_kernel, mixture_kernel
 
@@ -25,11 +32,37 @@ KERNELS = {"a": mixture_kernel(REF, history_kernel(V, seed=2), 0.5), "b": REF}
 
 def doc_store(tmp: Path, i: int, mode: str = "complete", actions=("a", "b")) -> Path:
     s = ToyKernelSession(REF, KERNELS, eos_token_ids=[EOS])
-    out = generate(s, list(actions), horizon=H, replicates=R, seed_parts=(1, 2, f"d{i}"), eos_token_ids=[EOS], mode=mode, progress=False)
-    doc = {"id": f"st-ruler_16-{i:04d}", "family": "ruler", "task": f"task{i % 2}", "stratum": "ruler_16", "target_length": 16}
-    attrs = {"kvdiv_version": "0", "model": "toy", "model_spec": {}, "weight_hash": "h", "document": doc,
-             "actions": {a: {"press": "P"} for a in actions}, "horizon": H, "temperature": 1.0, "seed": [1, 2],
-             "mode": mode, "evict_first_step": False, "prompt_tokens": np.int64(10 + i)}
+    out = generate(
+        s,
+        list(actions),
+        horizon=H,
+        replicates=R,
+        seed_parts=(1, 2, f"d{i}"),
+        eos_token_ids=[EOS],
+        mode=mode,
+        progress=False,
+    )
+    doc = {
+        "id": f"st-ruler_16-{i:04d}",
+        "family": "ruler",
+        "task": f"task{i % 2}",
+        "stratum": "ruler_16",
+        "target_length": 16,
+    }
+    attrs = {
+        "kvdiv_version": "0",
+        "model": "toy",
+        "model_spec": {},
+        "weight_hash": "h",
+        "document": doc,
+        "actions": {a: {"press": "P"} for a in actions},
+        "horizon": H,
+        "temperature": 1.0,
+        "seed": [1, 2],
+        "mode": mode,
+        "evict_first_step": False,
+        "prompt_tokens": np.int64(10 + i),
+    }
     return write_document_store(tmp / f"{doc['id']}.zarr", out, attrs), out
 
 
@@ -152,10 +185,17 @@ def test_inspect(tmp_path, capsys):
 def test_inspect_imports_no_llm_library(tmp_path):
     """`kvdiv inspect` reads Zarr with NumPy: neither torch nor transformers is imported (seconds of start-up)."""
     store, _ = doc_store(tmp_path, 0)
-    code = ("import sys\nfrom kvdiv.cli import main\nassert main(['inspect', sys.argv[1], '--json']) == 0\n"
-            "print(sorted(m for m in ('torch', 'transformers', 'kvpress', 'matplotlib') if m in sys.modules))\n")
-    proc = subprocess.run([sys.executable, "-c", code, str(store)], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])))
+    code = (
+        "import sys\nfrom kvdiv.cli import main\nassert main(['inspect', sys.argv[1], '--json']) == 0\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'kvpress', 'matplotlib') if m in sys.modules))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(store)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])),
+    )
     assert proc.returncode == 0, proc.stderr
     summary, imported = _json_and_last_line(proc.stdout)
     assert summary["actions"]["a"]["replicates"] == R and imported == "[]"
@@ -249,11 +289,14 @@ def test_verification_covers_every_array_a_store_has(tmp_path):
         verify_store(path)
 
 
-@pytest.mark.parametrize("edit", [
-    lambda attrs: attrs.update(horizon=9999),
-    lambda attrs: attrs.update(actions={"a": {"press": "P"}}),  # an action "vanishes" from the attributes
-    lambda attrs: attrs["document"].update(task="other"),
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda attrs: attrs.update(horizon=9999),
+        lambda attrs: attrs.update(actions={"a": {"press": "P"}}),  # an action "vanishes" from the attributes
+        lambda attrs: attrs["document"].update(task="other"),
+    ],
+)
 def test_an_edited_attribute_fails_verification(tmp_path, edit):
     """The checksums cover the attributes too: an edited ``horizon`` or ``actions`` attribute of a per-document
     store, or one of a cube built from it, is a CorruptStoreError naming the store, not H = 9999 over 8-step arrays."""
@@ -271,7 +314,9 @@ def test_an_edited_attribute_fails_verification(tmp_path, edit):
         attrs.setdefault("actions", {})
         edit(attrs)
         root.attrs.put(attrs)
-        with pytest.raises(CorruptStoreError, match=f"{store}: the store has attributes that do not match their checksum"):
+        with pytest.raises(
+            CorruptStoreError, match=f"{store}: the store has attributes that do not match their checksum"
+        ):
             verify_store(store)
     with pytest.raises(CorruptStoreError):
         read_document_store(path)

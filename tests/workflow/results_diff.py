@@ -53,8 +53,10 @@ class Comparison:
         return not self.failures
 
     def summary(self) -> str:
-        head = (f"{self.stores} stores ({self.arrays} arrays) value for value, {self.files} files byte for byte, "
-                f"{self.figures} figures: " + ("identical" if self.identical else f"{len(self.failures)} DIFFERENCES"))
+        head = (
+            f"{self.stores} stores ({self.arrays} arrays) value for value, {self.files} files byte for byte, "
+            f"{self.figures} figures: " + ("identical" if self.identical else f"{len(self.failures)} DIFFERENCES")
+        )
         return "\n".join([head, *(f"  DIFF {f}" for f in self.failures), *(f"  note {n}" for n in self.notes)])
 
 
@@ -82,8 +84,10 @@ def compare_stores(a: Path, b: Path, rel: str, out: Comparison) -> None:
     for name in sorted(arrays_a.keys() & arrays_b.keys()):
         out.arrays += 1
         if not _same_array(arrays_a[name], arrays_b[name]):
-            out.failures.append(f"{rel}: array {name!r} differs ({arrays_a[name].dtype}{arrays_a[name].shape} vs "
-                                f"{arrays_b[name].dtype}{arrays_b[name].shape})")
+            out.failures.append(
+                f"{rel}: array {name!r} differs ({arrays_a[name].dtype}{arrays_a[name].shape} vs "
+                f"{arrays_b[name].dtype}{arrays_b[name].shape})"
+            )
     keys = (attrs_a.keys() | attrs_b.keys()) - set(IGNORED_ATTRS)
     differing = sorted(k for k in keys if attrs_a.get(k) != attrs_b.get(k))
     if differing:
@@ -117,14 +121,18 @@ def compare_results(a: str | Path, b: str | Path, strict_figures: bool = False) 
         compare_stores(a / rel, b / rel, rel, out)
 
     def files(root: Path, stores: set[str]) -> set[str]:
-        return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()
-                and not any(str(p.relative_to(root)).startswith(s + "/") for s in stores)}
+        return {
+            str(p.relative_to(root))
+            for p in root.rglob("*")
+            if p.is_file() and not any(str(p.relative_to(root)).startswith(s + "/") for s in stores)
+        }
 
     files_a, files_b = files(a, stores_a), files(b, stores_b)
     for rel in sorted(files_a ^ files_b):
         why = _volatile(rel)
-        (out.notes if why else out.failures).append(f"{rel}: only in {'before' if rel in files_a else 'after'}"
-                                                    + (f" ({why})" if why else ""))
+        (out.notes if why else out.failures).append(
+            f"{rel}: only in {'before' if rel in files_a else 'after'}" + (f" ({why})" if why else "")
+        )
     for rel in sorted(files_a & files_b):
         same = (a / rel).read_bytes() == (b / rel).read_bytes()
         why = _volatile(rel)

@@ -21,16 +21,24 @@ def dry_run(tmp_path: Path, config: dict) -> subprocess.CompletedProcess:
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
     return subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "-s", str(REPO / "Snakefile"), "--configfile=c.yaml"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
         env=dict(os.environ, PYTHONPATH=str(REPO)),
     )
 
 
 def test_bad_chat_templates_are_refused_at_startup(tmp_path):
     config = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
-    config["models"]["tiny"]["chat_template"] = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    config["models"]["tiny"]["chat_template"] = (
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    )
     proc = dry_run(tmp_path, config)
-    assert proc.returncode != 0 and "models.tiny.chat_template: its chat template ran past the rendering budget" in (proc.stdout + proc.stderr)
+    assert proc.returncode != 0 and "models.tiny.chat_template: its chat template ran past the rendering budget" in (
+        proc.stdout + proc.stderr
+    )
     # a resolved model whose own template drops the message
     del config["models"]["tiny"]["chat_template"]
     models = Path(config.get("results", "results")) / "models"  # under the config's output root

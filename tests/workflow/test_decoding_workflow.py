@@ -25,23 +25,38 @@ snakemake = functools.partial(_snakemake, timeout=1800)
 pytestmark = pytest.mark.workflow
 
 INTERVAL = 3
-DECODE = {"press": "DecodingPress", "compression_interval": INTERVAL, "target_size": 256, "wraps": {"press": "KnormPress"}}
+DECODE = {
+    "press": "DecodingPress",
+    "compression_interval": INTERVAL,
+    "target_size": 256,
+    "wraps": {"press": "KnormPress"},
+}
 CONFIG = {
     "seed": 7,
     "press_modules": ["presses/mine.py"],
-    "models": {"tiny": {"source": "random", "architecture": "llama", "tokenizer": "bytes", "device": "cpu", "threads": 1}},
+    "models": {
+        "tiny": {"source": "random", "architecture": "llama", "tokenizer": "bytes", "device": "cpu", "threads": 1}
+    },
     "actions": {
         "knorm_half": {"press": "KnormPress", "compression_ratio": 0.5},
         "decode_knorm": DECODE,
         "decode_mine": {**DECODE, "wraps": {"press": "NegKnormPress"}},
-        "prefill_decode": {"press": "PrefillDecodingPress",
-                           "prefilling_press": {"press": "KnormPress", "compression_ratio": 0.5},
-                           "decoding_press": {**DECODE, "target_size": 128}},
+        "prefill_decode": {
+            "press": "PrefillDecodingPress",
+            "prefilling_press": {"press": "KnormPress", "compression_ratio": 0.5},
+            "decoding_press": {**DECODE, "target_size": 128},
+        },
     },
     "studies": {
-        "decoding": {"seed": 3, "actions": ["knorm_half", "decode_knorm", "decode_mine", "prefill_decode"],
-                     "documents_per_stratum": 2, "strata": [{"family": "ruler", "length": 512}], "horizon": 12,
-                     "replicates": 2, "temperature": 4.0},
+        "decoding": {
+            "seed": 3,
+            "actions": ["knorm_half", "decode_knorm", "decode_mine", "prefill_decode"],
+            "documents_per_stratum": 2,
+            "strata": [{"family": "ruler", "length": 512}],
+            "horizon": 12,
+            "replicates": 2,
+            "temperature": 4.0,
+        },
     },
     "leaderboard": {"study": "decoding", "steps": [4, 12]},
 }
@@ -69,7 +84,7 @@ def test_decoding_actions_run_into_the_cube_and_the_leaderboard(work):
         # the first cut (end of decode forward 3) changes the law of step 5 at the earliest
         assert np.all(tv[..., : INTERVAL + 1] == 0), action
         assert np.all(ds["match"].sel(action=action).values[..., : INTERVAL + 1]), action
-        assert (tv[..., INTERVAL + 1:] > 0).any(), action
+        assert (tv[..., INTERVAL + 1 :] > 0).any(), action
     # the user's scorer keeps other entries than kvpress's KnormPress: other laws
     assert not np.array_equal(ds["tv"].sel(action="decode_mine").values, ds["tv"].sel(action="decode_knorm").values)
     # prefill half, then cuts to 128 while decoding: laws differ from step 2 on, more than the prefill half alone
@@ -82,7 +97,24 @@ def test_decoding_actions_run_into_the_cube_and_the_leaderboard(work):
 
 
 def test_kvdiv_show_decodes_a_decoding_action(work):
-    out = subprocess.run([sys.executable, "-m", "kvdiv.cli", "show", STORE, "--action", "decode_knorm", "--color", "never",
-                          "--width", "100"], cwd=work, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kvdiv.cli",
+            "show",
+            STORE,
+            "--action",
+            "decode_knorm",
+            "--color",
+            "never",
+            "--width",
+            "100",
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "decode_knorm" in out.stdout

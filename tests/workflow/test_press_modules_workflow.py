@@ -43,17 +43,33 @@ class NegKnormPress(ScorerPress):
 CONFIG = {
     "seed": 7,
     "press_modules": ["presses/mine.py"],
-    "models": {"tiny": {"source": "random", "architecture": "llama", "tokenizer": "bytes", "device": "cpu", "threads": 1}},
+    "models": {
+        "tiny": {"source": "random", "architecture": "llama", "tokenizer": "bytes", "device": "cpu", "threads": 1}
+    },
     "actions": {
         "mine": {"press": "NegKnormPress", "compression_ratio": 0.5},
         "ada_mine": {"press": "AdaKVPress", "wraps": {"press": "NegKnormPress", "compression_ratio": 0.5}},
         "knorm": {"press": "KnormPress", "compression_ratio": 0.5},
     },
     "studies": {
-        "own": {"seed": 3, "actions": ["mine", "ada_mine", "knorm"], "documents_per_stratum": 1,
-                "strata": [{"family": "ruler", "length": 512}], "horizon": 4, "replicates": 2, "temperature": 4.0},
-        "plain": {"seed": 4, "actions": ["knorm"], "documents_per_stratum": 1,
-                  "strata": [{"family": "ruler", "length": 512}], "horizon": 4, "replicates": 2, "temperature": 4.0},
+        "own": {
+            "seed": 3,
+            "actions": ["mine", "ada_mine", "knorm"],
+            "documents_per_stratum": 1,
+            "strata": [{"family": "ruler", "length": 512}],
+            "horizon": 4,
+            "replicates": 2,
+            "temperature": 4.0,
+        },
+        "plain": {
+            "seed": 4,
+            "actions": ["knorm"],
+            "documents_per_stratum": 1,
+            "strata": [{"family": "ruler", "length": 512}],
+            "horizon": 4,
+            "replicates": 2,
+            "temperature": 4.0,
+        },
     },
     "leaderboard": {"study": "own"},
 }
@@ -102,11 +118,17 @@ def test_editing_the_press_file_reruns_exactly_what_used_it(work):
     (work / "presses/mine.py").write_text(PRESS.format(edit=""))
 
 
-@pytest.mark.parametrize("source, config_edit, message", [  # the other cases: tests/llm/test_press_modules.py
-    (PRESS.format(edit="").replace("NegKnormPress", "KnormPress"), {},
-     r"presses/bad\.py' defines class 'KnormPress', which clashes with kvpress"),
-    (None, {}, r"no such file 'presses/bad\.py'"),
-])
+@pytest.mark.parametrize(
+    "source, config_edit, message",
+    [  # the other cases: tests/llm/test_press_modules.py
+        (
+            PRESS.format(edit="").replace("NegKnormPress", "KnormPress"),
+            {},
+            r"presses/bad\.py' defines class 'KnormPress', which clashes with kvpress",
+        ),
+        (None, {}, r"no such file 'presses/bad\.py'"),
+    ],
+)
 def test_bad_press_modules_are_errors_naming_the_file_at_start(work, source, config_edit, message):
     path = work / "presses/bad.py"
     path.unlink(missing_ok=True)
@@ -143,11 +165,21 @@ def test_compare_gives_the_workflows_arrays_with_the_own_press(work):
     doc_id = "own-ruler_512-0000"
     record = next(d for d in read_jsonl(work / "results/own/documents/ruler_512.jsonl") if d.id == doc_id).to_record()
     result = kvdiv.compare(
-        loaded.model, loaded.tokenizer, [record],
-        actions={"mine": mine(compression_ratio=0.5), "ada_mine": AdaKVPress(press=mine(compression_ratio=0.5)),
-                 "knorm": KnormPress(compression_ratio=0.5)},
-        horizon=4, replicates=2, temperature=config["studies"]["own"]["temperature"], seed=config["seed"],
-        study_seed=config["studies"]["own"]["seed"], progress=False)
+        loaded.model,
+        loaded.tokenizer,
+        [record],
+        actions={
+            "mine": mine(compression_ratio=0.5),
+            "ada_mine": AdaKVPress(press=mine(compression_ratio=0.5)),
+            "knorm": KnormPress(compression_ratio=0.5),
+        },
+        horizon=4,
+        replicates=2,
+        temperature=config["studies"]["own"]["temperature"],
+        seed=config["seed"],
+        study_seed=config["studies"]["own"]["seed"],
+        progress=False,
+    )
     ours, theirs = result.dataset, open_cube(work / CUBE)
     assert list(ours["document"].values) == [doc_id] and list(ours["action"].values) == ["mine", "ada_mine", "knorm"]
     for name in ("x", "y", "tv", "fixed_tv", "match", "eos_x", "eos_y"):

@@ -15,7 +15,9 @@ from kvdiv.trajectories.synthetic import simulate_cube, write_cube
 
 
 def make_results(root):
-    write_cube(simulate_cube({"a": 0.1, "b": 0.2}, n_documents=3, replicates=2, horizon=8, seed=1), root / "s/cube/m.zarr")
+    write_cube(
+        simulate_cube({"a": 0.1, "b": 0.2}, n_documents=3, replicates=2, horizon=8, seed=1), root / "s/cube/m.zarr"
+    )
     write_parquet(pl.DataFrame({"x": [1.0, 2.0]}), root / "s/metrics/m/replicates.parquet")
     (root / "tables").mkdir()
     (root / "tables/table2.md").write_text("| a |\n")

@@ -21,10 +21,27 @@ SHIPPED = sorted((REPO / "config").glob("*.yaml"))
 def snakemake(workdir: Path, config: Path, *args: str) -> str:
     """``snakemake -s REPO/Snakefile -d workdir --configfile config ...`` from another directory; fails the test
     with the output if it exits non-zero."""
-    cmd = [sys.executable, "-m", "snakemake", *args, "-s", str(REPO / "Snakefile"), "-d", str(workdir),
-           "--configfile", str(config)]
-    proc = subprocess.run(cmd, cwd=REPO.parent, capture_output=True, text=True, timeout=1200, check=False,
-                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        *args,
+        "-s",
+        str(REPO / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--configfile",
+        str(config),
+    ]
+    proc = subprocess.run(
+        cmd,
+        cwd=REPO.parent,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
     if proc.returncode != 0:
         pytest.fail(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
     return proc.stdout + proc.stderr
@@ -52,8 +69,11 @@ def tiny_config(tmp_path: Path, name: str, root: str, seed: int) -> Path:
 
 
 def test_shipped_configs_have_distinct_roots():
-    roots = {path.name: check_results_root(yaml.safe_load(path.read_text()).get("results", "results")) for path in SHIPPED
-             if path.name != "schema.yaml"}
+    roots = {
+        path.name: check_results_root(yaml.safe_load(path.read_text()).get("results", "results"))
+        for path in SHIPPED
+        if path.name != "schema.yaml"
+    }
     assert len(set(roots.values())) == len(roots), roots
     assert roots["config.yaml"] == "results" and roots["smoke.yaml"] == "results/smoke", roots
     # every other root is a directory of its own under results/, never a study of the default config

@@ -23,8 +23,13 @@ LLAMA3_TEMPLATE = (
     "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"
 )
-TINY = {"source": "random", "tokenizer": "bytes", "device": "cpu", "threads": 1,
-        "model_config": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1}}
+TINY = {
+    "source": "random",
+    "tokenizer": "bytes",
+    "device": "cpu",
+    "threads": 1,
+    "model_config": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1},
+}
 CONFIG = {
     "seed": 7,
     "models": {
@@ -34,8 +39,15 @@ CONFIG = {
     },
     "actions": {"recent_half": {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 0}},
     "studies": {
-        "two": {"seed": 3, "reference_tokenizer": "chatml", "actions": ["recent_half"], "documents_per_stratum": 1,
-                "strata": [{"family": "helmet", "length": 600}], "horizon": 4, "replicates": 1},
+        "two": {
+            "seed": 3,
+            "reference_tokenizer": "chatml",
+            "actions": ["recent_half"],
+            "documents_per_stratum": 1,
+            "strata": [{"family": "helmet", "length": 600}],
+            "horizon": 4,
+            "replicates": 1,
+        },
     },
 }
 DOC = "two-helmet_600-0000"
@@ -48,20 +60,32 @@ def expected_rendering(model: str, message: str, prefix: str) -> str:
     if model == "chatml":
         return f"<|im_start|>user\n{message}<|im_end|>\n<|im_start|>assistant\n{prefix}"
     if model == "llama3":
-        return ("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n" + message.strip()
-                + "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n" + prefix)
+        return (
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n"
+            + message.strip()
+            + "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+            + prefix
+        )
     return f"{message}\n\n{prefix}" if prefix else message
 
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("templates") / "repo"
-    ignore = shutil.ignore_patterns(".venv", ".git", "results", "logs", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info")
+    ignore = shutil.ignore_patterns(
+        ".venv", ".git", "results", "logs", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info"
+    )
     shutil.copytree(REPO, work, ignore=ignore)
     (work / "templates.yaml").write_text(yaml.safe_dump(CONFIG, sort_keys=False))
     targets = [f"results/two/cube/{m}.zarr" for m in CONFIG["models"]]
-    proc = subprocess.run([sys.executable, "-m", "snakemake", *targets, "--cores", "2", "--configfile", "templates.yaml"],
-                          cwd=work, capture_output=True, text=True, timeout=900, env=dict(os.environ, PYTHONPATH=str(work)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", *targets, "--cores", "2", "--configfile", "templates.yaml"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=dict(os.environ, PYTHONPATH=str(work)),
+    )
     if proc.returncode != 0:
         pytest.fail(f"snakemake failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
     return work

@@ -24,27 +24,44 @@ from kvdiv.trajectories.store import open_cube, read_document_store, read_store_
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = {
     "seed": 7,
-    "models": {"tiny": {"source": "random", "architecture": "llama", "tokenizer": "bytes", "device": "cpu", "threads": 1}},
+    "models": {
+        "tiny": {"source": "random", "architecture": "llama", "tokenizer": "bytes", "device": "cpu", "threads": 1}
+    },
     "actions": {
         "snapkv_half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 8},
         "recent_half": {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 0},
     },
     "studies": {
-        "tiny": {"seed": 3, "actions": ["snapkv_half", "recent_half"], "documents_per_stratum": 2,
-                 "strata": [{"family": "ruler", "length": 512}], "horizon": 8, "replicates": 2, "temperature": 4.0},
+        "tiny": {
+            "seed": 3,
+            "actions": ["snapkv_half", "recent_half"],
+            "documents_per_stratum": 2,
+            "strata": [{"family": "ruler", "length": 512}],
+            "horizon": 8,
+            "replicates": 2,
+            "temperature": 4.0,
+        },
     },
 }
 CUBE = "results/tiny/cube/tiny.zarr"
 STORE = "results/tiny/trajectories/tiny/tiny-ruler_512-0000.zarr"
 METRICS = [f"results/tiny/metrics/tiny/{name}.parquet" for name in ("replicates", "profiles_aligned", "profiles_clock")]
-IGNORE = shutil.ignore_patterns(".venv", ".git", "results", "logs", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info")
+IGNORE = shutil.ignore_patterns(
+    ".venv", ".git", "results", "logs", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info"
+)
 
 pytestmark = pytest.mark.workflow
 
 
 def snakemake(work: Path, *args: str, check: bool = True, timeout: int = 600) -> str:
-    proc = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=work, capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ, PYTHONPATH=str(work)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ, PYTHONPATH=str(work)),
+    )
     if check and proc.returncode != 0:
         pytest.fail(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
     return proc.stdout + proc.stderr
@@ -73,7 +90,9 @@ def test_stores_and_cube(work):
     assert set(ds["stratum"].values) == {"ruler_512"} and np.all(ds["prompt_tokens"].values > 0)
     attrs, data = read_document_store(work / STORE)
     assert attrs["horizon"] == 8 and attrs["seed"]["master"] == 7 and attrs["seed"]["study"] == 3
-    assert np.array_equal(ds["x"].sel(document="tiny-ruler_512-0000", action="recent_half").values, data["recent_half"]["x"])
+    assert np.array_equal(
+        ds["x"].sel(document="tiny-ruler_512-0000", action="recent_half").values, data["recent_half"]["x"]
+    )
     tv = ds["tv"].values
     assert np.all((tv >= 0) & (tv <= 1)) and np.all(tv[..., 0] == 0)
     assert np.array_equal(ds["match"].values, ds["x"].values == ds["y"].values)
@@ -112,9 +131,14 @@ def test_interrupted_run_resumes_to_the_uninterrupted_results(work, tmp_path, si
     fresh = Path(shutil.copytree(REPO, tmp_path / "repo", ignore=IGNORE))
     shutil.copy(work / "tiny.yaml", fresh / "tiny.yaml")
     stores = fresh / "results/tiny/trajectories/tiny"
-    proc = subprocess.Popen([sys.executable, "-m", "snakemake", *METRICS, "--cores", "1", "--configfile", "tiny.yaml"],
-                            cwd=fresh, env=dict(os.environ, PYTHONPATH=str(fresh)), start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", *METRICS, "--cores", "1", "--configfile", "tiny.yaml"],
+        cwd=fresh,
+        env=dict(os.environ, PYTHONPATH=str(fresh)),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.time() + 300
         while time.time() < deadline and not list(stores.glob("*.zarr")) and proc.poll() is None:
@@ -157,8 +181,16 @@ def test_swrb_mode_through_the_workflow(work):
     assert np.all(m[J == 0])
     # the report section swrb: rule analysis builds its tables from the swrb study's metrics
     config = yaml.safe_load((work / cfg).read_text())
-    config["analysis"] = {"studies": {"swrb": "tiny"}, "bootstrap": 20, "window": 2, "blocks": [[1, 4], [5, 8]],
-                          "early": [1, 2], "late": [3, 4], "short_window": [1, 4], "cohort_max_tau": 4}
+    config["analysis"] = {
+        "studies": {"swrb": "tiny"},
+        "bootstrap": 20,
+        "window": 2,
+        "blocks": [[1, 4], [5, 8]],
+        "early": [1, 2],
+        "late": [3, 4],
+        "short_window": [1, 4],
+        "cohort_max_tau": 4,
+    }
     (work / "analysis_swrb.yaml").write_text(yaml.safe_dump(config))
     targets = ["results/analysis/swrb/variance.parquet", "results/analysis/swrb/enclosure.parquet"]
     snakemake(work, *targets, "--cores", "2", "--configfile", "analysis_swrb.yaml")
@@ -180,9 +212,14 @@ def test_killed_job_leaves_nothing_complete(work):
     def generating() -> bool:  # the job runs in a shadow directory; its log moves out only at the end
         return any("coupled steps" in p.read_text() for p in (work / ".snakemake/shadow").glob(f"*/{log_name}"))
 
-    proc = subprocess.Popen([sys.executable, "-m", "snakemake", STORE, "--cores", "1", "--configfile", cfg],
-                            cwd=work, env=dict(os.environ, PYTHONPATH=str(work)), start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", STORE, "--cores", "1", "--configfile", cfg],
+        cwd=work,
+        env=dict(os.environ, PYTHONPATH=str(work)),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.time() + 120
         while time.time() < deadline and not generating():
@@ -201,20 +238,28 @@ def test_edited_source_files_rerun_their_rules(work):
     """A user's JSONL, a RULER file and a local model's files are rule inputs: editing one reruns its rule."""
     docs = sorted((work / "results/tiny/documents/ruler_512").glob("*.jsonl"))  # the document blocks
     (work / "mine.jsonl").write_text("".join(p.read_text() for p in docs))
-    (work / "ruler_512.jsonl").write_text("".join(
-        json.dumps({"index": i, "input": f"Remember {i}. " + "grass is green. " * (5 + i), "outputs": [str(i)]}) + "\n"
-        for i in range(4)
-    ))
+    (work / "ruler_512.jsonl").write_text(
+        "".join(
+            json.dumps({"index": i, "input": f"Remember {i}. " + "grass is green. " * (5 + i), "outputs": [str(i)]})
+            + "\n"
+            for i in range(4)
+        )
+    )
     shutil.copytree(work / "results/models/tiny", work / "mylocal")
     (work / "mylocal/provenance.json").unlink()
     config = yaml.safe_load((work / "tiny.yaml").read_text())
     config["models"]["mylocal"] = {"source": "local", "path": "mylocal"}
-    for study, seed, source in (("mine", 11, {"source": "jsonl", "path": "mine.jsonl", "rendered": False}),
-                                ("rul", 12, {"source": "ruler", "path": "ruler_{length}.jsonl"})):
+    for study, seed, source in (
+        ("mine", 11, {"source": "jsonl", "path": "mine.jsonl", "rendered": False}),
+        ("rul", 12, {"source": "ruler", "path": "ruler_{length}.jsonl"}),
+    ):
         config["studies"][study] = {**config["studies"]["tiny"], "seed": seed, "documents": source, "models": ["tiny"]}
     (work / "inputs.yaml").write_text(yaml.safe_dump(config))
-    targets = ["results/mine/documents/ruler_512.jsonl", "results/rul/documents/ruler_512.jsonl",
-               "results/models/mylocal/provenance.json"]
+    targets = [
+        "results/mine/documents/ruler_512.jsonl",
+        "results/rul/documents/ruler_512.jsonl",
+        "results/models/mylocal/provenance.json",
+    ]
     snakemake(work, *targets, "--cores", "2", "--configfile", "inputs.yaml")
     assert "Nothing to be done" in snakemake(work, *targets, "-n", "--cores", "2", "--configfile", "inputs.yaml")
 
@@ -233,9 +278,17 @@ def test_corrupt_metrics_file_is_an_error_in_the_log_and_rebuilt_once_deleted(wo
     """A truncated replicates.parquet stops the next rule with an error naming it (in the job's log too); deleting
     it reruns the metrics."""
     config = yaml.safe_load((work / "tiny.yaml").read_text())
-    config["analysis"] = {"studies": {"figure5": "tiny"}, "contrasts": [["recent_half", "snapkv_half"]], "bootstrap": 20,
-                          "blocks": [[1, 4], [5, 8]], "early": [1, 2], "late": [3, 4], "short_window": [1, 4],
-                          "cohort_max_tau": 4, "window": 2}
+    config["analysis"] = {
+        "studies": {"figure5": "tiny"},
+        "contrasts": [["recent_half", "snapkv_half"]],
+        "bootstrap": 20,
+        "blocks": [[1, 4], [5, 8]],
+        "early": [1, 2],
+        "late": [3, 4],
+        "short_window": [1, 4],
+        "cohort_max_tau": 4,
+        "window": 2,
+    }
     (work / "analysis.yaml").write_text(yaml.safe_dump(config))
     target = "results/analysis/figure5/decomposition.parquet"
     snakemake(work, target, "--cores", "2", "--configfile", "analysis.yaml")
@@ -244,7 +297,9 @@ def test_corrupt_metrics_file_is_an_error_in_the_log_and_rebuilt_once_deleted(wo
     out = snakemake(work, target, "--cores", "2", "--configfile", "analysis.yaml", check=False)
     assert "Error in rule analysis" in out
     log = (work / "results/logs/analysis/figure5/decomposition.log").read_text()
-    assert "Traceback (most recent call last)" in log and f"{METRICS[0]}: sha256" in log and "truncated or altered" in log
+    assert (
+        "Traceback (most recent call last)" in log and f"{METRICS[0]}: sha256" in log and "truncated or altered" in log
+    )
     replicates.unlink()
     out = snakemake(work, target, "--cores", "2", "--configfile", "analysis.yaml", "--quiet", "rules")
     assert "metrics" in out and "analysis" in out

@@ -25,17 +25,19 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 def run_snakemake(workdir: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     """Run snakemake in ``workdir``; fail the test with its output if it exits non-zero."""
     env = dict(os.environ, PYTHONPATH=str(workdir))
-    proc = subprocess.run(
-        [*SNAKEMAKE, *args], cwd=workdir, capture_output=True, text=True, timeout=timeout, env=env
-    )
+    proc = subprocess.run([*SNAKEMAKE, *args], cwd=workdir, capture_output=True, text=True, timeout=timeout, env=env)
     if proc.returncode != 0:
-        pytest.fail(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
+        pytest.fail(
+            f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
+        )
     return proc
 
 
 def copy_repo(dest: Path) -> Path:
     """A copy of the workflow (no results, no venv, no git) to run snakemake in."""
-    ignore = shutil.ignore_patterns(".venv", ".git", "results", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info")
+    ignore = shutil.ignore_patterns(
+        ".venv", ".git", "results", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info"
+    )
     shutil.copytree(REPO, dest, ignore=ignore)
     return dest
 
@@ -45,8 +47,10 @@ def test_lint_is_clean():
     assert "Congratulations" in proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("configfile", ["config/config.yaml", "config/smoke.yaml", "config/paper.yaml", "config/presses.yaml",
-                                        "config/replication.yaml"])
+@pytest.mark.parametrize(
+    "configfile",
+    ["config/config.yaml", "config/smoke.yaml", "config/paper.yaml", "config/presses.yaml", "config/replication.yaml"],
+)
 def test_dry_run_builds_dag(configfile, tmp_path):
     work = copy_repo(tmp_path / "wf")
     proc = run_snakemake(work, "-n", "--cores", "2", "--configfile", configfile, "--quiet", "rules")
@@ -181,7 +185,7 @@ def test_paper_dag_through_the_slurm_workflow_profile(tmp_path):
     # the profile's set-resources for `trajectories` reach every batch rule
     store = "results/paper/retention50/trajectories/llama/retention50-ruler_4096-0005.zarr"
     out = run_snakemake(work, store, "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/paper.yaml")
-    block = out.stdout[out.stdout.index("rule trajectories_retention50_llama_ruler_4096_0004_0007"):]
+    block = out.stdout[out.stdout.index("rule trajectories_retention50_llama_ruler_4096_0004_0007") :]
     resources = next(line for line in block.splitlines() if line.strip().startswith("resources:"))
     for setting in ("slurm_partition=gpu", "gpu=1", "gpu_model=a100", "cpus_per_task=4", "runtime=120", "mem_mb=64000"):
         assert setting in resources, resources
@@ -216,13 +220,19 @@ def test_conda_env_pins_match_pyproject():
 @pytest.mark.parametrize(
     "edit, message",
     [
-        (lambda c: c["studies"]["retention50"]["actions"].append("snapkv_typo"), "studies.retention50.actions: 'snapkv_typo'"),
+        (
+            lambda c: c["studies"]["retention50"]["actions"].append("snapkv_typo"),
+            "studies.retention50.actions: 'snapkv_typo'",
+        ),
         (lambda c: c["studies"]["retention90"].update(models=["gpt5"]), "studies.retention90.models: 'gpt5'"),
         (lambda c: c["models"]["tiny"].update(source="ftp"), "ftp"),
         # actions are validated when the workflow starts, not inside trajectory jobs
         (lambda c: c["actions"]["snapkv_half"].update(window_size=-1), "'window_size' = -1 is out of range"),
         (lambda c: c["actions"]["recent_half"].update(n_sink=-3), "'n_sink' = -3 is out of range"),
-        (lambda c: c["actions"]["snapkv_90"].update(compression_ratio=1.5), "'compression_ratio' = 1.5 is out of range"),
+        (
+            lambda c: c["actions"]["snapkv_90"].update(compression_ratio=1.5),
+            "'compression_ratio' = 1.5 is out of range",
+        ),
         (lambda c: c["actions"]["snapkv_90"].update(press="SnapKV"), "unknown press 'SnapKV'"),
         # analysis windows past H or reversed
         (lambda c: c["analysis"].update(blocks=[[1, 4], [5, 8], [9, 32]]), "analysis.blocks[2] = [9, 32]"),
@@ -234,15 +244,24 @@ def test_conda_env_pins_match_pyproject():
         (lambda c: c.update(results="/tmp/abs"), "results: '/tmp/abs' must be a relative path"),
         (lambda c: c.update(results=".snakemake/x"), "component '.snakemake' is not allowed"),
         (lambda c: c.update(results="config"), "would write into the project's own 'config'"),
-        (lambda c: c.update(leaderboard={"study": "retention5"}), "leaderboard.study = 'retention5' is not a configured study"),
+        (
+            lambda c: c.update(leaderboard={"study": "retention5"}),
+            "leaderboard.study = 'retention5' is not a configured study",
+        ),
         (lambda c: c.update(leaderboard={"study": "retention50", "steps": [0]}), "leaderboard"),
     ],
 )
 def test_bad_config_is_a_clear_error(tmp_path, edit, message):
     work = copy_repo(tmp_path / "wf")
     bad = write_variant(work, "bad.yaml", edit)
-    proc = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1", "--configfile", bad], cwd=work, capture_output=True,
-                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(work)))
+    proc = subprocess.run(
+        [*SNAKEMAKE, "-n", "--cores", "1", "--configfile", bad],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(work)),
+    )
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr
 
@@ -254,6 +273,12 @@ def test_a_changed_action_is_validated_again(tmp_path):
     run_snakemake(work, "-n", "--cores", "1", "--configfile", "config/smoke.yaml")
     assert len(list((work / ".snakemake/kvdiv").glob("actions-valid-*"))) == 1
     bad = write_variant(work, "bad.yaml", lambda c: c["actions"]["snapkv_half"].update(window_size=-1))
-    proc = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1", "--configfile", bad], cwd=work, capture_output=True,
-                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(work)))
+    proc = subprocess.run(
+        [*SNAKEMAKE, "-n", "--cores", "1", "--configfile", bad],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(work)),
+    )
     assert proc.returncode != 0 and "'window_size' = -1 is out of range" in proc.stdout + proc.stderr

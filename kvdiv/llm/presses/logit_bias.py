@@ -30,8 +30,9 @@ def clear_logit_bias(module: torch.nn.Module) -> None:
     setattr(module, LOGIT_BIAS_ATTR, None)
 
 
-def biased_mask(query: torch.Tensor, key: torch.Tensor, attention_mask: torch.Tensor | None,
-                bias: torch.Tensor) -> torch.Tensor:
+def biased_mask(
+    query: torch.Tensor, key: torch.Tensor, attention_mask: torch.Tensor | None, bias: torch.Tensor
+) -> torch.Tensor:
     """The additive mask [batch, heads, q, n]: causal over this layer's n keys, the model's mask (boolean or additive;
     its last n columns) and ``bias`` on the first ``kept`` keys of every query head (query head j reads KV head
     j // (heads / kv_heads), as ``repeat_kv``)."""
@@ -109,5 +110,13 @@ def check_bias_supported(model: Any, who: str) -> None:
         )
 
 
-__all__ = ["BIAS_ATTENTION", "LOGIT_BIAS_ATTR", "biased_mask", "bias_patch", "check_bias_supported",
-           "clear_logit_bias", "patch_attention_functions", "set_logit_bias"]
+__all__ = [
+    "BIAS_ATTENTION",
+    "LOGIT_BIAS_ATTR",
+    "biased_mask",
+    "bias_patch",
+    "check_bias_supported",
+    "clear_logit_bias",
+    "patch_attention_functions",
+    "set_logit_bias",
+]

@@ -25,7 +25,9 @@ def expected_distinct(pi: torch.Tensor, m: torch.Tensor | float) -> torch.Tensor
 
 
 def _numpy64(x: Any) -> np.ndarray:
-    return (x.detach().cpu().to(torch.float64).numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=np.float64))
+    return (
+        x.detach().cpu().to(torch.float64).numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=np.float64)
+    )
 
 
 def _distinct(log_q: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -53,7 +55,9 @@ def distinct_variance(pi: torch.Tensor, m: torch.Tensor | float) -> torch.Tensor
     return torch.from_numpy(out.reshape(p.shape[:-1]))
 
 
-def draws_law(pi: torch.Tensor, target: torch.Tensor | float, shared: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def draws_law(
+    pi: torch.Tensor, target: torch.Tensor | float, shared: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The law of the number of draws m meeting an expected-distinct target: m = m⁻ + Bernoulli(f).
 
     Per row of ``pi`` [..., n] with ``target`` [...] (or a scalar); with ``shared=True`` one m for all rows
@@ -72,6 +76,7 @@ def draws_law(pi: torch.Tensor, target: torch.Tensor | float, shared: bool = Fal
         goal = np.asarray(_numpy64(target)).reshape(1)
         shape: tuple[int, ...] = ()
     else:
+
         def distinct(m: np.ndarray) -> np.ndarray:
             return _distinct(log_q, m)
 

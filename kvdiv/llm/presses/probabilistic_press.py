@@ -10,7 +10,6 @@ model's ``sdpa`` attention, under ``with press(model):`` and kvpress's pipeline 
 the paper's: docs/probabilistic.md; the mathematics: docs/estimators.md#probabilistic-eviction.
 """
 
-
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -25,14 +24,34 @@ from torch import nn
 from transformers import Gemma3ForConditionalGeneration, QuantizedCache
 
 from kvdiv.llm.presses.logit_bias import check_bias_supported, patch_attention_functions, set_logit_bias
+
 # the designs' and proposals' names are re-exported: they were defined here before the split
-from kvdiv.llm.presses.multinomial_design import (MAX_DRAWS, allocate_draws, distinct_variance, draws_law,
-                                                  expected_distinct, importance_log_weights, kept_from_counts,
-                                                  multinomial_counts)
+from kvdiv.llm.presses.multinomial_design import (
+    MAX_DRAWS,
+    allocate_draws,
+    distinct_variance,
+    draws_law,
+    expected_distinct,
+    importance_log_weights,
+    kept_from_counts,
+    multinomial_counts,
+)
 from kvdiv.llm.presses.pips_design import inclusion_probabilities, systematic_sample
-from kvdiv.llm.presses.proposals import (ATTENTION_PROPOSALS, H2O_NORMALIZATIONS, HISTORY_PROPOSALS, PROPOSALS,
-                                         WEIGHTINGS, history_prior, mean_attention, normalise, proposal_distribution,
-                                         queries_seeing, score_weights, scorer_classes, shared_proposals)
+from kvdiv.llm.presses.proposals import (
+    ATTENTION_PROPOSALS,
+    H2O_NORMALIZATIONS,
+    HISTORY_PROPOSALS,
+    PROPOSALS,
+    WEIGHTINGS,
+    history_prior,
+    mean_attention,
+    normalise,
+    proposal_distribution,
+    queries_seeing,
+    score_weights,
+    scorer_classes,
+    shared_proposals,
+)
 from kvdiv.seeds import derive_seed
 
 DESIGNS = ("multinomial", "pips")
@@ -138,8 +157,13 @@ class ProbabilisticPress(BasePress):
             raise ValueError(f"compression_ratio must be in [0, 1), got {self.compression_ratio!r}")
         if self.budget is None:  # the paper's global budget; pips keeps exactly k per head
             self.budget = "global" if self.design == "multinomial" else "per_head"
-        for name, valid in (("design", DESIGNS), ("proposal", PROPOSALS), ("budget", BUDGETS), ("weighting", WEIGHTINGS),
-                            ("h2o_normalization", H2O_NORMALIZATIONS)):
+        for name, valid in (
+            ("design", DESIGNS),
+            ("proposal", PROPOSALS),
+            ("budget", BUDGETS),
+            ("weighting", WEIGHTINGS),
+            ("h2o_normalization", H2O_NORMALIZATIONS),
+        ):
             if getattr(self, name) not in valid:
                 raise ValueError(f"{name} must be one of {', '.join(valid)}; got {getattr(self, name)!r}")
         if self.design == "pips" and self.budget != "per_head":
@@ -157,14 +181,21 @@ class ProbabilisticPress(BasePress):
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
         if self.history_size is not None:
             if self.proposal not in HISTORY_PROPOSALS:
-                raise ValueError(f"history_size is only used by proposals {', '.join(HISTORY_PROPOSALS)}, not {self.proposal!r}")
+                raise ValueError(
+                    f"history_size is only used by proposals {', '.join(HISTORY_PROPOSALS)}, not {self.proposal!r}"
+                )
             if not isinstance(self.history_size, int) or isinstance(self.history_size, bool) or self.history_size < 1:
                 raise ValueError(f"history_size must be a positive integer, got {self.history_size!r}")
         if not isinstance(self.score_temperature, (int, float)) or not self.score_temperature > 0:
             raise ValueError(f"score_temperature must be > 0, got {self.score_temperature!r}")
         self._scorer = None
         if self.proposal != "scorer":
-            for name, default in (("scorer", None), ("scorer_kwargs", {}), ("weighting", "linear"), ("score_temperature", 1.0)):
+            for name, default in (
+                ("scorer", None),
+                ("scorer_kwargs", {}),
+                ("weighting", "linear"),
+                ("score_temperature", 1.0),
+            ):
                 if getattr(self, name) != default:
                     raise ValueError(f"{name} is only used with proposal 'scorer', not {self.proposal!r}")
             return
@@ -239,7 +270,13 @@ class ProbabilisticPress(BasePress):
             scores = self._scorer.score(module, hidden_states, keys, values, attentions, kwargs)
             return normalise(score_weights(scores, self.weighting, self.score_temperature))
         return proposal_distribution(
-            self.proposal, module, hidden_states, keys, values, kwargs["position_embeddings"], self.history_size,
+            self.proposal,
+            module,
+            hidden_states,
+            keys,
+            values,
+            kwargs["position_embeddings"],
+            self.history_size,
             self.h2o_normalization,
         )
 

@@ -118,7 +118,7 @@ def mean_attention(
         future = positions[None, :] > positions[rows, None]  # [r, n]
         logits.masked_fill_(future, float("-inf"))
         attn = torch.softmax(logits, dim=-1).mean(2)  # [b, kv, r, n]
-        out += torch.einsum("bkrn,r->bkn", attn, h[rows.start - (n - W): rows.stop - (n - W)])
+        out += torch.einsum("bkrn,r->bkn", attn, h[rows.start - (n - W) : rows.stop - (n - W)])
     return out
 
 

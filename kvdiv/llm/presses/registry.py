@@ -41,26 +41,41 @@ KVDIV_PRESSES: tuple[type[BasePress], ...] = (ProbabilisticPress,)
 #: starts, rather than running with Q ≡ P, unreproducibly, or failing inside a trajectory job.
 _DOWNLOADS = "downloads filters, a scorer model, head patterns, a calibration dataset or statistics from the Hub"
 _FORWARDS = "runs extra forward (or backward) passes over the context at prefill, which kvdiv's session does not"
-_UNSEEDED = ("draws an unseeded random sketch (torch.randn) at prefill: a rerun, or another set of documents in its "
-             "job, gives another cache, against kvdiv's reproducibility")
+_UNSEEDED = (
+    "draws an unseeded random sketch (torch.randn) at prefill: a rerun, or another set of documents in its "
+    "job, gives another cache, against kvdiv's reproducibility"
+)
 _EAGER = "needs the eager attention weights (attn_implementation='eager'), which kvdiv's prefill does not use"
-_MERGES_DECODING = ("changes kept values while decoding (merges evicted entries into them); kvdiv runs decode-time "
-                    "compression that keeps or drops entries (DecodingPress, PrefillDecodingPress)")
+_MERGES_DECODING = (
+    "changes kept values while decoding (merges evicted entries into them); kvdiv runs decode-time "
+    "compression that keeps or drops entries (DecodingPress, PrefillDecodingPress)"
+)
 UNRUNNABLE: dict[str, str] = {
-    "QFilterPress": _DOWNLOADS, "KVzapPress": _DOWNLOADS, "DuoAttentionPress": _DOWNLOADS,
+    "QFilterPress": _DOWNLOADS,
+    "KVzapPress": _DOWNLOADS,
+    "DuoAttentionPress": _DOWNLOADS,
     "ExpectedAttentionStatsPress": _DOWNLOADS,
-    "KVzipPress": _FORWARDS, "FastKVzipPress": _FORWARDS, "RestoreKVPress": _FORWARDS, "KVgradPress": _FORWARDS,
+    "KVzipPress": _FORWARDS,
+    "FastKVzipPress": _FORWARDS,
+    "RestoreKVPress": _FORWARDS,
+    "KVgradPress": _FORWARDS,
     "ObservedAttentionPress": _EAGER,
     "KVComposePress": "needs every layer's attention weights (layer_attentions), i.e. eager attention",
     "FinchPress": "needs the prompt split into context and question by a delimiter token (set by kvpress's pipeline)",
-    "LeverageScorePress": _UNSEEDED, "CompactorPress": _UNSEEDED,
+    "LeverageScorePress": _UNSEEDED,
+    "CompactorPress": _UNSEEDED,
     "CriticalKVPress": "defines its own __init__ rather than dataclass fields (its AdaKV form CriticalAdaKVPress runs)",
-    "ThinKPress": ("prunes key channels, not cache entries: kvdiv rebuilds each cache from the captured keys and "
-                   "values, so Q ≡ P (every TV 0)"),
-    "SimLayerKVPress": ("evicts nothing on the models kvdiv runs (no layer passes its lazy-layer test at the default "
-                        "threshold): Q ≡ P (every TV 0)"),
-    "KeyRerotationPress": ("re-rotates kept keys to compacted positions while kvdiv decodes at prompt positions: not "
-                           "kvpress's Q"),
+    "ThinKPress": (
+        "prunes key channels, not cache entries: kvdiv rebuilds each cache from the captured keys and "
+        "values, so Q ≡ P (every TV 0)"
+    ),
+    "SimLayerKVPress": (
+        "evicts nothing on the models kvdiv runs (no layer passes its lazy-layer test at the default "
+        "threshold): Q ≡ P (every TV 0)"
+    ),
+    "KeyRerotationPress": (
+        "re-rotates kept keys to compacted positions while kvdiv decodes at prompt positions: not kvpress's Q"
+    ),
     "CAMPress": _MERGES_DECODING,
     "DMSPress": "needs a trained eviction head (DMS checkpoints from the Hub) to decide what to drop while decoding",
     "LUKVPress": "ships budget curves for Llama-3.1-8B-Instruct with ExpectedAttentionPress only",
@@ -130,15 +145,21 @@ def load_press_modules(paths: Iterable[str | os.PathLike]) -> dict[str, type[Bas
                 continue
             if cls_name in builtin:
                 origin = "kvdiv" if builtin[cls_name] in KVDIV_PRESSES else "kvpress"
-                raise ValueError(f"press_modules: {str(path)!r} defines class {cls_name!r}, which clashes with "
-                                 f"{origin}'s press of that name; rename it")
+                raise ValueError(
+                    f"press_modules: {str(path)!r} defines class {cls_name!r}, which clashes with "
+                    f"{origin}'s press of that name; rename it"
+                )
             known = USER_PRESSES.get(cls_name)
             if known is not None and known[1] != resolved:
-                raise ValueError(f"press_modules: {str(path)!r} defines class {cls_name!r}, which {str(known[1])!r} "
-                                 f"defines too; rename one of them")
+                raise ValueError(
+                    f"press_modules: {str(path)!r} defines class {cls_name!r}, which {str(known[1])!r} "
+                    f"defines too; rename one of them"
+                )
             if "__dataclass_fields__" not in vars(obj):  # decorated itself, not only a dataclass's subclass
-                raise ValueError(f"press_modules: {str(path)!r}: press {cls_name!r} must be a @dataclass (its "
-                                 f"hyperparameters are its fields, as kvpress's presses)")
+                raise ValueError(
+                    f"press_modules: {str(path)!r}: press {cls_name!r} must be a @dataclass (its "
+                    f"hyperparameters are its fields, as kvpress's presses)"
+                )
             USER_PRESSES[cls_name] = (obj, resolved)
             found[cls_name] = obj
     return found
