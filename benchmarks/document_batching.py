@@ -88,7 +88,8 @@ def main() -> None:
         [sys.executable, "-c", FIXED_COST, args.models_dir], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout.split()
     print(
-        f"fresh process: imports {float(fixed[0]):.2f} s, model load {float(fixed[1]):.2f} s, datasets imported: {fixed[2]}",
+        f"fresh process: imports {float(fixed[0]):.2f} s, model load {float(fixed[1]):.2f} s, "
+        f"datasets imported: {fixed[2]}",
         flush=True,
     )
 
@@ -109,7 +110,8 @@ def main() -> None:
                 loaded, prompts, doc_ids, actions, args.horizon, args.batches, args.busy_rounds, "busy"
             )
     print(
-        "\n| machine | B | per-document s (min, median) | prefill s per document (median) | ratio to B = 1 (min, median) |"
+        "\n| machine | B | per-document s (min, median) | prefill s per document (median) "
+        "| ratio to B = 1 (min, median) |"
     )
     print("|---|---|---|---|---|")
     for label, per_b in results.items():

@@ -6,12 +6,16 @@ Run: python benchmarks/metrics.py  (results recorded in benchmarks/metrics.md)
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 from kvdiv.metrics import compute_metrics, replicate_counts
-from kvdiv.trajectories.synthetic import simulate_cube
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from support.synthetic_cube import simulate_cube  # noqa: E402  (synthetic cubes live with the tests)
 
 
 def numpy_counts(mismatch: np.ndarray, tv: np.ndarray, fixed_tv: np.ndarray, eos_any: np.ndarray, window: int):

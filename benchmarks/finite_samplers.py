@@ -54,7 +54,8 @@ def main() -> None:
     chosen = [s for s in suite if "-s0.04-persistent-eos" in s.name]
 
     print(
-        f"machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}, numpy {np.__version__}\n"
+        f"machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
+        f"numpy {np.__version__}\n"
     )
     print("## Numba vs plain NumPy/Python (replicates per second, best of 3)\n")
     print("| system | method | NumPy/Python rep/s | Numba rep/s | speed-up |")

@@ -72,7 +72,8 @@ def baseline(loaded, ids: list[int], actions: dict, horizon: int, seed: int) -> 
 
 
 def coupled(loaded, prompts: list[list[int]], doc_ids: list[str], actions: dict, horizon: int, packed: bool) -> float:
-    """Seconds of one coupled job over ``prompts`` (:func:`bench_common.coupled_job`), with or without packed weights."""
+    """Seconds of one coupled job over ``prompts`` (:func:`bench_common.coupled_job`), with or without packed
+    weights."""
     (prepack_linears if packed else unpack_linears)(loaded.model)
     return coupled_job(loaded, prompts, [(1, 2, d) for d in doc_ids], actions, horizon)["total"]
 

@@ -397,21 +397,26 @@ def run_baseline(loaded: LoadedModel, ids: torch.Tensor, steps: int, w_read: int
 def markdown(result: dict) -> str:
     """The summary table of ``result``."""
     lines = [
-        "| run | prompt | prefill s | coupled s | forwards | rows/forward | pair-steps/s | step ms | floor ms | floor fraction (forward) | floor fraction (end to end) | peak GiB |",
+        "| run | prompt | prefill s | coupled s | forwards | rows/forward | pair-steps/s | step ms | floor ms "
+        "| floor fraction (forward) | floor fraction (end to end) | peak GiB |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     fmt = lambda v, f: "–" if v is None else format(v, f)  # noqa: E731
     for d, doc in enumerate(result["documents"]):
         b, c = doc["baseline"], doc["coupled"]
         lines.append(
-            f"| doc {d} baseline decode (batch 1) | {c['prompt_tokens']} | {b['prefill_s']:.3f} | – | {b['steps']} | 1 | – | "
-            f"{1e3 * b['step_s_mean']:.2f} | {1e3 * b['floor_s_per_step']:.2f} | {b['bw_fraction']:.3g} | – | {fmt(b['peak_mem_gib'], '.2f')} |"
+            f"| doc {d} baseline decode (batch 1) | {c['prompt_tokens']} | {b['prefill_s']:.3f} | – | "
+            f"{b['steps']} | 1 | – | "
+            f"{1e3 * b['step_s_mean']:.2f} | {1e3 * b['floor_s_per_step']:.2f} | {b['bw_fraction']:.3g} | – | "
+            f"{fmt(b['peak_mem_gib'], '.2f')} |"
         )
         lines.append(
             f"| doc {d} coupled ({len(result['actions'])} actions, R={result['replicates']}, H={result['horizon']}) | "
-            f"{c['prompt_tokens']} | {c['prefill_s']:.3f} | {c['coupled_s']:.3f} | {c['forwards']} | {c['rows_per_forward']:.2f} | "
+            f"{c['prompt_tokens']} | {c['prefill_s']:.3f} | {c['coupled_s']:.3f} | {c['forwards']} | "
+            f"{c['rows_per_forward']:.2f} | "
             f"{c['pair_steps_per_s']:.1f} | {1e3 * c['step_s_mean']:.2f} | {1e3 * c['floor_s_per_step']:.2f} | "
-            f"{fmt(c['bw_fraction_forward'], '.3g')} | {fmt(c['bw_fraction_end_to_end'], '.3g')} | {fmt(c['peak_mem_gib'], '.2f')} |"
+            f"{fmt(c['bw_fraction_forward'], '.3g')} | {fmt(c['bw_fraction_end_to_end'], '.3g')} | "
+            f"{fmt(c['peak_mem_gib'], '.2f')} |"
         )
     if result.get("batched"):
         c = result["batched"]
@@ -419,7 +424,8 @@ def markdown(result: dict) -> str:
             f"| all {c['documents']} documents in one job (one forward per step) | {c['prompt_tokens']} | "
             f"{c['prefill_s']:.3f} | {c['coupled_s']:.3f} | {c['forwards']} | {c['rows_per_forward']:.2f} | "
             f"{c['pair_steps_per_s']:.1f} | {1e3 * c['step_s_mean']:.2f} | {1e3 * c['floor_s_per_step']:.2f} | "
-            f"{fmt(c['bw_fraction_forward'], '.3g')} | {fmt(c['bw_fraction_end_to_end'], '.3g')} | {fmt(c['peak_mem_gib'], '.2f')} |"
+            f"{fmt(c['bw_fraction_forward'], '.3g')} | {fmt(c['bw_fraction_end_to_end'], '.3g')} | "
+            f"{fmt(c['peak_mem_gib'], '.2f')} |"
         )
     return "\n".join(lines)
 

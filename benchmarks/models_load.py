@@ -54,7 +54,8 @@ def main() -> None:
             del baseline, loaded
     print(f"GGUF load (baseline):          best {min(gguf_times):.2f} s  all {[round(t, 2) for t in gguf_times]}")
     print(
-        f"safetensors load (candidate):  best {min(safetensors_times):.2f} s  all {[round(t, 2) for t in safetensors_times]}"
+        f"safetensors load (candidate):  best {min(safetensors_times):.2f} s  "
+        f"all {[round(t, 2) for t in safetensors_times]}"
     )
     print(f"speed-up {min(gguf_times) / min(safetensors_times):.1f}x; max |logit difference| {diff:.2e}")
 

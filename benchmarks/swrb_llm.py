@@ -238,31 +238,40 @@ def render(
     s = setup
     md = [f"# Complete vs residual-branch (SWRB) sampling on {s['model']} (CPU)", ""]
     md += [
-        f"`{s['command']}` (script beside this file; {s['compute_min']:.0f} min of prefills and generate calls in all).",
+        f"`{s['command']}` (script beside this file; {s['compute_min']:.0f} min of prefills and generate calls "
+        "in all).",
         "",
     ]
     md += [
         "**Setup.** "
-        f"{s['documents']} synthetic documents ({', '.join(s['strata'])}; {s['per_family']} per family, generated with "
-        f"kvdiv.documents as the workflow does; {s['prompt_tokens_min']}–{s['prompt_tokens_max']} prompt tokens after the chat "
-        f"template). Actions: {', '.join(f'`{a}`' for a in s['actions'])} (SnapKV with a {s['window_size']}-token observation "
+        f"{s['documents']} synthetic documents ({', '.join(s['strata'])}; {s['per_family']} per family, "
+        "generated with "
+        f"kvdiv.documents as the workflow does; {s['prompt_tokens_min']}–{s['prompt_tokens_max']} prompt tokens "
+        "after the chat "
+        f"template). Actions: {', '.join(f'`{a}`' for a in s['actions'])} (SnapKV with a {s['window_size']}-token "
+        "observation "
         "window; recent = StreamingLLMPress without sink tokens, as config/config.yaml's `recent_*`; "
         f"{s['high']}). "
-        f"H = {s['horizon']}, window L = {s['window']}, temperature 1, δ_1 = 0, tv_atol 1e-6. R = {s['replicates']} replicates "
-        f"per (document, action) in each mode, {s['batch']} per `generate` call, streams (seed {s['seed']}, mode-batch, document, "
+        f"H = {s['horizon']}, window L = {s['window']}, temperature 1, δ_1 = 0, tv_atol 1e-6. "
+        f"R = {s['replicates']} replicates "
+        f"per (document, action) in each mode, {s['batch']} per `generate` call, streams (seed {s['seed']}, "
+        "mode-batch, document, "
         "action, replicate): the modes are independent. Bootstrap: "
         f"{s['bootstrap']} cluster resamples over documents, 95 % percentile intervals; enclosure α = {s['alpha']}.",
         "",
-        f"**Machine.** {s['machine']}; {s['threads']} torch threads; shared with other helpers' jobs (1-min load average "
+        f"**Machine.** {s['machine']}; {s['threads']} torch threads; shared with other helpers' jobs "
+        "(1-min load average "
         f"{s['load_min']:.1f}–{s['load_max']:.1f} at the end of each batch), so wall times are noisy; both modes "
         "of a document run in one process, alternating which goes first per batch.",
         "",
-        "**Definitions** (benchmarks/swrb_analysis.py; the finite study's aggregates, kvdiv.estimands.variance_cost_aggregates): "
+        "**Definitions** (benchmarks/swrb_analysis.py; the finite study's aggregates, "
+        "kvdiv.estimands.variance_cost_aggregates): "
         "variance ratio = Var(M)/Var(Z_R) per (document, action) cell (per-replicate variances, ddof 1); evaluation "
         "ratio = mean over cells of c̄_swrb/c̄_complete with c = kernel-pair evaluations as the paper counts them "
         "(H complete, H + (H − J) swrb); advantage = ratio of means, mean(Var(M)·c̄_complete)/mean(Var(Z_R)·c̄_swrb). "
         "`rows` = rows forwarded as the generation code counts them (complete 2 per step before divergence, 3 after — "
-        "the third is the fixed-history row; swrb 2 per scan step + 3 per branch step); `wall` = each action's share of "
+        "the third is the fixed-history row; swrb 2 per scan step + 3 per branch step); `wall` = each action's "
+        "share of "
         "its generate call per replicate. A cell where neither mode saw any divergence has no ratio (left out of "
         "min/median/max; counted in the ratios of means); a cell whose complete replicates never diverged has ratio 0 "
         "(`zero-var.` counts them): the pooled variance ratio mean(Var(M))/mean(Var(Z_R)) is robust to both.",

@@ -85,7 +85,8 @@ def main() -> None:
             )
     base = {busy: results[(busy, args.threads[0], args.policies[0])] for busy in (False, True)}
     print(
-        "\n| machine | threads | OMP_WAIT_POLICY | ms/step min | ms/step median | ratio to 1 thread default (min, median) |"
+        "\n| machine | threads | OMP_WAIT_POLICY | ms/step min | ms/step median "
+        "| ratio to 1 thread default (min, median) |"
     )
     print("|---|---|---|---|---|---|")
     for busy, threads, policy in configs:

@@ -5,7 +5,7 @@ Eviction") as a library plus a Snakemake workflow. One package per pipeline stag
 :mod:`kvdiv.llm`, :mod:`kvdiv.trajectories`, :mod:`kvdiv.metrics`, :mod:`kvdiv.finite`, :mod:`kvdiv.analysis`,
 :mod:`kvdiv.outputs`, :mod:`kvdiv.show`, :mod:`kvdiv.compare` (the trajectory job from Python: docs/python-api.md); shared by all: :mod:`kvdiv.layout`, :mod:`kvdiv.names`,
 :mod:`kvdiv.estimands`, :mod:`kvdiv.seeds`, :mod:`kvdiv.io`, :mod:`kvdiv.joblog`, :mod:`kvdiv.codehash`,
-:mod:`kvdiv.cli` and :mod:`kvdiv.testing`. The package map: docs/internals.md#the-packages.
+:mod:`kvdiv.cli`. The package map: docs/internals.md#the-packages.
 """
 
 __version__ = "0.1.0"

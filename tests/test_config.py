@@ -121,6 +121,10 @@ def decoding_action(**arguments):
             lambda c: c["analysis"].update(studies={"figure5": "nosuch"}),
             "analysis.studies.figure5: 'nosuch' is not a configured study",
         ),
+        (
+            lambda c: c["analysis"].update(studies={"figure5": "retention50", "figure8": "retention50"}),
+            "analysis.studies.figure8: not a result of kvdiv \\(results: figure5, figure6, figure7, table2, table3",
+        ),
         (lambda c: c["models"]["tiny"].update(tokenizer="other"), "models.tiny.tokenizer: 'other' is neither 'bytes'"),
         (lambda c: c["models"]["tiny"].update(tokenizer="tiny"), "models.tiny.tokenizer: 'tiny' is neither 'bytes'"),
         (

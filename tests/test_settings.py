@@ -15,7 +15,7 @@ import yaml
 from kvdiv.config import files, loading
 from kvdiv.settings import generation, schema
 from kvdiv.settings import STUDY_KEYS, DocumentRequest, Generation, Runtime
-from kvdiv.testing import ToyKernelSession, history_kernel, mixture_kernel
+from support.toy_kernels import ToyKernelSession, history_kernel, mixture_kernel
 from kvdiv.trajectories.generate import generate, generate_documents
 from kvdiv.trajectories.job import run_documents
 

@@ -15,7 +15,7 @@ from scipy import stats
 
 from kvdiv.estimands import enclosure
 from kvdiv.metrics import trajectory_replicates
-from kvdiv.testing import ToyKernelSession, constant_kernel
+from support.toy_kernels import ToyKernelSession, constant_kernel
 from kvdiv.trajectories.generate import generate
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "swrb_analysis.py"

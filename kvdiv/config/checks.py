@@ -118,6 +118,11 @@ def check_references(config: Mapping, given: Mapping) -> None:
                 raise ConfigError(f"models.{model}.tokenizer: the tokenizers form a cycle ({' -> '.join(chain)})")
     given_analysis = given.get("analysis") or {}
     analysis = config["analysis"]
+    from kvdiv.analysis.items import STUDIED  # the registry: every result a study can feed
+
+    for item in analysis["studies"]:
+        if item not in STUDIED:
+            raise ConfigError(f"analysis.studies.{item}: not a result of kvdiv (results: {', '.join(STUDIED)})")
     if "studies" in given_analysis:  # the default names the paper's studies; a config may lack them
         for item, study in analysis["studies"].items():
             if study not in studies:

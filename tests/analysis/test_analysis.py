@@ -18,7 +18,7 @@ from kvdiv.outputs.figure7 import plot_figure7
 from kvdiv.outputs.table2 import table2_frame
 from kvdiv.outputs.table3 import table3_frame
 from kvdiv.outputs.report import build_report, paper_values
-from kvdiv.trajectories.synthetic import simulate_cube
+from support.synthetic_cube import simulate_cube
 
 STRATA = ("ruler_256", "ruler_512", "helmet_256", "helmet_512")
 CONTRASTS = [["snapkv_512", "snapkv_half"], ["recent_half", "snapkv_half"], ["recent_90", "snapkv_90"]]

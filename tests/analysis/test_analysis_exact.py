@@ -22,7 +22,7 @@ import xarray as xr
 
 from kvdiv.analysis import blocks, decomposition, inputs, prediction, profiles, timing
 from kvdiv.metrics import compute_metrics
-from kvdiv.trajectories.synthetic import simulate_cube
+from support.synthetic_cube import simulate_cube
 
 DIMS = ("document", "action", "replicate", "step")
 
@@ -294,7 +294,7 @@ def build_toy_metrics():
     """Metrics of swrb and complete cubes of the toy pair (30 documents × 250 replicates per action) and the
     exact values."""
     from kvdiv.trajectories.generate import generate
-    from kvdiv.testing import ToyKernelSession
+    from support.toy_kernels import ToyKernelSession
 
     n_doc, reps = 30, 250
     out = {}

@@ -1,4 +1,4 @@
-"""kvdiv.analysis.claims: the verdict rules, and synthetic cubes (kvdiv.trajectories.synthetic, constant-TV
+"""kvdiv.analysis.claims: the verdict rules, and synthetic cubes (tests/support/synthetic_cube.py, constant-TV
 persistent perturbations with known orderings) built to make each claim consistent, contradicted or inconclusive;
 shares of gaps indistinguishable from 0 are "not identified" (in the claims and in the Figure 5 table of the
 report), and the report opens with the claims section and writes the claims table."""
@@ -14,7 +14,7 @@ from kvdiv.analysis.inputs import POOLED, Metrics
 from kvdiv.io import write_parquet
 from kvdiv.metrics import compute_metrics
 from kvdiv.outputs.report import build_report, paper_values
-from kvdiv.trajectories.synthetic import simulate_cube
+from support.synthetic_cube import simulate_cube
 
 STRATA = ("ruler_256", "ruler_512", "helmet_256", "helmet_512")
 CONTRASTS = [["snapkv_512", "snapkv_half"], ["recent_half", "snapkv_half"], ["recent_90", "snapkv_90"]]

@@ -11,7 +11,7 @@ from kvdiv.analysis.inputs import Metrics
 from kvdiv.analysis.leaderboard import leaderboard_table
 from kvdiv.metrics import compute_metrics
 from kvdiv.outputs.leaderboard import display_frame, press_name, retention, write_leaderboard
-from kvdiv.trajectories.synthetic import simulate_cube
+from support.synthetic_cube import simulate_cube
 
 HAZARDS = {"low": 0.01, "mid": 0.05, "high": 0.2}
 

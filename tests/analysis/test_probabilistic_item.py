@@ -21,7 +21,7 @@ from kvdiv.io import write_parquet
 from kvdiv.metrics import compute_metrics
 from kvdiv.outputs.figure_probabilistic import plot_probabilistic, reference_groups
 from kvdiv.outputs.report import build_report
-from kvdiv.trajectories.synthetic import simulate_cube
+from support.synthetic_cube import simulate_cube
 
 REPO = Path(__file__).resolve().parents[2]
 STRATA = ("ruler_256", "helmet_256")

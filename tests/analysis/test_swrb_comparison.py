@@ -19,7 +19,7 @@ from kvdiv.analysis.swrb_comparison import (
 )
 from kvdiv.finite.study import suite_aggregates
 from kvdiv.metrics import compute_metrics
-from kvdiv.trajectories.synthetic import simulate_cube
+from support.synthetic_cube import simulate_cube
 
 
 def _cells(vc, vs, cc, cs, documents):
@@ -89,7 +89,7 @@ STRATA = ("ruler_256", "helmet_256")
 
 
 def exact_constant_tv(horizon: int, e: float) -> dict[str, float]:
-    """Exact moments under a constant-TV persistent perturbation (kvdiv.trajectories.synthetic): mismatches at
+    """Exact moments under a constant-TV persistent perturbation (tests/support/synthetic_cube.py): mismatches at
     t = 2..H are iid Bernoulli(e), so Var(M) = (H − 1)e(1 − e)/H²; SWRB: D = 1 − (1 − e)^{H−1}, J = j with
     probability w_j/D, w_j = (1 − e)^{j−2}e, and Z_R = D(1 + e(H − J))/H, enumerated over j."""
     h = horizon

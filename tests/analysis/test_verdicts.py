@@ -11,7 +11,7 @@ from kvdiv.analysis.verdicts import check_directions, contrast_verdicts, verdict
 from kvdiv.io import write_parquet
 from kvdiv.metrics import compute_metrics
 from kvdiv.outputs.report import build_report
-from kvdiv.trajectories.synthetic import simulate_cube
+from support.synthetic_cube import simulate_cube
 
 
 @pytest.mark.parametrize(

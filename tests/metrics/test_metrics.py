@@ -10,7 +10,7 @@ import xarray as xr
 
 from kvdiv.layout import METRIC_TABLES
 from kvdiv.metrics import compute_metrics, write_metrics
-from kvdiv.trajectories.synthetic import simulate_cube, write_cube
+from support.synthetic_cube import simulate_cube, write_cube
 
 
 def hand_cube() -> xr.Dataset:
@@ -173,7 +173,7 @@ def test_metrics_on_generated_cubes_agree_across_modes(tmp_path):
     → metrics. The naive mean of M (complete mode) and the SWRB mean of Z_R estimate the same R_H."""
     from kvdiv.trajectories.generate import generate
     from kvdiv.trajectories.store import build_cube, write_document_store
-    from kvdiv.testing import ToyKernelSession, history_kernel, mixture_kernel
+    from support.toy_kernels import ToyKernelSession, history_kernel, mixture_kernel
 
     vocab, eos, h, reps = 5, 4, 6, 1500
     ref = history_kernel(vocab, seed=1)

@@ -8,7 +8,7 @@ import pytest
 
 from kvdiv.estimands import pair_evaluations
 from kvdiv.metrics import replicate_rows, trajectory_replicates
-from kvdiv.testing import ToyKernelSession, history_kernel, mixture_kernel
+from support.toy_kernels import ToyKernelSession, history_kernel, mixture_kernel
 from kvdiv.trajectories.generate import generate
 
 

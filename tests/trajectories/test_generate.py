@@ -1,4 +1,4 @@
-"""Coupled generation over explicit toy kernels (kvdiv.testing.ToyKernelSession): exact checks."""
+"""Coupled generation over explicit toy kernels (support.toy_kernels.ToyKernelSession): exact checks."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from kvdiv.trajectories.generate import generate
-from kvdiv.testing import ToyKernelSession, constant_kernel, history_kernel, mixture_kernel
+from support.toy_kernels import ToyKernelSession, constant_kernel, history_kernel, mixture_kernel
 
 V = 4
 EOS = 3

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from kvdiv.seeds import derive_rng
-from kvdiv.testing import ToyKernelSession
+from support.toy_kernels import ToyKernelSession
 from kvdiv.trajectories.coupling import couple, couple_to_reference, reference_draw
 from kvdiv.trajectories.generate import generate
 

@@ -23,7 +23,7 @@ from kvdiv.trajectories.store import (
     write_document_store,
 )
 from kvdiv.trajectories.summary import summarize
-from kvdiv.testing import ToyKernelSession, history_kernel, mixture_kernel
+from support.toy_kernels import ToyKernelSession, history_kernel, mixture_kernel
 
 V, EOS, H, R = 5, 4, 6, 3
 REF = history_kernel(V, seed=1)

@@ -11,7 +11,7 @@ from results_diff import compare_results
 
 from kvdiv.io import write_parquet
 from kvdiv.trajectories.store import seal_store, writing_every_chunk
-from kvdiv.trajectories.synthetic import simulate_cube, write_cube
+from support.synthetic_cube import simulate_cube, write_cube
 
 
 def make_results(root):
