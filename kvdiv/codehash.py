@@ -40,7 +40,8 @@ def module_file(name: str, package_dir: Path = PACKAGE_DIR) -> Path | None:
 
 
 def module_name(path: Path, package_dir: Path = PACKAGE_DIR) -> str:
-    """The dotted name of a kvdiv source file (``kvdiv/a/b.py`` → ``kvdiv.a.b``, ``kvdiv/a/__init__.py`` → ``kvdiv.a``)."""
+    """The dotted name of a kvdiv source file (``kvdiv/a/b.py`` → ``kvdiv.a.b``, ``kvdiv/a/__init__.py`` →
+    ``kvdiv.a``)."""
     rel = Path(path).resolve().relative_to(package_dir.resolve()).with_suffix("")
     parts = [PACKAGE, *rel.parts]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

@@ -132,8 +132,9 @@ def compare(
         document), a list of token ids, a documents-JSONL record, or a list of these.
     actions : name → a kvpress press instance (yours, kvpress's or kvdiv's) or a config spec ``{press: ..., ...}``.
     horizon, replicates, temperature, mode, evict_first_step, tv_atol, reference_chain, compress : as a study's keys,
-        and None (not given) is a study's default (kvdiv/data/schema.yaml: the workflow's); ``compress="context"`` keeps each prompt's question (its last paragraph, or a record's
-        ``question``) out of compression, as kvpress's pipeline.
+        and None (not given) is a study's default (kvdiv/data/schema.yaml: the workflow's); ``compress="context"``
+        keeps each prompt's question (its last paragraph, or a record's ``question``) out of compression, as
+        kvpress's pipeline.
     seed, study_seed : the master and study seeds; replicate r of action a on prompt i samples from
         ``derive_rng(seed, study_seed, ids[i], a, r)``, exactly as the workflow's trajectory job.
     ids : the prompts' ids (default ``prompt-0000``, ...; a record's own ``id``): part of the seeds.

@@ -153,7 +153,8 @@ class Layout:
         return f"{self.root}/tables/{item}.{ext}"
 
     def gallery(self, study: str, model: str) -> str:
-        """The gallery page of a (study, model): per action, the pairs with the earliest, median and latest divergence."""
+        """The gallery page of a (study, model): per action, the pairs with the earliest, median and latest
+        divergence."""
         return f"{self.root}/figures/gallery/{study}/{model}.html"
 
     def leaderboard(self, model: str, ext: str) -> str:

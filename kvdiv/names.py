@@ -108,7 +108,8 @@ def check_name(name: object, kind: str = "name", max_length: int = MAX_LENGTH) -
     if periodic:
         raise ValueError(
             f"{kind} name {name!r} ends with {periodic.group(1)!r} repeated "
-            f"{len(periodic.group(0)) // len(periodic.group(1))} times: Snakemake takes a name ending in {PERIODIC_REPEATS} or more repeats for an infinite recursion"
+            f"{len(periodic.group(0)) // len(periodic.group(1))} times: Snakemake takes a name ending in "
+            f"{PERIODIC_REPEATS} or more repeats for an infinite recursion"
         )
     reserved = RESERVED.get(kind, frozenset())
     if name.lower() in reserved:
@@ -156,7 +157,8 @@ def check_results_root(root: object) -> str:
     for i, part in enumerate(parts):
         if not _NAME.match(part):
             raise ValueError(
-                f"results: {root!r}: component {part!r} is not allowed (letters, digits, '_', '.', '-', starting with a "
+                f"results: {root!r}: component {part!r} is not allowed (letters, digits, '_', '.', '-', starting "
+                "with a "
                 "letter or digit: no '..', '.', hidden directories such as .snakemake, or empty components)"
             )
         if i == 0 and part.lower() in CHECKOUT_ENTRIES:

@@ -104,7 +104,8 @@ def resolve_smollm2_with_snakemake() -> Path:
             log = REPO_ROOT / "logs" / "resolve_model" / "smollm2.log"
             log_text = log.read_text()[-4000:] if log.is_file() else ""
             raise RuntimeError(
-                f"`{' '.join(cmd[2:])}` failed (rc {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}\n{log_text}"
+                f"`{' '.join(cmd[2:])}` failed (rc {proc.returncode}):\n{proc.stdout[-4000:]}\n"
+                f"{proc.stderr[-4000:]}\n{log_text}"
             )
     return REPO_ROOT / target
 

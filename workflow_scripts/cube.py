@@ -1,7 +1,7 @@
 """Snakemake script of rule `cube`: a (study, model)'s per-document stores -> one cube store.
 
-Each store is verified as it is read (kvdiv.trajectories.store.read_store_arrays): an incomplete or corrupt store stops the
-job with an error naming the store and the array.
+Each store is verified as it is read (kvdiv.trajectories.store.read_store_arrays): an incomplete or corrupt store stops
+the job with an error naming the store and the array.
 """
 
 import logging

@@ -1,4 +1,5 @@
-"""Snakemake script of rule figure: a figure item's analysis Parquet -> its figure as PDF + PNG (kvdiv.outputs.registry)."""
+"""Snakemake script of rule figure: a figure item's analysis Parquet -> its figure as PDF + PNG
+(kvdiv.outputs.registry)."""
 
 import logging
 

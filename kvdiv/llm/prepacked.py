@@ -163,9 +163,10 @@ def _probe(module: torch.nn.Linear) -> int:
     if worst == PROBE_ROWS - 1:
         kernel = "packed " if type(module) is PackedLinear else ""
         raise RuntimeError(
-            f"the {kernel}CPU Linear {tuple(module.weight.shape)} ({module.weight.dtype}) gives a row different bits at "
-            f"{worst} rows than in a larger product at {torch.get_num_threads()} threads, so documents batched in one "
-            f"forward would change each other's values; set the model's `prepack: {str(type(module) is not PackedLinear).lower()}` "
+            f"the {kernel}CPU Linear {tuple(module.weight.shape)} ({module.weight.dtype}) gives a row different bits "
+            f"at {worst} rows than in a larger product at {torch.get_num_threads()} threads, so documents batched in "
+            "one forward would change each other's values; set the model's "
+            f"`prepack: {str(type(module) is not PackedLinear).lower()}` "
             f"or run one document per job (`documents_per_job: 1`)"
         )
     return worst + 1

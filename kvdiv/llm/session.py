@@ -52,7 +52,8 @@ class KernelSession:
         config/schema.yaml; arguments after it are keyword-only too.)
     seed_parts : sequence, optional
         (master seed, study seed, document id): random presses (:class:`~kvdiv.llm.presses.protocol.SeededPress`:
-        ProbabilisticPress, or a press of your own) draw from these and the action's name (:meth:`press_seeds` reports the seeds); None keeps each press's own ``seed``.
+        ProbabilisticPress, or a press of your own) draw from these and the action's name (:meth:`press_seeds` reports
+        the seeds); None keeps each press's own ``seed``.
     compressed_length : int, optional
         ``compress: context`` (kvpress's pipeline): the presses see and compress only the first
         ``compressed_length`` prompt tokens (the context); the rest (the question and answer prefix) is then fed
@@ -102,7 +103,8 @@ class KernelSession:
                     press.set_document(*seed_parts, action=name)
         self._attn = attention_layers(self.model)
         self.n_layers = len(self._attn)
-        # actions that compress during decoding too (kvpress's DecodingPress, PrefillDecodingPress): their part that does
+        # actions that compress during decoding too (kvpress's DecodingPress, PrefillDecodingPress): their part
+        # that does
         self._decoding = {
             name: part for name, press in self.presses.items() if (part := decoding_press(press)) is not None
         }
@@ -194,8 +196,8 @@ class KernelSession:
         return list(self._prefixes)
 
     def press_seeds(self) -> dict[str, dict[str, Any]]:
-        """Per random action (its press a :class:`~kvdiv.llm.presses.protocol.SeededPress`): its ``seed``, the document's ``draw_seed`` and the
-        ``layer_seeds`` of its samples (the store's ``press_seeds`` attribute)."""
+        """Per random action (its press a :class:`~kvdiv.llm.presses.protocol.SeededPress`): its ``seed``, the
+        document's ``draw_seed`` and the ``layer_seeds`` of its samples (the store's ``press_seeds`` attribute)."""
         return {
             name: {
                 "seed": press.seed,

@@ -61,7 +61,8 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
     if acc is None:
         return lines + ["_The accuracy table was not built._", ""]
     rows = [
-        "| model | action | documents | accuracy x | accuracy y | answer changed | accuracy y, early | accuracy y, late |",
+        "| model | action | documents | accuracy x | accuracy y | answer changed | accuracy y, early "
+        "| accuracy y, late |",
         "|---|---|---|---|---|---|---|---|",
     ]
     pooled = acc.filter(pl.col("stratum") == POOLED)

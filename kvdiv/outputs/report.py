@@ -44,12 +44,14 @@ def _setting_section(setting: Mapping, paper: Mapping) -> str:
     for study, spec in setting.get("studies", {}).items():
         strata = ", ".join(spec.get("strata", []))
         lines.append(
-            f"| {study}: documents | {spec.get('documents', '?')} ({spec.get('documents_per_stratum', '?')} per stratum) | "
+            f"| {study}: documents | {spec.get('documents', '?')} "
+            f"({spec.get('documents_per_stratum', '?')} per stratum) | "
             f"{paper['documents']} ({paper['documents_per_stratum']} per stratum) |"
         )
         lines.append(f"| {study}: strata | {strata} | {paper['strata']} |")
         lines.append(
-            f"| {study}: horizon H, replicates | {spec.get('horizon', '?')}, {spec.get('replicates', '?')} | {paper['horizon']}, – |"
+            f"| {study}: horizon H, replicates | {spec.get('horizon', '?')}, {spec.get('replicates', '?')} | "
+            f"{paper['horizon']}, – |"
         )
         lines.append(f"| {study}: actions | {', '.join(spec.get('actions', []))} | {paper['actions']} |")
     lines.append("")
@@ -69,10 +71,12 @@ def _setting_section(setting: Mapping, paper: Mapping) -> str:
             )
         if spec.get("horizon") != paper["horizon"]:
             diffs.append(
-                f"{study} uses H = {spec.get('horizon')}, not {paper['horizon']}: position blocks and depth windows are set within it"
+                f"{study} uses H = {spec.get('horizon')}, not {paper['horizon']}: position blocks and depth windows "
+                "are set within it"
             )
         diffs.append(
-            f"{study}'s prompt lengths are {', '.join(str(n) for n in sorted({parse_stratum(s)[1] for s in spec.get('strata', [])}))} "
+            f"{study}'s prompt lengths are "
+            f"{', '.join(str(n) for n in sorted({parse_stratum(s)[1] for s in spec.get('strata', [])}))} "
             "tokens (synthetic RULER/HELMET-style documents generated offline), not the paper's benchmark documents"
         )
     if diffs:
@@ -97,7 +101,8 @@ def build_report(
     ----------
     analysis
         The items this run built (those named in ``analysis.studies``): ``{"figure5": {"decomposition": path, ...},
-        ..., "swrb": {...}}`` (Parquet, the figure and section items), plus ``"table2"`` ... ``→ {"numbers": csv path}``.
+        ..., "swrb": {...}}`` (Parquet, the figure and section items), plus ``"table2"`` ... ``→ {"numbers": csv
+        path}``.
     tables_md
         ``{"table2": path, ...}`` Markdown tables to embed.
     figures
@@ -126,7 +131,8 @@ def build_report(
         "# kvdiv report: divergence timing and cumulative disagreement under KV-cache eviction",
         "",
         "Reproduction of arXiv 2609.16617 §5 by kvdiv. Every interval is a percentile interval of a cluster "
-        f"bootstrap over documents ({setting.get('bootstrap', '?')} resamples, {100 * setting.get('confidence', 0.95):.0f}%). "
+        f"bootstrap over documents ({setting.get('bootstrap', '?')} resamples, "
+        f"{100 * setting.get('confidence', 0.95):.0f}%). "
         "Percentages are in percent, differences in percentage points (pp). The paper's values are those it "
         "reports for its two models; where a row names one of our models, the paper columns show the paper's "
         "value for the same quantity on its models.",

@@ -21,7 +21,10 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
     mode = setting.get("studies", {}).get(study, {}).get("mode", "?")
     parts = [f"## {context.item.title} ({study or '?'}, mode {mode})", ""]
     variance = frames.get("variance")
-    head = "| quantity | model | action | documents | ours (95% CI) | paper: 24 finite systems |\n|---|---|---|---|---|---|\n"
+    head = (
+        "| quantity | model | action | documents | ours (95% CI) | paper: 24 finite systems |\n"
+        "|---|---|---|---|---|---|\n"
+    )
     vr = finite.get("variance_ratio_naive_over_swrb", {})
     paper_of = {
         "variance_ratio_median": paper_value(vr, "median"),
@@ -62,7 +65,8 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
             f"The study {study or '?'} runs in mode {mode}: its rows hold no SWRB draws, so the variance–cost of "
             'residual-branch estimation is not measured here (run a study with `mode: swrb`; README, "When to choose '
             "`mode: swrb`\"). The paper's finite-system figures, for reference: variance ratio naive/SWRB "
-            f"{paper_value(vr, 'min')}–{paper_value(vr, 'max')} (median {paper_value(vr, 'median')}), kernel-pair evaluations ×"
+            f"{paper_value(vr, 'min')}–{paper_value(vr, 'max')} (median {paper_value(vr, 'median')}), "
+            "kernel-pair evaluations ×"
             f"{paper_value(finite, 'mean_pair_evaluations_ratio')}, variance–cost advantage "
             f"{paper_value(finite, 'variance_cost_advantage_ratio_of_means')} (ratio of means).",
             "",

@@ -103,7 +103,8 @@ def render_gallery(sections: Sequence[GallerySection], *, title: str, store: str
         for (document, replicate), labels in shown.items():
             view = section.picks[labels[0]]
             body.append(
-                f"<h3>{esc(' = '.join(labels))} divergence: τ = {view.tau} · {esc(document)} · replicate {replicate}</h3>"
+                f"<h3>{esc(' = '.join(labels))} divergence: τ = {view.tau} · {esc(document)} · "
+                f"replicate {replicate}</h3>"
             )
             body.append(pair_html(view, steps=False))
     return html_page(title, body)

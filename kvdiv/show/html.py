@@ -32,19 +32,23 @@ h1 { font-size: 1.2em; } h2 { font-size: 1.1em; margin-top: 2em; } h3 { font-siz
 .summary .branch { color: #087f8c; font-weight: 600; } .summary .dim { color: #777; }
 .pair { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; margin: .8em 0; }
 .chain { border: 1px solid #ccc; border-radius: 4px; padding: .5em .7em; min-width: 0; }
-.text { font-family: ui-monospace, monospace; font-size: .9em; white-space: pre-wrap; overflow-wrap: anywhere; line-height: 1.5; }
+.text { font-family: ui-monospace, monospace; font-size: .9em; white-space: pre-wrap; overflow-wrap: anywhere; \
+line-height: 1.5; }
 .tok { border-radius: 2px; }
 .mk { font-family: system-ui, sans-serif; font-size: .75em; font-weight: 700; padding: 0 .25em; margin: 0 .1em;
       border-radius: 3px; vertical-align: .1em; }
 .mk.tau { background: #a0208a; color: #fff; } .mk.branch { background: #087f8c; color: #fff; }
-.mk.eos { background: #333; color: #fff; } .mk.absorbed, .mk.unknown { background: #ddd; color: #555; font-weight: 400; }
+.mk.eos { background: #333; color: #fff; } .mk.absorbed, .mk.unknown { background: #ddd; color: #555; \
+font-weight: 400; }
 .nl { color: #aaa; }
 .end { color: #666; font-size: .85em; margin: .4em 0 0; }
 .legend { font-size: .85em; color: #444; } .legend .sw { display: inline-block; padding: 0 .4em; margin: 0 .15em; }
 svg.profile { display: block; margin: .5em 0; } svg .bar { fill: #d62728; } svg .axis { stroke: #999; stroke-width: 1; }
-svg .tau { stroke: #a0208a; stroke-width: 1.5; } svg .branch { stroke: #087f8c; stroke-width: 1.5; stroke-dasharray: 3 2; }
+svg .tau { stroke: #a0208a; stroke-width: 1.5; } svg .branch { stroke: #087f8c; stroke-width: 1.5; \
+stroke-dasharray: 3 2; }
 svg text { font-size: 10px; fill: #555; font-family: system-ui, sans-serif; }
-table.steps { border-collapse: collapse; font-size: .85em; } table.steps td, table.steps th { border: 1px solid #ddd; padding: 1px 6px; }
+table.steps { border-collapse: collapse; font-size: .85em; } table.steps td, table.steps th { border: 1px solid #ddd; \
+padding: 1px 6px; }
 table.steps td.code { font-family: ui-monospace, monospace; white-space: pre; }
 table.steps tr.diverged td { background: #fbeff9; }
 details { margin: .5em 0; }

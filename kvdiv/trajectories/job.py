@@ -2,7 +2,7 @@
 it once, sample every action of every document together (one forward per step for all documents), write one store
 per document (what the rule ``trajectories`` runs, :func:`run_documents`; :func:`run_document` for one).
 
-A document's store holds the same values whichever documents share its job (:func:`kvdiv.trajectories.generate.generate_documents`).
+A store holds the same values whatever documents share its job (:func:`kvdiv.trajectories.generate.generate_documents`).
 
 The prompt is the document's message rendered with the model's own chat template (or none:
 :func:`kvdiv.documents.render.prompt_token_ids`); the ids fed are recorded in the store. Sampling streams derive
@@ -90,7 +90,8 @@ def run_documents(
             raise ValueError(
                 f"model {loaded.name!r}, document {document['id']!r}: its rendering has {n_prompt} prompt tokens; "
                 f"+ horizon {horizon} = {n_prompt + horizon} exceeds the model's context of {loaded.max_context} "
-                f"(the document was sized to {document.get('n_tokens')} tokens with the reference model {document.get('tokenizer')!r})"
+                f"(the document was sized to {document.get('n_tokens')} tokens with the reference model "
+                f"{document.get('tokenizer')!r})"
             )
         prompts.append(prompt_ids)
         if compress == "context" and "prompt_ids" in document:

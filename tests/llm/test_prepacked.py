@@ -122,7 +122,10 @@ def test_min_rows_measures_a_kernel_that_changes_below_three_rows(monkeypatch):
     prepack_linears(other := small_model())
     with pytest.raises(
         RuntimeError,
-        match=r"packed CPU Linear \(48, 1600\) \(torch.float32\) gives a row different bits at 63 rows .*`prepack: false`",
+        match=(
+            r"packed CPU Linear \(48, 1600\) \(torch.float32\) gives a row different bits at 63 rows "
+            r".*`prepack: false`"
+        ),
     ):
         min_rows(other)
 

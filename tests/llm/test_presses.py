@@ -1,5 +1,5 @@
-"""kvdiv.llm.presses: actions (press specs → presses) and ProbabilisticPress: πps probabilities, exact-k sampling with the
-given inclusion probabilities, Horvitz–Thompson unbiasedness, reduction to deterministic eviction."""
+"""kvdiv.llm.presses: actions (press specs → presses) and ProbabilisticPress: πps probabilities, exact-k sampling with
+the given inclusion probabilities, Horvitz–Thompson unbiasedness, reduction to deterministic eviction."""
 
 from __future__ import annotations
 

@@ -121,8 +121,9 @@ def simulate_cube(
 
 
 def write_cube(ds: xr.Dataset, path) -> None:
-    """Write ``ds`` (from :func:`simulate_cube`) as a cube store at ``path`` through :func:`kvdiv.trajectories.store.write_cube`
-    (atomically, every chunk written, sealed with checksums), the writer of the workflow's cubes."""
+    """Write ``ds`` (from :func:`simulate_cube`) as a cube store at ``path`` through
+    :func:`kvdiv.trajectories.store.write_cube` (atomically, every chunk written, sealed with checksums), the writer of
+    the workflow's cubes."""
     dims = ("document", "action", "replicate", "step")
     data = {name: np.ascontiguousarray(ds[name].transpose(*dims[: ds[name].ndim]).values) for name in ds.data_vars}
     coords = {name: ds[name].values.tolist() for name in DOCUMENT_COORDS}

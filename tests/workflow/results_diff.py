@@ -13,10 +13,10 @@ Strict (any difference fails):
   ``finite_state/estimates.parquet``: the samplers' run time), and that is reported;
 - the same set of those files on both sides.
 
-Reported, not failed: files whose bytes record when or how long a run took (``provenance.json``'s
-``resolved_at``, job benchmarks ``benchmarks/**.tsv`` and job logs ``logs/**.log`` under any config's root), figures (PNG byte for byte,
-PDF byte for byte but for matplotlib's ``/CreationDate``; listed when they differ, failed with
-``--strict-figures``), and Snakemake's ``.snakemake_timestamp``.
+Reported, not failed: files whose bytes record when or how long a run took (``provenance.json``'s ``resolved_at``, job
+benchmarks ``benchmarks/**.tsv`` and job logs ``logs/**.log`` under any config's root), figures (PNG byte for byte, PDF
+byte for byte but for matplotlib's ``/CreationDate``; listed when they differ, failed with ``--strict-figures``), and
+Snakemake's ``.snakemake_timestamp``.
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ from kvdiv.trajectories.store import read_document_store, read_prompt_ids
 REPO = Path(__file__).resolve().parents[2]
 LLAMA3_TEMPLATE = (
     "{{- '<|begin_of_text|>' }}{% for message in messages %}"
-    "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}"
+    "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim "
+    "+ '<|eot_id|>' }}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"
 )
 TINY = {

@@ -1,7 +1,7 @@
 """The proposal π of :class:`~kvdiv.llm.presses.probabilistic_press.ProbabilisticPress` over a layer's prompt entries.
 
-Attention proposals (``min``, ``h2o``, ``min_h``, ``h2o_h``: the attention rows of the last prompt queries, weighted by a
-history prior, times ‖v‖ for the ``min`` ones) and a kvpress scorer's scores turned into weights (``scorer``);
+Attention proposals (``min``, ``h2o``, ``min_h``, ``h2o_h``: the attention rows of the last prompt queries, weighted by
+a history prior, times ‖v‖ for the ``min`` ones) and a kvpress scorer's scores turned into weights (``scorer``);
 :func:`shared_proposals` lets the presses of one prefill compute each attention proposal once per layer.
 The mathematics: docs/estimators.md#probabilistic-eviction.
 """
