@@ -123,16 +123,10 @@ def assert_same_values(a: dict, b: dict) -> None:
             assert np.array_equal(values, b[key][1][name]), (key, name)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
-def test_interrupted_run_resumes_to_the_uninterrupted_results(work, tmp_path, sig):
-    """A run on 1 core stopped mid-way (Ctrl-C, or killed) leaves no partial store; rerun, it finishes with stores
-    value-identical and metrics byte-identical to the uninterrupted run on 2 cores of the `work` fixture."""
-    snakemake(work, *METRICS, "--cores", "2", "--configfile", "tiny.yaml")
-    fresh = Path(shutil.copytree(REPO, tmp_path / "repo", ignore=IGNORE))
-    shutil.copy(work / "tiny.yaml", fresh / "tiny.yaml")
-    stores = fresh / "results/tiny/trajectories/tiny"
+def _stop_when(fresh: Path, done, sig: int, *extra: str) -> None:
+    """Run the metrics on 1 core in ``fresh``; send ``sig`` to its process group once ``done()`` holds."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "snakemake", *METRICS, "--cores", "1", "--configfile", "tiny.yaml"],
+        [sys.executable, "-m", "snakemake", *METRICS, "--cores", "1", "--configfile", "tiny.yaml", *extra],
         cwd=fresh,
         env=dict(os.environ, PYTHONPATH=str(fresh)),
         start_new_session=True,
@@ -141,17 +135,34 @@ def test_interrupted_run_resumes_to_the_uninterrupted_results(work, tmp_path, si
     )
     try:
         deadline = time.time() + 300
-        while time.time() < deadline and not list(stores.glob("*.zarr")) and proc.poll() is None:
-            time.sleep(0.1)
-        assert proc.poll() is None and list(stores.glob("*.zarr")), "the run ended before its first store"
+        while time.time() < deadline and not done() and proc.poll() is None:
+            time.sleep(0.05)
+        assert proc.poll() is None and done(), f"the run ended before it could be stopped with {sig!r}"
     finally:
         os.killpg(proc.pid, sig)
         proc.wait(timeout=120)
+
+
+def test_interrupted_run_resumes_to_the_uninterrupted_results(work, tmp_path):
+    """A run on 1 core stopped mid-way, first with Ctrl-C (SIGINT, once its stores exist), then, resumed, killed
+    (SIGKILL, once its cube exists), leaves no partial output each time; rerun, it finishes with stores
+    value-identical and metrics byte-identical to the uninterrupted run on 2 cores of the `work` fixture."""
+    snakemake(work, *METRICS, "--cores", "2", "--configfile", "tiny.yaml")
+    fresh = Path(shutil.copytree(REPO, tmp_path / "repo", ignore=IGNORE))
+    shutil.copy(work / "tiny.yaml", fresh / "tiny.yaml")
+    stores = fresh / "results/tiny/trajectories/tiny"
+
+    def complete_so_far() -> None:  # whatever sits at a final path is complete
+        for store in [*stores.glob("*.zarr"), *([fresh / CUBE] if (fresh / CUBE).exists() else [])]:
+            verify_store(store)
+
+    _stop_when(fresh, lambda: bool(list(stores.glob("*.zarr"))), signal.SIGINT)
     assert not (fresh / CUBE).exists()
-    for store in stores.glob("*.zarr"):  # whatever sits at a final path is complete
-        verify_store(store)
-    if sig == signal.SIGKILL:
-        snakemake(fresh, "--unlock", "--cores", "1", "--configfile", "tiny.yaml")
+    complete_so_far()
+    _stop_when(fresh, lambda: (fresh / CUBE / "zarr.json").exists(), signal.SIGKILL, "--rerun-incomplete")
+    assert not (fresh / METRICS[0]).exists()
+    complete_so_far()
+    snakemake(fresh, "--unlock", "--cores", "1", "--configfile", "tiny.yaml")
     snakemake(fresh, *METRICS, "--cores", "1", "--configfile", "tiny.yaml", "--rerun-incomplete")
     assert_same_values(store_values(fresh), store_values(work))
     for name in METRICS:
