@@ -119,3 +119,13 @@ def test_no_import_cycle_between_modules():
 def test_find_cycle_finds_one():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": {"c"}}) is None
+
+
+def test_no_module_is_over_450_lines():
+    """A module past 450 lines holds more than one concept: split it (issue 20's rule, kept)."""
+    long = {
+        p.relative_to(PACKAGE_DIR).as_posix(): n
+        for p in PACKAGE_DIR.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > 450
+    }
+    assert not long, long

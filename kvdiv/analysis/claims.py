@@ -10,220 +10,33 @@ interval that does not contain its point estimate is flagged in ``flags``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 import polars as pl
 
 from kvdiv.analysis.inputs import POOLED, first_row, lookup
-from kvdiv.analysis.verdicts import sign_verdict
-
-VERDICTS = ("consistent", "contradicted", "inconclusive")
-NOT_IDENTIFIED = "not identified (gap indistinguishable from 0)"
-EXCLUDES_ESTIMATE = "interval excludes its estimate"
-
-#: Columns of :func:`claims_table`.
-COLUMNS = (
-    "claim",
-    "statement",
-    "model",
-    "subject",
-    "quantity",
-    "unit",
-    "estimate",
-    "lower",
-    "upper",
-    "n_documents",
-    "ours",
-    "paper",
-    "rule",
-    "verdict",
-    "flags",
+from kvdiv.analysis.claim_rows import (  # noqa: F401  (re-exported: the verdict rules)
+    COLUMNS,
+    EXCLUDES_ESTIMATE,
+    NOT_IDENTIFIED,
+    RULES,
+    Rows,
+    VERDICTS,
+    cells_verdict,
+    contrasts_of,
+    excludes_estimate,
+    finite,
+    identified,
+    models_of,
+    paper_text,
+    range_verdict,
+    share_row,
+    shown,
+    split_contrast,
+    within_verdict,
 )
-
-RULES = {
-    "sign": "interval wholly on the paper's side of the null → consistent; wholly on the other side → contradicted; "
-    "containing the null → inconclusive",
-    "range": "interval disjoint from the paper's value/range → contradicted; overlapping it and excluding the null on "
-    "the paper's side → consistent; else inconclusive",
-    "within": "interval inside ±c → consistent; wholly outside ±c → contradicted; else inconclusive",
-    "cells": "some cell contradicted → contradicted; every cell consistent → consistent; else inconclusive",
-}
-
-
-def _finite(*v: object) -> bool:
-    return all(x is not None and np.isfinite(float(x)) for x in v)
-
-
-def range_verdict(
-    lower: float, upper: float, paper_low: float, paper_high: float, direction: int, null: float = 0.0
-) -> str:
-    """``range`` rule: the paper's magnitude [paper_low, paper_high] (a value: both equal)."""
-    if not _finite(lower, upper):
-        return "inconclusive"
-    if upper < paper_low or lower > paper_high:
-        return "contradicted"
-    return "consistent" if sign_verdict(lower, upper, direction, null) == "consistent" else "inconclusive"
-
-
-def within_verdict(lower: float, upper: float, bound: float) -> str:
-    """``within`` rule: is |d| ≤ ``bound``?"""
-    if not _finite(lower, upper):
-        return "inconclusive"
-    if -bound <= lower and upper <= bound:
-        return "consistent"
-    if upper < -bound or lower > bound:
-        return "contradicted"
-    return "inconclusive"
-
-
-def cells_verdict(verdicts: Iterable[str]) -> str:
-    """``cells`` rule over the verdicts of every cell (no cells: inconclusive)."""
-    v = list(verdicts)
-    if not v:
-        return "inconclusive"
-    if "contradicted" in v:
-        return "contradicted"
-    return "consistent" if all(x == "consistent" for x in v) else "inconclusive"
-
-
-def identified(gap_lower: float | None, gap_upper: float | None) -> bool:
-    """Whether a share of a gap is identified: the gap's interval excludes 0."""
-    return _finite(gap_lower, gap_upper) and (gap_lower > 0 or gap_upper < 0)
-
-
-def excludes_estimate(estimate: float, lower: float, upper: float) -> bool:
-    """A percentile interval that does not contain its point estimate (flagged, never silently shown)."""
-    return _finite(estimate, lower, upper) and not (lower <= estimate <= upper)
-
-
-def _fmt(value: float, unit: str) -> str:
-    if not _finite(value):
-        return "–"
-    if unit in ("%", "pp"):
-        return f"{100 * value + 0.0:.1f}"
-    return f"{value + 0.0:.2f}"
-
-
-def shown(estimate: float, lower: float, upper: float, unit: str) -> str:
-    """``est [lo, hi]`` in the row's unit (proportions shown in percent / pp)."""
-    return f"{_fmt(estimate, unit)} [{_fmt(lower, unit)}, {_fmt(upper, unit)}]"
-
-
-def _paper_text(parts: Mapping[str, object], unit: str = "") -> str:
-    items = [f"{k} {v}{unit}" for k, v in parts.items() if v is not None]
-    return ", ".join(items) if items else "–"
-
-
-class _Rows:
-    def __init__(self) -> None:
-        self.rows: list[dict] = []
-
-    def add(
-        self,
-        claim: str,
-        statement: str,
-        model: str,
-        subject: str,
-        quantity: str,
-        unit: str,
-        row: Mapping | None,
-        paper: str,
-        rule: str,
-        verdict: str,
-        ours: str | None = None,
-        flags: Sequence[str] = (),
-        key: str = "estimate",
-    ) -> None:
-        est = row.get(key) if row else None
-        lo = row.get("lower") if row else None
-        hi = row.get("upper") if row else None
-        flags = list(flags)
-        if row and excludes_estimate(est, lo, hi):
-            flags.append(EXCLUDES_ESTIMATE)
-        self.rows.append(
-            {
-                "claim": claim,
-                "statement": statement,
-                "model": model,
-                "subject": subject,
-                "quantity": quantity,
-                "unit": unit,
-                "estimate": _float(est),
-                "lower": _float(lo),
-                "upper": _float(hi),
-                "n_documents": int(row["n_documents"]) if row and row.get("n_documents") is not None else None,
-                "ours": ours if ours is not None else (shown(est, lo, hi, unit) if row else "–"),
-                "paper": paper,
-                "rule": rule,
-                "verdict": verdict,
-                "flags": "; ".join(flags),
-            }
-        )
-
-
-def _float(v: object) -> float | None:
-    return float(v) if v is not None and _finite(v) else None
-
-
-def _models(*frames: pl.DataFrame | None) -> list[str]:
-    out: set[str] = set()
-    for f in frames:
-        if f is not None and f.height and "model" in f.columns:
-            out |= set(f["model"].unique().to_list())
-    return sorted(out)
-
-
-def _contrasts(frame: pl.DataFrame | None, model: str) -> list[str]:
-    if frame is None or not frame.height:
-        return []
-    return list(dict.fromkeys(frame.filter(pl.col("model") == model)["contrast"].to_list()))
-
-
-def _split(contrast: str) -> tuple[str, str]:
-    a, _, b = contrast.partition(" − ")
-    return a, b
-
-
-def _share_row(
-    out: _Rows,
-    claim: str,
-    statement: str,
-    model: str,
-    contrast: str,
-    share: Mapping | None,
-    gap: Mapping | None,
-    paper: str,
-    low: float | None,
-    high: float | None,
-    quantity: str,
-) -> None:
-    """A share of a gap: not identified when the gap's interval contains 0; else the ``range`` rule against the
-    paper's [low, high] (``sign`` above 50% when the paper gives no magnitude)."""
-    if share is None:
-        return
-    if gap is None or not identified(gap.get("lower"), gap.get("upper")):
-        out.add(
-            claim,
-            statement,
-            model,
-            contrast,
-            quantity,
-            "%",
-            share,
-            paper,
-            "range" if low is not None else "sign",
-            "inconclusive",
-            ours=NOT_IDENTIFIED,
-            flags=[f"gap {shown(gap['estimate'], gap['lower'], gap['upper'], 'pp')} pp"] if gap else [],
-        )
-        return
-    lo, hi = share["lower"], share["upper"]
-    if low is None:
-        verdict, rule = sign_verdict(lo, hi, +1, 0.5), "sign"
-    else:
-        verdict, rule = range_verdict(lo, hi, low, high, +1, 0.5), "range"
-    out.add(claim, statement, model, contrast, quantity, "%", share, paper, rule, verdict)
+from kvdiv.analysis.verdicts import sign_verdict
 
 
 def claims_table(
@@ -234,7 +47,7 @@ def claims_table(
 ) -> pl.DataFrame:
     """Every claim's rows (module docstring): ``frames`` item → table → frame (items not built are absent),
     ``table2``/``table3`` their numbers (or None), ``paper`` the parsed paper_reported_values.yaml."""
-    out = _Rows()
+    out = Rows()
     p50, p90, p3 = paper.get("retention50", {}), paper.get("retention90", {}), paper.get("prediction", {})
     keys = paper.get("setting", {}).get("model_keys", ["llama", "qwen"])
     f5, f6, f7 = frames.get("figure5", {}), frames.get("figure6", {}), frames.get("figure7", {})
@@ -243,9 +56,9 @@ def claims_table(
     entry = f5.get("entry_contrasts")
     tau_paper = p50.get("mean_first_divergence_step_among_diverged", {})
     div_paper = p50.get("diverged_by_step_128_percent", {})
-    for model in _models(entry):
-        for contrast in _contrasts(entry, model):
-            a, b = _split(contrast)
+    for model in models_of(entry):
+        for contrast in contrasts_of(entry, model):
+            a, b = split_contrast(contrast)
             for claim, statement, stat, table, unit, scale in (
                 (
                     "C1",
@@ -266,20 +79,20 @@ def claims_table(
                     continue  # the paper reports no value for this pair of actions
                 direction = 1 if np.mean(list(gaps.values())) > 0 else -1
                 r = first_row(entry, model=model, stratum=POOLED, contrast=contrast, statistic=stat)
-                text = _paper_text({k: round(v, 2) for k, v in gaps.items()}, "" if unit == "steps" else " pp")
+                text = paper_text({k: round(v, 2) for k, v in gaps.items()}, "" if unit == "steps" else " pp")
                 verdict = sign_verdict(r["lower"], r["upper"], direction) if r else "inconclusive"
                 out.add(claim, statement, model, contrast, f"{a} − {b}, {stat}", unit, r, text, "sign", verdict)
 
     # C3, C4: exposure carries most of each 50% gap (majority; 85–90%)
     dec5 = f5.get("decomposition")
     share_paper = p50.get("exposure_share_of_gap_percent", {})
-    for model in _models(dec5):
-        for contrast in _contrasts(dec5, model):
+    for model in models_of(dec5):
+        for contrast in contrasts_of(dec5, model):
             share = first_row(dec5, model=model, stratum=POOLED, contrast=contrast, statistic="exposure_share")
             gap = first_row(dec5, model=model, stratum=POOLED, contrast=contrast, statistic="gap")
             values = {k: v for k, v in (lookup(share_paper, (contrast.replace(" − ", "_minus_"),)) or {}).items()}
-            text = _paper_text(values, "%")
-            _share_row(
+            text = paper_text(values, "%")
+            share_row(
                 out,
                 "C3",
                 "exposure carries the majority (> 50%) of the 50% gap",
@@ -294,7 +107,7 @@ def claims_table(
             )
             if values:
                 nums = [float(v) / 100 for v in values.values()]
-                _share_row(
+                share_row(
                     out,
                     "C4",
                     "exposure carries 85–90% of the 50% gap",
@@ -312,10 +125,10 @@ def claims_table(
     c_range = p50.get("post_divergence_mismatch_percent_range")
     if dec5 is not None and dec5.height and c_range:
         lo_p, hi_p = (float(v) / 100 for v in c_range)
-        for model in _models(dec5):
+        for model in models_of(dec5):
             seen: set[str] = set()
-            for contrast in _contrasts(dec5, model):
-                for side, action in zip(("rate_a", "rate_b"), _split(contrast)):
+            for contrast in contrasts_of(dec5, model):
+                for side, action in zip(("rate_a", "rate_b"), split_contrast(contrast)):
                     if action in seen:
                         continue
                     seen.add(action)
@@ -323,7 +136,7 @@ def claims_table(
                     if r is None:
                         continue
                     verdict = range_verdict(r["lower"], r["upper"], lo_p, hi_p, +1, 0.5)
-                    ours = None if _finite(r["estimate"]) else "not identified (no diverged pair)"
+                    ours = None if finite(r["estimate"]) else "not identified (no diverged pair)"
                     out.add(
                         "C5",
                         "the post-divergence mismatch rate C stays high (paper: 89.7–96.2% over cells)",
@@ -360,7 +173,7 @@ def claims_table(
         pooled = item.get("late_minus_early")
         strata = item.get(strata_table)
         level = "50%" if claim == "C6" else "90%"
-        for model in _models(pooled):
+        for model in models_of(pooled):
             sub = pooled.filter(
                 (pl.col("model") == model) & (pl.col(by) == POOLED) & (pl.col("statistic") == "late_minus_early")
             )
@@ -413,8 +226,8 @@ def claims_table(
     dec7 = f7.get("decomposition")
     gap_paper = p90.get("mismatch_gap_pp", {})
     share90 = p90.get("exposure_share_of_gap_percent", {})
-    for model in _models(dec7):
-        for contrast in _contrasts(dec7, model):
+    for model in models_of(dec7):
+        for contrast in contrasts_of(dec7, model):
             gap = first_row(dec7, model=model, family=POOLED, contrast=contrast, statistic="gap")
             share = first_row(dec7, model=model, family=POOLED, contrast=contrast, statistic="exposure_share")
             if gap is not None:
@@ -426,12 +239,12 @@ def claims_table(
                     "mismatch gap",
                     "pp",
                     gap,
-                    _paper_text(gap_paper, " pp"),
+                    paper_text(gap_paper, " pp"),
                     "sign",
                     sign_verdict(gap["lower"], gap["upper"], +1),
                 )
             nums = [float(v) / 100 for v in share90.values()] if share90 else []
-            _share_row(
+            share_row(
                 out,
                 "C9",
                 "exposure carries most of the 90% gap (paper: 88.6–92.1%)",
@@ -439,7 +252,7 @@ def claims_table(
                 contrast,
                 share,
                 gap,
-                _paper_text(share90, "%"),
+                paper_text(share90, "%"),
                 min(nums) if nums else None,
                 max(nums) if nums else None,
                 "exposure share of the mismatch gap",
@@ -448,8 +261,8 @@ def claims_table(
     # C10: EOS shares are small (most of the gap is made before the first EOS)
     eos = f7.get("eos")
     eos_paper = p90.get("eos_share_percent", {})
-    for model in _models(eos):
-        for contrast in _contrasts(eos, model):
+    for model in models_of(eos):
+        for contrast in contrasts_of(eos, model):
             for fam in sorted(set(eos.filter(pl.col("model") == model)["family"].to_list())):
                 share = first_row(eos, model=model, family=fam, contrast=contrast, statistic="eos_share")
                 gap = first_row(eos, model=model, family=fam, contrast=contrast, statistic="gap")
@@ -520,7 +333,7 @@ def claims_table(
 _DTYPES = {"estimate": pl.Float64, "lower": pl.Float64, "upper": pl.Float64, "n_documents": pl.Int64}
 
 
-def _table2_rows(out: _Rows, t2: pl.DataFrame, p90: Mapping) -> None:
+def _table2_rows(out: Rows, t2: pl.DataFrame, p90: Mapping) -> None:
     """C11: per model × family × contrast, every length's first and last block (``cells`` rule: a comparison is
     consistent when the last block's interval lies wholly on the paper's side of the first block's, contradicted when
     wholly on the other side — disjoint intervals, stricter than an interval of the difference)."""
@@ -538,12 +351,12 @@ def _table2_rows(out: _Rows, t2: pl.DataFrame, p90: Mapping) -> None:
         verdicts, hits, n = [], 0, 0
         for (_,), comp in sorted(sub.group_by(["length"]), key=lambda kv: str(kv[0])):
             g = {row["block"]: row for row in comp.iter_rows(named=True)}
-            if first not in g or last not in g or not _finite(g[first]["gap"], g[last]["gap"]):
+            if first not in g or last not in g or not finite(g[first]["gap"], g[last]["gap"]):
                 continue
             n += 1
             hits += int(sign * (g[last]["gap"] - g[first]["gap"]) > 0)
             lo0, hi0, lo1, hi1 = g[first]["lower"], g[first]["upper"], g[last]["lower"], g[last]["upper"]
-            if not _finite(lo0, hi0, lo1, hi1):
+            if not finite(lo0, hi0, lo1, hi1):
                 verdicts.append("inconclusive")
             elif (sign > 0 and lo1 > hi0) or (sign < 0 and hi1 < lo0):
                 verdicts.append("consistent")

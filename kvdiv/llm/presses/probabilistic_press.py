@@ -21,11 +21,11 @@ import torch
 from kvpress.presses.base_press import BasePress, is_prefilling
 from kvpress.utils import compute_n_kept, extract_keys_and_values
 from torch import nn
-from transformers import Gemma3ForConditionalGeneration, QuantizedCache
+from transformers import Gemma3ForConditionalGeneration
 
+from kvdiv.llm.presses.cache_layers import write_cache_layer
 from kvdiv.llm.presses.logit_bias import check_bias_supported, patch_attention_functions, set_logit_bias
 
-# the designs' and proposals' names are re-exported: they were defined here before the split
 from kvdiv.llm.presses.multinomial_design import (
     MAX_DRAWS,
     allocate_draws,
@@ -56,20 +56,6 @@ from kvdiv.seeds import derive_seed
 
 DESIGNS = ("multinomial", "pips")
 BUDGETS = ("per_head", "global")
-
-
-def _write_cache_layer(cache: Any, layer: int, keys: torch.Tensor, values: torch.Tensor) -> None:
-    """Store compressed keys/values in ``cache``'s layer as kvpress's ``BasePress.forward_hook`` does."""
-    cache_layer = cache.layers[layer]
-    if isinstance(cache, QuantizedCache):
-        cache_layer._quantized_keys = cache_layer._quantize(keys, axis=cache_layer.axis_key)
-        cache_layer._quantized_values = cache_layer._quantize(values, axis=cache_layer.axis_value)
-        cache_layer.keys = torch.zeros(0, dtype=keys.dtype, device=keys.device)
-        cache_layer.values = torch.zeros(0, dtype=keys.dtype, device=keys.device)
-        cache_layer.cumulative_length = keys.shape[2]
-    else:
-        cache_layer.keys = keys
-        cache_layer.values = values
 
 
 @dataclass
@@ -377,7 +363,7 @@ class ProbabilisticPress(BasePress):
             keys, values = extract_keys_and_values(cache, layer)
             rng = np.random.default_rng(self.layer_seed(layer))
             keys, values, masked = self._keep(layer, pi, m[:, i], rng, keys, values)
-            _write_cache_layer(cache, layer, keys, values)
+            write_cache_layer(cache, layer, keys, values)
             module.masked_key_indices = masked
             self._leave_bias(module, layer)
 
@@ -434,7 +420,7 @@ class ProbabilisticPress(BasePress):
         return record
 
 
-__all__ = [
+__all__ = [  # with the designs' and proposals' names, defined here before the split
     "ATTENTION_PROPOSALS",
     "BUDGETS",
     "DESIGNS",
