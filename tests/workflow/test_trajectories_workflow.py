@@ -123,21 +123,22 @@ def assert_same_values(a: dict, b: dict) -> None:
             assert np.array_equal(values, b[key][1][name]), (key, name)
 
 
-def _stop_when(fresh: Path, done, sig: int, *extra: str) -> None:
-    """Run the metrics on 1 core in ``fresh``; send ``sig`` to its process group once ``done()`` holds."""
+def _stop_when(work: Path, args: list[str], done, sig: int, what: str = "the run ended", limit: int = 300) -> None:
+    """Run ``snakemake args`` in ``work`` (its own process group); send ``sig`` to the group once ``done()`` holds
+    (polled; the test fails with ``what`` if the run ends first or ``limit`` seconds pass)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "snakemake", *METRICS, "--cores", "1", "--configfile", "tiny.yaml", *extra],
-        cwd=fresh,
-        env=dict(os.environ, PYTHONPATH=str(fresh)),
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=work,
+        env=dict(os.environ, PYTHONPATH=str(work)),
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.time() + 300
+        deadline = time.time() + limit
         while time.time() < deadline and not done() and proc.poll() is None:
             time.sleep(0.05)
-        assert proc.poll() is None and done(), f"the run ended before it could be stopped with {sig!r}"
+        assert proc.poll() is None and done(), f"{what} before it could be stopped with {sig!r}"
     finally:
         os.killpg(proc.pid, sig)
         proc.wait(timeout=120)
@@ -156,10 +157,11 @@ def test_interrupted_run_resumes_to_the_uninterrupted_results(work, tmp_path):
         for store in [*stores.glob("*.zarr"), *([fresh / CUBE] if (fresh / CUBE).exists() else [])]:
             verify_store(store)
 
-    _stop_when(fresh, lambda: bool(list(stores.glob("*.zarr"))), signal.SIGINT)
+    run = [*METRICS, "--cores", "1", "--configfile", "tiny.yaml"]
+    _stop_when(fresh, run, lambda: bool(list(stores.glob("*.zarr"))), signal.SIGINT)
     assert not (fresh / CUBE).exists()
     complete_so_far()
-    _stop_when(fresh, lambda: (fresh / CUBE / "zarr.json").exists(), signal.SIGKILL, "--rerun-incomplete")
+    _stop_when(fresh, [*run, "--rerun-incomplete"], lambda: (fresh / CUBE / "zarr.json").exists(), signal.SIGKILL)
     assert not (fresh / METRICS[0]).exists()
     complete_so_far()
     snakemake(fresh, "--unlock", "--cores", "1", "--configfile", "tiny.yaml")
@@ -223,22 +225,14 @@ def test_killed_job_leaves_nothing_complete(work):
     def generating() -> bool:  # the job runs in a shadow directory; its log moves out only at the end
         return any("coupled steps" in p.read_text() for p in (work / ".snakemake/shadow").glob(f"*/{log_name}"))
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "snakemake", STORE, "--cores", "1", "--configfile", cfg],
-        cwd=work,
-        env=dict(os.environ, PYTHONPATH=str(work)),
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    _stop_when(
+        work,
+        [STORE, "--cores", "1", "--configfile", cfg],
+        generating,
+        signal.SIGKILL,
+        "the job never started generating",
+        limit=120,
     )
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline and not generating():
-            time.sleep(0.2)
-        assert generating(), "the job never started generating"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
     assert not store.exists(), sorted(p.name for p in store.iterdir())
     snakemake(work, "--unlock", "--cores", "1", "--configfile", cfg)
     out = snakemake(work, STORE, "-n", "--cores", "1", "--configfile", cfg, "--quiet", "rules")
