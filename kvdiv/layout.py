@@ -38,6 +38,7 @@ RESULTS_ENTRIES = (
     "benchmarks",
     "leaderboard",
     "logs",
+    "cache",
     "report.md",
     "report.html",
     "README.md",
@@ -122,6 +123,11 @@ class Layout:
     def trajectory_store(self, study: str, model: str, doc_id: str) -> str:
         """The per-document store of one trajectory job."""
         return f"{self.root}/{study}/trajectories/{model}/{doc_id}.zarr"
+
+    def trajectory_cache(self, study: str, model: str) -> str:
+        """The per-(document, action) pieces a (study, model)'s trajectory jobs keep (kvdiv.trajectories.reuse):
+        not an output of any rule; reused when a job reruns."""
+        return f"{self.root}/cache/trajectories/{study}/{model}"
 
     def cube(self, study: str, model: str) -> str:
         """The cube of a (study, model)."""

@@ -14,7 +14,9 @@ from kvdiv.documents import read_jsonl  # noqa: E402
 from kvdiv.joblog import job_log  # noqa: E402
 from kvdiv.llm.loading import load_model  # noqa: E402
 from kvdiv.llm.presses.registry import load_press_modules  # noqa: E402
+from kvdiv.layout import Layout  # noqa: E402
 from kvdiv.trajectories.job import run_documents  # noqa: E402
+from kvdiv.trajectories.reuse import TrajectoryCache  # noqa: E402
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 
@@ -41,5 +43,11 @@ with job_log(snakemake.log[0]):  # tqdm progress and errors go to the log
         list(params.actions),
         generation,
     )
-    run_documents(loaded, documents, dict(params.actions), list(snakemake.output), generation)
+    # (document, action) results kept from earlier runs of this job (kvdiv.trajectories.reuse): outside the shadow
+    # directory, under the working directory the workflow started in (rules/common.smk sets KVDIV_WORKDIR)
+    workdir = Path(os.environ.get("KVDIV_WORKDIR", "."))
+    cache = TrajectoryCache(workdir / Layout(snakemake.config["results"]).trajectory_cache(study, model))
+    run_documents(
+        loaded, documents, dict(params.actions), list(snakemake.output), generation, cache=cache, code=params.code
+    )
     logging.info("wrote %s", list(snakemake.output))

@@ -12,6 +12,7 @@ study seed, document id, action).
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -22,8 +23,10 @@ from kvdiv.settings import resolve
 from kvdiv.settings import Generation
 from kvdiv.trajectories.base import EOS_FOLDING, chains_needed
 from kvdiv.trajectories.generate import generate_documents
+from kvdiv.trajectories.reuse import Piece, TrajectoryCache, piece_key, same_reference
 from kvdiv.trajectories.store import write_document_store
 
+log = logging.getLogger(__name__)
 
 #: The ``seed.streams`` store attribute per ``reference_chain``.
 STREAMS = {
@@ -53,6 +56,8 @@ def run_documents(
     generation: Generation | None = None,
     *,
     progress: bool = True,
+    cache: TrajectoryCache | None = None,
+    code: str = "",
     **settings: Any,
 ) -> list[Path]:
     """One trajectory job over a batch of documents: render each for this model, prefill each once, generate every
@@ -70,7 +75,6 @@ def run_documents(
     kvpress's pipeline: :func:`kvdiv.documents.render.context_length`).
     """
     from kvdiv.documents.render import context_length, prompt_token_ids
-    from kvdiv.llm.session import KernelSession
 
     g = resolve(generation, settings)
     horizon, compress = g.horizon, g.compress
@@ -107,38 +111,156 @@ def run_documents(
     if len(set(ids)) != len(ids):
         raise ValueError(f"a document appears twice in one job: {ids}")
     seed_parts = [(g.master_seed, g.study_seed, doc_id) for doc_id in ids]
-    sessions, prefill_s = [], []
-    for prompt_ids, parts, context in zip(prompts, seed_parts, contexts):
-        start = time.perf_counter()
-        sessions.append(
-            KernelSession(
-                loaded,
-                torch.tensor(prompt_ids, dtype=torch.long),
-                actions,
-                temperature=g.temperature,
-                evict_first_step=g.evict_first_step,
-                max_chains=chains_needed(len(actions), g.replicates, g.mode, g.effective_reference_chain),
-                horizon=horizon,
-                seed_parts=parts,
-                compressed_length=context,
-            )
-        )
-        prefill_s.append(time.perf_counter() - start)
-    trajectories = generate_documents(
-        sessions, seed_parts, list(actions), g, eos_token_ids=loaded.eos_token_ids, progress=progress
-    )
     # what the stores record: the reference chain the trajectories used (per_action in swrb mode)
     recorded = g.as_dict() | {"reference_chain": g.effective_reference_chain}
+    model_key = {
+        "name": loaded.name,
+        "spec": dict(loaded.spec),
+        "weight_hash": loaded.weight_hash,
+        "linear_kernel": loaded.linear_kernel,
+        "eos_token_ids": [int(t) for t in loaded.eos_token_ids],
+    }
+    keys = [
+        {
+            name: piece_key(
+                document=document,
+                prompt_ids=prompt_ids,
+                model=model_key,
+                generation=recorded,
+                action=action_record(spec),
+                code=code,
+            )
+            for name, spec in actions.items()
+        }
+        for document, prompt_ids in zip(documents, prompts)
+    ]
+    reused: list[dict[str, Piece]] = [{} for _ in documents]
+    if cache is not None:
+        for d, doc_id in enumerate(ids):
+            for name in actions:
+                piece = cache.get(doc_id, name, keys[d][name])
+                if piece is not None:
+                    reused[d][name] = piece
+    computed: list[dict[str, Any]] = [{} for _ in documents]  # per document: trajectories, session, prefill_s
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for d in range(len(documents)):
+        groups.setdefault(tuple(a for a in actions if a not in reused[d]), []).append(d)
+    for needed, members in groups.items():
+        if not needed:
+            continue
+        results = _generate(loaded, members, prompts, seed_parts, contexts, actions, needed, g, progress)
+        for d, result in zip(members, results):
+            if reused[d] and g.shared_reference and not same_reference(reused[d], result[0]):
+                log.warning(
+                    "document %s: the reference chain recomputed now differs from the cached one: "
+                    "recomputing every action (%s)",
+                    ids[d],
+                    ", ".join(actions),
+                )
+                reused[d] = {}
+                result = _generate(loaded, [d], prompts, seed_parts, contexts, actions, tuple(actions), g, False)[0]
+            computed[d] = dict(zip(("trajectories", "session", "prefill_s"), result))
+    for d, doc_id in enumerate(ids):
+        if reused[d]:
+            log.info(
+                "document %s: reused %s from the cache; computed %s",
+                doc_id,
+                ", ".join(reused[d]) or "none",
+                ", ".join(computed[d].get("trajectories", {})) or "none",
+            )
     paths = []
-    for document, out, prompt_ids, session, traj, prefill in zip(
-        documents, outs, prompts, sessions, trajectories, prefill_s
-    ):
-        attrs = _attributes(loaded, document, actions, prompt_ids, session, recorded)
+    for d, (document, out, prompt_ids) in enumerate(zip(documents, outs, prompts)):
+        done = computed[d]
+        session = done.get("session")
+        fresh = _session_pieces(session, done.get("trajectories", {}), done.get("prefill_s", 0.0))
+        pieces = {name: reused[d].get(name) or fresh[name] for name in actions}
+        traj = {name: piece.trajectories for name, piece in pieces.items()}
+        first = next(iter(pieces.values()))
+        prefill = done["prefill_s"] if session is not None else first.prefill_s
+        attrs = _attributes(
+            loaded,
+            document,
+            actions,
+            prompt_ids,
+            recorded,
+            compressed_length=session.compressed_length if session is not None else first.compressed_prompt_tokens,
+            press_seeds={k: v for piece in pieces.values() for k, v in piece.press_seeds.items()},
+            effective_retention={k: v for piece in pieces.values() for k, v in piece.effective_retention.items()},
+        )
         attrs["prefill_s"] = prefill
         # this document's prefill + its share (by kernel rows) of the batch's generation
         attrs["wall_time_total_s"] = prefill + sum(t.wall_time_s for t in traj.values())
         paths.append(write_document_store(out, traj, attrs, prompt_ids=prompt_ids))
+        if cache is not None:
+            for name, piece in fresh.items():
+                cache.put(ids[d], name, keys[d][name], piece)
     return paths
+
+
+def _generate(
+    loaded: Any,
+    members: Sequence[int],
+    prompts: Sequence[Sequence[int]],
+    seed_parts: Sequence[tuple],
+    contexts: Sequence[int | None],
+    actions: Mapping[str, Mapping[str, Any]],
+    needed: Sequence[str],
+    g: Generation,
+    progress: bool,
+) -> list[tuple[dict[str, Any], Any, float]]:
+    """Prefill documents ``members`` and generate the actions ``needed`` for them together: per document its
+    trajectories, its session and its prefill seconds."""
+    from kvdiv.llm.session import KernelSession
+
+    specs = {name: actions[name] for name in needed}
+    sessions, prefill_s = [], []
+    for d in members:
+        start = time.perf_counter()
+        sessions.append(
+            KernelSession(
+                loaded,
+                torch.tensor(prompts[d], dtype=torch.long),
+                specs,
+                temperature=g.temperature,
+                evict_first_step=g.evict_first_step,
+                max_chains=chains_needed(len(specs), g.replicates, g.mode, g.effective_reference_chain),
+                horizon=g.horizon,
+                seed_parts=seed_parts[d],
+                compressed_length=contexts[d],
+            )
+        )
+        prefill_s.append(time.perf_counter() - start)
+    trajectories = generate_documents(
+        sessions,
+        [seed_parts[d] for d in members],
+        list(specs),
+        g,
+        eos_token_ids=loaded.eos_token_ids,
+        progress=progress,
+    )
+    return list(zip(trajectories, sessions, prefill_s))
+
+
+def _session_pieces(session: Any, trajectories: Mapping[str, Any], prefill_s: float) -> dict[str, Piece]:
+    """The actions generated in this job as cache pieces (with the attributes their session knows)."""
+    if session is None:
+        return {}
+    seeds = session.press_seeds()
+    retention = {
+        name: press.effective_retention()
+        for name, press in session.presses.items()
+        if hasattr(press, "effective_retention")
+    }
+    return {
+        name: Piece(
+            traj,
+            press_seeds={name: seeds[name]} if name in seeds else {},
+            effective_retention={name: retention[name]} if name in retention else {},
+            compressed_prompt_tokens=session.compressed_length,
+            prefill_s=prefill_s,
+        )
+        for name, traj in trajectories.items()
+    }
 
 
 def _attributes(
@@ -146,8 +268,11 @@ def _attributes(
     document: Mapping[str, Any],
     actions: Mapping[str, Mapping[str, Any]],
     prompt_ids: Sequence[int],
-    session: Any,
     settings: Mapping[str, Any],
+    *,
+    compressed_length: int | None,
+    press_seeds: Mapping[str, Any],
+    effective_retention: Mapping[str, Any],
 ) -> dict[str, Any]:
     """A document store's root attributes (docs/internals.md), without the timings."""
     from kvdiv import __version__
@@ -182,19 +307,15 @@ def _attributes(
             else "delta_1 = 0: step 1 drawn from the prefill's law under both kernels"
         ),
         "compress": settings["compress"],
-        "compressed_prompt_tokens": session.compressed_length,
+        "compressed_prompt_tokens": compressed_length,
         "swrb_restore": "retention (reservoir-chosen snapshot of the scan chains)" if mode == "swrb" else None,
         "prompt_tokens": len(prompt_ids),
         "prompt_rendering": _rendering(document, loaded),
         "eos_token_ids": list(loaded.eos_token_ids),
         "eos_folding": EOS_FOLDING if len(loaded.eos_token_ids) > 1 else None,
-        "press_seeds": session.press_seeds(),
+        "press_seeds": {name: press_seeds[name] for name in actions if name in press_seeds},
         # presses that report what they kept (ProbabilisticPress: effective retention per layer/head)
-        "effective_retention": {
-            name: press.effective_retention()
-            for name, press in session.presses.items()
-            if hasattr(press, "effective_retention")
-        },
+        "effective_retention": {name: effective_retention[name] for name in actions if name in effective_retention},
     }
 
 

@@ -17,6 +17,9 @@ Reported, not failed: files whose bytes record when or how long a run took (``pr
 benchmarks ``benchmarks/**.tsv`` and job logs ``logs/**.log`` under any config's root), figures (PNG byte for byte, PDF
 byte for byte but for matplotlib's ``/CreationDate``; listed when they differ, failed with ``--strict-figures``), and
 Snakemake's ``.snakemake_timestamp``.
+
+Skipped: the trajectory jobs' cache (``cache/`` under any config's root: kvdiv.trajectories.reuse), which no rule
+outputs and which holds whatever earlier configs computed; its count is reported.
 """
 
 from __future__ import annotations
@@ -60,8 +63,17 @@ class Comparison:
         return "\n".join([head, *(f"  DIFF {f}" for f in self.failures), *(f"  note {n}" for n in self.notes)])
 
 
+def _cached(rel: str) -> bool:
+    """Whether a path of a results tree lies in a config root's trajectory cache (not an output)."""
+    return re.search(r"(^|/)cache/trajectories/", rel) is not None
+
+
 def _stores(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*.zarr") if p.is_dir() and (p / "zarr.json").is_file())
+    return sorted(
+        p
+        for p in root.rglob("*.zarr")
+        if p.is_dir() and (p / "zarr.json").is_file() and not _cached(str(p.relative_to(root)))
+    )
 
 
 def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
@@ -124,10 +136,16 @@ def compare_results(a: str | Path, b: str | Path, strict_figures: bool = False) 
         return {
             str(p.relative_to(root))
             for p in root.rglob("*")
-            if p.is_file() and not any(str(p.relative_to(root)).startswith(s + "/") for s in stores)
+            if p.is_file()
+            and not _cached(str(p.relative_to(root)))
+            and not any(str(p.relative_to(root)).startswith(s + "/") for s in stores)
         }
 
     files_a, files_b = files(a, stores_a), files(b, stores_b)
+    for side, root in (("before", a), ("after", b)):
+        cached = [p for p in root.rglob("*.zarr") if _cached(str(p.relative_to(root)))]
+        if cached:
+            out.notes.append(f"{side}: {len(cached)} trajectory cache pieces not compared (cache/: not an output)")
     for rel in sorted(files_a ^ files_b):
         why = _volatile(rel)
         (out.notes if why else out.failures).append(

@@ -308,3 +308,30 @@ def test_corrupt_metrics_file_is_an_error_in_the_log_and_rebuilt_once_deleted(wo
     replicates.unlink()
     out = snakemake(work, target, "--cores", "2", "--configfile", "analysis.yaml", "--quiet", "rules")
     assert "metrics" in out and "analysis" in out
+
+
+def test_an_added_action_computes_only_its_chains(work):
+    """(Last of the module: it leaves the cube with three actions.) Adding an action to a study reruns its
+    trajectory job (the stores hold every action), but the job reuses each (document, action) result it computed
+    before (results/cache, kvdiv.trajectories.reuse) and generates only the new action's chains; the other actions'
+    values are those of the run before. (That reused and computed stores are equal, value for value, to a job
+    computing everything: tests/trajectories/test_reuse.py.)"""
+    snakemake(work, CUBE, "--cores", "2", "--configfile", "tiny.yaml")
+    before = open_cube(work / CUBE).load()
+    config = yaml.safe_load((work / "tiny.yaml").read_text())
+    config["actions"]["recent_90"] = {"press": "StreamingLLMPress", "compression_ratio": 0.9, "n_sink": 0}
+    config["studies"]["tiny"]["actions"].append("recent_90")
+    (work / "tiny_more.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    log = work / "results/logs/trajectories/tiny/tiny/ruler_512-0000-0003.log"
+    out = snakemake(work, CUBE, "--cores", "2", "--configfile", "tiny_more.yaml", "--quiet", "rules")
+    assert "trajectories" in out and "documents" not in out
+    text = log.read_text()
+    for doc in ("tiny-ruler_512-0000", "tiny-ruler_512-0001"):
+        assert f"document {doc}: reused snapkv_half, recent_half from the cache; computed recent_90" in text, text
+    after = open_cube(work / CUBE)
+    assert list(after["action"].values) == ["snapkv_half", "recent_half", "recent_90"]
+    for name in ("x", "y", "tv", "fixed_tv", "match"):
+        old = before[name].values
+        assert np.array_equal(after[name].sel(action=["snapkv_half", "recent_half"]).values, old), name
+    # a shared reference chain: the new action's pairs have the same x
+    assert np.array_equal(after["x"].sel(action="recent_90").values, before["x"].sel(action="recent_half").values)

@@ -1,0 +1,144 @@
+"""Chains computed once: a per-(document, action) cache of a trajectory job's results, so that adding an action to a
+study, or a document to a block, computes only what is new when Snakemake reruns the job.
+
+A study's trajectory job writes one store per document with every action; changing the action list or a block's
+documents reruns the job (Snakemake deletes its outputs first). An action's chains do not depend on the other
+actions of the job nor on the other documents (streams derive from (master, study, document, action, replicate) and
+the reference chain's from (master, study, document, "reference", replicate); the forward is row-invariant:
+:func:`kvdiv.trajectories.generate.generate_documents`). So each (document, action) result is kept in a small store
+(:func:`kvdiv.trajectories.store.write_document_store` with one action) under the config's results root,
+``cache/trajectories/<study>/<model>/<document>/<action>-<key>.zarr``, where the key is a hash of everything that
+determines it: the document record and prompt ids, the model (spec, weight hash, linear kernel, end ids), every
+generation setting, the action's spec and the code hash of the job (:func:`piece_key`). A rerun reads the pieces whose
+key matches and generates the rest.
+
+Safety: a piece is read verified (checksums over arrays and attributes); one that is missing, truncated, edited or
+written under another key is a miss (recomputed, said in the job log). When a document reuses some actions and
+computes others with a shared reference chain, the recomputed reference chain must equal every reused piece's
+value for value; otherwise the reused actions are recomputed too (and the log says so). Delete ``cache/`` under a
+results root to free its space: nothing else reads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from kvdiv.trajectories.base import ActionTrajectories
+
+log = logging.getLogger(__name__)
+
+#: Root attribute naming a cache piece's key (a piece is a per-document store with one action).
+KEY_ATTR = "reuse_key"
+#: Per-action attributes a piece carries, besides its arrays (what the document store's attributes need).
+PIECE_ATTRS = ("press_seeds", "effective_retention", "compressed_prompt_tokens", "prefill_s")
+#: Array names of a piece's action group restored into :class:`ActionTrajectories` (optional ones may be absent).
+_OPTIONAL = ("overlap_tv", "branch_start")
+
+
+def piece_key(
+    *,
+    document: Mapping[str, Any],
+    prompt_ids: Sequence[int],
+    model: Mapping[str, Any],
+    generation: Mapping[str, Any],
+    action: Mapping[str, Any],
+    code: str,
+) -> str:
+    """The hash (32 hex digits) of everything one (document, action) result depends on."""
+    parts = {
+        "document": dict(document),
+        "prompt_ids": [int(t) for t in prompt_ids],
+        "model": dict(model),
+        "generation": dict(generation),
+        "action": dict(action),
+        "code": str(code),
+    }
+    text = json.dumps(parts, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@dataclass
+class Piece:
+    """One cached (document, action) result: its trajectories and the attributes the document store records."""
+
+    trajectories: ActionTrajectories
+    press_seeds: dict[str, Any] = field(default_factory=dict)  # {action: seeds} (empty for an unseeded press)
+    effective_retention: dict[str, Any] = field(default_factory=dict)
+    compressed_prompt_tokens: int | None = None
+    prefill_s: float = 0.0
+
+
+class TrajectoryCache:
+    """The per-(document, action) pieces of one (study, model) under ``root`` (a directory; created on write)."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def path(self, doc_id: str, action: str, key: str) -> Path:
+        return self.root / doc_id / f"{action}-{key}.zarr"
+
+    def get(self, doc_id: str, action: str, key: str) -> Piece | None:
+        """The piece of (document, action) under ``key``, or None (absent, unreadable or of another key)."""
+        from kvdiv.trajectories.store import read_document_store
+
+        path = self.path(doc_id, action, key)
+        if not path.is_dir():
+            return None
+        try:
+            attrs, data = read_document_store(path)
+            if attrs.get(KEY_ATTR) != key or list(data) != [action]:
+                raise ValueError(f"holds {list(data)} under key {attrs.get(KEY_ATTR)!r}")
+            arrays = data[action]
+            traj = ActionTrajectories(
+                **{name: np.asarray(arrays[name]) for name in ("x", "y", "tv", "fixed_tv", "match", "eos_x", "eos_y")},
+                **{name: np.asarray(arrays[name]) for name in _OPTIONAL if name in arrays},
+                wall_time_s=float(attrs["wall_time_s"][action]),
+                reference_share=int(attrs.get("reference_share", 1)),
+            )
+            return Piece(
+                traj,
+                press_seeds=dict(attrs.get("press_seeds") or {}),
+                effective_retention=dict(attrs.get("effective_retention") or {}),
+                compressed_prompt_tokens=attrs.get("compressed_prompt_tokens"),
+                prefill_s=float(attrs.get("prefill_s", 0.0)),
+            )
+        except Exception as err:  # a hostile or truncated piece is recomputed, never trusted
+            log.warning("cache piece %s is not usable (%s): recomputing %s of %s", path, err, action, doc_id)
+            return None
+
+    def put(self, doc_id: str, action: str, key: str, piece: Piece) -> None:
+        """Keep one piece (atomically; a failure to write only warns: the cache is an optimisation)."""
+        from kvdiv.trajectories.store import write_document_store
+
+        path = self.path(doc_id, action, key)
+        attrs = {
+            KEY_ATTR: key,
+            "actions": {action: {}},
+            "reference_share": piece.trajectories.reference_share,
+            "press_seeds": piece.press_seeds,
+            "effective_retention": piece.effective_retention,
+            "compressed_prompt_tokens": piece.compressed_prompt_tokens,
+            "prefill_s": piece.prefill_s,
+        }
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_document_store(path, {action: piece.trajectories}, attrs)
+        except Exception as err:
+            log.warning("could not keep cache piece %s (%s)", path, err)
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def same_reference(reused: Mapping[str, Piece], computed: Mapping[str, ActionTrajectories]) -> bool:
+    """Whether every reused piece's reference chain equals the one computed now (shared reference chain)."""
+    if not computed:
+        return True
+    x = next(iter(computed.values())).x
+    return all(np.array_equal(piece.trajectories.x, x) for piece in reused.values())

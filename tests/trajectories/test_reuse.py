@@ -1,0 +1,178 @@
+"""Chains computed once (kvdiv.trajectories.reuse): a trajectory job rerun with one more action, or one more
+document, generates only what is new, and writes stores equal (arrays and attributes but timings) to a job that
+computed everything; a piece that is truncated, edited or of another key is recomputed."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+
+import numpy as np
+import pytest
+
+from kvdiv.trajectories import job as job_module
+from kvdiv.trajectories.job import run_documents
+from kvdiv.trajectories.reuse import TrajectoryCache
+from kvdiv.trajectories.store import ATTRS_CHECKSUM, read_document_store
+
+ACTIONS = {
+    "snapkv_half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 8},
+    "recent_half": {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 0},
+    # decode-time compression along each chain's own history
+    "knorm_decoding": {
+        "press": "DecodingPress",
+        "compression_interval": 3,
+        "target_size": 40,
+        "wraps": {"press": "KnormPress"},
+    },
+}
+PROMPTS = [
+    "The key for the blue door is 4812. Remember it. " * 3 + "What is the key for the blue door?",
+    "A list of fruit: apple, pear, plum, fig, lime, kiwi. " * 5 + "Name the third fruit.",
+    "Short note: call Ana at noon. What time is the call?",
+]
+
+
+def record(d: int) -> dict:
+    return {
+        "id": f"st-ruler_64-{d:04d}",
+        "family": "ruler",
+        "task": "niah",
+        "stratum": "ruler_64",
+        "target_length": 64,
+        "prompt": PROMPTS[d],
+        "answer_prefix": "Answer:",
+        "rendered": False,
+        "answers": ["4812"],
+        "n_tokens": 0,
+        "tokenizer": "tiny",
+        "seed": d,
+    }
+
+
+SETTINGS = dict(master_seed=3, study_seed=2, horizon=10, replicates=2, temperature=1.5, progress=False)
+TIMINGS = {"wall_time_s", "prefill_s", "wall_time_total_s", "checksums"}
+FIRST = {name: ACTIONS[name] for name in ("snapkv_half", "recent_half")}
+ALL = {name: ACTIONS[name] for name in ("snapkv_half", "recent_half", "knorm_decoding")}
+
+
+def assert_same_stores(a, b):
+    (attrs_a, data_a), (attrs_b, data_b) = read_document_store(a), read_document_store(b)
+    assert {k: v for k, v in attrs_a.items() if k not in TIMINGS} == {
+        k: v for k, v in attrs_b.items() if k not in TIMINGS
+    }
+    digests = lambda attrs: {k: v for k, v in attrs["checksums"].items() if k != ATTRS_CHECKSUM}  # noqa: E731
+    assert digests(attrs_a) == digests(attrs_b)
+    assert list(data_a) == list(data_b)
+    for action in data_a:
+        for name, values in data_a[action].items():
+            assert np.array_equal(values, data_b[action][name]), (a, action, name)
+
+
+@pytest.fixture
+def generated(monkeypatch):
+    """The (documents, actions) each call of the job's generation computes."""
+    calls = []
+    real = job_module._generate
+
+    def spy(loaded, members, prompts, seed_parts, contexts, actions, needed, g, progress):
+        calls.append(([seed_parts[d][2] for d in members], list(needed)))
+        return real(loaded, members, prompts, seed_parts, contexts, actions, needed, g, progress)
+
+    monkeypatch.setattr(job_module, "_generate", spy)
+    return calls
+
+
+@pytest.mark.parametrize("reference_chain", ["shared", "per_action"])
+def test_an_added_action_and_document_compute_only_what_is_new(
+    tiny_qwen2, tmp_path, generated, caplog, reference_chain
+):
+    settings = dict(SETTINGS, reference_chain=reference_chain)
+    cache = TrajectoryCache(tmp_path / "cache")
+    docs = [record(d) for d in (0, 1, 2)]
+    ids = [doc["id"] for doc in docs]
+    # the fresh job: every action of every document, no cache
+    fresh = run_documents(tiny_qwen2, docs, ALL, [tmp_path / f"fresh{d}.zarr" for d in range(3)], **settings)
+    generated.clear()
+    run_documents(tiny_qwen2, docs[:2], FIRST, [tmp_path / f"a{d}.zarr" for d in range(2)], cache=cache, **settings)
+    assert generated == [(ids[:2], list(FIRST))]
+    generated.clear()
+    with caplog.at_level(logging.INFO, logger="kvdiv.trajectories.job"):
+        rerun = run_documents(
+            tiny_qwen2, docs, ALL, [tmp_path / f"b{d}.zarr" for d in range(3)], cache=cache, **settings
+        )
+    # documents 0 and 1: only the new action; document 2 (new): every action
+    assert sorted(generated) == sorted([(ids[:2], ["knorm_decoding"]), (ids[2:], list(ALL))])
+    assert f"document {ids[0]}: reused snapkv_half, recent_half from the cache; computed knorm_decoding" in caplog.text
+    for a, b in zip(rerun, fresh):
+        assert_same_stores(a, b)
+    # everything cached: nothing is generated (no prefill either), the stores are the same again
+    generated.clear()
+    again = run_documents(tiny_qwen2, docs, ALL, [tmp_path / f"c{d}.zarr" for d in range(3)], cache=cache, **settings)
+    assert generated == []
+    for a, b in zip(again, fresh):
+        assert_same_stores(a, b)
+    # another setting is another key: nothing is reused
+    generated.clear()
+    run_documents(tiny_qwen2, docs[:1], FIRST, [tmp_path / "d.zarr"], cache=cache, **dict(settings, temperature=1.2))
+    assert generated == [(ids[:1], list(FIRST))]
+    # and a changed code hash too
+    generated.clear()
+    run_documents(tiny_qwen2, docs[:1], FIRST, [tmp_path / "e.zarr"], cache=cache, code="other", **settings)
+    assert generated == [(ids[:1], list(FIRST))]
+
+
+def test_a_damaged_or_foreign_piece_is_recomputed(tiny_qwen2, tmp_path, generated, caplog):
+    cache = TrajectoryCache(tmp_path / "cache")
+    doc = record(0)
+    (fresh,) = run_documents(tiny_qwen2, [doc], FIRST, [tmp_path / "fresh.zarr"], cache=cache, **SETTINGS)
+    pieces = sorted((tmp_path / "cache" / doc["id"]).glob("*.zarr"))
+    assert [p.name.split("-")[0] for p in pieces] == sorted(FIRST)
+    snap = next(p for p in pieces if p.name.startswith("snapkv_half-"))
+    recent = next(p for p in pieces if p.name.startswith("recent_half-"))
+    # truncated: an array's chunk gone; edited: an attribute changed under its checksum
+    shutil.rmtree(snap / "snapkv_half" / "y" / "c")
+    meta = recent / "zarr.json"
+    meta.write_text(meta.read_text().replace('"prefill_s": ', '"prefill_s": 1', 1))
+    generated.clear()
+    with caplog.at_level(logging.WARNING, logger="kvdiv.trajectories.reuse"):
+        (out,) = run_documents(tiny_qwen2, [doc], FIRST, [tmp_path / "out.zarr"], cache=cache, **SETTINGS)
+    assert generated == [([doc["id"]], list(FIRST))]
+    assert caplog.text.count("is not usable") == 2 and str(snap) in caplog.text and str(recent) in caplog.text
+    assert_same_stores(out, fresh)
+    # the pieces were written again, whole: the next run reuses both
+    generated.clear()
+    run_documents(tiny_qwen2, [doc], FIRST, [tmp_path / "again.zarr"], cache=cache, **SETTINGS)
+    assert generated == []
+
+
+def test_a_reference_chain_that_differs_from_the_cached_one_recomputes_everything(
+    tiny_qwen2, tmp_path, generated, caplog, monkeypatch
+):
+    """The guard of a shared reference chain: reused pieces must hold the reference chain computed now."""
+    cache = TrajectoryCache(tmp_path / "cache")
+    doc = record(1)
+    run_documents(tiny_qwen2, [doc], FIRST, [tmp_path / "a.zarr"], cache=cache, **SETTINGS)
+    (fresh,) = run_documents(tiny_qwen2, [doc], ALL, [tmp_path / "fresh.zarr"], **SETTINGS)
+    monkeypatch.setattr(job_module, "same_reference", lambda reused, computed: False)
+    generated.clear()
+    with caplog.at_level(logging.WARNING, logger="kvdiv.trajectories.job"):
+        (out,) = run_documents(tiny_qwen2, [doc], ALL, [tmp_path / "b.zarr"], cache=cache, **SETTINGS)
+    assert generated == [([doc["id"]], ["knorm_decoding"]), ([doc["id"]], list(ALL))]
+    assert "differs from the cached one: recomputing every action" in caplog.text
+    assert_same_stores(out, fresh)
+
+
+def test_same_reference_compares_every_reused_chain():
+    from kvdiv.trajectories.base import ActionTrajectories
+    from kvdiv.trajectories.reuse import Piece, same_reference
+
+    def traj(x):
+        x = np.asarray(x, dtype=np.int32)
+        zeros = np.zeros(x.shape, dtype=np.float32)
+        return ActionTrajectories(x=x, y=x, tv=zeros, fixed_tv=zeros, match=x == x, eos_x=x < 0, eos_y=x < 0)
+
+    now = {"c": traj([[1, 2, 3]])}
+    assert same_reference({"a": Piece(traj([[1, 2, 3]]))}, now)
+    assert not same_reference({"a": Piece(traj([[1, 2, 3]])), "b": Piece(traj([[1, 2, 4]]))}, now)
+    assert same_reference({"a": Piece(traj([[9]]))}, {})
