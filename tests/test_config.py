@@ -15,25 +15,29 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from kvdiv.config import files, plan
+from kvdiv.config import files, plan, startup
 from kvdiv.config.checks import check_config
 from kvdiv.config.files import ConfigError, load_yaml_strict
 from kvdiv.config.plan import trajectory_rule_name
-from kvdiv.names import check_config_names
+from kvdiv.names import check_config_names, check_results_root
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
 SHA = "0" * 64
 
 
-def checked(edit, basedir: Path = REPO) -> None:
-    """Apply ``edit`` to a copy of the smoke config, then what rules/common.smk runs at start-up."""
+def checked(edit, basedir: Path = REPO, marker_dir: Path | None = None) -> None:
+    """Apply ``edit`` to a copy of the smoke config, then what rules/common.smk runs at start-up (the schema, names,
+    every cross-key check, the results root; with ``marker_dir``, every action's press too)."""
     config = copy.deepcopy(SMOKE)
     edit(config)
     given = copy.deepcopy(config)
     validate(config, str(REPO / "kvdiv/data/schema.yaml"))
     check_config_names(config)
     check_config(config, given, basedir=basedir)
+    check_results_root(config["results"])
+    if marker_dir is not None:
+        startup.check_actions(config, list(config["press_modules"]), marker_dir=marker_dir)
 
 
 def test_the_shipped_configs_pass():
@@ -207,6 +211,67 @@ def decoding_action(**arguments):
 def test_start_up_checks_refuse(edit, message):
     with pytest.raises(ConfigError, match=message):
         checked(edit)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        # references to what is not configured
+        (lambda c: c["studies"]["retention90"].update(models=["gpt5"]), "studies.retention90.models: 'gpt5'"),
+        (lambda c: c["models"]["tiny"].update(source="ftp"), "ftp"),
+        (lambda c: c["studies"]["retention50"].update(reference_tokenizer="nosuch"), "reference_tokenizer: 'nosuch'"),
+        (
+            lambda c: c["models"].update(other=dict(c["models"]["tiny"], tokenizer="nosuch")),
+            "models.other.tokenizer: 'nosuch'",
+        ),
+        (
+            lambda c: c["studies"]["retention50"].update(documents={"source": "ruler", "path": "data/{foo}.jsonl"}),
+            "unknown placeholder {foo}",
+        ),
+        (
+            lambda c: c["models"].update(other={"source": "gguf", "path": "/data/typo/model.gguf", "sha256": SHA}),
+            "models.other.path: GGUF file /data/typo/model.gguf does not exist",
+        ),
+        (
+            lambda c: c.update(leaderboard={"study": "retention5"}),
+            "leaderboard.study = 'retention5' is not a configured study",
+        ),
+        (lambda c: c.update(leaderboard={"study": "retention50", "steps": [0]}), "leaderboard"),
+        # analysis windows past H or reversed
+        (lambda c: c["analysis"].update(blocks=[[1, 4], [5, 8], [9, 32]]), "analysis.blocks\\[2\\] = \\[9, 32\\]"),
+        (lambda c: c["analysis"].update(blocks=[[4, 1]]), "analysis.blocks\\[0\\] = \\[4, 1\\]"),
+        (lambda c: c["analysis"].update(late=[12, 16]), "analysis.late = \\[12, 16\\]"),
+        (lambda c: c.pop("models"), "'models' is a required property"),
+        (lambda c: c["studies"].update({"a" * 64: c["studies"].pop("retention90")}), "repeated 64 times"),
+        # the output root: a relative path inside the working directory, not into .snakemake or the project's files
+        (lambda c: c.update(results="/tmp/abs"), "results: '/tmp/abs' must be a relative path"),
+        (lambda c: c.update(results=".snakemake/x"), "component '.snakemake' is not allowed"),
+        (lambda c: c.update(results="config"), "would write into the project's own 'config'"),
+    ],
+)
+def test_start_up_refuses_what_the_workflow_refused(edit, message):
+    """The cases tests/workflow checked through a snakemake dry run each, in-process: rules/common.smk runs
+    exactly these functions when the workflow starts (a few stay at the workflow level as witnesses)."""
+    with pytest.raises(Exception, match=message):
+        checked(edit)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda c: c["actions"]["recent_half"].update(n_sink=-3), "'n_sink' = -3 is out of range"),
+        (
+            lambda c: c["actions"]["snapkv_90"].update(compression_ratio=1.5),
+            "'compression_ratio' = 1.5 is out of range",
+        ),
+        (lambda c: c["actions"]["snapkv_90"].update(press="SnapKV"), "unknown press 'SnapKV'"),
+        (lambda c: c["actions"].update(snapkv_90={"press": "SnapKVPress", "compression_ratio": 0.0}), "evicts nothing"),
+    ],
+)
+def test_start_up_refuses_actions_whose_press_cannot_run(tmp_path, edit, message):
+    with pytest.raises(ConfigError, match=f"actions\\.[a-z_0-9]+: .*{message}"):
+        checked(edit, marker_dir=tmp_path)
+    assert not list(tmp_path.iterdir())  # no marker: the next start checks again
 
 
 def test_given_contrasts_only_are_checked():

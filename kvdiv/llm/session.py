@@ -24,6 +24,10 @@ from kvdiv.llm.prefill import REFERENCE, Prefix, attention_layers, prefill_cache
 from kvdiv.llm.presses.protocol import IndexedPress, SeededPress
 from kvdiv.llm.presses.registry import build_press, decoding_press
 
+#: A decode step's attention reads each chain's keys in spans of this many entries (its length + 1 rounded up), so a
+#: chain's bits do not depend on which other chains share its attention call (kvdiv.trajectories.reuse relies on it).
+ATTENTION_SPAN = 64
+
 # kvpress after kvdiv.llm.decode_attention (which imports it behind the lazy `datasets` placeholder)
 from kvpress import BasePress  # noqa: E402,I001
 
@@ -307,17 +311,16 @@ class KernelSession:
             self._slots.grow(self._slots.n_slots, self._slots.capacity + 128)
         active.sort(key=lambda a: a[0])
         slots = [a[0] for a in active]
-        # runs of consecutive slots whose cache lengths are alike (within ~20 %): one attention call each
-        # on buffer views, little padding (a 50 % evicted chain next to a reference chain starts a new run)
+        # runs of consecutive slots whose attention spans are equal: one attention call each on buffer views. A
+        # chain attends over its own span (its length + 1 rounded up to ATTENTION_SPAN entries, −inf bias past its
+        # length), whatever chains share its run: its bits do not depend on the other chains (actions, replicates)
         lengths = [a[2].length for a in active]
+        capacity = self._slots.capacity
+        spans = [min(-(-(n + 1) // ATTENTION_SPAN) * ATTENTION_SPAN, capacity) for n in lengths]
         start = 0
         for j in range(1, len(active) + 1):
-            if (
-                j == len(active)
-                or slots[j] != slots[j - 1] + 1
-                or abs(lengths[j] - lengths[start]) > 0.2 * lengths[start] + 32
-            ):
-                part.runs.append((start, j, slots[start], slots[j - 1] + 1, max(lengths[start:j]) + 1))
+            if j == len(active) or slots[j] != slots[j - 1] + 1 or spans[j] != spans[start]:
+                part.runs.append((start, j, slots[start], slots[j - 1] + 1, spans[start]))
                 start = j
         part.slots = torch.tensor(slots, dtype=torch.long, device=self.device)
         part.lengths = torch.tensor(lengths, dtype=torch.long, device=self.device)

@@ -8,6 +8,7 @@ import logging
 import shutil
 
 import numpy as np
+import torch
 import pytest
 
 from kvdiv.trajectories import job as job_module
@@ -176,3 +177,45 @@ def test_same_reference_compares_every_reused_chain():
     assert same_reference({"a": Piece(traj([[1, 2, 3]]))}, now)
     assert not same_reference({"a": Piece(traj([[1, 2, 3]])), "b": Piece(traj([[1, 2, 4]]))}, now)
     assert same_reference({"a": Piece(traj([[9]]))}, {})
+
+
+@pytest.mark.parametrize("model", ["tiny_llama", "tiny_qwen2"])
+def test_an_actions_values_do_not_depend_on_the_other_actions(model, request):
+    """What the cache relies on: an action's arrays are the same bits whether its job runs it alone or beside
+    actions whose chains have lengths close to its own (they share its attention calls: each chain still attends
+    over its own span, kvdiv.llm.session.ATTENTION_SPAN), and whatever their order."""
+    from kvdiv.trajectories.base import chains_needed
+    from kvdiv.trajectories.generate import generate
+    from kvdiv.llm.session import KernelSession
+
+    loaded = request.getfixturevalue(model)
+    near = {
+        f"snap_{ratio}": {"press": "SnapKVPress", "compression_ratio": ratio, "window_size": 8}
+        for ratio in (0.5, 0.55, 0.6, 0.45)
+    }
+    prompt = PROMPTS[1] * 3
+    ids = torch.tensor(loaded.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+
+    def run(actions):
+        session = KernelSession(
+            loaded, ids, actions, temperature=2.0, horizon=12, max_chains=chains_needed(len(actions), 3, "complete")
+        )
+        return generate(
+            session,
+            list(actions),
+            horizon=12,
+            replicates=3,
+            seed_parts=(5, 1, "doc"),
+            eos_token_ids=loaded.eos_token_ids,
+            tv_atol=1e-6,
+            progress=False,
+        )
+
+    together = run(near)
+    reordered = run(dict(reversed(list(near.items()))))
+    for name in near:
+        alone = run({name: near[name]})[name]
+        for out in (together[name], reordered[name]):
+            for field in ("x", "y", "tv", "fixed_tv", "match"):
+                assert np.array_equal(getattr(out, field), getattr(alone, field)), (name, field)
+    assert any((together[name].tv > 0).any() for name in near)

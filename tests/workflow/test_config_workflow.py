@@ -69,6 +69,8 @@ def test_a_duplicate_key_in_a_configfile_is_refused(work):
     assert f"dup.yaml:{line}: duplicate key 'snapkv_half'" in proc.stdout + proc.stderr
 
 
+# One case per kind of check after a complete run (a reference, a documents file, a press, the schema, names,
+# planning cost); the other cases run in-process on the same functions (tests/test_config.py).
 @pytest.mark.parametrize(
     "edit, message",
     [
@@ -76,27 +78,13 @@ def test_a_duplicate_key_in_a_configfile_is_refused(work):
             lambda c: c["analysis"].update(studies={"figure5": "nosuch"}),
             "analysis.studies.figure5: 'nosuch' is not a configured study",
         ),
-        (lambda c: c["studies"]["retention50"].update(reference_tokenizer="nosuch"), "reference_tokenizer: 'nosuch'"),
-        (
-            lambda c: c["models"].update(other=dict(c["models"]["tiny"], tokenizer="nosuch")),
-            "models.other.tokenizer: 'nosuch'",
-        ),
         (
             lambda c: c["studies"]["retention50"].update(
                 documents={"source": "jsonl", "path": "gone.jsonl", "rendered": False}
             ),
             "studies.retention50.documents.path: gone.jsonl does not exist",
         ),
-        (
-            lambda c: c["studies"]["retention50"].update(documents={"source": "ruler", "path": "data/{foo}.jsonl"}),
-            "unknown placeholder {foo}",
-        ),
-        (
-            lambda c: c["models"].update(other={"source": "gguf", "path": "/data/typo/model.gguf", "sha256": "0" * 64}),
-            "models.other.path: GGUF file /data/typo/model.gguf does not exist",
-        ),
         (lambda c: c["actions"].update(snapkv_90={"press": "ThinKPress"}), "ThinKPress cannot run in kvdiv"),
-        (lambda c: c["actions"].update(snapkv_90={"press": "SnapKVPress", "compression_ratio": 0.0}), "evicts nothing"),
         (lambda c: c["analysis"].update(bootsrap=10), "'bootsrap' was unexpected"),
         (lambda c: c["studies"].update({"a" * 64: c["studies"].pop("retention90")}), "repeated 64 times"),
         (

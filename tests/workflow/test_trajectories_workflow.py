@@ -310,28 +310,34 @@ def test_corrupt_metrics_file_is_an_error_in_the_log_and_rebuilt_once_deleted(wo
     assert "metrics" in out and "analysis" in out
 
 
-def test_an_added_action_computes_only_its_chains(work):
-    """(Last of the module: it leaves the cube with three actions.) Adding an action to a study reruns its
-    trajectory job (the stores hold every action), but the job reuses each (document, action) result it computed
-    before (results/cache, kvdiv.trajectories.reuse) and generates only the new action's chains; the other actions'
-    values are those of the run before. (That reused and computed stores are equal, value for value, to a job
-    computing everything: tests/trajectories/test_reuse.py.)"""
+def test_an_added_action_and_document_compute_only_what_is_new(work):
+    """(Last of the module: it leaves a cube of three actions and documents.) Adding an action to a study and a
+    document to its stratum reruns the block's trajectory job (its stores hold every action), but the job reuses each
+    (document, action) result it computed before (results/cache, kvdiv.trajectories.reuse): it generates only the
+    new action's chains for the old documents and every action for the new one; the old values are unchanged.
+    (Reused and computed stores equal a job computing everything, value for value: tests/trajectories/test_reuse.py.)"""
     snakemake(work, CUBE, "--cores", "2", "--configfile", "tiny.yaml")
     before = open_cube(work / CUBE).load()
     config = yaml.safe_load((work / "tiny.yaml").read_text())
     config["actions"]["recent_90"] = {"press": "StreamingLLMPress", "compression_ratio": 0.9, "n_sink": 0}
     config["studies"]["tiny"]["actions"].append("recent_90")
+    config["studies"]["tiny"]["documents_per_stratum"] = 3
     (work / "tiny_more.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     log = work / "results/logs/trajectories/tiny/tiny/ruler_512-0000-0003.log"
     out = snakemake(work, CUBE, "--cores", "2", "--configfile", "tiny_more.yaml", "--quiet", "rules")
-    assert "trajectories" in out and "documents" not in out
+    assert "trajectories" in out
     text = log.read_text()
-    for doc in ("tiny-ruler_512-0000", "tiny-ruler_512-0001"):
+    old = ["tiny-ruler_512-0000", "tiny-ruler_512-0001"]
+    for doc in old:
         assert f"document {doc}: reused snapkv_half, recent_half from the cache; computed recent_90" in text, text
+    assert "document tiny-ruler_512-0002: reused" not in text, text
     after = open_cube(work / CUBE)
     assert list(after["action"].values) == ["snapkv_half", "recent_half", "recent_90"]
+    assert list(after["document"].values) == [*old, "tiny-ruler_512-0002"]
+    kept = dict(document=old, action=["snapkv_half", "recent_half"])
     for name in ("x", "y", "tv", "fixed_tv", "match"):
-        old = before[name].values
-        assert np.array_equal(after[name].sel(action=["snapkv_half", "recent_half"]).values, old), name
+        assert np.array_equal(after[name].sel(**kept).values, before[name].values), name
     # a shared reference chain: the new action's pairs have the same x
-    assert np.array_equal(after["x"].sel(action="recent_90").values, before["x"].sel(action="recent_half").values)
+    assert np.array_equal(
+        after["x"].sel(document=old, action="recent_90").values, before["x"].sel(action="recent_half").values
+    )
