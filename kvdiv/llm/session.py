@@ -311,17 +311,8 @@ class KernelSession:
             self._slots.grow(self._slots.n_slots, self._slots.capacity + 128)
         active.sort(key=lambda a: a[0])
         slots = [a[0] for a in active]
-        # runs of consecutive slots whose attention spans are equal: one attention call each on buffer views. A
-        # chain attends over its own span (its length + 1 rounded up to ATTENTION_SPAN entries, −inf bias past its
-        # length), whatever chains share its run: its bits do not depend on the other chains (actions, replicates)
         lengths = [a[2].length for a in active]
-        capacity = self._slots.capacity
-        spans = [min(-(-(n + 1) // ATTENTION_SPAN) * ATTENTION_SPAN, capacity) for n in lengths]
-        start = 0
-        for j in range(1, len(active) + 1):
-            if j == len(active) or slots[j] != slots[j - 1] + 1 or spans[j] != spans[start]:
-                part.runs.append((start, j, slots[start], slots[j - 1] + 1, spans[start]))
-                start = j
+        part.runs = attention_runs(slots, lengths, self._slots.capacity)
         part.slots = torch.tensor(slots, dtype=torch.long, device=self.device)
         part.lengths = torch.tensor(lengths, dtype=torch.long, device=self.device)
         for b in self._slots.bias:
@@ -389,3 +380,17 @@ class KernelSession:
 
 
 __all__ = ["KernelSession", "REFERENCE", "step_sessions"]
+
+
+def attention_runs(slots: Sequence[int], lengths: Sequence[int], capacity: int) -> list[tuple[int, int, int, int, int]]:
+    """The attention calls of a decode step: runs ``(row0, row1, slot0, slot1, span)`` of consecutive slots (sorted)
+    whose spans are equal, one matmul/softmax/matmul each on buffer views. A chain of cache length ``n`` attends over
+    its span, ``n + 1`` rounded up to :data:`ATTENTION_SPAN` entries (at most ``capacity``; −inf bias past its
+    length), whatever chains share its run: its bits do not depend on the other chains (actions, replicates)."""
+    spans = [min(-(-(n + 1) // ATTENTION_SPAN) * ATTENTION_SPAN, capacity) for n in lengths]
+    runs, start = [], 0
+    for j in range(1, len(slots) + 1):
+        if j == len(slots) or slots[j] != slots[j - 1] + 1 or spans[j] != spans[start]:
+            runs.append((start, j, slots[start], slots[j - 1] + 1, spans[start]))
+            start = j
+    return runs
