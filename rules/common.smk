@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(workflow.basedir)))
 # also what the conda env (envs/kvdiv.yaml: dependencies only) relies on.
 os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [str(Path(workflow.basedir)), os.environ.get("PYTHONPATH")])))
 # The working directory the workflow runs in (jobs in a shadow directory keep their trajectory cache here).
-os.environ["KVDIV_WORKDIR"] = os.getcwd()
+os.environ.update(KVDIV_WORKDIR=os.getcwd())
 
 from kvdiv import layout  # noqa: E402
 from kvdiv.config import checks, files, lookups, plan, startup  # noqa: E402

@@ -35,3 +35,14 @@ def test_ci_and_pre_commit_run_the_pinned_ruff_on_the_same_paths():
     assert hooks.count(f"files: ^({'|'.join(PATHS)})/") == 2
     ci = (REPO / ".ci/run").read_text()
     assert f'lint_paths="{" ".join(PATHS)}"' in ci and "ruff format --check $lint_paths && ruff check $lint_paths" in ci
+
+
+def test_ci_runs_the_readmes_test_command():
+    """.ci/run's default pytest arguments are the README's test command's (two xdist workers), and pyproject
+    distributes whole files (module-scoped workflow fixtures built once)."""
+    readme = (REPO / "README.md").read_text()
+    command = re.search(r'pip install -e "\.\[test\]" && (pytest[^\n`]*)', readme).group(1).strip()
+    ci = (REPO / ".ci/run").read_text()
+    assert f"pytest ${{CI_PYTEST_ARGS:-{command.removeprefix('pytest ')}}}" in ci, command
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert "--dist loadfile" in pyproject and '"pytest-xdist==' in pyproject

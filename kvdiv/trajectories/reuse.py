@@ -1,22 +1,11 @@
-"""Chains computed once: a per-(document, action) cache of a trajectory job's results, so that adding an action to a
-study, or a document to a block, computes only what is new when Snakemake reruns the job.
-
-A study's trajectory job writes one store per document with every action; changing the action list or a block's
-documents reruns the job (Snakemake deletes its outputs first). An action's chains do not depend on the other
-actions of the job nor on the other documents (streams derive from (master, study, document, action, replicate) and
-the reference chain's from (master, study, document, "reference", replicate); the forward is row-invariant:
-:func:`kvdiv.trajectories.generate.generate_documents`). So each (document, action) result is kept in a small store
-(:func:`kvdiv.trajectories.store.write_document_store` with one action) under the config's results root,
-``cache/trajectories/<study>/<model>/<document>/<action>-<key>.zarr``, where the key is a hash of everything that
-determines it: the document record and prompt ids, the model (spec, weight hash, linear kernel, end ids), every
-generation setting, the action's spec and the code hash of the job (:func:`piece_key`). A rerun reads the pieces whose
-key matches and generates the rest.
-
-Safety: a piece is read verified (checksums over arrays and attributes); one that is missing, truncated, edited or
-written under another key is a miss (recomputed, said in the job log). When a document reuses some actions and
-computes others with a shared reference chain, the recomputed reference chain must equal every reused piece's
-value for value; otherwise the reused actions are recomputed too (and the log says so). Delete ``cache/`` under a
-results root to free its space: nothing else reads it.
+"""Chains computed once: each (document, action) result of a trajectory job is kept under the results root
+(``cache/trajectories/<study>/<model>/<document>/<action>-<key>.zarr``: a one-action per-document store), so a job
+rerun because an action or a document was added generates only what is new. The key (:func:`piece_key`) hashes
+everything the result depends on: document and prompt ids, model, generation settings, the action's spec, the job's
+code hash. An action's values do not depend on the other actions or documents of its job (seeded streams,
+row-invariant forwards, attention spans: :func:`kvdiv.llm.session.attention_runs`). A piece is read verified; a
+missing, damaged or foreign one is recomputed. With a shared reference chain the job checks the recomputed chain
+equals every reused piece's, and recomputes everything otherwise. Details: docs/internals.md#paths.
 """
 
 from __future__ import annotations
