@@ -72,7 +72,10 @@ def run_documents(
     (master seed, study seed, document id, "reference", replicate); a ProbabilisticPress's draw from (master seed,
     study seed, document id, action). Every document is checked (keys, prompt + horizon within the context) before any
     prefill. ``compress``: ``prompt`` (the whole prompt) or ``context`` (all but the question and answer prefix, as
-    kvpress's pipeline: :func:`kvdiv.documents.render.context_length`).
+    kvpress's pipeline: :func:`kvdiv.documents.render.context_length`). ``cache``
+    (:class:`kvdiv.trajectories.reuse.TrajectoryCache`; the workflow passes its results root's): each (document,
+    action) result already in it under the same key is reused instead of generated, and each one generated is kept
+    there; ``code`` (the job's code hash) is part of that key.
     """
     from kvdiv.documents.render import context_length, prompt_token_ids
 
