@@ -84,11 +84,13 @@ def generated(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("reference_chain", ["shared", "per_action"])
+@pytest.mark.parametrize(
+    "mode, reference_chain", [("complete", "shared"), ("complete", "per_action"), ("swrb", "per_action")]
+)
 def test_an_added_action_and_document_compute_only_what_is_new(
-    tiny_qwen2, tmp_path, generated, caplog, reference_chain
+    tiny_qwen2, tmp_path, generated, caplog, mode, reference_chain
 ):
-    settings = dict(SETTINGS, reference_chain=reference_chain)
+    settings = dict(SETTINGS, mode=mode, reference_chain=reference_chain)
     cache = TrajectoryCache(tmp_path / "cache")
     docs = [record(d) for d in (0, 1, 2)]
     ids = [doc["id"] for doc in docs]
@@ -219,3 +221,26 @@ def test_an_actions_values_do_not_depend_on_the_other_actions(model, request):
             for field in ("x", "y", "tv", "fixed_tv", "match"):
                 assert np.array_equal(getattr(out, field), getattr(alone, field)), (name, field)
     assert any((together[name].tv > 0).any() for name in near)
+
+
+def test_a_random_press_is_reused_with_its_seeds_and_retention(tiny_llama, tmp_path, generated):
+    """A ProbabilisticPress (seeded per document and action; it records its press seeds and effective retention):
+    added beside a cached action, and then cached itself, its store attributes equal a fresh job's."""
+    prob = {"pminh": {"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "min_h", "budget": "global"}}
+    cache = TrajectoryCache(tmp_path / "cache")
+    doc = record(2)
+    both = {"recent_half": ACTIONS["recent_half"], **prob}
+    (fresh,) = run_documents(tiny_llama, [doc], both, [tmp_path / "fresh.zarr"], **SETTINGS)
+    run_documents(
+        tiny_llama, [doc], {"recent_half": ACTIONS["recent_half"]}, [tmp_path / "a.zarr"], cache=cache, **SETTINGS
+    )
+    generated.clear()
+    (added,) = run_documents(tiny_llama, [doc], both, [tmp_path / "b.zarr"], cache=cache, **SETTINGS)
+    assert generated == [([doc["id"]], ["pminh"])]
+    generated.clear()
+    (cached,) = run_documents(tiny_llama, [doc], both, [tmp_path / "c.zarr"], cache=cache, **SETTINGS)
+    assert generated == []
+    for out in (added, cached):
+        assert_same_stores(out, fresh)
+    attrs = read_document_store(cached)[0]
+    assert set(attrs["press_seeds"]) == {"pminh"} and set(attrs["effective_retention"]) == {"pminh"}
