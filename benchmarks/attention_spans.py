@@ -25,12 +25,10 @@ import json  # noqa: E402
 import statistics  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-import yaml  # noqa: E402
 
-from bench_common import busy_process, coupled_job, stratum_prompts  # noqa: E402
+from bench_common import busy_process, coupled_job, smollm2, stratum_prompts  # noqa: E402
 
 from kvdiv.llm import session as session_module  # noqa: E402
-from kvdiv.llm.loading import load_model  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SPANS = session_module.attention_runs
@@ -60,9 +58,7 @@ def main() -> None:
     parser.add_argument("--busy-rounds", type=int, default=1)
     parser.add_argument("--models-dir", default=str(REPO / "results/models"))
     args = parser.parse_args()
-    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
-    spec = {**config["models"]["smollm2"], "threads": 1, "device": "cpu", "dtype": "float32"}
-    loaded = load_model("smollm2", spec, args.models_dir)
+    config, loaded = smollm2(args.models_dir, REPO / "config/config.yaml")
     names = [*config["studies"]["retention50"]["actions"], "snapkv_90"]
     actions = {a: config["actions"][a] for a in names}
     doc_ids, prompts = stratum_prompts(loaded, config, "retention50", "ruler_1024", 3, args.horizon)

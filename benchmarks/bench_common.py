@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 
 #: The competitor of the "beside a busy process" measurements: one process spinning on one core.
 BUSY = "while True: pass"
@@ -30,13 +31,22 @@ def busy_process(active: bool = True) -> Iterator[None]:
             competitor.wait()
 
 
-def stratum_prompts(
-    loaded, config: Mapping, study: str, stratum: str, n: int, horizon: int
-) -> tuple[list[str], list[list[int]]]:
-    """The ids and prompt token ids (the model's own rendering) of the first ``n`` documents of ``stratum`` of
-    ``study`` in ``config``, generated in-process with kvdiv.documents as the workflow's document rule does."""
+def smollm2(models_dir: str | Path, config_path: str | Path = "config/config.yaml"):
+    """(config, SmolLM2-135M-Instruct loaded as the workflow's jobs run it: float32, CPU, 1 thread) of the default
+    config, from the resolved model under ``models_dir``."""
+    import yaml
+
+    from kvdiv.llm.loading import load_model
+
+    config = yaml.safe_load(Path(config_path).read_text())
+    spec = {**config["models"]["smollm2"], "threads": 1, "device": "cpu", "dtype": "float32"}
+    return config, load_model("smollm2", spec, models_dir)
+
+
+def stratum_documents(loaded, config: Mapping, study: str, stratum: str, n: int, horizon: int) -> list[dict]:
+    """The documents-JSONL records of the first ``n`` documents of ``stratum`` of ``study`` in ``config``, generated
+    in-process with kvdiv.documents as the workflow's document rule does (sized for ``loaded``'s rendering)."""
     from kvdiv.documents import generate_stratum
-    from kvdiv.documents.render import prompt_token_ids
     from kvdiv.llm.tokenization import apply_chat_template
 
     spec = config["studies"][study]
@@ -53,7 +63,17 @@ def stratum_prompts(
         max_context=loaded.max_context,
         horizon=horizon,
     )
-    return [d.id for d in docs], [prompt_token_ids(d.to_record(), loaded.tokenizer, loaded.chat_template) for d in docs]
+    return [d.to_record() for d in docs]
+
+
+def stratum_prompts(
+    loaded, config: Mapping, study: str, stratum: str, n: int, horizon: int
+) -> tuple[list[str], list[list[int]]]:
+    """The ids and prompt token ids (the model's own rendering) of :func:`stratum_documents`."""
+    from kvdiv.documents.render import prompt_token_ids
+
+    records = stratum_documents(loaded, config, study, stratum, n, horizon)
+    return [r["id"] for r in records], [prompt_token_ids(r, loaded.tokenizer, loaded.chat_template) for r in records]
 
 
 def coupled_job(

@@ -33,13 +33,9 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
-import yaml  # noqa: E402
 
-from bench_common import busy_process  # noqa: E402
+from bench_common import busy_process, smollm2, stratum_documents  # noqa: E402
 
-from kvdiv.documents import generate_stratum  # noqa: E402
-from kvdiv.llm.loading import load_model  # noqa: E402
-from kvdiv.llm.tokenization import apply_chat_template  # noqa: E402
 from kvdiv.trajectories.job import run_documents  # noqa: E402
 from kvdiv.trajectories.reuse import TrajectoryCache  # noqa: E402
 from kvdiv.trajectories.store import read_document_store  # noqa: E402
@@ -56,28 +52,11 @@ def main() -> None:
     parser.add_argument("--models-dir", default=str(REPO / "results/models"))
     args = parser.parse_args()
 
-    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
-    spec = {**config["models"]["smollm2"], "threads": 1, "device": "cpu", "dtype": "float32"}
-    loaded = load_model("smollm2", spec, args.models_dir)
+    config, loaded = smollm2(args.models_dir, REPO / "config/config.yaml")
     study = config["studies"]["retention50"]
     old = {a: config["actions"][a] for a in study["actions"]}
     actions = {**old, "snapkv_90": config["actions"]["snapkv_90"]}
-    chat = (lambda text: apply_chat_template(loaded.tokenizer, text)) if loaded.chat_template else None
-    docs = [
-        d.to_record()
-        for d in generate_stratum(
-            study="retention50",
-            stratum="ruler_1024",
-            n_documents=3,
-            master_seed=config["seed"],
-            study_seed=study["seed"],
-            tokenizer=loaded.tokenizer,
-            tokenizer_name=loaded.name,
-            chat=chat,
-            max_context=loaded.max_context,
-            horizon=args.horizon,
-        )
-    ]
+    docs = stratum_documents(loaded, config, "retention50", "ruler_1024", 3, args.horizon)
     settings = dict(
         master_seed=config["seed"], study_seed=study["seed"], horizon=args.horizon, replicates=1, progress=False
     )

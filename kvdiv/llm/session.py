@@ -24,10 +24,6 @@ from kvdiv.llm.prefill import REFERENCE, Prefix, attention_layers, prefill_cache
 from kvdiv.llm.presses.protocol import IndexedPress, SeededPress
 from kvdiv.llm.presses.registry import build_press, decoding_press
 
-#: A decode step's attention reads each chain's keys in spans of this many entries (its length + 1 rounded up), so a
-#: chain's bits do not depend on which other chains share its attention call (kvdiv.trajectories.reuse relies on it).
-ATTENTION_SPAN = 64
-
 # kvpress after kvdiv.llm.decode_attention (which imports it behind the lazy `datasets` placeholder)
 from kvpress import BasePress  # noqa: E402,I001
 
@@ -380,6 +376,10 @@ class KernelSession:
 
 
 __all__ = ["KernelSession", "REFERENCE", "step_sessions"]
+
+#: A decode step's attention reads each chain's keys in spans of this many entries (its length + 1 rounded up), so a
+#: chain's bits do not depend on which other chains share its attention call (kvdiv.trajectories.reuse relies on it).
+ATTENTION_SPAN = 64
 
 
 def attention_runs(slots: Sequence[int], lengths: Sequence[int], capacity: int) -> list[tuple[int, int, int, int, int]]:

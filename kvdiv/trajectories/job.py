@@ -116,31 +116,27 @@ def run_documents(
     seed_parts = [(g.master_seed, g.study_seed, doc_id) for doc_id in ids]
     # what the stores record: the reference chain the trajectories used (per_action in swrb mode)
     recorded = g.as_dict() | {"reference_chain": g.effective_reference_chain}
-    model_key = {
-        "name": loaded.name,
-        "spec": dict(loaded.spec),
-        "weight_hash": loaded.weight_hash,
-        "linear_kernel": loaded.linear_kernel,
-        "eos_token_ids": [int(t) for t in loaded.eos_token_ids],
-    }
-    keys = [
-        {
-            name: piece_key(
-                document=document,
-                prompt_ids=prompt_ids,
-                model=model_key,
-                generation=recorded,
-                action=action_record(spec),
-                code=code,
-            )
-            for name, spec in actions.items()
-        }
-        for document, prompt_ids in zip(documents, prompts)
-    ]
     reused: list[dict[str, Piece]] = [{} for _ in documents]
+    keys: list[dict[str, str]] = [{} for _ in documents]
     if cache is not None:
-        for d, doc_id in enumerate(ids):
-            for name in actions:
+        model_key = {
+            "name": loaded.name,
+            "spec": dict(loaded.spec),
+            "weight_hash": loaded.weight_hash,
+            "linear_kernel": loaded.linear_kernel,
+            "eos_token_ids": [int(t) for t in loaded.eos_token_ids],
+        }
+        records = {name: action_record(spec) for name, spec in actions.items()}
+        for d, (doc_id, document, prompt_ids) in enumerate(zip(ids, documents, prompts)):
+            for name, record in records.items():
+                keys[d][name] = piece_key(
+                    document=document,
+                    prompt_ids=prompt_ids,
+                    model=model_key,
+                    generation=recorded,
+                    action=record,
+                    code=code,
+                )
                 piece = cache.get(doc_id, name, keys[d][name])
                 if piece is not None:
                     reused[d][name] = piece

@@ -10,8 +10,6 @@ equals every reused piece's, and recomputes everything otherwise. Details: docs/
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import shutil
 from dataclasses import dataclass, field
@@ -26,8 +24,6 @@ log = logging.getLogger(__name__)
 
 #: Root attribute naming a cache piece's key (a piece is a per-document store with one action).
 KEY_ATTR = "reuse_key"
-#: Per-action attributes a piece carries, besides its arrays (what the document store's attributes need).
-PIECE_ATTRS = ("press_seeds", "effective_retention", "compressed_prompt_tokens", "prefill_s")
 #: Array names of a piece's action group restored into :class:`ActionTrajectories` (optional ones may be absent).
 _OPTIONAL = ("overlap_tv", "branch_start")
 
@@ -41,17 +37,19 @@ def piece_key(
     action: Mapping[str, Any],
     code: str,
 ) -> str:
-    """The hash (32 hex digits) of everything one (document, action) result depends on."""
-    parts = {
-        "document": dict(document),
-        "prompt_ids": [int(t) for t in prompt_ids],
-        "model": dict(model),
-        "generation": dict(generation),
-        "action": dict(action),
-        "code": str(code),
-    }
-    text = json.dumps(parts, sort_keys=True, default=repr)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    """The fingerprint (:func:`kvdiv.codehash.fingerprint`) of everything one (document, action) result depends on."""
+    from kvdiv.codehash import fingerprint
+
+    return fingerprint(
+        {
+            "document": dict(document),
+            "prompt_ids": [int(t) for t in prompt_ids],
+            "model": dict(model),
+            "generation": dict(generation),
+            "action": dict(action),
+            "code": str(code),
+        }
+    )
 
 
 @dataclass

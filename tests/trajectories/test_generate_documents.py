@@ -10,33 +10,10 @@ import torch
 from kvdiv.llm.session import KernelSession, step_sessions
 from kvdiv.trajectories.base import chains_needed
 from kvdiv.trajectories.generate import generate, generate_documents
+from support.job_documents import ACTIONS, PROMPTS, record
 
-ACTIONS = {
-    "snapkv_half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 8},
-    "recent_half": {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 0},
-    "keep_all": {"press": "StreamingLLMPress", "compression_ratio": 0.0, "n_sink": 0},
-    # decode-time compression along each chain's own history (a cut at forwards 3 and 6 changes laws 5 and 8)
-    "knorm_decoding": {
-        "press": "DecodingPress",
-        "compression_interval": 3,
-        "target_size": 40,
-        "wraps": {"press": "KnormPress"},
-    },
-    "keep_decoding": {
-        "press": "DecodingPress",
-        "compression_interval": 3,
-        "target_size": 10**6,
-        "wraps": {"press": "KnormPress"},
-    },
-}
 H, R = 10, 2
 TV_ATOL = 1e-6
-PROMPTS = [
-    "The key for the blue door is 4812. Remember it. " * 3 + "What is the key for the blue door?",
-    "A list of fruit: apple, pear, plum, fig, lime, kiwi. " * 5 + "Name the third fruit.",
-    "Short note: call Ana at noon. What time is the call?",
-    "The key for the red door is 1234. Remember it. " * 3 + "What is the key for the red door?",
-]
 FIELDS = ("x", "y", "tv", "fixed_tv", "match", "eos_x", "eos_y", "overlap_tv", "branch_start")
 
 
@@ -173,24 +150,6 @@ def request_other_model(loaded):
     import copy
 
     return copy.copy(loaded).__class__(**{**loaded.__dict__, "model": copy.deepcopy(loaded.model)})
-
-
-def record(d: int, **changes) -> dict:
-    return {
-        "id": f"st-ruler_64-{d:04d}",
-        "family": "ruler",
-        "task": "niah",
-        "stratum": "ruler_64",
-        "target_length": 64,
-        "prompt": PROMPTS[d],
-        "answer_prefix": "Answer:",
-        "rendered": False,
-        "answers": ["4812"],
-        "n_tokens": 0,
-        "tokenizer": "tiny",
-        "seed": d,
-        **changes,
-    }
 
 
 def test_a_batch_job_writes_the_stores_of_one_document_jobs(tiny_qwen2, tmp_path, one_thread):

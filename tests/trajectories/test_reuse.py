@@ -15,41 +15,7 @@ from kvdiv.trajectories import job as job_module
 from kvdiv.trajectories.job import run_documents
 from kvdiv.trajectories.reuse import TrajectoryCache
 from kvdiv.trajectories.store import ATTRS_CHECKSUM, read_document_store
-
-ACTIONS = {
-    "snapkv_half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 8},
-    "recent_half": {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 0},
-    # decode-time compression along each chain's own history
-    "knorm_decoding": {
-        "press": "DecodingPress",
-        "compression_interval": 3,
-        "target_size": 40,
-        "wraps": {"press": "KnormPress"},
-    },
-}
-PROMPTS = [
-    "The key for the blue door is 4812. Remember it. " * 3 + "What is the key for the blue door?",
-    "A list of fruit: apple, pear, plum, fig, lime, kiwi. " * 5 + "Name the third fruit.",
-    "Short note: call Ana at noon. What time is the call?",
-]
-
-
-def record(d: int) -> dict:
-    return {
-        "id": f"st-ruler_64-{d:04d}",
-        "family": "ruler",
-        "task": "niah",
-        "stratum": "ruler_64",
-        "target_length": 64,
-        "prompt": PROMPTS[d],
-        "answer_prefix": "Answer:",
-        "rendered": False,
-        "answers": ["4812"],
-        "n_tokens": 0,
-        "tokenizer": "tiny",
-        "seed": d,
-    }
-
+from support.job_documents import ACTIONS, PROMPTS, record
 
 SETTINGS = dict(master_seed=3, study_seed=2, horizon=10, replicates=2, temperature=1.5, progress=False)
 TIMINGS = {"wall_time_s", "prefill_s", "wall_time_total_s", "checksums"}

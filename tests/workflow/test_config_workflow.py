@@ -69,7 +69,7 @@ def test_a_duplicate_key_in_a_configfile_is_refused(work):
     assert f"dup.yaml:{line}: duplicate key 'snapkv_half'" in proc.stdout + proc.stderr
 
 
-# One case per kind of check after a complete run (a reference, a documents file, a press, the schema, names,
+# One case per kind of check, whatever is planned (a reference, a documents file, a press, the schema, names,
 # planning cost); the other cases run in-process on the same functions (tests/test_config.py).
 @pytest.mark.parametrize(
     "edit, message",
