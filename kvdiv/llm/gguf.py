@@ -8,6 +8,7 @@ transformers and saved as safetensors with a tokenizer rebuilt from the GGUF's m
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
@@ -141,11 +143,44 @@ def load_gguf(gguf_path: str | os.PathLike, dtype: torch.dtype = torch.float32):
     from transformers import AutoModelForCausalLM
 
     gguf_path = Path(gguf_path)
-    with quiet_transformers():
+    with parse_gguf_once(), quiet_transformers():
         model = AutoModelForCausalLM.from_pretrained(
             gguf_path.parent, gguf_file=gguf_path.name, dtype=dtype, trust_remote_code=False, local_files_only=True
         )
-    return model.eval(), gguf_tokenizer(gguf_path)
+        tokenizer = gguf_tokenizer(gguf_path)
+    return model.eval(), tokenizer
+
+
+@contextlib.contextmanager
+def parse_gguf_once() -> Iterator[None]:
+    """Inside the block, transformers' GGUF loading parses each file once and builds each tensor-name map once.
+
+    It reads the same file three times (config, weights, tokenizer) and rebuilds ``gguf``'s tensor-name map for
+    every module of the model (397 times for SmolLM2); together most of a conversion's seconds
+    (benchmarks/model_resolution.md). Both are read-only (a memory map; a name table of (architecture, blocks)), so
+    sharing them changes nothing loaded: the benchmark checks the written files byte for byte."""
+    import gguf
+
+    originals = gguf.GGUFReader, gguf.get_tensor_name_map
+    readers: dict[tuple[str, str], object] = {}
+    name_maps: dict[tuple[object, int], object] = {}
+
+    def reader(path: str | os.PathLike, mode: str = "r"):
+        key = (os.path.realpath(path), mode)
+        if key not in readers:
+            readers[key] = originals[0](path, mode)
+        return readers[key]
+
+    def tensor_name_map(arch, n_blocks: int):
+        if (arch, n_blocks) not in name_maps:
+            name_maps[arch, n_blocks] = originals[1](arch, n_blocks)
+        return name_maps[arch, n_blocks]
+
+    gguf.GGUFReader, gguf.get_tensor_name_map = reader, tensor_name_map
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = originals
 
 
 def gguf_tokenizer(gguf_path: str | os.PathLike):

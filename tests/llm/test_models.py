@@ -17,6 +17,7 @@ import types
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from transformers import GenerationConfig, LlamaConfig
@@ -364,6 +365,38 @@ def test_smollm2_resolved_weights_equal_the_gguf_model(smollm2, tmp_path):
     assert hf_gguf_tok(prompt, add_special_tokens=False).input_ids == ids[0].tolist()
     gguf_model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32).eval()
     torch.testing.assert_close(resolved, logits(gguf_model, ids), atol=1e-4, rtol=0)
+    # resolution parses the file once (llm_gguf.parse_gguf_once); transformers alone gives the same tensors, bit for bit
+    theirs, ours = gguf_model.state_dict(), smollm2.model.state_dict()
+    assert set(theirs) <= set(ours)
+    assert all(torch.equal(theirs[k], ours[k]) for k in theirs)
+
+
+def test_parse_gguf_once_shares_one_reader_and_name_map_and_restores_gguf(tmp_path):
+    import gguf
+
+    path = tmp_path / "tiny.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(2)
+    writer.add_string("general.name", "tiny")
+    writer.add_tensor("token_embd.weight", np.arange(12, dtype=np.float32).reshape(3, 4))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    originals = gguf.GGUFReader, gguf.get_tensor_name_map
+    plain = gguf.GGUFReader(str(path))
+    with llm_gguf.parse_gguf_once():
+        first, second = gguf.GGUFReader(str(path)), gguf.GGUFReader(tmp_path / "." / "tiny.gguf")
+        assert first is second and set(first.fields) == set(plain.fields)
+        assert np.array_equal(first.tensors[0].data, plain.tensors[0].data)
+        arch = gguf.MODEL_ARCH.LLAMA
+        assert gguf.get_tensor_name_map(arch, 2) is gguf.get_tensor_name_map(arch, 2)
+        assert gguf.get_tensor_name_map(arch, 2).mapping == originals[1](arch, 2).mapping
+        assert gguf.get_tensor_name_map(arch, 3) is not gguf.get_tensor_name_map(arch, 2)
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == originals
+    with pytest.raises(RuntimeError, match="inside"), llm_gguf.parse_gguf_once():
+        raise RuntimeError("inside")
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == originals
 
 
 # ------------------------------------------------------------------------- foreign code
