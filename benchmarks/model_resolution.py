@@ -83,9 +83,8 @@ def main() -> None:
         for label, values in times.items():
             print(f"{label}: min {min(values):.2f} s, median {statistics.median(values):.2f} s")
         ratios = [a / b for a, b in zip(times["parsed once"], times["transformers alone"])]
-        print(
-            f"ratio parsed once / transformers alone per round: {', '.join(f'{r:.2f}' for r in ratios)}; outputs identical in every round"
-        )
+        listed = ", ".join(f"{r:.2f}" for r in ratios)
+        print(f"ratio parsed once / transformers alone per round: {listed}; outputs identical in every round")
 
 
 if __name__ == "__main__":
