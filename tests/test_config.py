@@ -441,7 +441,7 @@ def test_trajectory_batch_priority_orders_batches_by_cost_and_documents_first():
     batches = [name for name, _ in plan.trajectory_batches(config, "retention50", "smollm2")]
     priority = {name: plan.trajectory_batch_priority(config, "retention50", name) for name in batches}
     actions = len(study["actions"]) + 1
-    assert priority["ruler_1536-0000-0001"] == round(2 * (1536 + 128) * actions / 1000)
-    assert priority["ruler_1536-0002-0003"] == round(1 * (1536 + 128) * actions / 1000)
-    assert priority["helmet_1536-0000-0001"] > priority["helmet_1024-0000-0001"] > priority["helmet_640-0000-0001"]
+    assert priority["ruler_832-0000-0001"] == round(2 * (832 + 128) * actions / 1000)
+    assert priority["ruler_832-0002-0003"] == round(1 * (832 + 128) * actions / 1000)
+    assert priority["helmet_832-0000-0001"] > priority["helmet_704-0000-0001"] > priority["helmet_576-0000-0001"]
     assert max(priority.values()) < plan.DOCUMENT_PRIORITY
