@@ -35,7 +35,7 @@ startup.check_actions(config, LOOKUPS.press_modules(), main_process=workflow.is_
 startup.check_chat_templates(config, LOOKUPS.model_dir)
 
 ENV = "../envs/kvdiv.yaml"
-DOCUMENT_PRIORITY = plan.DOCUMENT_PRIORITY
+SHORT_JOB_PRIORITY = plan.SHORT_JOB_PRIORITY
 FINAL_TARGETS = []  # each stage's rule file appends the targets `rule all` builds
 FIGURE_ITEMS, TABLE_ITEMS, ANALYSED_ITEMS = LOOKUPS.figure_items, LOOKUPS.table_items, LOOKUPS.analysed_items
 canonical = lookups.canonical

@@ -7,6 +7,7 @@
 
 
 rule document:
+    priority: SHORT_JOB_PRIORITY
     input:
         model=lambda wildcards: get_model_ready(get_reference_tokenizer(wildcards.study)),
         source=lambda wildcards: get_documents_source_files(wildcards.study, wildcards.stratum),
@@ -28,7 +29,6 @@ rule document:
         source=lambda wildcards: get_documents_source(wildcards.study),
         horizon=lambda wildcards: get_study(wildcards.study)["horizon"],
         code=script_code("document.py"),
-    priority: DOCUMENT_PRIORITY
     log:
         paths.log("document", "{study}/{stratum}/{first}-{last}"),
     benchmark:
@@ -40,6 +40,7 @@ rule document:
 
 
 rule documents:
+    priority: SHORT_JOB_PRIORITY
     input:
         lambda wildcards: get_stratum_document_blocks(wildcards.study, wildcards.stratum),
     output:

@@ -8,6 +8,7 @@
 
 
 rule analysis:
+    priority: SHORT_JOB_PRIORITY
     input:
         metrics=lambda wildcards: get_metrics_files(get_analysis_study(wildcards.item)),
     output:
@@ -27,6 +28,7 @@ rule analysis:
 
 
 rule figure:
+    priority: SHORT_JOB_PRIORITY
     input:
         unpack(lambda wildcards: get_analysis_outputs(wildcards.item)),
     output:
@@ -48,6 +50,7 @@ rule figure:
 
 
 rule table:
+    priority: SHORT_JOB_PRIORITY
     input:
         metrics=lambda wildcards: get_metrics_files(get_analysis_study(wildcards.item)),
     output:
@@ -68,6 +71,7 @@ rule table:
 
 
 rule report_md:
+    priority: SHORT_JOB_PRIORITY
     input:
         analysis=[path for item in ANALYSED_ITEMS for path in get_analysis_outputs(item).values()],
         tables=[paths.table(item, ext) for item in TABLE_ITEMS for ext in ("csv", "md")],
@@ -98,6 +102,7 @@ localrules:
 
 
 rule report_page:
+    priority: SHORT_JOB_PRIORITY
     input:
         report=paths.report,
         figures=[paths.figure(item, "png") for item in FIGURE_ITEMS],
@@ -115,6 +120,7 @@ rule report_page:
 
 
 rule table_page:
+    priority: SHORT_JOB_PRIORITY
     input:
         paths.table("{item}", "md"),
     output:
@@ -140,6 +146,7 @@ FINAL_TARGETS.extend(
 
 
 rule gallery:
+    priority: SHORT_JOB_PRIORITY
     input:
         cube=paths.cube("{study}", "{model}"),
         model=lambda wildcards: get_model_ready(wildcards.model),

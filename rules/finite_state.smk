@@ -3,6 +3,7 @@
 
 
 rule finite_systems:
+    priority: SHORT_JOB_PRIORITY
     output:
         get_finite_system_files(),
     params:
@@ -17,6 +18,7 @@ rule finite_systems:
 
 
 rule finite_exact:
+    priority: SHORT_JOB_PRIORITY
     input:
         systems=get_finite_system_files(),
     output:
@@ -33,6 +35,7 @@ rule finite_exact:
 
 
 rule finite_estimates:
+    priority: SHORT_JOB_PRIORITY
     input:
         systems=get_finite_system_files(),
     output:
@@ -54,6 +57,7 @@ rule finite_estimates:
 
 
 rule finite_compare:
+    priority: SHORT_JOB_PRIORITY
     input:
         exact=paths.finite_file("exact.parquet"),
         estimates=paths.finite_file("estimates.parquet"),
@@ -73,6 +77,7 @@ rule finite_compare:
 
 
 rule finite_figure4:
+    priority: SHORT_JOB_PRIORITY
     input:
         comparison=paths.finite_file("comparison.parquet"),
         paper_table=paths.finite_file("paper_comparison.csv"),

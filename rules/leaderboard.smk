@@ -4,6 +4,7 @@
 
 
 rule leaderboard:
+    priority: SHORT_JOB_PRIORITY
     input:
         metrics=lambda wildcards: [
             paths.metrics_file(get_leaderboard()["study"], wildcards.model, table) for table in layout.METRIC_TABLES

@@ -4,6 +4,7 @@
 
 
 rule answers:
+    priority: SHORT_JOB_PRIORITY
     input:
         cube=paths.cube("{study}", "{model}"),
         documents=lambda wildcards: get_documents(wildcards.study),
@@ -28,6 +29,7 @@ rule answers:
 
 
 rule metrics:
+    priority: SHORT_JOB_PRIORITY
     input:
         cube=paths.cube("{study}", "{model}"),
         answers=paths.answers("{study}", "{model}"),

@@ -10,6 +10,7 @@ wildcard_constraints:
 
 
 rule resolve_model:
+    priority: SHORT_JOB_PRIORITY
     input:
         get_model_resolve_inputs,
     output:

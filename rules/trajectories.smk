@@ -10,8 +10,8 @@
 # a document reruns only its block's jobs. Snakemake output patterns cannot vary in number, so one rule is defined per batch
 # (named trajectories_<study>_<model>_<batch>, its job counted as a `trajectories` job by tests/workflow); its
 # resources are those set for `trajectories` (set-resources of a workflow profile, e.g. profiles/slurm) plus
-# gpu; its priority is its estimated cost (longest batches first, so a run does not end on one long job; document
-# blocks outrank every batch). Stores are written to temporary directories and renamed into place, inside a shadow
+# gpu; its priority is its estimated cost (longest batches first, so a run does not end on one long job; every other
+# rule's jobs outrank every batch: SHORT_JOB_PRIORITY). Stores are written to temporary directories and renamed into place, inside a shadow
 # directory: a killed job leaves nothing that Snakemake takes as complete. Helpers: rules/common.smk (get_trajectory_*, get_cube).
 
 
@@ -53,6 +53,7 @@ for _study in get_studies():
 
 
 rule cube:
+    priority: SHORT_JOB_PRIORITY
     input:
         stores=lambda wildcards: get_trajectory_stores(wildcards.study, wildcards.model),
     output:

@@ -444,4 +444,17 @@ def test_trajectory_batch_priority_orders_batches_by_cost_and_documents_first():
     assert priority["ruler_832-0000-0001"] == round(2 * (832 + 128) * actions / 1000)
     assert priority["ruler_832-0002-0003"] == round(1 * (832 + 128) * actions / 1000)
     assert priority["helmet_832-0000-0001"] > priority["helmet_704-0000-0001"] > priority["helmet_576-0000-0001"]
-    assert max(priority.values()) < plan.DOCUMENT_PRIORITY
+    assert max(priority.values()) < plan.SHORT_JOB_PRIORITY
+
+
+def test_every_rule_but_the_trajectory_batches_outranks_them():
+    """Every named rule (not `all`) carries SHORT_JOB_PRIORITY, so a study's follow-up jobs run as soon as its last
+    batch ends instead of in the run's tail; the batches' own priorities stay below it."""
+    import re
+
+    for path in sorted((REPO / "rules").glob("*.smk")):
+        text = path.read_text()
+        for match in re.finditer(r"^rule (\w+):\n((?:    .*\n|\n)*)", text, flags=re.M):
+            name, body = match.group(1), match.group(2)
+            if name != "all":
+                assert "    priority: SHORT_JOB_PRIORITY\n" in body, f"{path.name}: rule {name} has no SHORT_JOB_PRIORITY"

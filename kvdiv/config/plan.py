@@ -46,8 +46,8 @@ def trajectory_batches(config: Mapping, study: str, model: str) -> list[tuple[st
 def trajectory_batch_priority(config: Mapping, study: str, batch: str) -> int:
     """The scheduling priority of one trajectory batch: its estimated cost, documents × (stratum length + horizon)
     × (actions + 1) in thousands of token-chains, so that Snakemake starts the longest batches first and the run
-    does not end on one long job (longest-processing-time-first). Document blocks outrank every batch
-    (:data:`DOCUMENT_PRIORITY`): they are cheap and every batch waits on one."""
+    does not end on one long job (longest-processing-time-first). Every other job outranks every batch
+    (:data:`SHORT_JOB_PRIORITY`)."""
     spec = config["studies"][study]
     stratum = batch.rsplit("-", 2)[0]
     length = next(s["length"] for s in spec["strata"] if layout.stratum_name(s["family"], s["length"]) == stratum)
@@ -56,7 +56,10 @@ def trajectory_batch_priority(config: Mapping, study: str, batch: str) -> int:
     return max(1, round(n * (length + spec["horizon"]) * (len(spec["actions"]) + 1) / 1000))
 
 
-DOCUMENT_PRIORITY = 1_000_000_000
+#: The priority of every job but the trajectory batches: document blocks (every batch waits on one) and everything
+#: after the batches (a study's cube, metrics, analyses, figures and galleries run as soon as its last batch ends, beside
+#: the other study's batches, instead of in the run's tail), all short.
+SHORT_JOB_PRIORITY = 1_000_000_000
 
 
 def trajectory_rule_name(study: str, model: str, batch: str) -> str:
