@@ -114,25 +114,31 @@ class Generation:
 
 @dataclass(frozen=True)
 class Runtime:
-    """How a model's jobs run: CPU threads (None: torch's own choice) and documents per job. Changing it reruns
-    nothing (it is not part of a model's identity, nor of its rules' params)."""
+    """How a model's jobs run: CPU threads (None: torch's own choice), documents per job and strata per job.
+    Changing it reruns nothing (it is not part of a model's identity, nor of its rules' params)."""
 
     threads: int | None
     documents_per_job: int
+    strata_per_job: int = 1
 
     def __post_init__(self) -> None:
         if self.threads is not None:
             _integer("threads", self.threads, 1)
         _integer("documents_per_job", self.documents_per_job, 1)
+        _integer("strata_per_job", self.strata_per_job, 1)
 
     #: The keys of a model's config spec that are runtime, not model.
-    KEYS = ("threads", "documents_per_job")
+    KEYS = ("threads", "documents_per_job", "strata_per_job")
 
     @classmethod
     def split(cls, spec: Mapping[str, Any]) -> tuple[dict[str, Any], "Runtime"]:
         """A model spec as (what the model is, how its jobs run)."""
         model = {key: value for key, value in spec.items() if key not in cls.KEYS}
-        return model, cls(threads=spec.get("threads"), documents_per_job=spec["documents_per_job"])
+        return model, cls(
+            threads=spec.get("threads"),
+            documents_per_job=spec["documents_per_job"],
+            strata_per_job=spec.get("strata_per_job", 1),
+        )
 
 
 @dataclass(frozen=True)

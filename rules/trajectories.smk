@@ -1,7 +1,7 @@
 # stage: trajectories — per (study, model) and batch of documents one coupled-generation job writing one Zarr store
 # per document (kvdiv.trajectories.job.run_documents; layout in docs/internals.md), then per (study, model) the cube.
 # A batch is a block of a stratum's documents by index (the model's `documents_per_job`, get_trajectory_batches in
-# rules/common.smk): one process loads the model once, prefills each document, and advances the chains of all its
+# rules/common.smk), or the same block of `strata_per_job` consecutive strata: one process loads the model once, prefills each document, and advances the chains of all its
 # documents in one forward per step; a store holds the same values whatever batch it was written in. Each job
 # renders every document's user message with its own model's chat template (kvdiv.documents.render), checks
 # prompt + horizon against that model's context, and records the prompt ids it fed in each store.
@@ -31,7 +31,7 @@ for _study in get_studies():
                 shadow:
                     "minimal"
                 threads: get_model_spec(_model)["threads"]
-                priority: get_trajectory_priority(_study, _batch)
+                priority: get_trajectory_priority(_study, _doc_ids)
                 resources:
                     **get_trajectory_resources(_model),
                 params:

@@ -414,5 +414,6 @@ def check_plan(config: Mapping) -> None:
     if len(names) > MAX_TRAJECTORY_RULES:
         raise ConfigError(
             f"the config defines {len(names)} trajectory rules (study × model × block of documents_per_job documents), "
-            f"more than {MAX_TRAJECTORY_RULES}: raise models.*.documents_per_job or plan fewer documents"
+            f"more than {MAX_TRAJECTORY_RULES}: raise models.*.documents_per_job or models.*.strata_per_job, or plan "
+            "fewer documents"
         )

@@ -234,8 +234,8 @@ class Lookups:
     def trajectory_batches(self, study: str, model: str) -> list[tuple[str, list[str]]]:
         return plan.trajectory_batches(self.config, study, model)
 
-    def trajectory_priority(self, study: str, batch: str) -> int:
-        return plan.trajectory_batch_priority(self.config, study, batch)
+    def trajectory_priority(self, study: str, doc_ids: list[str]) -> int:
+        return plan.trajectory_batch_priority(self.config, study, doc_ids)
 
     def trajectory_rule_name(self, study: str, model: str, batch: str) -> str:
         """The name of one trajectory batch's rule (unique: checked against the names already given)."""

@@ -37,23 +37,36 @@ def document_blocks(config: Mapping, study: str, size: int) -> list[tuple[str, i
 
 
 def trajectory_batches(config: Mapping, study: str, model: str) -> list[tuple[str, list[str]]]:
-    """[(batch name, [document ids])] of a (study, model): :func:`document_blocks` of the model's
-    ``documents_per_job``, named ``{stratum}-{first:04d}-{last:04d}``."""
-    blocks = document_blocks(config, study, config["models"][model]["documents_per_job"])
-    return [(f"{stratum}-{first:04d}-{last:04d}", ids) for stratum, first, last, ids in blocks]
+    """[(batch name, [document ids])] of a (study, model): the study's strata in config order, in groups of the
+    model's ``strata_per_job``; per group, the same index block (:func:`document_blocks` of the model's
+    ``documents_per_job``) of each of its strata. Named ``{stratum}-{first:04d}-{last:04d}``, strata joined by ``+``
+    (``ruler_576+ruler_704-0000-0003``). Adding documents to the strata adds blocks and changes none."""
+    runtime = config["models"][model]
+    blocks = document_blocks(config, study, runtime["documents_per_job"])
+    per_job = int(runtime.get("strata_per_job", 1))
+    strata = study_strata(config, study)
+    groups = [strata[k : k + per_job] for k in range(0, len(strata), per_job)]
+    batches = []
+    for group in groups:
+        ranges = sorted({(first, last) for stratum, first, last, _ in blocks if stratum in group})
+        for first, last in ranges:
+            ids = [i for stratum in group for s, f, _, block in blocks if s == stratum and f == first for i in block]
+            batches.append((f"{'+'.join(group)}-{first:04d}-{last:04d}", ids))
+    return batches
 
 
-def trajectory_batch_priority(config: Mapping, study: str, batch: str) -> int:
-    """The scheduling priority of one trajectory batch: its estimated cost, documents × (stratum length + horizon)
-    × (actions + 1) in thousands of token-chains, so that Snakemake starts the longest batches first and the run
-    does not end on one long job (longest-processing-time-first). Every other job outranks every batch
-    (:data:`SHORT_JOB_PRIORITY`)."""
+def trajectory_batch_priority(config: Mapping, study: str, doc_ids: list[str]) -> int:
+    """The scheduling priority of one trajectory batch: its estimated cost, the sum over its documents of
+    (stratum length + horizon) × (actions + 1), in thousands of token-chains, so that Snakemake starts the longest
+    batches first and the run does not end on one long job (longest-processing-time-first). Every other job
+    outranks every batch (:data:`SHORT_JOB_PRIORITY`)."""
     spec = config["studies"][study]
-    stratum = batch.rsplit("-", 2)[0]
-    length = next(s["length"] for s in spec["strata"] if layout.stratum_name(s["family"], s["length"]) == stratum)
-    first, last = (int(k) for k in batch.rsplit("-", 2)[1:])
-    n = min(last, spec["documents_per_stratum"] - 1) - first + 1
-    return max(1, round(n * (length + spec["horizon"]) * (len(spec["actions"]) + 1) / 1000))
+    lengths = {layout.stratum_name(s["family"], s["length"]): s["length"] for s in spec["strata"]}
+    tokens = 0
+    for doc in doc_ids:
+        stratum = next(name for name in lengths if doc.startswith(f"{study}-{name}-"))
+        tokens += lengths[stratum] + spec["horizon"]
+    return max(1, round(tokens * (len(spec["actions"]) + 1) / 1000))
 
 
 #: The priority of every job but the trajectory batches: document blocks (every batch waits on one) and everything

@@ -239,7 +239,7 @@ def source_files(spec: dict) -> list[Path]:
 
 
 #: Spec keys that say how jobs run, not what the model is (the workflow's SCHEDULING_KEYS, rules/common.smk).
-SCHEDULING_KEYS = ("threads", "documents_per_job")
+SCHEDULING_KEYS = ("threads", "documents_per_job", "strata_per_job")
 
 
 def up_to_date(out: Path, spec: dict, seed: int | None) -> bool:
