@@ -476,6 +476,18 @@ def test_strata_per_job_groups_the_same_block_of_consecutive_strata():
         Runtime(threads=1, documents_per_job=1, strata_per_job=0)
 
 
+def test_a_batch_of_many_strata_keeps_a_short_name():
+    """40 strata in one job: the batch (a log and benchmark file name) is named by its first stratum and size, not
+    by 40 joined names; every name stays a short path component and a valid rule name."""
+    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    config["models"]["smollm2"].update(documents_per_job=4, strata_per_job=40)
+    study = config["studies"]["retention50"]
+    study["strata"] = [{"family": "ruler", "length": 600 + i} for i in range(45)]
+    names = [name for name, _ in plan.trajectory_batches(config, "retention50", "smollm2")]
+    assert names == ["ruler_600+39-more-0000-0003", "ruler_640+ruler_641+ruler_642+ruler_643+ruler_644-0000-0003"]
+    assert all(len(name) < 255 for name in names)
+
+
 def test_every_rule_but_the_trajectory_batches_outranks_them():
     """Every named rule (not `all`) carries SHORT_JOB_PRIORITY, so a study's follow-up jobs run as soon as its last
     batch ends instead of in the run's tail; the batches' own priorities stay below it."""

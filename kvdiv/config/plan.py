@@ -40,7 +40,8 @@ def trajectory_batches(config: Mapping, study: str, model: str) -> list[tuple[st
     """[(batch name, [document ids])] of a (study, model): the study's strata in config order, in groups of the
     model's ``strata_per_job``; per group, the same index block (:func:`document_blocks` of the model's
     ``documents_per_job``) of each of its strata. Named ``{stratum}-{first:04d}-{last:04d}``, strata joined by ``+``
-    (``ruler_576+ruler_704-0000-0003``). Adding documents to the strata adds blocks and changes none."""
+    (``ruler_576+ruler_704-0000-0003``; :func:`strata_group_name`). Adding documents to the strata adds blocks and
+    changes none."""
     runtime = config["models"][model]
     blocks = document_blocks(config, study, runtime["documents_per_job"])
     per_job = int(runtime.get("strata_per_job", 1))
@@ -51,8 +52,20 @@ def trajectory_batches(config: Mapping, study: str, model: str) -> list[tuple[st
         ranges = sorted({(first, last) for stratum, first, last, _ in blocks if stratum in group})
         for first, last in ranges:
             ids = [i for stratum in group for s, f, _, block in blocks if s == stratum and f == first for i in block]
-            batches.append((f"{'+'.join(group)}-{first:04d}-{last:04d}", ids))
+            batches.append((f"{strata_group_name(group)}-{first:04d}-{last:04d}", ids))
     return batches
+
+
+#: The longest ``+``-joined strata name of a batch; longer groups are named by their first stratum and size.
+MAX_GROUP_NAME = 120
+
+
+def strata_group_name(group: list[str]) -> str:
+    """A batch's strata as a path component: ``ruler_576+ruler_704``, or ``ruler_576+11-more`` where the joined names
+    would exceed :data:`MAX_GROUP_NAME` characters (a file name holds 255 bytes; groups are consecutive in config
+    order, so the first stratum and the size name one)."""
+    joined = "+".join(group)
+    return joined if len(joined) <= MAX_GROUP_NAME else f"{group[0]}+{len(group) - 1}-more"
 
 
 def trajectory_batch_priority(config: Mapping, study: str, doc_ids: list[str]) -> int:
