@@ -459,7 +459,10 @@ def test_strata_per_job_groups_the_same_block_of_consecutive_strata():
     batches = plan.trajectory_batches(config, "retention50", "smollm2")
     group = "ruler_576+ruler_704+ruler_832+helmet_576"
     assert [name for name, _ in batches] == [
-        f"{group}-0000-0001", f"{group}-0002-0003", "helmet_704+helmet_832-0000-0001", "helmet_704+helmet_832-0002-0003"
+        f"{group}-0000-0001",
+        f"{group}-0002-0003",
+        "helmet_704+helmet_832-0000-0001",
+        "helmet_704+helmet_832-0002-0003",
     ]
     assert dict(batches)[f"{group}-0002-0003"] == [
         f"retention50-{s}-{i:04d}" for s in ("ruler_576", "ruler_704", "ruler_832", "helmet_576") for i in (2, 3)
@@ -498,4 +501,6 @@ def test_every_rule_but_the_trajectory_batches_outranks_them():
         for match in re.finditer(r"^rule (\w+):\n((?:    .*\n|\n)*)", text, flags=re.M):
             name, body = match.group(1), match.group(2)
             if name != "all":
-                assert "    priority: SHORT_JOB_PRIORITY\n" in body, f"{path.name}: rule {name} has no SHORT_JOB_PRIORITY"
+                assert "    priority: SHORT_JOB_PRIORITY\n" in body, (
+                    f"{path.name}: rule {name} has no SHORT_JOB_PRIORITY"
+                )

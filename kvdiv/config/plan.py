@@ -83,8 +83,8 @@ def trajectory_batch_priority(config: Mapping, study: str, doc_ids: list[str]) -
 
 
 #: The priority of every job but the trajectory batches: document blocks (every batch waits on one) and everything
-#: after the batches (a study's cube, metrics, analyses, figures and galleries run as soon as its last batch ends, beside
-#: the other study's batches, instead of in the run's tail), all short.
+#: after the batches (a study's cube, metrics, analyses, figures and galleries run as soon as its last batch ends,
+#: beside the other study's batches, instead of in the run's tail), all short.
 SHORT_JOB_PRIORITY = 1_000_000_000
 
 
