@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 
 from kvdiv import layout
+from kvdiv.settings import Runtime
 
 
 def _studies(config: Mapping) -> Mapping:
@@ -42,16 +43,16 @@ def trajectory_batches(config: Mapping, study: str, model: str) -> list[tuple[st
     ``documents_per_job``) of each of its strata. Named ``{stratum}-{first:04d}-{last:04d}``, strata joined by ``+``
     (``ruler_576+ruler_704-0000-0003``; :func:`strata_group_name`). Adding documents to the strata adds blocks and
     changes none."""
-    runtime = config["models"][model]
-    blocks = document_blocks(config, study, runtime["documents_per_job"])
-    per_job = int(runtime.get("strata_per_job", 1))
-    strata = study_strata(config, study)
-    groups = [strata[k : k + per_job] for k in range(0, len(strata), per_job)]
+    runtime = Runtime.split(config["models"][model])[1]
+    blocks = document_blocks(config, study, runtime.documents_per_job)
+    block = {(stratum, first): (last, ids) for stratum, first, last, ids in blocks}
+    starts = sorted({first for _, first, _, _ in blocks})  # every stratum of a study has the same blocks
+    strata, per_job = study_strata(config, study), runtime.strata_per_job
     batches = []
-    for group in groups:
-        ranges = sorted({(first, last) for stratum, first, last, _ in blocks if stratum in group})
-        for first, last in ranges:
-            ids = [i for stratum in group for s, f, _, block in blocks if s == stratum and f == first for i in block]
+    for group in (strata[k : k + per_job] for k in range(0, len(strata), per_job)):
+        for first in starts:
+            last = block[(group[0], first)][0]
+            ids = [doc for stratum in group for doc in block[(stratum, first)][1]]
             batches.append((f"{strata_group_name(group)}-{first:04d}-{last:04d}", ids))
     return batches
 
