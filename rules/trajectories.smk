@@ -1,18 +1,20 @@
 # stage: trajectories — per (study, model) and batch of documents one coupled-generation job writing one Zarr store
 # per document (kvdiv.trajectories.job.run_documents; layout in docs/internals.md), then per (study, model) the cube.
 # A batch is a block of a stratum's documents by index (the model's `documents_per_job`, get_trajectory_batches in
-# rules/common.smk), or the same block of `strata_per_job` consecutive strata: one process loads the model once, prefills each document, and advances the chains of all its
-# documents in one forward per step; a store holds the same values whatever batch it was written in. Each job
-# renders every document's user message with its own model's chat template (kvdiv.documents.render), checks
-# prompt + horizon against that model's context, and records the prompt ids it fed in each store.
-# Document ids are known from the config alone (get_document_ids), so the DAG needs no checkpoint; a job reads its
-# records from the document blocks holding them (results/{study}/documents/{stratum}/{first}-{last}.jsonl), so adding
-# a document reruns only its block's jobs. Snakemake output patterns cannot vary in number, so one rule is defined per batch
-# (named trajectories_<study>_<model>_<batch>, its job counted as a `trajectories` job by tests/workflow); its
-# resources are those set for `trajectories` (set-resources of a workflow profile, e.g. profiles/slurm) plus
-# gpu; its priority is its estimated cost (longest batches first, so a run does not end on one long job; every other
-# rule's jobs outrank every batch: SHORT_JOB_PRIORITY). Stores are written to temporary directories and renamed into place, inside a shadow
-# directory: a killed job leaves nothing that Snakemake takes as complete. Helpers: rules/common.smk (get_trajectory_*, get_cube).
+# rules/common.smk), or the same block of `strata_per_job` consecutive strata: one process loads the model once,
+# prefills each document, and advances the chains of all its documents in one forward per step; a store holds the same
+# values whatever batch it was written in. Each job renders every document's user message with its own model's chat
+# template (kvdiv.documents.render), checks prompt + horizon against that model's context, and records the prompt ids
+# it fed in each store. Document ids are known from the config alone (get_document_ids), so the DAG needs no
+# checkpoint; a job reads its records from the document blocks holding them
+# (results/{study}/documents/{stratum}/{first}-{last}.jsonl), so adding a document reruns only its block's jobs.
+# Snakemake output patterns cannot vary in number, so one rule is defined per batch (named
+# trajectories_<study>_<model>_<batch>, its job counted as a `trajectories` job by tests/workflow); its resources are
+# those set for `trajectories` (set-resources of a workflow profile, e.g. profiles/slurm) plus gpu; its priority is
+# its estimated cost (longest batches first, so a run does not end on one long job; every other rule's jobs outrank
+# every batch: SHORT_JOB_PRIORITY). Stores are written to temporary directories and renamed into place, inside a
+# shadow directory: a killed job leaves nothing that Snakemake takes as complete. Helpers: rules/common.smk
+# (get_trajectory_*, get_cube).
 
 
 for _study in get_studies():
