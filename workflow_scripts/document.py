@@ -1,12 +1,17 @@
 """Snakemake script of rule document: write a block of a stratum's documents,
 results/{study}/documents/{stratum}/{first}-{last}.jsonl (kvdiv.documents), with one tokenizer load."""
 
-import logging
-from pathlib import Path
+from kvdiv.llm.tokenization import tokenizer_only_process
 
-from kvdiv.settings import DocumentRequest
-from kvdiv.documents.study import write_document_block
-from kvdiv.joblog import job_log
+# a block needs the tokenizer, never the weights: transformers without torch (≈ 2.3 s less per block)
+tokenizer_only_process()
+
+import logging  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from kvdiv.settings import DocumentRequest  # noqa: E402
+from kvdiv.documents.study import write_document_block  # noqa: E402
+from kvdiv.joblog import job_log  # noqa: E402
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 

@@ -25,7 +25,7 @@ def model_context(model_dir: str | os.PathLike, tokenizer, spec: dict) -> int:
     """The context length a resolved model holds (the spec's ``max_context`` first)."""
     from transformers import AutoConfig
 
-    from kvdiv.llm.loading import max_context
+    from kvdiv.llm.model_files import max_context
 
     if spec.get("max_context"):
         return int(spec["max_context"])
@@ -39,7 +39,7 @@ def stratum_documents(
 ) -> list[Document]:
     """Documents ``request.first .. request.first + request.count - 1`` of one stratum, sized with the tokenizer
     of ``request.model`` (resolved under ``models_dir``); document i does not depend on how many are asked for."""
-    from kvdiv.llm.loading import load_tokenizer, model_dir
+    from kvdiv.llm.model_files import load_tokenizer, model_dir
     from kvdiv.llm.tokenization import uses_chat_template
 
     study, stratum, first, horizon = request.study, request.stratum, request.first, request.horizon

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,11 +17,18 @@ from typing import Any, Iterator
 import torch
 
 from kvdiv.settings import Runtime
-from kvdiv.layout import MODELS_DIR, PROVENANCE
-from kvdiv.llm.model_files import check_code_free, weight_files, weight_hash  # noqa: F401 (re-exported)
+from kvdiv.layout import MODELS_DIR, PROVENANCE  # noqa: F401 (re-exported)
+from kvdiv.llm.model_files import (  # noqa: F401 (re-exported: the torch-free half of loading a model)
+    check_code_free,
+    load_tokenizer,
+    max_context,
+    model_dir,
+    read_provenance,
+    weight_files,
+    weight_hash,
+)
 from kvdiv.llm.prepacked import ATEN, linear_kernel, prepack_linears
 from kvdiv.llm.tokenization import configure_chat_template, eos_token_ids, uses_chat_template
-from kvdiv.names import check_name
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -80,33 +86,6 @@ def quiet_transformers() -> Iterator[None]:
     finally:
         if enabled:
             hf_logging.enable_progress_bar()
-
-
-def model_dir(name: str, models_dir: str | os.PathLike = MODELS_DIR) -> Path:
-    """The resolved directory of model ``name``; raises if it has not been resolved."""
-    path = Path(models_dir) / check_name(name, "model")
-    if not (path / PROVENANCE).is_file():
-        raise FileNotFoundError(
-            f"model {name!r} is not resolved: {path / PROVENANCE} is missing "
-            f"(run `snakemake --cores 1 {path / PROVENANCE}` or `kvdiv models resolve {name}`)"
-        )
-    return path
-
-
-def read_provenance(path: str | os.PathLike) -> dict:
-    """The provenance record of a resolved model directory."""
-    return json.loads((Path(path) / PROVENANCE).read_text())
-
-
-def load_tokenizer(name: str, spec: dict, models_dir: str | os.PathLike = MODELS_DIR):
-    """The tokenizer of resolved model ``name`` with the chat template its spec asks for
-    (:func:`configure_chat_template`)."""
-    from transformers import AutoTokenizer
-
-    path = model_dir(name, models_dir)
-    check_code_free(path, name)
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, local_files_only=True)
-    return configure_chat_template(name, tokenizer, spec)
 
 
 def load_model(
@@ -195,14 +174,3 @@ def _loaded(
         path=path,
         linear_kernel=linear_kernel(model),
     )
-
-
-def max_context(config, tokenizer, spec: dict) -> int:
-    """The spec's ``max_context``, else the config's ``max_position_embeddings``, else the tokenizer's."""
-    if spec.get("max_context"):
-        return int(spec["max_context"])
-    text = config.get_text_config()
-    value = getattr(text, "max_position_embeddings", None)
-    if value:
-        return int(value)
-    return int(tokenizer.model_max_length)

@@ -1,7 +1,10 @@
 """What a model directory may hold: data, never code. Which of its files kvdiv reads, and which weights it loads.
 
 A directory with an ``auto_map`` or any ``.py`` file is refused (:func:`check_code_free`); weights are safetensors
-only (:func:`weight_files`), and the provenance ``weight_hash`` covers exactly them. No torch import here.
+only (:func:`weight_files`), and the provenance ``weight_hash`` covers exactly them. The torch-free half of loading a
+resolved model lives here too: its directory (:func:`model_dir`, :func:`read_provenance`), its tokenizer
+(:func:`load_tokenizer`) and its context (:func:`max_context`), for the jobs that need no weights (document blocks:
+:func:`kvdiv.llm.tokenization.tokenizer_only_process`). No torch import here.
 Details: docs/security.md#model-directories.
 """
 
@@ -14,6 +17,8 @@ import os
 from pathlib import Path
 
 from kvdiv.io import sha256_file
+from kvdiv.layout import MODELS_DIR, PROVENANCE
+from kvdiv.names import check_name
 
 #: The weights file of an unsharded model and the index of a sharded one (the names transformers loads).
 SAFETENSORS = "model.safetensors"
@@ -95,3 +100,43 @@ def weight_hash(directory: str | os.PathLike) -> str:
         digest.update(path.name.encode())
         digest.update(bytes.fromhex(sha256_file(path)))
     return digest.hexdigest()
+
+
+def model_dir(name: str, models_dir: str | os.PathLike = MODELS_DIR) -> Path:
+    """The resolved directory of model ``name``; raises if it has not been resolved."""
+    path = Path(models_dir) / check_name(name, "model")
+    if not (path / PROVENANCE).is_file():
+        raise FileNotFoundError(
+            f"model {name!r} is not resolved: {path / PROVENANCE} is missing "
+            f"(run `snakemake --cores 1 {path / PROVENANCE}` or `kvdiv models resolve {name}`)"
+        )
+    return path
+
+
+def read_provenance(path: str | os.PathLike) -> dict:
+    """The provenance record of a resolved model directory."""
+    return json.loads((Path(path) / PROVENANCE).read_text())
+
+
+def load_tokenizer(name: str, spec: dict, models_dir: str | os.PathLike = MODELS_DIR):
+    """The tokenizer of resolved model ``name`` with the chat template its spec asks for
+    (:func:`kvdiv.llm.tokenization.configure_chat_template`)."""
+    from transformers import AutoTokenizer
+
+    from kvdiv.llm.tokenization import configure_chat_template
+
+    path = model_dir(name, models_dir)
+    check_code_free(path, name)
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, local_files_only=True)
+    return configure_chat_template(name, tokenizer, spec)
+
+
+def max_context(config, tokenizer, spec: dict) -> int:
+    """The spec's ``max_context``, else the config's ``max_position_embeddings``, else the tokenizer's."""
+    if spec.get("max_context"):
+        return int(spec["max_context"])
+    text = config.get_text_config()
+    value = getattr(text, "max_position_embeddings", None)
+    if value:
+        return int(value)
+    return int(tokenizer.model_max_length)

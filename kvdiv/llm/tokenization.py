@@ -4,6 +4,7 @@
   random models (``tokenizer: bytes`` in a spec);
 - :func:`apply_chat_template`, :func:`configure_chat_template`, :func:`uses_chat_template`: the spec's
   ``chat_template`` (true: the tokenizer's own, false: none, a string: a Jinja template replacing it);
+- :func:`tokenizer_only_process`: a process (a document block) that loads tokenizers without importing torch;
 - :func:`eos_token_ids`: every id that ends generation, the model's own end of turn first (``[0]`` is kvdiv's
   absorbing EOS; a model with several end ids has one EOS event, see :mod:`kvdiv.trajectories.coupling`).
 """
@@ -34,6 +35,26 @@ BYTES_CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
+
+
+def tokenizer_only_process() -> bool:
+    """Make this process one that loads tokenizers but never torch: transformers, imported afterwards, takes torch
+    for absent and imports only its tokenizer and configuration side (≈ 1.1 s instead of ≈ 3.4 s on the 2-core
+    machine: benchmarks/workflow.md, "Tokenizer-only document blocks"). What the document rule's script calls first.
+
+    Tokenizers are the same objects either way (transformers' ``TokenizersBackend`` over the ``tokenizers`` library),
+    so documents are too. Afterwards ``import torch`` in this process raises ImportError. Returns False and changes
+    nothing when torch or transformers is already imported (a test or notebook process), True otherwise.
+    """
+    import os
+    import sys
+
+    if "torch" in sys.modules or "transformers" in sys.modules:
+        return False
+    sys.modules["torch"] = None  # type: ignore[assignment]  # importlib.util.find_spec("torch") is then None
+    # transformers says "PyTorch was not found. Models won't be available ..." on import: here that is the point
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    return True
 
 
 def bytes_tokenizer():

@@ -306,7 +306,7 @@ def store_tokenizer(data: StoreData, models_dir: str | os.PathLike = DEFAULT_MOD
     (:func:`kvdiv.llm.loading.load_tokenizer`), and notes (a resolved model whose weight hash differs from the
     store's)."""
     from kvdiv.layout import PROVENANCE
-    from kvdiv.llm.loading import load_tokenizer, read_provenance
+    from kvdiv.llm.model_files import load_tokenizer, read_provenance
 
     model, spec = data.attrs.get("model"), data.attrs.get("model_spec") or {}
     if not model:

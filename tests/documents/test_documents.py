@@ -271,6 +271,77 @@ def test_a_document_block_holds_each_index_own_document(tmp_path):
     assert written == [document_at(block, i, tmp_path) for i in (2, 3, 4)]
 
 
+TOKENIZER_ONLY_BLOCK = """
+import json, sys
+from kvdiv.llm.tokenization import tokenizer_only_process
+marked = tokenizer_only_process()
+from kvdiv.documents.study import write_document_block
+from kvdiv.settings import DocumentRequest
+request = DocumentRequest(**json.loads(sys.argv[1]))
+write_document_block(sys.argv[2], request, sys.argv[3], progress=False)
+try:
+    import torch  # noqa: F401
+    importable = True
+except ImportError:
+    importable = False
+print(json.dumps({"marked": marked, "torch_importable": importable, "transformers": "transformers" in sys.modules}))
+"""
+
+
+def tokenizer_only_block(block: DocumentRequest, out: Path, models_dir: Path) -> dict:
+    """Write ``block`` in a fresh interpreter made tokenizer-only (what workflow_scripts/document.py does)."""
+    import dataclasses
+    import subprocess
+    import sys
+
+    fields = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(block).items()}
+    proc = subprocess.run(
+        [sys.executable, "-c", TOKENIZER_ONLY_BLOCK, json.dumps(fields), str(out), str(models_dir)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "PyTorch was not found" not in proc.stderr  # transformers' advisory is silenced there
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_tokenizer_only_process_writes_the_same_block_without_torch(tmp_path):
+    """The document rule's process never imports torch (kvdiv.llm.tokenization.tokenizer_only_process): transformers
+    loads the same tokenizer, so the block is byte-identical to one written in a process that has torch."""
+    from kvdiv.documents.study import write_document_block
+    from kvdiv.llm.tokenization import tokenizer_only_process
+
+    spec = {
+        "source": "random",
+        "architecture": "llama",
+        "tokenizer": "bytes",
+        "chat_template": True,
+        "model_config": {"max_position_embeddings": 1500},
+    }
+    resolve_model("tiny", spec, tmp_path / "tiny", seed=0)
+    block = request(stratum="helmet_700", first=1, count=3, model_spec=spec, horizon=16)
+    write_document_block(tmp_path / "with_torch.jsonl", block, tmp_path, progress=False)
+    facts = tokenizer_only_block(block, tmp_path / "without_torch.jsonl", tmp_path)
+    assert facts == {"marked": True, "torch_importable": False, "transformers": True}
+    assert (tmp_path / "without_torch.jsonl").read_bytes() == (tmp_path / "with_torch.jsonl").read_bytes()
+    import sys
+
+    assert tokenizer_only_process() is False and sys.modules["torch"] is not None  # torch here: nothing changes
+
+
+def test_smollm2_block_is_the_same_without_torch(smollm2, tmp_path):
+    """SmolLM2's tokenizer (tokenizer.json, its chat template) sizes the same documents without torch."""
+    from kvdiv.documents.study import write_document_block
+
+    spec = dict(smollm2.spec)
+    block = request(stratum="ruler_576", count=2, model="smollm2", model_spec=spec, horizon=128)
+    models_dir = smollm2.path.parent
+    write_document_block(tmp_path / "with_torch.jsonl", block, models_dir, progress=False)
+    facts = tokenizer_only_block(block, tmp_path / "without_torch.jsonl", models_dir)
+    assert facts["torch_importable"] is False
+    assert (tmp_path / "without_torch.jsonl").read_bytes() == (tmp_path / "with_torch.jsonl").read_bytes()
+
+
 # --- the length search ------------------------------------------------------------------------------------
 
 
