@@ -3,6 +3,14 @@
 Per layer, preallocated K/V buffers [slots, kv_heads, capacity, head_dim] and an additive logit bias [slots, kv_heads,
 capacity] (−inf where nothing is attended); each live chain (:class:`Chain`) owns one slot, takes the lowest free one
 and grows the buffers on demand. docs/internals.md#kernel-pairs.
+
+The K/V buffers are allocated uninitialised. Forks, snapshots and decode-time compression read a slot's first
+``length`` entries only; decode attention reads a chain's span, a little past its length with −inf bias there, and
+a zero weight times a non-finite value would still be NaN. So each slot tracks how far its entries are finite
+(written, or zeroed by :meth:`ChainSlots.ensure_finite`, which the session calls for each step's spans) and only
+that much is ever zeroed. No whole-buffer zero fill, and the memory pages of entries no chain reaches (an action's
+slot holds its compressed prompt but has the reference's capacity) are never touched. Tests fill new buffers with
+NaN (:attr:`ChainSlots.unused_fill`) to hold that invariant.
 """
 
 from __future__ import annotations
@@ -31,6 +39,12 @@ class Chain:
 class ChainSlots:
     """The slot buffers of ``n_layers`` layers and the live chains by id (ids are never reused)."""
 
+    #: What fills new K/V buffers: None leaves them uninitialised; tests set NaN, so that a read of an entry that was
+    #: neither written nor zeroed would show in the laws.
+    unused_fill: float | None = None
+    #: Entries :meth:`ensure_finite` zeroes at least, once it has to zero any (fewer, larger fills).
+    FINITE_CHUNK = 256
+
     def __init__(self, n_layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device):
         self.n_layers, self.kv_heads, self.head_dim = n_layers, kv_heads, head_dim
         self.dtype, self.device = dtype, device
@@ -40,6 +54,7 @@ class ChainSlots:
         self.values: list[torch.Tensor] = []
         self.bias: list[torch.Tensor] = []
         self.free: list[int] = []
+        self.finite: list[int] = []  # per slot: its entries [0, finite) hold finite keys and values in every layer
         self.chains: dict[int, Chain] = {}
         self.next_id = 0
 
@@ -50,8 +65,7 @@ class ChainSlots:
             return
         shape = (n_slots, self.kv_heads, capacity, self.head_dim)
         for layer in range(self.n_layers):
-            k = torch.zeros(shape, dtype=self.dtype, device=self.device)
-            v = torch.zeros(shape, dtype=self.dtype, device=self.device)
+            k, v = self._unwritten(shape), self._unwritten(shape)
             b = torch.full(shape[:3], float("-inf"), dtype=torch.float32, device=self.device)
             if self.n_slots:
                 k[: self.n_slots, :, : self.capacity] = self.keys[layer]
@@ -63,7 +77,24 @@ class ChainSlots:
                 self.values.append(v)
                 self.bias.append(b)
         self.free = sorted(set(self.free) | set(range(self.n_slots, n_slots)))
+        self.finite += [0] * (n_slots - self.n_slots)  # kept slots keep theirs: their entries were copied
         self.n_slots, self.capacity = n_slots, capacity
+
+    def _unwritten(self, shape: tuple[int, ...]) -> torch.Tensor:
+        if self.unused_fill is None:
+            return torch.empty(shape, dtype=self.dtype, device=self.device)
+        return torch.full(shape, self.unused_fill, dtype=self.dtype, device=self.device)
+
+    def ensure_finite(self, slot: int, end: int) -> None:
+        """Make ``slot``'s entries up to ``end`` (at most the capacity) finite, zeroing those not yet written."""
+        start = self.finite[slot]
+        if end <= start:
+            return
+        stop = min(self.capacity, max(end, start + self.FINITE_CHUNK))
+        for layer in range(self.n_layers):
+            self.keys[layer][slot, :, start:stop] = 0
+            self.values[layer][slot, :, start:stop] = 0
+        self.finite[slot] = stop
 
     def take(self) -> int:
         """The lowest free slot (the slots double when none is free)."""
@@ -100,6 +131,7 @@ class ChainSlots:
             self.values[layer][slot, :, :L] = prefix.values[layer]
             self.bias[layer][slot].fill_(float("-inf"))
             self.bias[layer][slot, :, :L] = prefix.bias[layer]
+        self.finite[slot] = max(self.finite[slot], L)
 
     def copy(self, source: int, slot: int, length: int) -> None:
         """Copy slot ``source``'s first ``length`` entries and its whole bias into ``slot``."""
@@ -107,6 +139,7 @@ class ChainSlots:
             self.keys[layer][slot, :, :length] = self.keys[layer][source, :, :length]
             self.values[layer][slot, :, :length] = self.values[layer][source, :, :length]
             self.bias[layer][slot] = self.bias[layer][source]
+        self.finite[slot] = max(self.finite[slot], length)
 
 
 __all__ = ["Chain", "ChainSlots"]

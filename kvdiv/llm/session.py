@@ -309,6 +309,9 @@ class KernelSession:
         slots = [a[0] for a in active]
         lengths = [a[2].length for a in active]
         part.runs = attention_runs(slots, lengths, self._slots.capacity)
+        for slot0, slot1, span in ((r[2], r[3], r[4]) for r in part.runs):  # what each run's attention reads
+            for slot in range(slot0, slot1):
+                self._slots.ensure_finite(slot, span)
         part.slots = torch.tensor(slots, dtype=torch.long, device=self.device)
         part.lengths = torch.tensor(lengths, dtype=torch.long, device=self.device)
         for b in self._slots.bias:

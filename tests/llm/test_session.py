@@ -426,3 +426,51 @@ def test_a_press_of_the_session_protocol_is_seeded_biased_and_indexed(llama):
     c_mine, c_plain = s.new_chain("mine"), s.new_chain("plain")
     laws = s.step([c_mine, c_plain], [33, 33])
     assert not torch.equal(laws[0], laws[1])
+
+
+def _nan_or_zero_filled_run(loaded, fill, monkeypatch) -> list[torch.Tensor]:
+    """Every law of a session whose new K/V buffers are filled with ``fill``: chains of every default press, a
+    decode-time compression action, a released slot taken again, a fork, and the buffers regrown mid-way."""
+    from test_decoding import DECODING
+
+    from kvdiv.llm.chain_slots import ChainSlots
+
+    monkeypatch.setattr(ChainSlots, "unused_fill", fill)
+    actions = {**PRESS_SPECS, "pyramid_decoding": DECODING["pyramid_decoding"], "dec_tova": DECODING["dec_tova"]}
+    session = KernelSession(loaded, prompt(loaded, n=150, seed=4), actions, max_chains=3, horizon=2)
+    names = [REFERENCE, "snapkv", "pyramid", "pyramid_decoding", "dec_tova", "streaming", REFERENCE]
+    chains = [session.new_chain(n) for n in names]
+    g = torch.Generator().manual_seed(5)
+    vocab = session.initial_probs().numel()
+    laws = []
+    capacity = session._slots.capacity
+    for t in range(10):  # horizon 2: the capacity is exceeded and regrown after 3 steps
+        if t == 3:
+            session.release([chains.pop(1)])  # its slot is taken again by the fork
+            chains.append(session.fork(chains[2]))
+        laws.append(session.step(chains, torch.randint(10, vocab, (len(chains),), generator=g)))
+    assert session._slots.capacity > capacity and session._slots.n_slots > 3  # regrown, and slots doubled
+    assert session.compressions(chains[2]) > 0 and session.compressions(chains[3]) > 0  # decode-time cuts happened
+    return laws
+
+
+def test_laws_never_read_unwritten_buffer_entries(llama, monkeypatch):
+    """Slot buffers are allocated uninitialised; only the entries a chain's attention span reads past its length
+    are zeroed (kvdiv.llm.chain_slots). With new buffers full of NaN every law is finite and bit-identical to the laws
+    with zero-filled buffers: nothing reads an entry that was neither written nor zeroed."""
+    nan = _nan_or_zero_filled_run(llama, float("nan"), monkeypatch)
+    zero = _nan_or_zero_filled_run(llama, 0.0, monkeypatch)
+    uninitialised = _nan_or_zero_filled_run(llama, None, monkeypatch)
+    assert all(torch.isfinite(law).all() for law in nan)
+    for a, b, c in zip(nan, zero, uninitialised):
+        assert torch.equal(a, b) and torch.equal(a, c)
+
+
+def test_without_ensure_finite_nan_buffers_poison_the_laws(llama, monkeypatch):
+    """The invariant's test can fail: skip the zeroing and the NaN-filled entries inside the attention spans reach
+    the laws."""
+    from kvdiv.llm.chain_slots import ChainSlots
+
+    monkeypatch.setattr(ChainSlots, "ensure_finite", lambda self, slot, end: None)
+    laws = _nan_or_zero_filled_run(llama, float("nan"), monkeypatch)
+    assert not all(torch.isfinite(law).all() for law in laws)
