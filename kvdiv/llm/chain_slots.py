@@ -2,15 +2,8 @@
 
 Per layer, preallocated K/V buffers [slots, kv_heads, capacity, head_dim] and an additive logit bias [slots, kv_heads,
 capacity] (−inf where nothing is attended); each live chain (:class:`Chain`) owns one slot, takes the lowest free one
-and grows the buffers on demand. docs/internals.md#kernel-pairs.
-
-The K/V buffers are allocated uninitialised. Forks, snapshots and decode-time compression read a slot's first
-``length`` entries only; decode attention reads a chain's span, a little past its length with −inf bias there, and
-a zero weight times a non-finite value would still be NaN. So each slot tracks how far its entries are finite
-(written, or zeroed by :meth:`ChainSlots.ensure_finite`, which the session calls for each step's spans) and only
-that much is ever zeroed. No whole-buffer zero fill, and the memory pages of entries no chain reaches (an action's
-slot holds its compressed prompt but has the reference's capacity) are never touched. Tests fill new buffers with
-NaN (:attr:`ChainSlots.unused_fill`) to hold that invariant.
+and grows the buffers on demand. The K/V buffers are allocated uninitialised and each slot tracks how far its entries
+are finite (:meth:`ChainSlots.ensure_finite`): docs/internals.md#kernel-pairs.
 """
 
 from __future__ import annotations
