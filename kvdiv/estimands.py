@@ -25,6 +25,9 @@ SWRB_COLUMNS = ("Z_R", "Z_O", "Z_Pi", "Z_E", "D", "Z_L", "Z_T", "W_L", "J")
 
 def tv(p, q):
     """δ = ½‖p − q‖₁ along the last axis (numpy arrays or torch tensors, broadcasting)."""
+    if isinstance(p, np.ndarray) and isinstance(q, np.ndarray):
+        diff = np.subtract(p, q)  # one temporary, |·| in place: the same values as abs(p - q)
+        return 0.5 * np.abs(diff, out=diff).sum(-1)
     return 0.5 * abs(p - q).sum(-1)
 
 

@@ -4,7 +4,8 @@ press run on each layer, each action's evicted prompt cache (:class:`Prefix`) de
 Forward hooks on the attention layers call every press's own ``forward_hook`` on a private capture cache holding the
 reference layer's keys/values (never mutated), so each action's cache is exactly what kvpress produces inside its own
 prefill; head-wise masks and a press's decode-time bias (:class:`~kvdiv.llm.presses.protocol.BiasedPress`) become the
-prefix's logit bias. docs/internals.md#kernel-pairs.
+prefix's logit bias; SnapKV's window attention runs as :mod:`~kvdiv.llm.presses.window_attention` computes it (same
+bits). docs/internals.md#kernel-pairs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from transformers import DynamicCache
 from kvdiv.llm.presses.logit_bias import clear_logit_bias
 from kvdiv.llm.presses.protocol import BiasedPress
 from kvdiv.llm.presses.proposals import shared_proposals
+from kvdiv.llm.presses.window_attention import exact_window_attention
 
 # kvpress after kvdiv.llm.presses (which imports it behind the lazy `datasets` placeholder)
 from kvpress import BasePress  # noqa: E402,I001
@@ -99,7 +101,8 @@ def prefill_caches(
     handles = [attn.register_forward_hook(hook, with_kwargs=True) for attn in attention]
     cache = DynamicCache(config=model.config)
     try:
-        with shared_proposals():  # actions sharing an attention proposal compute it once per layer
+        # actions sharing an attention proposal compute it once per layer; SnapKV's window without its mask tensors
+        with shared_proposals(), exact_window_attention():
             out = model(input_ids=prefill_ids[None], past_key_values=cache, use_cache=True, logits_to_keep=1)
     finally:
         for h in handles:

@@ -261,7 +261,10 @@ class KernelSession:
         return 0 if state is None else state.compressions
 
     def _law(self, logits: torch.Tensor) -> torch.Tensor:
-        return torch.softmax(logits.to(torch.float64) / self.temperature, dim=-1).cpu()
+        z = logits.to(torch.float64)
+        if self.temperature != 1.0:  # (z / 1.0 is z: no pass over [rows, V] for it)
+            z = z / self.temperature
+        return torch.softmax(z, dim=-1).cpu()
 
     def step(self, chains: Sequence[int], tokens: Sequence[int] | torch.Tensor) -> torch.Tensor:
         """Append ``tokens[i]`` to ``chains[i]`` (one batched forward); return their next-token laws.

@@ -28,7 +28,12 @@ def _as_laws(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     q = np.atleast_2d(np.asarray(q, dtype=np.float64))
     if p.shape != q.shape:
         raise ValueError(f"p and q must have the same shape, got {p.shape} and {q.shape}")
-    return np.clip(p, 0.0, None), np.clip(q, 0.0, None)
+    return _nonnegative(p), _nonnegative(q)
+
+
+def _nonnegative(a: np.ndarray) -> np.ndarray:
+    """``a`` with negative entries clipped to 0; ``a`` itself (no copy) when it has none, as softmax laws do."""
+    return np.clip(a, 0.0, None) if a.size and a.min() < 0.0 else a
 
 
 def _uniforms(rng: np.random.Generator | np.ndarray, n: int, k: int) -> np.ndarray:
@@ -113,9 +118,15 @@ def couple(
     negligible = delta < tv_atol
     common = ((u[:, 0] * total < mass_overlap) | ~residual_ok | negligible) & (mass_overlap > 0)
     delta = np.where(negligible, 0.0, delta)
-    z = categorical(np.where(negligible[:, None], p, overlap), u[:, 1])
-    x = np.where(common, z, categorical(res_p, u[:, 1]))
-    y = np.where(common, z, categorical(res_q, u[:, 2]))
+    # each draw only for the rows that use it (row by row, so the same values as over every row)
+    x, y = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    shared, split = np.flatnonzero(common), np.flatnonzero(~common)
+    if shared.size:
+        weights = np.where(negligible[shared, None], p[shared], overlap[shared])
+        x[shared] = y[shared] = categorical(weights, u[shared, 1])
+    if split.size:
+        x[split] = categorical(res_p[split], u[split, 1])
+        y[split] = categorical(res_q[split], u[split, 2])
     return x, y, delta
 
 
@@ -153,20 +164,27 @@ def couple_to_reference(
     x = np.asarray(x, dtype=np.int64).reshape(n)
     u = _uniforms(rng, n, SHARED_UNIFORMS)
     overlap = np.minimum(p, q)
-    mass_p = (p - overlap).sum(axis=1)
-    mass_q = (q - overlap).sum(axis=1)
+    scratch = np.subtract(p, overlap)
+    mass_p = scratch.sum(axis=1)
+    mass_q = np.subtract(q, overlap, out=scratch).sum(axis=1)
     delta = np.clip(0.5 * (mass_p + mass_q), 0.0, 1.0)
     negligible = delta < tv_atol
     # each law normalised by its own mass (float32 laws do not sum to 1 exactly)
     sum_p, sum_q = p.sum(axis=1), q.sum(axis=1)
     px, qx = p[np.arange(n), x], q[np.arange(n), x]
     accept = u[:, 0] * px * sum_q < qx * sum_p
-    res_q = np.clip(
-        q / np.where(sum_q > 0, sum_q, 1.0)[:, None] - p / np.where(sum_p > 0, sum_p, 1.0)[:, None], 0.0, None
-    )
-    residual_ok = (res_q.sum(axis=1) > 0) & (mass_p > 0) & (mass_q > 0)
-    keep = accept | negligible | ~residual_ok
-    y = np.where(keep, x, categorical(res_q, u[:, 1]))
+    y = x.copy()
+    # the residual only for the rows that reject x_t (row by row, so the same values as over every row)
+    rejected = np.flatnonzero(~(accept | negligible))
+    if rejected.size:
+        sp, sq = sum_p[rejected], sum_q[rejected]
+        res_q = np.clip(
+            q[rejected] / np.where(sq > 0, sq, 1.0)[:, None] - p[rejected] / np.where(sp > 0, sp, 1.0)[:, None],
+            0.0,
+            None,
+        )
+        residual_ok = (res_q.sum(axis=1) > 0) & (mass_p[rejected] > 0) & (mass_q[rejected] > 0)
+        y[rejected] = np.where(residual_ok, categorical(res_q, u[rejected, 1]), x[rejected])
     return y, np.where(negligible, 0.0, delta)
 
 

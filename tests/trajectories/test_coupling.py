@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from kvdiv.trajectories.coupling import categorical, couple, overlap_draw, residual_draw, tv_distance
+from kvdiv.trajectories.coupling import (
+    categorical,
+    couple,
+    couple_to_reference,
+    overlap_draw,
+    reference_draw,
+    residual_draw,
+    tv_distance,
+)
 
 P = np.array([0.4, 0.3, 0.2, 0.1, 0.0, 0.0])
 Q = np.array([0.1, 0.3, 0.1, 0.2, 0.3, 0.0])
@@ -71,6 +79,13 @@ def test_rows_are_independent_streams():
         xk, yk, tvk = couple(ps[k], qs[k], u[k : k + 1], tv_atol=0.0)
         assert (xk[0], yk[0]) == (x[k], y[k]) and tvk[0] == tv[k]
     assert np.allclose(tv, tv_distance(ps, qs, tv_atol=0.0))
+    # the shared-reference step draws only the rows that reject x_t: every row's value is still its own
+    x = reference_draw(ps, u[:, 0])
+    y, tv = couple_to_reference(ps, qs, x, u[:, 1:], tv_atol=0.0)
+    assert 10 < np.sum(x != y) < 50  # both branches taken
+    for k in range(50):
+        yk, tvk = couple_to_reference(ps[k], qs[k], x[k : k + 1], u[k : k + 1, 1:], tv_atol=0.0)
+        assert yk[0] == y[k] and tvk[0] == tv[k]
 
 
 def test_overlap_and_residual_draws():
