@@ -64,7 +64,7 @@ def step_sessions(
         s = p.session
         slots = s._slots
         plan.parts.append(
-            DecodePart(row, row + len(p.active), slots.keys, slots.values, slots.bias, p.slots, p.lengths, p.runs)
+            DecodePart(row, row + len(p.active), slots.keys_t, slots.values, slots.bias, p.slots, p.lengths, p.runs)
         )
         row += len(p.active)
         ids.extend([a[3]] for a in p.active)
@@ -127,12 +127,13 @@ def _padding_rows(rows: int, model: torch.nn.Module, device: torch.device) -> in
 
 def _padding_part(session: Session, row0: int, n: int) -> DecodePart:
     """``n`` throwaway rows (token 0 at position 0) attending to their own key only, in private one-entry buffers."""
-    shape = (n, session.kv_heads, 1, session.head_dim)
-    keys = [torch.zeros(shape, dtype=session.dtype, device=session.device) for _ in range(session.n_layers)]
+    shape = (n, session.kv_heads, 1, session.head_dim)  # (keys transposed: [n, kv_heads, head_dim, 1])
+    keys_t = [torch.zeros(shape, dtype=session.dtype, device=session.device).transpose(2, 3).contiguous()]
+    keys_t += [torch.zeros_like(keys_t[0]) for _ in range(session.n_layers - 1)]
     values = [torch.zeros(shape, dtype=session.dtype, device=session.device) for _ in range(session.n_layers)]
     bias = [torch.zeros(shape[:3], dtype=torch.float32, device=session.device) for _ in range(session.n_layers)]
     slots = torch.arange(n, device=session.device)
-    return DecodePart(row0, row0 + n, keys, values, bias, slots, torch.zeros_like(slots), [(0, n, 0, n, 1)])
+    return DecodePart(row0, row0 + n, keys_t, values, bias, slots, torch.zeros_like(slots), [(0, n, 0, n, 1)])
 
 
 __all__ = ["StepPart", "step_sessions"]

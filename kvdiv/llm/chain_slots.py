@@ -1,6 +1,7 @@
 """A :class:`~kvdiv.llm.session.KernelSession`'s chains and the slot buffers holding their caches.
 
-Per layer, preallocated K/V buffers [slots, kv_heads, capacity, head_dim] and an additive logit bias [slots, kv_heads,
+Per layer, preallocated K/V buffers [slots, kv_heads, capacity, head_dim] (the keys stored transposed, ``keys_t``
+[slots, kv_heads, head_dim, capacity], for decode attention's logits) and an additive logit bias [slots, kv_heads,
 capacity] (−inf where nothing is attended); each live chain (:class:`Chain`) owns one slot, takes the lowest free one
 and grows the buffers on demand. The K/V buffers are allocated uninitialised and each slot tracks how far its entries
 are finite (:meth:`ChainSlots.ensure_finite`): docs/internals.md#kernel-pairs.
@@ -43,7 +44,8 @@ class ChainSlots:
         self.dtype, self.device = dtype, device
         self.capacity = 0
         self.n_slots = 0
-        self.keys: list[torch.Tensor] = []
+        self.keys_t: list[torch.Tensor] = []  # the storage of the keys: [slots, kv_heads, head_dim, capacity]
+        self.keys: list[torch.Tensor] = []  # views of it as [slots, kv_heads, capacity, head_dim], as the values
         self.values: list[torch.Tensor] = []
         self.bias: list[torch.Tensor] = []
         self.free: list[int] = []
@@ -58,15 +60,17 @@ class ChainSlots:
             return
         shape = (n_slots, self.kv_heads, capacity, self.head_dim)
         for layer in range(self.n_layers):
-            k, v = self._unwritten(shape), self._unwritten(shape)
+            kt, v = self._unwritten((n_slots, self.kv_heads, self.head_dim, capacity)), self._unwritten(shape)
             b = torch.full(shape[:3], float("-inf"), dtype=torch.float32, device=self.device)
             if self.n_slots:
-                k[: self.n_slots, :, : self.capacity] = self.keys[layer]
+                kt[: self.n_slots, :, :, : self.capacity] = self.keys_t[layer]
                 v[: self.n_slots, :, : self.capacity] = self.values[layer]
                 b[: self.n_slots, :, : self.capacity] = self.bias[layer]
-                self.keys[layer], self.values[layer], self.bias[layer] = k, v, b
+                self.keys_t[layer], self.values[layer], self.bias[layer] = kt, v, b
+                self.keys[layer] = kt.transpose(2, 3)
             else:
-                self.keys.append(k)
+                self.keys_t.append(kt)
+                self.keys.append(kt.transpose(2, 3))
                 self.values.append(v)
                 self.bias.append(b)
         self.free = sorted(set(self.free) | set(range(self.n_slots, n_slots)))
@@ -85,7 +89,7 @@ class ChainSlots:
             return
         stop = min(self.capacity, max(end, start + self.FINITE_CHUNK))
         for layer in range(self.n_layers):
-            self.keys[layer][slot, :, start:stop] = 0
+            self.keys_t[layer][slot, :, :, start:stop] = 0
             self.values[layer][slot, :, start:stop] = 0
         self.finite[slot] = stop
 

@@ -1,7 +1,8 @@
 """The decode attention of :class:`kvdiv.llm.session.KernelSession`: one new query per chain against its slot buffers.
 
-Per layer, preallocated K/V buffers [slots, kv_heads, capacity, head_dim] with per-chain valid lengths and an
-additive logit bias [slots, kv_heads, capacity]. The model is handed a :class:`SlotCache`; :func:`decode_attention`,
+Per layer, preallocated K/V buffers (keys stored transposed, [slots, kv_heads, head_dim, capacity]: the logits are
+then a plain matrix product over contiguous key columns; values [slots, kv_heads, capacity, head_dim]) with per-chain
+valid lengths and an additive logit bias [slots, kv_heads, capacity]. The model is handed a :class:`SlotCache`; :func:`decode_attention`,
 registered with transformers' ``AttentionInterface`` as ``"kvdiv_decode"``, reads the contiguous slot ranges (views)
 that the step's :class:`DecodePlan` lists (one :class:`DecodePart` per session; set with :func:`planned`).
 How: docs/internals.md#kernel-pairs.
@@ -26,13 +27,14 @@ _ACTIVE: dict[str, Any] = {"plan": None}
 
 @dataclass
 class DecodePart:
-    """One session's share of a decode step: its batch rows ``row0:row1``, its per-layer buffers, the slot and
+    """One session's share of a decode step: its batch rows ``row0:row1``, its per-layer buffers (``keys_t``
+    [slots, kv_heads, head_dim, capacity], ``values`` [slots, kv_heads, capacity, head_dim], ``bias``), the slot and
     valid length each row writes its new key/value at, and ``runs`` of (row0, row1, slot0, slot1, valid length)
     with rows relative to the part."""
 
     row0: int
     row1: int
-    keys: list[torch.Tensor]
+    keys_t: list[torch.Tensor]
     values: list[torch.Tensor]
     bias: list[torch.Tensor]
     slots: torch.Tensor
@@ -74,8 +76,8 @@ def decode_attention(module, query, key, value, attention_mask, dropout=0.0, sca
     scale = head_dim**-0.5 if scaling is None else scaling
     out = torch.empty(batch, n_heads, head_dim, dtype=query.dtype, device=query.device)
     for part in plan.parts:
-        keys, values, bias = part.keys[layer], part.values[layer], part.bias[layer]
-        kv_heads, capacity = keys.shape[1], keys.shape[2]
+        keys_t, values, bias = part.keys_t[layer], part.values[layer], part.bias[layer]
+        kv_heads, capacity = values.shape[1], values.shape[2]
         groups = n_heads // kv_heads
         # GQA without copies: the `groups` query heads sharing a KV head form that head's query rows;
         # (slot, kv head) pairs of a run are one batch dimension of views into the buffers
@@ -83,14 +85,14 @@ def decode_attention(module, query, key, value, attention_mask, dropout=0.0, sca
         o = out[part.row0 : part.row1].view(-1, groups, head_dim)
         for row0, row1, s0, s1, length in part.runs:
             rows = slice(row0 * kv_heads, row1 * kv_heads)
-            k = keys[s0:s1].view(-1, capacity, head_dim)[:, :length]
+            kt = keys_t[s0:s1].view(-1, head_dim, capacity)[:, :, :length]
             v = values[s0:s1].view(-1, capacity, head_dim)[:, :length]
             b = bias[s0:s1].view(-1, 1, capacity)[:, :, :length]
             # explicit matmul/softmax: unlike CPU SDPA kernels, identical rows give bit-identical results
             if q.dtype == torch.float32:
-                logits = torch.baddbmm(b, q[rows], k.transpose(1, 2), alpha=scale)
+                logits = torch.baddbmm(b, q[rows], kt, alpha=scale)
             else:
-                logits = torch.bmm(q[rows], k.transpose(1, 2)).float().mul_(scale).add_(b)
+                logits = torch.bmm(q[rows], kt).float().mul_(scale).add_(b)
             weights = torch.softmax(logits, dim=-1).to(values.dtype)
             torch.bmm(weights, v, out=o[rows])
     return out.view(batch, n_heads, 1, head_dim).transpose(1, 2).contiguous(), None
@@ -116,10 +118,10 @@ class SlotCache:
 
     def update(self, key_states, value_states, layer_idx, cache_kwargs=None):
         for part in self.plan.parts:
-            part.keys[layer_idx][part.slots, :, part.lengths] = key_states[part.row0 : part.row1, :, 0]
+            part.keys_t[layer_idx][part.slots, :, :, part.lengths] = key_states[part.row0 : part.row1, :, 0]
             part.values[layer_idx][part.slots, :, part.lengths] = value_states[part.row0 : part.row1, :, 0]
         first = self.plan.parts[0]
-        return first.keys[layer_idx], first.values[layer_idx]
+        return first.keys_t[layer_idx].transpose(2, 3), first.values[layer_idx]
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return max(int(part.lengths.max()) for part in self.plan.parts)

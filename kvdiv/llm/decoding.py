@@ -219,7 +219,8 @@ def _real_positions(bias: torch.Tensor, slot: int, length: int) -> torch.Tensor:
 def _entries(keys, values, bias, slot: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
     real = _real_positions(bias, slot, length)
     if real.numel() == length:  # no padding: views of the buffers (the hook reads them, a compression copies)
-        return keys[slot : slot + 1, :, :length], values[slot : slot + 1, :, :length]
+        # (the keys are a transposed view of their storage: handed to a press contiguous, as a cache holds them)
+        return keys[slot : slot + 1, :, :length].contiguous(), values[slot : slot + 1, :, :length]
     return keys[slot : slot + 1][:, :, real], values[slot : slot + 1][:, :, real]
 
 

@@ -174,7 +174,7 @@ class KernelSession:
             ch = self._slots.chains[c]
             L = ch.length
             self._prefixes[name] = Prefix(
-                keys=[k[ch.slot, :, :L].clone() for k in self._slots.keys],
+                keys=[k[ch.slot, :, :L].clone(memory_format=torch.contiguous_format) for k in self._slots.keys],
                 values=[v[ch.slot, :, :L].clone() for v in self._slots.values],
                 bias=[b[ch.slot, :, :L].clone() for b in self._slots.bias],
                 length=L,
