@@ -2,10 +2,10 @@
 
 Per layer, preallocated K/V buffers (keys stored transposed, [slots, kv_heads, head_dim, capacity]: the logits are
 then a plain matrix product over contiguous key columns; values [slots, kv_heads, capacity, head_dim]) with per-chain
-valid lengths and an additive logit bias [slots, kv_heads, capacity]. The model is handed a :class:`SlotCache`; :func:`decode_attention`,
-registered with transformers' ``AttentionInterface`` as ``"kvdiv_decode"``, reads the contiguous slot ranges (views)
-that the step's :class:`DecodePlan` lists (one :class:`DecodePart` per session; set with :func:`planned`).
-How: docs/internals.md#kernel-pairs.
+valid lengths and an additive logit bias [slots, kv_heads, capacity]. The model is handed a :class:`SlotCache`;
+:func:`decode_attention`, registered with transformers' ``AttentionInterface`` as ``"kvdiv_decode"``, reads the
+contiguous slot ranges (views) that the step's :class:`DecodePlan` lists (one :class:`DecodePart` per session; set
+with :func:`planned`). How: docs/internals.md#kernel-pairs.
 """
 
 from __future__ import annotations
