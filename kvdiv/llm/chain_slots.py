@@ -123,8 +123,9 @@ class ChainSlots:
     def load(self, slot: int, prefix: Prefix) -> None:
         """Write a prompt cache into ``slot``: its keys, values and bias, −inf beyond it."""
         L = prefix.length
+        keys_t = prefix.keys_transposed()  # (rows of L entries: writing through the transposed view is strided)
         for layer in range(self.n_layers):
-            self.keys[layer][slot, :, :L] = prefix.keys[layer]
+            self.keys_t[layer][slot, :, :, :L] = keys_t[layer]
             self.values[layer][slot, :, :L] = prefix.values[layer]
             self.bias[layer][slot].fill_(float("-inf"))
             self.bias[layer][slot, :, :L] = prefix.bias[layer]
@@ -133,7 +134,7 @@ class ChainSlots:
     def copy(self, source: int, slot: int, length: int) -> None:
         """Copy slot ``source``'s first ``length`` entries and its whole bias into ``slot``."""
         for layer in range(self.n_layers):
-            self.keys[layer][slot, :, :length] = self.keys[layer][source, :, :length]
+            self.keys_t[layer][slot, :, :, :length] = self.keys_t[layer][source, :, :, :length]
             self.values[layer][slot, :, :length] = self.values[layer][source, :, :length]
             self.bias[layer][slot] = self.bias[layer][source]
         self.finite[slot] = max(self.finite[slot], length)

@@ -10,7 +10,7 @@ bits). docs/internals.md#kernel-pairs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import torch
@@ -50,6 +50,13 @@ class Prefix:
     bias: list[torch.Tensor]  # [kv_heads, length]
     length: int
     position: int  # RoPE position of the next token
+    _keys_t: list[torch.Tensor] | None = field(default=None, repr=False, compare=False)
+
+    def keys_transposed(self) -> list[torch.Tensor]:
+        """Per layer the keys as contiguous [kv_heads, head_dim, length] (the slot buffers' layout), made once."""
+        if self._keys_t is None:
+            self._keys_t = [k.transpose(1, 2).contiguous() for k in self.keys]
+        return self._keys_t
 
 
 def language_model(model: torch.nn.Module) -> torch.nn.Module:
