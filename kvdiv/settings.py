@@ -114,21 +114,25 @@ class Generation:
 
 @dataclass(frozen=True)
 class Runtime:
-    """How a model's jobs run: CPU threads (None: torch's own choice), documents per job and strata per job.
-    Changing it reruns nothing (it is not part of a model's identity, nor of its rules' params)."""
+    """How a model's jobs run: CPU threads (None: torch's own choice), documents per job, strata per job and
+    documents generated together (None: all of a job's). Changing it reruns nothing (it is not part of a model's
+    identity, nor of its rules' params)."""
 
     threads: int | None
     documents_per_job: int
     strata_per_job: int = 1
+    documents_per_batch: int | None = None
 
     def __post_init__(self) -> None:
         if self.threads is not None:
             _integer("threads", self.threads, 1)
         _integer("documents_per_job", self.documents_per_job, 1)
         _integer("strata_per_job", self.strata_per_job, 1)
+        if self.documents_per_batch is not None:
+            _integer("documents_per_batch", self.documents_per_batch, 1)
 
     #: The keys of a model's config spec that are runtime, not model.
-    KEYS = ("threads", "documents_per_job", "strata_per_job")
+    KEYS = ("threads", "documents_per_job", "strata_per_job", "documents_per_batch")
 
     @classmethod
     def split(cls, spec: Mapping[str, Any]) -> tuple[dict[str, Any], "Runtime"]:
@@ -138,6 +142,7 @@ class Runtime:
             threads=spec.get("threads"),
             documents_per_job=spec["documents_per_job"],
             strata_per_job=spec.get("strata_per_job", 1),
+            documents_per_batch=spec.get("documents_per_batch"),
         )
 
 

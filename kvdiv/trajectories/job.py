@@ -58,10 +58,12 @@ def run_documents(
     progress: bool = True,
     cache: TrajectoryCache | None = None,
     code: str = "",
+    documents_per_batch: int | None = None,
     **settings: Any,
 ) -> list[Path]:
     """One trajectory job over a batch of documents: render each for this model, prefill each once, generate every
-    action of every document together, write one store per document.
+    action of every document together (or in consecutive batches of ``documents_per_batch``, each batch's stores
+    written and its memory freed before the next), write one store per document.
 
     ``loaded`` is a :class:`kvdiv.llm.loading.LoadedModel`; each document a documents-JSONL record
     (docs/internals.md) whose message is rendered with the model's own chat template (or none:
@@ -140,36 +142,18 @@ def run_documents(
                 piece = cache.get(doc_id, name, keys[d][name])
                 if piece is not None:
                     reused[d][name] = piece
-    computed: list[dict[str, Any]] = [{} for _ in documents]  # per document: trajectories, session, prefill_s
-    groups: dict[tuple[str, ...], list[int]] = {}
-    for d in range(len(documents)):
-        groups.setdefault(tuple(a for a in actions if a not in reused[d]), []).append(d)
-    for needed, members in groups.items():
-        if not needed:
-            continue
-        results = _generate(loaded, members, prompts, seed_parts, contexts, actions, needed, g, progress)
-        for d, result in zip(members, results):
-            if reused[d] and g.shared_reference and not same_reference(reused[d], result[0]):
-                log.warning(
-                    "document %s: the reference chain recomputed now differs from the cached one: "
-                    "recomputing every action (%s)",
-                    ids[d],
-                    ", ".join(actions),
-                )
-                reused[d] = {}
-                result = _generate(loaded, [d], prompts, seed_parts, contexts, actions, tuple(actions), g, False)[0]
-            computed[d] = dict(zip(("trajectories", "session", "prefill_s"), result))
-    for d, doc_id in enumerate(ids):
+
+    def write(d: int, done: Mapping[str, Any]) -> None:
+        """Document d's store from what this job computed for it (``done``: trajectories, session, prefill_s; empty
+        when every action was reused) and what it reused."""
+        doc_id, document, out, prompt_ids = ids[d], documents[d], outs[d], prompts[d]
         if reused[d]:
             log.info(
                 "document %s: reused %s from the cache; computed %s",
                 doc_id,
                 ", ".join(reused[d]) or "none",
-                ", ".join(computed[d].get("trajectories", {})) or "none",
+                ", ".join(done.get("trajectories", {})) or "none",
             )
-    paths = []
-    for d, (document, out, prompt_ids) in enumerate(zip(documents, outs, prompts)):
-        done = computed[d]
         session = done.get("session")
         fresh = _session_pieces(session, done.get("trajectories", {}), done.get("prefill_s", 0.0))
         pieces = {name: reused[d].get(name) or fresh[name] for name in actions}
@@ -189,11 +173,43 @@ def run_documents(
         attrs["prefill_s"] = prefill
         # this document's prefill + its share (by kernel rows) of the batch's generation
         attrs["wall_time_total_s"] = prefill + sum(t.wall_time_s for t in traj.values())
-        paths.append(write_document_store(out, traj, attrs, prompt_ids=prompt_ids))
+        paths[d] = write_document_store(out, traj, attrs, prompt_ids=prompt_ids)
         if cache is not None:
             for name, piece in fresh.items():
-                cache.put(ids[d], name, keys[d][name], piece)
-    return paths
+                cache.put(doc_id, name, keys[d][name], piece)
+
+    paths: list[Path | None] = [None] * len(documents)
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for d in range(len(documents)):
+        groups.setdefault(tuple(a for a in actions if a not in reused[d]), []).append(d)
+    # documents generated together, in batches of `documents_per_batch`: each batch's stores are written and its
+    # sessions freed before the next batch starts (one model load, and memory reused, for the whole job)
+    if documents_per_batch is not None and (isinstance(documents_per_batch, bool) or documents_per_batch < 1):
+        raise ValueError(f"documents_per_batch must be a positive integer or None, got {documents_per_batch!r}")
+    size = documents_per_batch or len(documents)
+    for needed, members in groups.items():
+        if not needed:
+            continue
+        for first in range(0, len(members), size):
+            batch = members[first : first + size]
+            for d, result in zip(
+                batch, _generate(loaded, batch, prompts, seed_parts, contexts, actions, needed, g, progress)
+            ):
+                if reused[d] and g.shared_reference and not same_reference(reused[d], result[0]):
+                    log.warning(
+                        "document %s: the reference chain recomputed now differs from the cached one: "
+                        "recomputing every action (%s)",
+                        ids[d],
+                        ", ".join(actions),
+                    )
+                    reused[d] = {}
+                    result = _generate(loaded, [d], prompts, seed_parts, contexts, actions, tuple(actions), g, False)[0]
+                write(d, dict(zip(("trajectories", "session", "prefill_s"), result)))
+            result = None  # nothing of this batch outlives it
+    for d in range(len(documents)):
+        if paths[d] is None:  # every action reused
+            write(d, {})
+    return [p for p in paths if p is not None]
 
 
 def _generate(

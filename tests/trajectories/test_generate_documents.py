@@ -178,6 +178,35 @@ def test_a_batch_job_writes_the_stores_of_one_document_jobs(tiny_qwen2, tmp_path
         assert attrs_b["wall_time_total_s"] >= attrs_b["prefill_s"] > 0
 
 
+@pytest.mark.parametrize("per_batch", [1, 2])
+def test_a_job_in_batches_writes_the_stores_of_one_batch(tiny_llama, tmp_path, one_thread, monkeypatch, per_batch):
+    """documents_per_batch: the job generates its documents in consecutive batches of that many (each batch's stores
+    written before the next batch starts) and every store has the values of the job run as one batch."""
+    import kvdiv.trajectories.job as job
+    from kvdiv.trajectories.store import ATTRS_CHECKSUM, read_document_store
+
+    settings = dict(master_seed=1, study_seed=2, horizon=H, replicates=R, progress=False)
+    docs = [record(d) for d in (2, 0, 1)]
+    whole = job.run_documents(tiny_llama, docs, ACTIONS, [tmp_path / f"w{d}.zarr" for d in range(3)], **settings)
+    generate, batches = job._generate, []
+
+    def recording(loaded, members, *args):
+        batches.append((list(members), sorted(p.name for p in tmp_path.glob("p*.zarr"))))  # stores written so far
+        return generate(loaded, members, *args)
+
+    monkeypatch.setattr(job, "_generate", recording)
+    outs = [tmp_path / f"p{d}.zarr" for d in range(3)]
+    parts = job.run_documents(tiny_llama, docs, ACTIONS, outs, documents_per_batch=per_batch, **settings)
+    assert [members for members, _ in batches] == ([[0], [1], [2]] if per_batch == 1 else [[0, 1], [2]])
+    assert batches[-1][1] == sorted(p.name for p in outs[: batches[-1][0][0]])  # earlier batches already written
+    arrays = lambda path: {  # noqa: E731
+        k: v for k, v in read_document_store(path)[0]["checksums"].items() if k != ATTRS_CHECKSUM
+    }
+    assert parts == outs and [arrays(p) for p in parts] == [arrays(p) for p in whole]
+    with pytest.raises(ValueError, match="documents_per_batch must be a positive integer or None, got 0"):
+        job.run_documents(tiny_llama, docs, ACTIONS, outs, documents_per_batch=0, **settings)
+
+
 def test_a_batch_job_checks_every_document_before_running(tiny_llama, tmp_path):
     from kvdiv.trajectories.job import run_documents
 

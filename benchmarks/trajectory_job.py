@@ -1,0 +1,128 @@
+"""One trajectory job of this checkout against the same job at a baseline revision: seconds, peak memory and laws.
+
+Each round runs, in a fresh ``python`` process each and in alternating order, one coupled job (what a trajectory rule
+runs, without writing stores) over the first B documents of a stratum of config/replication.yaml: once with this
+checkout's ``kvdiv`` and once with the baseline revision's, checked out into a temporary git worktree (removed
+afterwards) and put first on ``PYTHONPATH``. Each process reports its wall seconds (prefill, coupled), its peak RSS,
+and a digest of every array of every action's trajectories: equal digests say the two revisions computed the same
+bits. Needs the resolved SmolLM2 (``snakemake --cores 1 results/models/smollm2/provenance.json``):
+    python benchmarks/trajectory_job.py --baseline 916840e --rounds 2 --documents 16 --study retention50 \
+        --stratum ruler_704
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench_common import busy_process
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: One job in a fresh process; argv: study, stratum, documents, horizon. ``kvdiv`` is whichever PYTHONPATH gives.
+JOB = r"""
+import hashlib, json, os, resource, sys, time
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if os.environ.get("KVDIV_BENCH_RETAIN") == "1":
+    from kvdiv.memory import retain_freed_memory
+    assert retain_freed_memory()
+import torch
+import kvdiv
+from kvdiv.llm.loading import load_model
+from kvdiv.llm.session import KernelSession
+from kvdiv.trajectories.base import chains_needed
+from kvdiv.trajectories.generate import generate_documents
+repo = os.environ["KVDIV_REPO"]
+sys.path.insert(0, os.path.join(repo, "benchmarks"))
+import yaml
+from bench_common import stratum_prompts
+
+study, stratum, n, horizon = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+config = yaml.safe_load(open(os.path.join(repo, "config/replication.yaml")))
+spec = {**config["models"]["smollm2"], "threads": 1, "device": "cpu", "dtype": "float32"}
+loaded = load_model("smollm2", spec, os.path.join(repo, "results/models"))
+ids, prompts = stratum_prompts(loaded, config, study, stratum, n, horizon)
+actions = {a: config["actions"][a] for a in config["studies"][study]["actions"]}
+parts = [(config["seed"], config["studies"][study]["seed"], i) for i in ids]
+chains = chains_needed(len(actions), 1, "complete", "shared")
+start = time.perf_counter()
+sessions = [KernelSession(loaded, torch.tensor(p), actions, horizon=horizon, max_chains=chains, seed_parts=s)
+            for p, s in zip(prompts, parts)]
+prefill = time.perf_counter() - start
+results = generate_documents(sessions, parts, list(actions), horizon=horizon, replicates=1,
+                             eos_token_ids=loaded.eos_token_ids, tv_atol=1e-6, progress=False)
+total = time.perf_counter() - start
+digest = hashlib.sha256()
+for per_doc in results:
+    for name in sorted(per_doc):
+        for key in ("x", "y", "tv", "fixed_tv", "match", "eos_x", "eos_y"):
+            digest.update(key.encode()); digest.update(getattr(per_doc[name], key).tobytes())
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"total": total, "prefill": prefill, "coupled": total - prefill, "kvdiv": kvdiv.__file__,
+                  "max_rss_gb": usage.ru_maxrss / 2**20, "sys_s": usage.ru_stime, "minflt": usage.ru_minflt,
+                  "digest": digest.hexdigest()}))
+"""
+
+
+def one_job(source: Path, args: argparse.Namespace, extra_env: dict | None = None) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(source), "KVDIV_REPO": str(REPO), **(extra_env or {})}
+    cmd = [sys.executable, "-c", JOB, args.study, args.stratum, str(args.documents), str(args.horizon)]
+    # run in the source's own root: `python -c` puts the working directory first on sys.path
+    proc = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=source, env=env)
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    if not out["kvdiv"].startswith(str(source)):
+        raise RuntimeError(f"the job imported {out['kvdiv']}, not the kvdiv of {source}")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", required=True, help="a git revision of this repository")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--documents", type=int, default=16)
+    parser.add_argument("--horizon", type=int, default=128)
+    parser.add_argument("--study", default="retention50")
+    parser.add_argument("--stratum", default="ruler_704")
+    parser.add_argument("--busy", action="store_true", help="beside one busy process")
+    args = parser.parse_args()
+    if not (REPO / "results/models/smollm2/provenance.json").is_file():
+        raise SystemExit("resolve SmolLM2 first: snakemake --cores 1 results/models/smollm2/provenance.json")
+    with tempfile.TemporaryDirectory(prefix="kvdiv-baseline-") as tmp:
+        worktree = Path(tmp) / "baseline"
+        subprocess.run(["git", "worktree", "add", "--detach", str(worktree), args.baseline], cwd=REPO, check=True)
+        try:
+            sources = {"baseline": worktree, "this checkout": REPO}
+            runs: dict[str, list[dict]] = {v: [] for v in sources}
+            with busy_process(args.busy):
+                for r in range(args.rounds):
+                    for variant in list(sources) if r % 2 == 0 else list(sources)[::-1]:
+                        runs[variant].append(one_job(sources[variant], args))
+                        print(json.dumps({"round": r, "variant": variant, **runs[variant][-1]}), flush=True)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=REPO, check=True)
+    digests = {run["digest"] for rs in runs.values() for run in rs}
+    label = "beside one busy process" if args.busy else "quiet"
+    where = f"{args.study}/{args.stratum}"
+    print(f"\n{args.documents} documents of {where}, H = {args.horizon}, {args.rounds} rounds, {label}")
+    print(f"baseline {args.baseline} against this checkout")
+    print("| kvdiv | total s (min, median) | prefill s (median) | coupled s (median) | peak RSS GB (max) |")
+    print("|---|---:|---:|---:|---:|")
+    for v, rs in runs.items():
+        t = [run["total"] for run in rs]
+        prefill = statistics.median(r["prefill"] for r in rs)
+        coupled = statistics.median(r["coupled"] for r in rs)
+        rss = max(r["max_rss_gb"] for r in rs)
+        print(f"| {v} | {min(t):.1f}, {statistics.median(t):.1f} | {prefill:.1f} | {coupled:.1f} | {rss:.2f} |")
+    ratios = [a["total"] / b["total"] for a, b in zip(runs["this checkout"], runs["baseline"])]
+    print(f"ratio this checkout / baseline per round: min {min(ratios):.3f}, median {statistics.median(ratios):.3f}")
+    print(f"the same laws in every run: {len(digests) == 1}")
+
+
+if __name__ == "__main__":
+    main()
