@@ -19,19 +19,19 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from bench_common import busy_process
 
 REPO = Path(__file__).resolve().parents[1]
 
-#: One job in a fresh process; argv: study, stratum, documents, horizon. ``kvdiv`` is whichever PYTHONPATH gives.
+#: One job in a fresh process; argv: study, stratum, first, documents, horizon, batch (documents generated together,
+#: the job's in consecutive batches as kvdiv.trajectories.job.run_documents does). ``kvdiv`` is whichever PYTHONPATH
+#: gives.
 JOB = r"""
 import hashlib, json, os, resource, sys, time
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-if os.environ.get("KVDIV_BENCH_RETAIN") == "1":
-    from kvdiv.memory import retain_freed_memory
-    assert retain_freed_memory()
 import torch
 import kvdiv
 from kvdiv.llm.loading import load_model
@@ -43,39 +43,48 @@ sys.path.insert(0, os.path.join(repo, "benchmarks"))
 import yaml
 from bench_common import stratum_prompts
 
-study, stratum, n, horizon = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+study, stratum = sys.argv[1], sys.argv[2]
+first, n, horizon, batch = (int(a) for a in sys.argv[3:7])
 config = yaml.safe_load(open(os.path.join(repo, "config/replication.yaml")))
 spec = {**config["models"]["smollm2"], "threads": 1, "device": "cpu", "dtype": "float32"}
 loaded = load_model("smollm2", spec, os.path.join(repo, "results/models"))
-ids, prompts = stratum_prompts(loaded, config, study, stratum, n, horizon)
+ids, prompts = stratum_prompts(loaded, config, study, stratum, first + n, horizon)
+ids, prompts = ids[first:], prompts[first:]
 actions = {a: config["actions"][a] for a in config["studies"][study]["actions"]}
 parts = [(config["seed"], config["studies"][study]["seed"], i) for i in ids]
 chains = chains_needed(len(actions), 1, "complete", "shared")
-start = time.perf_counter()
-sessions = [KernelSession(loaded, torch.tensor(p), actions, horizon=horizon, max_chains=chains, seed_parts=s)
-            for p, s in zip(prompts, parts)]
-prefill = time.perf_counter() - start
-results = generate_documents(sessions, parts, list(actions), horizon=horizon, replicates=1,
-                             eos_token_ids=loaded.eos_token_ids, tv_atol=1e-6, progress=False)
+digests, prefill, start = {}, 0.0, time.perf_counter()
+for b in range(0, n, batch):
+    begin = time.perf_counter()
+    sessions = [KernelSession(loaded, torch.tensor(p), actions, horizon=horizon, max_chains=chains, seed_parts=s)
+                for p, s in zip(prompts[b : b + batch], parts[b : b + batch])]
+    prefill += time.perf_counter() - begin
+    results = generate_documents(sessions, parts[b : b + batch], list(actions), horizon=horizon, replicates=1,
+                                 eos_token_ids=loaded.eos_token_ids, tv_atol=1e-6, progress=False)
+    for doc_id, per_doc in zip(ids[b : b + batch], results):
+        digest = hashlib.sha256()
+        for name in sorted(per_doc):
+            for key in ("x", "y", "tv", "fixed_tv", "match", "eos_x", "eos_y"):
+                digest.update(key.encode()); digest.update(getattr(per_doc[name], key).tobytes())
+        digests[doc_id] = digest.hexdigest()
+    del sessions, results
 total = time.perf_counter() - start
-digest = hashlib.sha256()
-for per_doc in results:
-    for name in sorted(per_doc):
-        for key in ("x", "y", "tv", "fixed_tv", "match", "eos_x", "eos_y"):
-            digest.update(key.encode()); digest.update(getattr(per_doc[name], key).tobytes())
 usage = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"total": total, "prefill": prefill, "coupled": total - prefill, "kvdiv": kvdiv.__file__,
                   "max_rss_gb": usage.ru_maxrss / 2**20, "sys_s": usage.ru_stime, "minflt": usage.ru_minflt,
-                  "digest": digest.hexdigest()}))
+                  "digests": digests}))
 """
 
 
-def one_job(source: Path, args: argparse.Namespace, extra_env: dict | None = None) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(source), "KVDIV_REPO": str(REPO), **(extra_env or {})}
-    cmd = [sys.executable, "-c", JOB, args.study, args.stratum, str(args.documents), str(args.horizon)]
+def one_job(source: Path, study: str, stratum: str, first: int, n: int, horizon: int, batch: int) -> dict:
+    """One job in a fresh process with the ``kvdiv`` of ``source``; adds ``process`` (its whole wall seconds)."""
+    env = {**os.environ, "PYTHONPATH": str(source), "KVDIV_REPO": str(REPO)}
+    cmd = [sys.executable, "-c", JOB, study, stratum, *(str(v) for v in (first, n, horizon, batch))]
+    started = time.perf_counter()
     # run in the source's own root: `python -c` puts the working directory first on sys.path
     proc = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=source, env=env)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["process"] = time.perf_counter() - started
     if not out["kvdiv"].startswith(str(source)):
         raise RuntimeError(f"the job imported {out['kvdiv']}, not the kvdiv of {source}")
     return out
@@ -102,11 +111,14 @@ def main() -> None:
             with busy_process(args.busy):
                 for r in range(args.rounds):
                     for variant in list(sources) if r % 2 == 0 else list(sources)[::-1]:
-                        runs[variant].append(one_job(sources[variant], args))
+                        job = one_job(
+                            sources[variant], args.study, args.stratum, 0, args.documents, args.horizon, args.documents
+                        )
+                        runs[variant].append(job)
                         print(json.dumps({"round": r, "variant": variant, **runs[variant][-1]}), flush=True)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=REPO, check=True)
-    digests = {run["digest"] for rs in runs.values() for run in rs}
+    digests = {json.dumps(run["digests"], sort_keys=True) for rs in runs.values() for run in rs}
     label = "beside one busy process" if args.busy else "quiet"
     where = f"{args.study}/{args.stratum}"
     print(f"\n{args.documents} documents of {where}, H = {args.horizon}, {args.rounds} rounds, {label}")
