@@ -113,3 +113,42 @@ def coupled_job(
     )
     total = time.perf_counter() - start
     return {"prefill": prefill, "coupled": total - prefill, "total": total}
+
+
+def job_table(runs: Mapping[str, Sequence[Mapping]], time_key: str, label: str, ratio: tuple[str, str]) -> None:
+    """Print alternating job runs (each a dict with ``time_key`` seconds, ``sys_s``, ``minflt``, ``max_rss_gb`` and
+    per-document ``digests``) as a table: per variant min and median seconds, median system seconds and page faults,
+    max peak RSS; then the per-round ratio ``ratio[0] / ratio[1]`` and whether every run computed the same laws."""
+    import json
+    import statistics
+
+    print(f"| {label} | {time_key} s (min, median) | system s (median) | page faults (median) | peak RSS GB (max) |")
+    print("|---|---:|---:|---:|---:|")
+    for variant, rs in runs.items():
+        t = [run[time_key] for run in rs]
+        sys_s = statistics.median(run["sys_s"] for run in rs)
+        faults = statistics.median(run["minflt"] for run in rs) / 1e6
+        rss = max(run["max_rss_gb"] for run in rs)
+        print(f"| {variant} | {min(t):.1f}, {statistics.median(t):.1f} | {sys_s:.1f} | {faults:.2f} M | {rss:.2f} |")
+    a, b = ratio
+    ratios = [x[time_key] / y[time_key] for x, y in zip(runs[a], runs[b])]
+    print(f"ratio {a} / {b} per round: min {min(ratios):.3f}, median {statistics.median(ratios):.3f}")
+    digests = {json.dumps(run["digests"], sort_keys=True) for rs in runs.values() for run in rs}
+    print(f"the same laws in every run: {len(digests) == 1}")
+
+
+def job_arguments(parser, documents: int = 16) -> None:
+    """The options of the job benchmarks: --rounds, --documents, --horizon, --study, --stratum (of
+    config/replication.yaml) and --busy."""
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--documents", type=int, default=documents)
+    parser.add_argument("--horizon", type=int, default=128)
+    parser.add_argument("--study", default="retention50")
+    parser.add_argument("--stratum", default="ruler_704")
+    parser.add_argument("--busy", action="store_true", help="beside one busy process")
+
+
+def require_smollm2(repo: Path) -> None:
+    """Exit with the command to run when SmolLM2 is not resolved under ``repo``."""
+    if not (repo / "results/models/smollm2/provenance.json").is_file():
+        raise SystemExit("resolve SmolLM2 first: snakemake --cores 1 results/models/smollm2/provenance.json")

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 
-from bench_common import busy_process
+from bench_common import busy_process, job_arguments, job_table, require_smollm2
 from trajectory_job import REPO, one_job
 
 VARIANTS = ("two jobs", "one job, two batches")
@@ -40,15 +39,9 @@ def run(variant: str, args: argparse.Namespace) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--documents", type=int, default=16, help="B: documents per job, per batch")
-    parser.add_argument("--horizon", type=int, default=128)
-    parser.add_argument("--study", default="retention50")
-    parser.add_argument("--stratum", default="ruler_704")
-    parser.add_argument("--busy", action="store_true", help="beside one busy process")
+    job_arguments(parser)
     args = parser.parse_args()
-    if not (REPO / "results/models/smollm2/provenance.json").is_file():
-        raise SystemExit("resolve SmolLM2 first: snakemake --cores 1 results/models/smollm2/provenance.json")
+    require_smollm2(REPO)
     runs: dict[str, list[dict]] = {v: [] for v in VARIANTS}
     with busy_process(args.busy):
         for r in range(args.rounds):
@@ -56,21 +49,10 @@ def main() -> None:
                 runs[variant].append(run(variant, args))
                 shown = {k: v for k, v in runs[variant][-1].items() if k != "digests"}
                 print(json.dumps({"round": r, "variant": variant, **shown}), flush=True)
-    digests = {json.dumps(run["digests"], sort_keys=True) for rs in runs.values() for run in rs}
     label = "beside one busy process" if args.busy else "quiet"
     b = args.documents
     print(f"\n2 x {b} documents of {args.study}/{args.stratum}, H = {args.horizon}, {args.rounds} rounds, {label}")
-    print("| jobs | process s (min, median) | system s (median) | page faults (median) | peak RSS GB (max) |")
-    print("|---|---:|---:|---:|---:|")
-    for v, rs in runs.items():
-        t = [run["process"] for run in rs]
-        sys_s = statistics.median(r["sys_s"] for r in rs)
-        faults = statistics.median(r["minflt"] for r in rs)
-        rss = max(r["max_rss_gb"] for r in rs)
-        print(f"| {v} | {min(t):.1f}, {statistics.median(t):.1f} | {sys_s:.1f} | {faults / 1e6:.2f} M | {rss:.2f} |")
-    ratios = [a["process"] / b["process"] for a, b in zip(runs[VARIANTS[1]], runs[VARIANTS[0]])]
-    print(f"ratio one job / two jobs per round: min {min(ratios):.3f}, median {statistics.median(ratios):.3f}")
-    print(f"the same laws in every run: {len(digests) == 1}")
+    job_table(runs, "process", "jobs", (VARIANTS[1], VARIANTS[0]))
 
 
 if __name__ == "__main__":

@@ -15,14 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench_common import busy_process
+from bench_common import busy_process, job_arguments, job_table, require_smollm2
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -93,15 +92,9 @@ def one_job(source: Path, study: str, stratum: str, first: int, n: int, horizon:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", required=True, help="a git revision of this repository")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--documents", type=int, default=16)
-    parser.add_argument("--horizon", type=int, default=128)
-    parser.add_argument("--study", default="retention50")
-    parser.add_argument("--stratum", default="ruler_704")
-    parser.add_argument("--busy", action="store_true", help="beside one busy process")
+    job_arguments(parser)
     args = parser.parse_args()
-    if not (REPO / "results/models/smollm2/provenance.json").is_file():
-        raise SystemExit("resolve SmolLM2 first: snakemake --cores 1 results/models/smollm2/provenance.json")
+    require_smollm2(REPO)
     with tempfile.TemporaryDirectory(prefix="kvdiv-baseline-") as tmp:
         worktree = Path(tmp) / "baseline"
         subprocess.run(["git", "worktree", "add", "--detach", str(worktree), args.baseline], cwd=REPO, check=True)
@@ -118,22 +111,11 @@ def main() -> None:
                         print(json.dumps({"round": r, "variant": variant, **runs[variant][-1]}), flush=True)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=REPO, check=True)
-    digests = {json.dumps(run["digests"], sort_keys=True) for rs in runs.values() for run in rs}
     label = "beside one busy process" if args.busy else "quiet"
     where = f"{args.study}/{args.stratum}"
     print(f"\n{args.documents} documents of {where}, H = {args.horizon}, {args.rounds} rounds, {label}")
     print(f"baseline {args.baseline} against this checkout")
-    print("| kvdiv | total s (min, median) | prefill s (median) | coupled s (median) | peak RSS GB (max) |")
-    print("|---|---:|---:|---:|---:|")
-    for v, rs in runs.items():
-        t = [run["total"] for run in rs]
-        prefill = statistics.median(r["prefill"] for r in rs)
-        coupled = statistics.median(r["coupled"] for r in rs)
-        rss = max(r["max_rss_gb"] for r in rs)
-        print(f"| {v} | {min(t):.1f}, {statistics.median(t):.1f} | {prefill:.1f} | {coupled:.1f} | {rss:.2f} |")
-    ratios = [a["total"] / b["total"] for a, b in zip(runs["this checkout"], runs["baseline"])]
-    print(f"ratio this checkout / baseline per round: min {min(ratios):.3f}, median {statistics.median(ratios):.3f}")
-    print(f"the same laws in every run: {len(digests) == 1}")
+    job_table(runs, "total", "kvdiv", ("this checkout", "baseline"))
 
 
 if __name__ == "__main__":

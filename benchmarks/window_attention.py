@@ -1,0 +1,91 @@
+"""SnapKV's window attention as kvdiv runs it during a prefill (kvdiv.llm.presses.window_attention: the causal mask
+cached and filled in place) against kvpress's own (three mask tensors of the weights' size per layer and press).
+
+One process, SmolLM2-135M-Instruct as the trajectory jobs load it (float32, 1 thread, packed weights): the prefills of
+the first B documents of a stratum of config/replication.yaml with the study's actions (every action's press on each
+layer, as KernelSession runs them), once with kvpress's implementation (``prefill.exact_window_attention`` replaced by
+a no-op) and once with kvdiv's, alternating per round. Every prefix (keys, values, bias) and initial law must be
+equal. Needs the resolved SmolLM2:
+    python benchmarks/window_attention.py --rounds 3 --documents 4 --study retention50 --stratum ruler_832
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the workflow's jobs, before torch starts
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
+from bench_common import busy_process, smollm2, stratum_prompts  # noqa: E402
+
+import kvdiv.llm.prefill as prefill  # noqa: E402
+from kvdiv.llm.presses.window_attention import exact_window_attention  # noqa: E402
+from kvdiv.llm.session import KernelSession  # noqa: E402
+
+VARIANTS = {"kvpress": contextlib.nullcontext, "kvdiv": exact_window_attention}
+
+
+def prefills(loaded, prompts, actions, horizon: int) -> tuple[float, list[KernelSession]]:
+    start = time.perf_counter()
+    sessions = [KernelSession(loaded, torch.tensor(p), actions, horizon=horizon) for p in prompts]
+    return time.perf_counter() - start, sessions
+
+
+def same(a: KernelSession, b: KernelSession) -> bool:
+    for cache in a.caches:
+        pa, pb = a._prefixes[cache], b._prefixes[cache]
+        for layer in range(a.n_layers):
+            if not (
+                torch.equal(pa.keys[layer], pb.keys[layer])
+                and torch.equal(pa.values[layer], pb.values[layer])
+                and torch.equal(pa.bias[layer], pb.bias[layer])
+            ):
+                return False
+        if not torch.equal(a.initial_probs(cache), b.initial_probs(cache)):
+            return False
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--documents", type=int, default=4)
+    parser.add_argument("--horizon", type=int, default=128)
+    parser.add_argument("--study", default="retention50")
+    parser.add_argument("--stratum", default="ruler_832")
+    parser.add_argument("--busy", action="store_true", help="beside one busy process")
+    args = parser.parse_args()
+    config, loaded = smollm2("results/models", "config/replication.yaml")
+    _, prompts = stratum_prompts(loaded, config, args.study, args.stratum, args.documents, args.horizon)
+    actions = {a: config["actions"][a] for a in config["studies"][args.study]["actions"]}
+    seconds: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    equal = True
+    with busy_process(args.busy):
+        for r in range(args.rounds):
+            sessions = {}
+            for variant in list(VARIANTS) if r % 2 == 0 else list(VARIANTS)[::-1]:
+                prefill.exact_window_attention = VARIANTS[variant]
+                seconds[variant].append((s := prefills(loaded, prompts, actions, args.horizon))[0])
+                sessions[variant] = s[1]
+                print(f"round {r} {variant}: {seconds[variant][-1]:.2f} s", flush=True)
+            equal &= all(same(a, b) for a, b in zip(sessions["kvpress"], sessions["kvdiv"]))
+    prefill.exact_window_attention = exact_window_attention
+    label = "beside one busy process" if args.busy else "quiet"
+    where = f"{args.study}/{args.stratum} ({', '.join(actions)})"
+    print(f"\n{args.documents} prefills of {where}, {args.rounds} rounds, {label}")
+    print("| window attention | seconds (min, median) | per document (median) |")
+    print("|---|---:|---:|")
+    for v, t in seconds.items():
+        print(f"| {v} | {min(t):.2f}, {statistics.median(t):.2f} | {statistics.median(t) / args.documents:.2f} |")
+    ratios = [a / b for a, b in zip(seconds["kvdiv"], seconds["kvpress"])]
+    print(f"ratio kvdiv / kvpress per round: min {min(ratios):.3f}, median {statistics.median(ratios):.3f}")
+    print(f"every prefix and initial law equal: {equal}")
+
+
+if __name__ == "__main__":
+    main()
