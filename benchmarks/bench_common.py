@@ -137,6 +137,28 @@ def job_table(runs: Mapping[str, Sequence[Mapping]], time_key: str, label: str, 
     print(f"the same laws in every run: {len(digests) == 1}")
 
 
+def seconds_table(
+    seconds: Mapping[str, Sequence[float]], label: str, ratio: tuple[str, str], unit: str = "s", per: int = 0
+) -> None:
+    """Print alternating timings (seconds per variant, one per round) as a table of min and median in ``unit``
+    ("s" or "ms"), with the median per item when ``per`` items were timed; then the per-round ratio
+    ``ratio[0] / ratio[1]``."""
+    import statistics
+
+    scale, digits = (1e3, 1) if unit == "ms" else (1.0, 2)
+    extra = " | per document (median)" if per else ""
+    print(f"| {label} | {unit} (min, median){extra} |")
+    print("|---|---:|" + ("---:|" if per else ""))
+    for variant, t in seconds.items():
+        cells = f"{scale * min(t):.{digits}f}, {scale * statistics.median(t):.{digits}f}"
+        if per:
+            cells += f" | {statistics.median(t) / per:.2f}"
+        print(f"| {variant} | {cells} |")
+    a, b = ratio
+    ratios = [x / y for x, y in zip(seconds[a], seconds[b])]
+    print(f"ratio {a} / {b} per round: min {min(ratios):.3f}, median {statistics.median(ratios):.3f}")
+
+
 def job_arguments(parser, documents: int = 16) -> None:
     """The options of the job benchmarks: --rounds, --documents, --horizon, --study, --stratum (of
     config/replication.yaml) and --busy."""

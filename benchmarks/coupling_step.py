@@ -11,10 +11,10 @@ Both variants draw from the same uniforms, alternating per round; their outputs 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import numpy as np
+from bench_common import seconds_table
 
 from kvdiv.trajectories import coupling
 
@@ -111,12 +111,7 @@ def main() -> None:
     n = len(replicate)
     print(f"{args.references} reference rows, {n} pairs, V = {args.vocab}, {args.steps} steps x {args.rounds} rounds")
     print(f"rows rejecting x_t: {rejected:.1%}")
-    print("| coupling | ms per step (min, median) |")
-    print("|---|---:|")
-    for v, t in seconds.items():
-        print(f"| {v} | {1e3 * min(t):.1f}, {1e3 * statistics.median(t):.1f} |")
-    ratios = [a / b for a, b in zip(seconds["kvdiv"], seconds["baseline"])]
-    print(f"ratio kvdiv / baseline per round: min {min(ratios):.3f}, median {statistics.median(ratios):.3f}")
+    seconds_table(seconds, "coupling step", ("kvdiv", "baseline"), unit="ms")
     print(f"equal bit for bit: {equal}")
 
 

@@ -17,11 +17,10 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the workflow's jobs, b
 
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
-import statistics  # noqa: E402
 import time  # noqa: E402
 
 import torch  # noqa: E402
-from bench_common import busy_process, smollm2, stratum_prompts  # noqa: E402
+from bench_common import busy_process, seconds_table, smollm2, stratum_prompts  # noqa: E402
 
 import kvdiv.llm.prefill as prefill  # noqa: E402
 from kvdiv.llm.presses.window_attention import exact_window_attention  # noqa: E402
@@ -78,12 +77,7 @@ def main() -> None:
     label = "beside one busy process" if args.busy else "quiet"
     where = f"{args.study}/{args.stratum} ({', '.join(actions)})"
     print(f"\n{args.documents} prefills of {where}, {args.rounds} rounds, {label}")
-    print("| window attention | seconds (min, median) | per document (median) |")
-    print("|---|---:|---:|")
-    for v, t in seconds.items():
-        print(f"| {v} | {min(t):.2f}, {statistics.median(t):.2f} | {statistics.median(t) / args.documents:.2f} |")
-    ratios = [a / b for a, b in zip(seconds["kvdiv"], seconds["kvpress"])]
-    print(f"ratio kvdiv / kvpress per round: min {min(ratios):.3f}, median {statistics.median(ratios):.3f}")
+    seconds_table(seconds, "window attention", ("kvdiv", "kvpress"), per=args.documents)
     print(f"every prefix and initial law equal: {equal}")
 
 
