@@ -131,8 +131,7 @@ def job_table(runs: Mapping[str, Sequence[Mapping]], time_key: str, label: str, 
         rss = max(run["max_rss_gb"] for run in rs)
         print(f"| {variant} | {min(t):.1f}, {statistics.median(t):.1f} | {sys_s:.1f} | {faults:.2f} M | {rss:.2f} |")
     a, b = ratio
-    ratios = [x[time_key] / y[time_key] for x, y in zip(runs[a], runs[b])]
-    print(f"ratio {a} / {b} per round: min {min(ratios):.3f}, median {statistics.median(ratios):.3f}")
+    print_ratios([x[time_key] for x in runs[a]], [y[time_key] for y in runs[b]], ratio)
     digests = {json.dumps(run["digests"], sort_keys=True) for rs in runs.values() for run in rs}
     print(f"the same laws in every run: {len(digests) == 1}")
 
@@ -154,19 +153,25 @@ def seconds_table(
         if per:
             cells += f" | {statistics.median(t) / per:.2f}"
         print(f"| {variant} | {cells} |")
-    a, b = ratio
-    ratios = [x / y for x, y in zip(seconds[a], seconds[b])]
-    print(f"ratio {a} / {b} per round: min {min(ratios):.3f}, median {statistics.median(ratios):.3f}")
+    print_ratios(seconds[ratio[0]], seconds[ratio[1]], ratio)
 
 
-def job_arguments(parser, documents: int = 16) -> None:
+def print_ratios(a: Sequence[float], b: Sequence[float], names: tuple[str, str]) -> None:
+    """Print the min and median of the per-round ratios ``a[i] / b[i]``, named ``names[0] / names[1]``."""
+    import statistics
+
+    ratios = [x / y for x, y in zip(a, b)]
+    print(f"ratio {names[0]} / {names[1]} per round: min {min(ratios):.3f}, median {statistics.median(ratios):.3f}")
+
+
+def job_arguments(parser, documents: int = 16, rounds: int = 2, stratum: str = "ruler_704") -> None:
     """The options of the job benchmarks: --rounds, --documents, --horizon, --study, --stratum (of
     config/replication.yaml) and --busy."""
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=rounds)
     parser.add_argument("--documents", type=int, default=documents)
     parser.add_argument("--horizon", type=int, default=128)
     parser.add_argument("--study", default="retention50")
-    parser.add_argument("--stratum", default="ruler_704")
+    parser.add_argument("--stratum", default=stratum)
     parser.add_argument("--busy", action="store_true", help="beside one busy process")
 
 

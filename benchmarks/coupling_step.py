@@ -59,11 +59,7 @@ def baseline_tv_distance(p, q, tv_atol):
 
 VARIANTS = {
     "baseline": (baseline_reference_draw, baseline_couple_to_reference, baseline_tv_distance),
-    "kvdiv": (
-        lambda p, u: coupling.reference_draw(p, u),
-        coupling.couple_to_reference,
-        coupling.tv_distance,
-    ),
+    "kvdiv": (coupling.reference_draw, coupling.couple_to_reference, coupling.tv_distance),
 }
 
 

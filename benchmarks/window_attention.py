@@ -20,7 +20,7 @@ import contextlib  # noqa: E402
 import time  # noqa: E402
 
 import torch  # noqa: E402
-from bench_common import busy_process, seconds_table, smollm2, stratum_prompts  # noqa: E402
+from bench_common import busy_process, job_arguments, seconds_table, smollm2, stratum_prompts  # noqa: E402
 
 import kvdiv.llm.prefill as prefill  # noqa: E402
 from kvdiv.llm.presses.window_attention import exact_window_attention  # noqa: E402
@@ -52,12 +52,7 @@ def same(a: KernelSession, b: KernelSession) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--documents", type=int, default=4)
-    parser.add_argument("--horizon", type=int, default=128)
-    parser.add_argument("--study", default="retention50")
-    parser.add_argument("--stratum", default="ruler_832")
-    parser.add_argument("--busy", action="store_true", help="beside one busy process")
+    job_arguments(parser, documents=4, rounds=3, stratum="ruler_832")
     args = parser.parse_args()
     config, loaded = smollm2("results/models", "config/replication.yaml")
     _, prompts = stratum_prompts(loaded, config, args.study, args.stratum, args.documents, args.horizon)
