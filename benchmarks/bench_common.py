@@ -36,7 +36,7 @@ def smollm2(models_dir: str | Path, config_path: str | Path = "config/config.yam
     config, from the resolved model under ``models_dir``."""
     import yaml
 
-    from kvdiv.llm.loading import load_model
+    from kvdiv.models.loading import load_model
 
     config = yaml.safe_load(Path(config_path).read_text())
     spec = {**config["models"]["smollm2"], "threads": 1, "device": "cpu", "dtype": "float32"}
@@ -47,7 +47,7 @@ def stratum_documents(loaded, config: Mapping, study: str, stratum: str, n: int,
     """The documents-JSONL records of the first ``n`` documents of ``stratum`` of ``study`` in ``config``, generated
     in-process with kvdiv.documents as the workflow's document rule does (sized for ``loaded``'s rendering)."""
     from kvdiv.documents import generate_stratum
-    from kvdiv.llm.tokenization import apply_chat_template
+    from kvdiv.models.tokenization import apply_chat_template
 
     spec = config["studies"][study]
     chat = (lambda text: apply_chat_template(loaded.tokenizer, text)) if loaded.chat_template else None
@@ -84,7 +84,7 @@ def coupled_job(
     sampling streams and any ProbabilisticPress draw. Returns ``prefill``, ``coupled`` and ``total`` seconds."""
     import torch
 
-    from kvdiv.llm.session import KernelSession
+    from kvdiv.kernel.session import KernelSession
     from kvdiv.trajectories.base import chains_needed
     from kvdiv.trajectories.generate import generate_documents
 

@@ -20,8 +20,8 @@ import torch
 import yaml
 
 from bench_common import busy_process
-from kvdiv.llm.loading import load_model
-from kvdiv.llm.session import KernelSession
+from kvdiv.models.loading import load_model
+from kvdiv.kernel.session import KernelSession
 
 INTERVAL = 32
 ACTIONS = {

@@ -34,7 +34,7 @@ import yaml  # noqa: E402
 
 from bench_common import busy_process, coupled_job, stratum_prompts  # noqa: E402
 
-from kvdiv.llm.loading import load_model  # noqa: E402
+from kvdiv.models.loading import load_model  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -44,7 +44,7 @@ import os; os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import sys, yaml
 from kvdiv.documents import read_jsonl
 from kvdiv.joblog import job_log
-from kvdiv.llm.loading import load_model
+from kvdiv.models.loading import load_model
 from kvdiv.trajectories.job import run_documents
 imported = time.perf_counter()
 config = yaml.safe_load(open("config/config.yaml"))

@@ -25,7 +25,7 @@ from bench_common import busy_process
 BLOCK = """
 import json, sys
 if sys.argv[1] == "tokenizer_only":
-    from kvdiv.llm.tokenization import tokenizer_only_process
+    from kvdiv.models.tokenization import tokenizer_only_process
     assert tokenizer_only_process()
 else:
     import torch  # noqa: F401  (what a block's process imported before: transformers with torch)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kvdiv.metrics import compute_metrics, replicate_counts
+from kvdiv.metrics import compute_metrics
+from kvdiv.metric_kernels import replicate_counts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support.synthetic_cube import simulate_cube  # noqa: E402  (synthetic cubes live with the tests)

@@ -7,7 +7,7 @@ Per document of ``ruler_1024`` (study retention50, its three actions, R = 1, H t
   no top-k/top-p, EOS suppressed so every run samples exactly H) with the full cache and once per action under
   kvpress's press context manager (``with press(model): model.generate(...)``), with torch's default Linear kernels
   (stock transformers, what a user runs without kvdiv). Timed on the first document.
-- **coupled, B = 1**: one :class:`kvdiv.llm.session.KernelSession` (one prefill for all caches) and
+- **coupled, B = 1**: one :class:`kvdiv.kernel.session.KernelSession` (one prefill for all caches) and
   :func:`kvdiv.trajectories.generate.generate_documents` for one document (per step ONE batched forward over P at x,
   Q at y and Q at x for every action), Linear weights packed for oneDNN (the default, ``prepack: true``).
 - **coupled, B = N** (``--documents``): N documents in one job, one forward per step for all of them (the workflow's
@@ -39,9 +39,9 @@ import yaml  # noqa: E402
 
 from bench_common import busy_process, coupled_job, stratum_prompts  # noqa: E402
 
-from kvdiv.llm.loading import load_model  # noqa: E402
-from kvdiv.llm.prepacked import prepack_linears, unpack_linears  # noqa: E402
-from kvdiv.llm.presses.registry import build_press  # noqa: E402
+from kvdiv.models.loading import load_model  # noqa: E402
+from kvdiv.models.prepacked import prepack_linears, unpack_linears  # noqa: E402
+from kvdiv.kernel.presses.registry import build_press  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,6 +1,6 @@
 """GPU benchmark: the coupled job (complete mode) on a random Llama-3.1-8B-shaped model, against the HBM floor.
 
-Candidate: exactly the workflow's trajectory job minus storage — one :class:`kvdiv.llm.session.KernelSession`
+Candidate: exactly the workflow's trajectory job minus storage — one :class:`kvdiv.kernel.session.KernelSession`
 (one prefill serving P and every action's evicted cache) + :func:`kvdiv.trajectories.generate.generate` in complete
 mode for the three 50%-retention actions of config/config.yaml (snapkv_half, snapkv_512, recent_half),
 R replicates, H steps. Baseline: a plain decode step of the same model, ``model(...)`` with a
@@ -12,7 +12,7 @@ initialised directly on the device in the target dtype (no download, no CPU init
 ids below 128000 (no special tokens, so never an EOS), one per document. ``--tiny`` swaps in a 2-layer
 config (hidden 256, 4 heads, 2 KV heads, intermediate 512, same vocabulary), 640-token prompts (SnapKV
 with a 512-token window needs more than 512) and H = 32 for a CPU
-check. It is wrapped as a :class:`kvdiv.llm.loading.LoadedModel` directly (no tokenizer is needed: the session
+check. It is wrapped as a :class:`kvdiv.models.loading.LoadedModel` directly (no tokenizer is needed: the session
 takes ids; the weight hash is not computed, hashing 16 GB would dominate the run).
 
 How things are counted
@@ -86,9 +86,9 @@ import yaml  # noqa: E402
 
 from kvdiv.trajectories.base import chains_needed  # noqa: E402
 from kvdiv.trajectories.generate import generate, generate_documents  # noqa: E402
-import kvdiv.llm.session as session_module  # noqa: E402
-from kvdiv.llm.session import KernelSession  # noqa: E402
-from kvdiv.llm.loading import LoadedModel  # noqa: E402
+import kvdiv.kernel.session as session_module  # noqa: E402
+from kvdiv.kernel.session import KernelSession  # noqa: E402
+from kvdiv.models.loading import LoadedModel  # noqa: E402
 
 LLAMA31_8B = dict(
     hidden_size=4096,
@@ -116,7 +116,7 @@ EOS_IDS = [
     128009,
     128001,
     128008,
-]  # <|eot_id|> first, as kvdiv.llm.tokenization.eos_token_ids orders Llama-3.1-Instruct's
+]  # <|eot_id|> first, as kvdiv.models.tokenization.eos_token_ids orders Llama-3.1-Instruct's
 PROMPT_ID_LIMIT = 128000  # ids below the special tokens
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
@@ -185,7 +185,7 @@ def weight_bytes(model) -> tuple[int, int]:
 
 
 class StepRecorder:
-    """While in use, wraps :func:`kvdiv.llm.session.step_sessions`, the one forward behind ``KernelSession.step``
+    """While in use, wraps :func:`kvdiv.kernel.session.step_sessions`, the one forward behind ``KernelSession.step``
     (one document) and ``KernelSession.step_together`` (several): per call, the rows the model runs, their valid K/V
     entries (the new one included), and wall seconds."""
 

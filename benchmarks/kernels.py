@@ -1,4 +1,4 @@
-"""Benchmark: kvdiv.llm.session (one prefill for all actions, batched slot-buffer decoding) vs plain baselines.
+"""Benchmark: kvdiv.kernel.session (one prefill for all actions, batched slot-buffer decoding) vs plain baselines.
 
 On SmolLM2-135M-Instruct with a 2048-token prompt and 2 CPU threads, in one process, baseline and
 candidate interleaved round by round (medians reported):
@@ -24,9 +24,10 @@ import torch
 import yaml
 from transformers import DynamicCache
 
-from kvdiv.llm.presses.registry import build_press
-from kvdiv.llm.session import REFERENCE, KernelSession
-from kvdiv.llm.loading import load_model
+from kvdiv.kernel.presses.registry import build_press
+from kvdiv.kernel.session import KernelSession
+from kvdiv.kernel.prefill import REFERENCE
+from kvdiv.models.loading import load_model
 
 ACTIONS = {
     "snapkv_half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 64},

@@ -1,7 +1,7 @@
 """Benchmark: how one trajectory job's cost grows with the number of actions (the leaderboard's presses).
 
 One document (the first ruler_1024 document of the leaderboard study of config/presses.yaml, generated in-process),
-one :class:`kvdiv.llm.session.KernelSession` (one prefill; every action's cache derived from it) and
+one :class:`kvdiv.kernel.session.KernelSession` (one prefill; every action's cache derived from it) and
 :func:`kvdiv.trajectories.generate.generate` in complete mode, R = 1, H steps, with the first n actions of the study
 for each n of ``--actions`` (the same job a trajectory rule runs, without writing the store). Rounds interleave the
 sizes (order rotated per round); the report gives per n the min and median seconds of prefill, coupled steps and
@@ -22,7 +22,7 @@ import torch
 import yaml
 from bench_common import coupled_job, stratum_prompts  # beside this script
 
-from kvdiv.llm.loading import load_model
+from kvdiv.models.loading import load_model
 
 REPO = Path(__file__).resolve().parents[1]
 

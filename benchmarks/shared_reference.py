@@ -3,7 +3,7 @@
 For each document (synthetic RULER/HELMET-style documents of config/smoke.yaml's first study, generated in-process as
 the workflow does) and each ``reference_chain`` (``shared``, ``per_action``), R coupled replicates of the five
 actions of Figures 5 and 7 (snapkv_half, snapkv_512, recent_half, snapkv_90, recent_90 of config/config.yaml) in
-complete mode, on one :class:`kvdiv.llm.session.KernelSession` per document. Per replicate and action: the mismatch
+complete mode, on one :class:`kvdiv.kernel.session.KernelSession` per document. Per replicate and action: the mismatch
 risk M = O + Π (occurrence + occupation), exposure E and occupation Π (kvdiv.metrics definitions). Per contrast
 a − b of the figures (snapkv_512 − snapkv_half, recent_half − snapkv_half, recent_90 − snapkv_90) and quantity,
 the per-replicate difference d = f_a − f_b, and:
@@ -49,8 +49,8 @@ MODES = ("shared", "per_action")
 def load(model: str, models_dir: Path):
     """config/smoke.yaml's tiny random Llama (byte tokenizer, resolved into a temporary folder) or a model of
     config/config.yaml resolved by the workflow (SmolLM2)."""
-    from kvdiv.llm.loading import load_model
-    from kvdiv.llm.sources import resolve_model
+    from kvdiv.models.loading import load_model
+    from kvdiv.models.sources import resolve_model
 
     if model == "tiny":
         spec = {**yaml.safe_load((REPO / "config/smoke.yaml").read_text())["models"]["tiny"], "threads": 1}
@@ -90,7 +90,7 @@ def run(args) -> str:
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_common import stratum_prompts
 
-    from kvdiv.llm.session import KernelSession
+    from kvdiv.kernel.session import KernelSession
     from kvdiv.trajectories.base import chains_needed
     from kvdiv.trajectories.generate import generate
 

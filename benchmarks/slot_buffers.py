@@ -1,4 +1,4 @@
-"""Slot buffers allocated uninitialised (zeroed only where a chain's attention span reads: kvdiv.llm.chain_slots)
+"""Slot buffers allocated uninitialised (zeroed only where a chain's attention span reads: kvdiv.kernel.chain_slots)
 against zero-filled ones (what every buffer was before): one trajectory job's seconds and peak memory.
 
 Each round runs, in a fresh ``python`` process each and in alternating order, one coupled job (what a trajectory rule
@@ -27,8 +27,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, "benchmarks")
 import torch
 from bench_common import smollm2, stratum_prompts
-from kvdiv.llm.chain_slots import ChainSlots
-from kvdiv.llm.session import KernelSession
+from kvdiv.kernel.chain_slots import ChainSlots
+from kvdiv.kernel.session import KernelSession
 from kvdiv.trajectories.base import chains_needed
 from kvdiv.trajectories.generate import generate_documents
 

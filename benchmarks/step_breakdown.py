@@ -19,8 +19,8 @@ import torch
 import yaml
 
 from bench_common import coupled_job, stratum_prompts
-from kvdiv.llm.loading import load_model
-from kvdiv.llm.session import KernelSession
+from kvdiv.models.loading import load_model
+from kvdiv.kernel.session import KernelSession
 from kvdiv.trajectories import base, complete
 
 SECONDS: dict[str, float] = defaultdict(float)

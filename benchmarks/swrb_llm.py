@@ -3,7 +3,7 @@
 For synthetic documents of both families (kvdiv.documents, as the workflow generates them) and SnapKV and
 StreamingLLM (recent-token) actions at 50 %, 90 % and 99 % retention, R replicates per document in
 ``mode: complete`` and in ``mode: swrb`` from independent streams (:func:`kvdiv.trajectories.generate.generate` on one
-:class:`kvdiv.llm.session.KernelSession` per document). Per (document, action): per-replicate variances of M vs
+:class:`kvdiv.kernel.session.KernelSession` per document). Per (document, action): per-replicate variances of M vs
 Z_R (R_H), M_L vs Z_L (R_L) and capacity vs W_L (B_L), kernel-pair evaluations, rows forwarded and wall
 time; per retention the finite study's aggregates (median/range of variance ratios, mean evaluation ratio,
 variance–cost advantage as a ratio of means) with cluster-bootstrap intervals over documents, the mean
@@ -42,8 +42,8 @@ import yaml
 from kvdiv.analysis.swrb_comparison import retention_summary
 from kvdiv.documents import generate_stratum, prompt_token_ids
 from kvdiv.documents.render import chat_function
-from kvdiv.llm.loading import load_model
-from kvdiv.llm.session import KernelSession
+from kvdiv.models.loading import load_model
+from kvdiv.kernel.session import KernelSession
 from kvdiv.metrics import trajectory_replicates
 from kvdiv.outputs.report import paper_values
 from kvdiv.trajectories.base import chains_needed

@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 CHILD = r"""
 import json, sys, time
 import torch, yaml
-from kvdiv.llm.loading import load_model
-from kvdiv.llm.session import KernelSession
+from kvdiv.models.loading import load_model
+from kvdiv.kernel.session import KernelSession
 threads, steps, models_dir = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 config = yaml.safe_load(open("config/config.yaml"))
 spec = {**config["models"]["smollm2"], "threads": threads, "device": "cpu", "dtype": "float32"}

@@ -33,8 +33,8 @@ import hashlib, json, os, resource, sys, time
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch
 import kvdiv
-from kvdiv.llm.loading import load_model
-from kvdiv.llm.session import KernelSession
+from kvdiv.models.loading import load_model
+from kvdiv.kernel.session import KernelSession
 from kvdiv.trajectories.base import chains_needed
 from kvdiv.trajectories.generate import generate_documents
 repo = os.environ["KVDIV_REPO"]

@@ -1,4 +1,4 @@
-"""SnapKV's window attention as kvdiv runs it during a prefill (kvdiv.llm.presses.window_attention: the causal mask
+"""SnapKV's window attention as kvdiv runs it during a prefill (kvdiv.kernel.presses.window_attention: the causal mask
 cached and filled in place) against kvpress's own (three mask tensors of the weights' size per layer and press).
 
 One process, SmolLM2-135M-Instruct as the trajectory jobs load it (float32, 1 thread, packed weights): the prefills of
@@ -22,9 +22,9 @@ import time  # noqa: E402
 import torch  # noqa: E402
 from bench_common import busy_process, job_arguments, seconds_table, smollm2, stratum_prompts  # noqa: E402
 
-import kvdiv.llm.prefill as prefill  # noqa: E402
-from kvdiv.llm.presses.window_attention import exact_window_attention  # noqa: E402
-from kvdiv.llm.session import KernelSession  # noqa: E402
+import kvdiv.kernel.prefill as prefill  # noqa: E402
+from kvdiv.kernel.presses.window_attention import exact_window_attention  # noqa: E402
+from kvdiv.kernel.session import KernelSession  # noqa: E402
 
 VARIANTS = {"kvpress": contextlib.nullcontext, "kvdiv": exact_window_attention}
 

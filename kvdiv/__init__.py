@@ -1,7 +1,8 @@
 """kvdiv: divergence timing and cumulative disagreement under KV-cache eviction.
 
 Reproduces arXiv 2609.16617 (Luo & Yu, "Divergence Timing and Cumulative Disagreement under KV-Cache Eviction") as a
-library plus a Snakemake workflow. One package per pipeline stage: :mod:`kvdiv.documents`, :mod:`kvdiv.llm`,
+library plus a Snakemake workflow. One package per pipeline stage: :mod:`kvdiv.documents`, :mod:`kvdiv.models`,
+:mod:`kvdiv.kernel`,
 :mod:`kvdiv.trajectories`, :mod:`kvdiv.metrics`, :mod:`kvdiv.finite`, :mod:`kvdiv.analysis`, :mod:`kvdiv.outputs`,
 :mod:`kvdiv.show`, :mod:`kvdiv.compare` (the trajectory job from Python: docs/python-api.md); shared by all:
 :mod:`kvdiv.layout`, :mod:`kvdiv.names`, :mod:`kvdiv.estimands`, :mod:`kvdiv.seeds`, :mod:`kvdiv.io`,

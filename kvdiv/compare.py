@@ -64,12 +64,13 @@ def _documents(prompts: Sequence[Any], ids: Sequence[str] | None, tokenizer: Any
 def _loaded(
     model: Any, tokenizer: Any, name: str, chat_template: bool, eos_token_ids: Sequence[int] | None, prepack: bool
 ) -> Any:
-    """The :class:`kvdiv.llm.loading.LoadedModel` of an in-memory model (no weight hash: not read from files)."""
+    """The :class:`kvdiv.models.loading.LoadedModel` of an in-memory model (no weight hash: not read from files)."""
     import torch
 
-    from kvdiv.llm.loading import LoadedModel, max_context
-    from kvdiv.llm.prepacked import is_prepacked, linear_kernel, prepack_linears
-    from kvdiv.llm.tokenization import eos_token_ids as model_eos, uses_chat_template
+    from kvdiv.models.loading import LoadedModel
+    from kvdiv.models.model_files import max_context
+    from kvdiv.models.prepacked import is_prepacked, linear_kernel, prepack_linears
+    from kvdiv.models.tokenization import eos_token_ids as model_eos, uses_chat_template
 
     model.eval()
     device = next(model.parameters()).device

@@ -21,9 +21,8 @@ import xarray as xr
 from kvdiv.estimands import COMPLETE_COLUMNS, SWRB_COLUMNS, pair_evaluations
 from kvdiv.io import read_parquet, write_parquet
 from kvdiv.layout import METRIC_TABLES
-from kvdiv.metric_kernels import (  # noqa: F401  (re-exported: the kernels' documented home is kvdiv.metrics)
+from kvdiv.metric_kernels import (
     CUBE_VARIABLES,
-    first_true,
     replicate_counts,
     COMPLETE_METRICS,
     complete_estimators,

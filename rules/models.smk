@@ -1,5 +1,5 @@
 # stage: models — resolve each configured model once into results/models/{model}/
-# (safetensors + config + tokenizer + provenance.json; see kvdiv.llm.sources). The directory is built
+# (safetensors + config + tokenizer + provenance.json; see kvdiv.models.sources). The directory is built
 # beside its final path and renamed into place whole, with provenance.json written last inside it,
 # so provenance.json (the rule's output) exists only in a complete model directory.
 # Helpers for downstream rules (rules/common.smk): get_model_dir(model), get_model_ready(model).

@@ -2,7 +2,7 @@
 
 Fixtures
 --------
-tiny_llama, tiny_qwen2 : session-scoped :class:`kvdiv.llm.loading.LoadedModel` of tiny randomly initialised
+tiny_llama, tiny_qwen2 : session-scoped :class:`kvdiv.models.loading.LoadedModel` of tiny randomly initialised
     Llama / Qwen2 configs (2 layers, hidden 64, 4 heads, 2 KV heads) with the built-in byte tokenizer,
     resolved into a temporary directory and loaded like any other model.
 tiny_model_factory : build further tiny random models: ``tiny_model_factory("mistral", hidden_size=32)``.
@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kvdiv.llm.loading import load_model
-from kvdiv.llm.sources import resolve_model
+from kvdiv.models.loading import load_model
+from kvdiv.models.sources import resolve_model
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

@@ -94,27 +94,36 @@ def rule_closure(script: str) -> set[str]:
 
 def test_the_rules_closures_follow_the_imports():
     """What hand-kept lists used to miss is in: the figure rule runs kvdiv.analysis (the figures import its names),
-    the document rule runs kvdiv.llm (tokenizers and chat templates, not the weights' loading); and what a rule does
+    the document rule runs kvdiv.models (tokenizers and chat templates, not the weights' loading); and what a rule does
     not run stays out."""
     figure = rule_closure("figure.py")
     assert {"kvdiv.analysis", "kvdiv.analysis.inputs", "kvdiv.outputs.figure5", "kvdiv.outputs.style"} <= figure
     document = rule_closure("document.py")
-    assert {"kvdiv.llm.model_files", "kvdiv.llm.tokenization", "kvdiv.documents.render", "kvdiv.layout"} <= document
-    assert "kvdiv.llm.loading" not in document  # a block loads the tokenizer only, in a process without torch
+    assert {
+        "kvdiv.models.model_files",
+        "kvdiv.models.tokenization",
+        "kvdiv.documents.render",
+        "kvdiv.layout",
+    } <= document
+    assert "kvdiv.models.loading" not in document  # a block loads the tokenizer only, in a process without torch
     trajectories = rule_closure("trajectories.py")
     assert {
-        "kvdiv.llm.session",
-        "kvdiv.llm.decode_attention",
-        "kvdiv.llm.presses.probabilistic_press",
+        "kvdiv.kernel.session",
+        "kvdiv.kernel.decode_attention",
+        "kvdiv.kernel.presses.probabilistic_press",
         "kvdiv.trajectories.swrb",
         "kvdiv.estimands",
         "kvdiv.documents.render",
     } <= trajectories
     assert not {
-        m for m in rule_closure("metrics.py") | rule_closure("cube.py") if m.startswith(("kvdiv.llm", "kvdiv.analysis"))
+        m
+        for m in rule_closure("metrics.py") | rule_closure("cube.py")
+        if m.startswith(("kvdiv.models", "kvdiv.kernel", "kvdiv.analysis"))
     }
     assert not {
-        m for m in rule_closure("analysis.py") if m.startswith(("kvdiv.llm", "kvdiv.trajectories", "kvdiv.outputs"))
+        m
+        for m in rule_closure("analysis.py")
+        if m.startswith(("kvdiv.models", "kvdiv.kernel", "kvdiv.trajectories", "kvdiv.outputs"))
     }
     report = {p.relative_to(PACKAGE_DIR).as_posix() for p in code_files([SCRIPTS / "report.py"])}
     assert "data/paper_reported_values.yaml" in report and "outputs/report.py" in report

@@ -63,7 +63,7 @@ def test_complete_estimates_match_their_definitions_on_every_path(horizon, windo
 def test_metrics_compute_the_complete_columns_with_the_shared_formula():
     """On every mismatch path of length 6, the cube metrics' per-row sums go through complete_estimates exactly (the
     finite-state naive sampler calls the same function; its unbiasedness is tested in tests/finite/)."""
-    from kvdiv.metrics import complete_estimators, replicate_counts
+    from kvdiv.metric_kernels import complete_estimators, replicate_counts
 
     horizon, window = 6, 2
     mismatch = _paths(horizon)
@@ -99,7 +99,7 @@ def test_swrb_estimates_vanish_without_a_branch():
 def test_metrics_compute_the_swrb_columns_with_the_shared_formula():
     """From one stored overlap path and branch, the cube metrics give exactly swrb_estimates(D, J, Σ, Σ_L) (the
     finite-state sampler calls the same function; its unbiasedness is tested in tests/finite/)."""
-    from kvdiv.metrics import swrb_estimators
+    from kvdiv.metric_kernels import swrb_estimators
 
     horizon, window = 6, 2
     overlap = np.array([[0.0, 0.1, 0.2, 0.05, 0.3, 0.1]])

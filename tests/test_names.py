@@ -17,7 +17,7 @@ import yaml
 
 from kvdiv.cli import main as kvdiv_main
 from kvdiv.io import atomic_path
-from kvdiv.llm.sources import resolve_model
+from kvdiv.models.sources import resolve_model
 from kvdiv.names import NAME_PATTERN, check_config_names, check_name
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kvdiv.llm import loading, sources
+from kvdiv.models import loading, sources
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = sorted(
@@ -71,6 +71,6 @@ def test_shipped_model_code_never_runs(tmp_path):
     try:
         sources.resolve_model("shipped", spec, tmp_path / "models" / "shipped")
         loading.load_model("shipped", spec, tmp_path / "models")
-    except ValueError as err:  # refused up front (kvdiv.llm.model_files); what matters is that nothing ran
+    except ValueError as err:  # refused up front (kvdiv.models.model_files); what matters is that nothing ran
         assert "auto_map" in str(err) or "ships code" in str(err)
     assert not marker.exists(), "the model directory's own Python code ran"

@@ -1,7 +1,7 @@
 """Snakemake script of rule document: write a block of a stratum's documents,
 results/{study}/documents/{stratum}/{first}-{last}.jsonl (kvdiv.documents), with one tokenizer load."""
 
-from kvdiv.llm.tokenization import tokenizer_only_process
+from kvdiv.models.tokenization import tokenizer_only_process
 
 # a block needs the tokenizer, never the weights: transformers without torch (≈ 2.3 s less per block)
 tokenizer_only_process()

@@ -1,9 +1,9 @@
-"""Snakemake script of rule resolve_model: materialise results/models/{model}/ (see kvdiv.llm.sources)."""
+"""Snakemake script of rule resolve_model: materialise results/models/{model}/ (see kvdiv.models.sources)."""
 
 import logging
 from pathlib import Path
 
-from kvdiv.llm.sources import resolve_model
+from kvdiv.models.sources import resolve_model
 from kvdiv.joblog import job_log
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake

@@ -12,8 +12,8 @@ from pathlib import Path  # noqa: E402
 from kvdiv.settings import Generation, Runtime  # noqa: E402
 from kvdiv.documents import read_jsonl  # noqa: E402
 from kvdiv.joblog import job_log  # noqa: E402
-from kvdiv.llm.loading import load_model  # noqa: E402
-from kvdiv.llm.presses.registry import load_press_modules  # noqa: E402
+from kvdiv.models.loading import load_model  # noqa: E402
+from kvdiv.kernel.presses.registry import load_press_modules  # noqa: E402
 from kvdiv.layout import Layout  # noqa: E402
 from kvdiv.trajectories.job import run_documents  # noqa: E402
 from kvdiv.trajectories.reuse import TrajectoryCache  # noqa: E402

@@ -16,23 +16,19 @@ import numpy as np
 import polars as pl
 
 from kvdiv.analysis.inputs import POOLED, first_row, lookup
-from kvdiv.analysis.claim_rows import (  # noqa: F401  (re-exported: the verdict rules)
+from kvdiv.analysis.claim_rows import (
     COLUMNS,
-    EXCLUDES_ESTIMATE,
     NOT_IDENTIFIED,
-    RULES,
     Rows,
     VERDICTS,
     cells_verdict,
     contrasts_of,
-    excludes_estimate,
     finite,
     identified,
     models_of,
     paper_text,
     range_verdict,
     share_row,
-    shown,
     split_contrast,
     within_verdict,
 )

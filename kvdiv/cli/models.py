@@ -1,4 +1,4 @@
-"""``kvdiv models``: resolve a configured model (:mod:`kvdiv.llm.sources`), or show a resolved model's provenance."""
+"""``kvdiv models``: resolve a configured model (:mod:`kvdiv.models.sources`), or show a resolved model's provenance."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def _resolve(args: argparse.Namespace) -> int:
     seed = derive_seed(int(config.get("seed", 0)), "model", args.name)
     models_dir = args.models_dir or Layout(check_results_root(config["results"])).models_dir
     out = Path(models_dir) / args.name
-    from kvdiv.llm.sources import resolve_model, up_to_date  # torch: only once the config and the name are good
+    from kvdiv.models.sources import resolve_model, up_to_date  # torch: only once the config and the name are good
 
     if not args.force and up_to_date(out, models[args.name], seed):
         print(f"{out} is already resolved from this spec; nothing to do (--force resolves it again)")

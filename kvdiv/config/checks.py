@@ -332,7 +332,7 @@ def check_sizes(config: Mapping) -> None:
         )
 
 
-#: Press classes that compress while decoding (kvdiv.llm.decoding): an action naming one at any depth is checked
+#: Press classes that compress while decoding (kvdiv.kernel.decoding): an action naming one at any depth is checked
 #: against its studies' prompts and horizon by :func:`check_decoding_actions`.
 DECODING_PRESSES = ("DecodingPress", "CompressionRatioDecodingPress", "PrefillDecodingPress")
 
@@ -355,7 +355,7 @@ def check_decoding_actions(config: Mapping) -> None:
     decoding = [name for name, spec in actions.items() if _names_press(spec, DECODING_PRESSES)]
     if not decoding:
         return
-    from kvdiv.llm.presses.registry import build_press, decoding_press
+    from kvdiv.kernel.presses.registry import build_press, decoding_press
 
     for study, spec in _studies(config).items():
         longest = max(s["length"] for s in spec["strata"])

@@ -100,7 +100,7 @@ class Lookups:
                 raise ValueError(f"model {model!r}: tokenizer {tokenizer!r} is neither 'bytes' nor a configured model")
             return [self.model_ready(tokenizer)]
         if spec["source"] in ("local", "gguf"):
-            from kvdiv.llm.sources import source_files
+            from kvdiv.models.sources import source_files
 
             return [str(path) for path in source_files(spec)]
         return []
@@ -208,7 +208,7 @@ class Lookups:
 
     def press_modules(self) -> list[str]:
         """The user's press files (config ``press_modules``), each checked to exist and parse (read, not run)."""
-        from kvdiv.llm.press_files import press_module_classes
+        from kvdiv.kernel.presses.press_files import press_module_classes
 
         for path in self.config["press_modules"]:
             press_module_classes(path)
@@ -217,7 +217,7 @@ class Lookups:
     @functools.cache
     def study_press_modules(self, study: str) -> list[str]:
         """The press files defining a press one of the study's actions names: inputs of its trajectory jobs."""
-        from kvdiv.llm.press_files import press_module_files
+        from kvdiv.kernel.presses.press_files import press_module_files
 
         return list(press_module_files(self.action_specs(study), self.press_modules()))
 

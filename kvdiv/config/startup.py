@@ -32,11 +32,11 @@ def check_actions(
         return
     actions = canonical(dict(config.get("actions") or {}))
     sources = {path: hashlib.sha256(Path(path).read_bytes()).hexdigest() for path in press_modules}
-    key = fingerprint(actions, code_hash("kvdiv.llm.presses.registry"), version("kvpress"), sources)
+    key = fingerprint(actions, code_hash("kvdiv.kernel.presses.registry"), version("kvpress"), sources)
     marker = Path(marker_dir) / f"actions-valid-{key}"
     if marker.is_file():
         return
-    from kvdiv.llm.presses.registry import check_evicts, load_press_modules, validate_action
+    from kvdiv.kernel.presses.registry import check_evicts, load_press_modules, validate_action
 
     load_press_modules(press_modules)  # imports the user's files: errors name the file (and the class of a clash)
     for name, spec in actions.items():
@@ -51,7 +51,7 @@ def check_actions(
 
 def check_chat_templates(config: Mapping[str, Any], model_dir: Callable[[str], str]) -> None:
     """Every chat template known at start-up (a spec's string, a resolved model's own) renders two different probe
-    messages differently and each the same way twice, within its budget (:mod:`kvdiv.llm.chat_templates`)."""
-    from kvdiv.llm.chat_templates import check_model_templates
+    messages differently and each the same way twice, within its budget (:mod:`kvdiv.models.chat_templates`)."""
+    from kvdiv.models.chat_templates import check_model_templates
 
     check_model_templates(config["models"], model_dir)

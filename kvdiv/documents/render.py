@@ -22,7 +22,7 @@ def build_prompt(user: str, answer_prefix: str, chat: Callable[[str], str] | Non
 
 def chat_function(tokenizer, enabled: bool) -> Callable[[str], str] | None:
     """The user message → chat-templated text map of ``tokenizer`` (None when disabled or absent)."""
-    from kvdiv.llm.tokenization import apply_chat_template
+    from kvdiv.models.tokenization import apply_chat_template
 
     if not enabled or not getattr(tokenizer, "chat_template", None):
         return None

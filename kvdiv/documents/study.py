@@ -1,6 +1,6 @@
 """A study's stratum of documents from a :class:`kvdiv.config.DocumentRequest` (what the ``document`` rule passes).
 
-Loads the reference tokenizer from the resolved model directory (kvdiv.llm), works out the
+Loads the reference tokenizer from the resolved model directory (kvdiv.models), works out the
 model's context and chat template, and generates (source ``synthetic``) or loads (``jsonl``,
 ``ruler``, ``helmet``) the stratum's documents.
 """
@@ -25,7 +25,7 @@ def model_context(model_dir: str | os.PathLike, tokenizer, spec: dict) -> int:
     """The context length a resolved model holds (the spec's ``max_context`` first)."""
     from transformers import AutoConfig
 
-    from kvdiv.llm.model_files import max_context
+    from kvdiv.models.model_files import max_context
 
     if spec.get("max_context"):
         return int(spec["max_context"])
@@ -39,8 +39,8 @@ def stratum_documents(
 ) -> list[Document]:
     """Documents ``request.first .. request.first + request.count - 1`` of one stratum, sized with the tokenizer
     of ``request.model`` (resolved under ``models_dir``); document i does not depend on how many are asked for."""
-    from kvdiv.llm.model_files import load_tokenizer, model_dir
-    from kvdiv.llm.tokenization import uses_chat_template
+    from kvdiv.models.model_files import load_tokenizer, model_dir
+    from kvdiv.models.tokenization import uses_chat_template
 
     study, stratum, first, horizon = request.study, request.stratum, request.first, request.horizon
     n_documents, master_seed, study_seed = request.first + request.count, request.master_seed, request.study_seed

@@ -17,7 +17,8 @@ from pathlib import Path
 import polars as pl
 import yaml
 
-from kvdiv.analysis.claims import NOT_IDENTIFIED, RULES, claims_markdown, claims_table, verdict_counts
+from kvdiv.analysis.claims import claims_markdown, claims_table, verdict_counts
+from kvdiv.analysis.claim_rows import NOT_IDENTIFIED, RULES
 from kvdiv.analysis.inputs import contrast_name
 from kvdiv.io import atomic_path, read_parquet
 from kvdiv.layout import parse_stratum

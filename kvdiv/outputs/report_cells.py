@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from kvdiv.analysis.claims import NOT_IDENTIFIED
+from kvdiv.analysis.claim_rows import NOT_IDENTIFIED
 from kvdiv.analysis.inputs import lookup
 from kvdiv.analysis.items import AnalysisItem
 from kvdiv.outputs.tables import interval

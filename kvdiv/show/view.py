@@ -303,10 +303,10 @@ def select(data: StoreData, action: str | None, replicate: int, document: str | 
 
 def store_tokenizer(data: StoreData, models_dir: str | os.PathLike = DEFAULT_MODELS_DIR) -> tuple[Any, tuple[str, ...]]:
     """The tokenizer of the store's model, loaded from ``models_dir/{model}``
-    (:func:`kvdiv.llm.loading.load_tokenizer`), and notes (a resolved model whose weight hash differs from the
+    (:func:`kvdiv.models.loading.load_tokenizer`), and notes (a resolved model whose weight hash differs from the
     store's)."""
     from kvdiv.layout import PROVENANCE
-    from kvdiv.llm.model_files import load_tokenizer, read_provenance
+    from kvdiv.models.model_files import load_tokenizer, read_provenance
 
     model, spec = data.attrs.get("model"), data.attrs.get("model_spec") or {}
     if not model:

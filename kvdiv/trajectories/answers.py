@@ -148,7 +148,7 @@ def write_answers(
     cube's ``model`` and ``model_spec`` attributes), loaded from ``models_dir``."""
     ds = open_cube(cube)
     if tokenizer is None:
-        from kvdiv.llm.model_files import load_tokenizer
+        from kvdiv.models.model_files import load_tokenizer
 
         attrs = read_attrs(cube)
         name = model or str(attrs["model"])

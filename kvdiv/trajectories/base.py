@@ -25,7 +25,7 @@ EOS_FOLDING = "mass of every id in eos_token_ids folded onto eos_token_ids[0] be
 
 
 class Session(Protocol):
-    """The part of the :class:`~kvdiv.llm.session.KernelSession` API the samplers use (docs/internals.md)."""
+    """The part of the :class:`~kvdiv.kernel.session.KernelSession` API the samplers use (docs/internals.md)."""
 
     def initial_probs(self, cache: str) -> np.ndarray: ...
     def new_chain(self, cache: str) -> int: ...
@@ -97,7 +97,7 @@ class FoldedSession:
 def step_together(requests: Sequence[tuple[Session, Sequence[int], Sequence[int]]]) -> list[np.ndarray]:
     """One step of several sessions: (session, chains, tokens) → each request's laws as float64 NumPy arrays.
 
-    Sessions whose class provides ``step_together`` (:class:`kvdiv.llm.session.KernelSession`: one batched
+    Sessions whose class provides ``step_together`` (:class:`kvdiv.kernel.session.KernelSession`: one batched
     forward for all of them) step together; others (toy sessions) step one by one. A :class:`FoldedSession`'s
     laws are folded after its inner session's step.
     """

@@ -1,10 +1,10 @@
 """Coupled trajectory generation for one (model, document), or several documents of one model together: every
 action, R replicates, H steps.
 
-Both kernels are served by one :class:`kvdiv.llm.session.KernelSession`; the two modes are
+Both kernels are served by one :class:`kvdiv.kernel.session.KernelSession`; the two modes are
 :mod:`~kvdiv.trajectories.complete` and :mod:`~kvdiv.trajectories.swrb`. Several documents
 (:func:`generate_documents`): one session each, all rows through ONE forward per step
-(:func:`kvdiv.trajectories.base.drive`, :func:`kvdiv.llm.session.step_sessions`); a document's values do not depend
+(:func:`kvdiv.trajectories.base.drive`, :func:`kvdiv.kernel.session.step_sessions`); a document's values do not depend
 on which documents share its forward. Streams: ``reference_chain="shared"`` (complete mode, default) draws
 replicate r's reference from ``derive_rng(*seed_parts, "reference", r)`` and action a's coupling from
 ``(*seed_parts, a, r)``; details: docs/estimators.md#kernel-pairs-from-a-model.

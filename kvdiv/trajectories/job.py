@@ -65,7 +65,7 @@ def run_documents(
     action of every document together (or in consecutive batches of ``documents_per_batch``, each batch's stores
     written and its memory freed before the next), write one store per document.
 
-    ``loaded`` is a :class:`kvdiv.llm.loading.LoadedModel`; each document a documents-JSONL record
+    ``loaded`` is a :class:`kvdiv.models.loading.LoadedModel`; each document a documents-JSONL record
     (docs/internals.md) whose message is rendered with the model's own chat template (or none:
     :func:`kvdiv.documents.render.render_prompt`); the prompt ids fed are recorded in its store, which goes to
     ``outs[d]`` atomically. ``generation`` (:class:`kvdiv.config.Generation`, or its keyword ``settings``, the rest
@@ -225,7 +225,7 @@ def _generate(
 ) -> list[tuple[dict[str, Any], Any, float]]:
     """Prefill documents ``members`` and generate the actions ``needed`` for them together: per document its
     trajectories, its session and its prefill seconds."""
-    from kvdiv.llm.session import KernelSession
+    from kvdiv.kernel.session import KernelSession
 
     specs = {name: actions[name] for name in needed}
     sessions, prefill_s = [], []

@@ -34,9 +34,10 @@ from kvdiv.documents.loaders import own_documents, read_records, select_document
 from kvdiv.documents.scoring import normalize_answer
 from kvdiv.documents.render import build_prompt, prompt_token_ids, render_prompt
 from kvdiv.settings import DocumentRequest
-from kvdiv.documents.study import chat_function, stratum_documents
-from kvdiv.llm.sources import resolve_model
-from kvdiv.llm.tokenization import bytes_tokenizer
+from kvdiv.documents.study import stratum_documents
+from kvdiv.documents.render import chat_function
+from kvdiv.models.sources import resolve_model
+from kvdiv.models.tokenization import bytes_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -273,7 +274,7 @@ def test_a_document_block_holds_each_index_own_document(tmp_path):
 
 TOKENIZER_ONLY_BLOCK = """
 import json, sys
-from kvdiv.llm.tokenization import tokenizer_only_process
+from kvdiv.models.tokenization import tokenizer_only_process
 marked = tokenizer_only_process()
 from kvdiv.documents.study import write_document_block
 from kvdiv.settings import DocumentRequest
@@ -306,10 +307,10 @@ def tokenizer_only_block(block: DocumentRequest, out: Path, models_dir: Path) ->
 
 
 def test_a_tokenizer_only_process_writes_the_same_block_without_torch(tmp_path):
-    """The document rule's process never imports torch (kvdiv.llm.tokenization.tokenizer_only_process): transformers
+    """The document rule's process never imports torch (kvdiv.models.tokenization.tokenizer_only_process): transformers
     loads the same tokenizer, so the block is byte-identical to one written in a process that has torch."""
     from kvdiv.documents.study import write_document_block
-    from kvdiv.llm.tokenization import tokenizer_only_process
+    from kvdiv.models.tokenization import tokenizer_only_process
 
     spec = {
         "source": "random",

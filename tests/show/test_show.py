@@ -15,7 +15,7 @@ import pytest
 
 from kvdiv.cli import main
 from kvdiv.trajectories.job import run_document
-from kvdiv.llm.tokenization import bytes_tokenizer
+from kvdiv.models.tokenization import bytes_tokenizer
 from kvdiv.show import (
     divergence_picks,
     gallery,

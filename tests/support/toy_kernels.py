@@ -1,4 +1,4 @@
-"""A table-driven stand-in for :class:`kvdiv.llm.session.KernelSession` over explicit small kernels.
+"""A table-driven stand-in for :class:`kvdiv.kernel.session.KernelSession` over explicit small kernels.
 
 The kernels are plain functions of the generated history (a tuple of token ids) returning a law
 over a small vocabulary, so generation, coupling and estimators can be tested exactly and fast

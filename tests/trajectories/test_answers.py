@@ -10,7 +10,7 @@ import pytest
 
 from kvdiv.documents.generate import Document
 from kvdiv.documents.scoring import answer_found, score
-from kvdiv.llm.tokenization import bytes_tokenizer
+from kvdiv.models.tokenization import bytes_tokenizer
 from kvdiv.metrics import compute_metrics, join_answers
 from kvdiv.trajectories.answers import answer_text, first_answer_end, score_cube, score_pair
 from support.synthetic_cube import simulate_cube

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from kvdiv.llm.session import KernelSession, step_sessions
+from kvdiv.kernel.session import KernelSession
+from kvdiv.kernel.batched_step import step_sessions
 from kvdiv.trajectories.base import chains_needed
 from kvdiv.trajectories.generate import generate, generate_documents
 from support.job_documents import ACTIONS, PROMPTS, record

@@ -11,7 +11,7 @@ import xarray as xr
 
 from kvdiv.trajectories.generate import generate
 from kvdiv.trajectories.job import run_document
-from kvdiv.llm.session import KernelSession
+from kvdiv.kernel.session import KernelSession
 from kvdiv.trajectories.store import read_document_store, read_prompt_ids
 
 ACTIONS = {

@@ -1,5 +1,5 @@
 """A trajectory job imports only what it uses: no Hugging Face ``datasets`` through kvpress's press modules
-unless a press calls it (kvdiv.llm.presses.lazy_datasets)."""
+unless a press calls it (kvdiv.kernel.presses.lazy_datasets)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ def test_the_job_path_does_not_import_datasets():
     StreamingLLM, kvdiv's ProbabilisticPress) and every press class kvpress exports, leaves ``datasets`` out."""
     out = run_fresh("""
         import sys
-        import kvdiv.documents, kvdiv.joblog, kvdiv.llm.loading, kvdiv.trajectories.job, kvdiv.llm.session
-        from kvdiv.llm.presses.registry import build_press, press_classes
+        import kvdiv.documents, kvdiv.joblog, kvdiv.models.loading, kvdiv.trajectories.job, kvdiv.kernel.session
+        from kvdiv.kernel.presses.registry import build_press, press_classes
         assert len(press_classes()) > 30 and "DuoAttentionPress" in press_classes()
         for spec in ({"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 64},
                      {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 0},
@@ -40,7 +40,7 @@ def test_a_press_that_calls_datasets_gets_the_real_module():
     """The placeholder kvpress's calibrating presses hold forwards to the real ``datasets.load_dataset``."""
     out = run_fresh("""
         import sys
-        import kvdiv.llm.presses.registry
+        import kvdiv.kernel.presses.registry
         from kvpress.presses import duo_attention_press
         assert "datasets" not in sys.modules
         import datasets  # the real module (the placeholder is gone from sys.modules)

@@ -120,7 +120,7 @@ def test_editing_the_press_file_reruns_exactly_what_used_it(work):
 
 @pytest.mark.parametrize(
     "source, config_edit, message",
-    [  # the other cases: tests/llm/test_press_modules.py
+    [  # the other cases: tests/kernel/test_press_modules.py
         (
             PRESS.format(edit="").replace("NegKnormPress", "KnormPress"),
             {},
@@ -156,8 +156,8 @@ def test_compare_gives_the_workflows_arrays_with_the_own_press(work):
     from kvpress import AdaKVPress, KnormPress
 
     from kvdiv.documents import read_jsonl
-    from kvdiv.llm.loading import load_model
-    from kvdiv.llm.presses.registry import load_press_modules
+    from kvdiv.models.loading import load_model
+    from kvdiv.kernel.presses.registry import load_press_modules
 
     mine = load_press_modules([work / "presses/mine.py"])["NegKnormPress"]
     config = yaml.safe_load((work / "own.yaml").read_text())

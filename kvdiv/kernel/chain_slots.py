@@ -1,0 +1,143 @@
+"""A :class:`~kvdiv.kernel.session.KernelSession`'s chains and the slot buffers holding their caches.
+
+Per layer, preallocated K/V buffers [slots, kv_heads, capacity, head_dim] (the keys stored transposed, ``keys_t``
+[slots, kv_heads, head_dim, capacity], for decode attention's logits) and an additive logit bias [slots, kv_heads,
+capacity] (−inf where nothing is attended); each live chain (:class:`Chain`) owns one slot, takes the lowest free one
+and grows the buffers on demand. The K/V buffers are allocated uninitialised and each slot tracks how far its entries
+are finite (:meth:`ChainSlots.ensure_finite`): docs/internals.md#kernel-pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import torch
+
+from kvdiv.kernel.decoding import ChainState
+from kvdiv.kernel.prefill import Prefix
+
+
+@dataclass
+class Chain:
+    """One chain: its slot, the cache it decodes with, its cache length and RoPE position, whether it emitted EOS."""
+
+    slot: int
+    cache: str
+    length: int
+    position: int
+    done: bool
+    decode: ChainState | None = None  # an action with decode-time compression: its per-chain state
+
+
+class ChainSlots:
+    """The slot buffers of ``n_layers`` layers and the live chains by id (ids are never reused)."""
+
+    #: What fills new K/V buffers: None leaves them uninitialised; tests set NaN, so that a read of an entry that was
+    #: neither written nor zeroed would show in the laws.
+    unused_fill: float | None = None
+    #: Entries :meth:`ensure_finite` zeroes at least, once it has to zero any (fewer, larger fills).
+    FINITE_CHUNK = 256
+
+    def __init__(self, n_layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device):
+        self.n_layers, self.kv_heads, self.head_dim = n_layers, kv_heads, head_dim
+        self.dtype, self.device = dtype, device
+        self.capacity = 0
+        self.n_slots = 0
+        self.keys_t: list[torch.Tensor] = []  # the storage of the keys: [slots, kv_heads, head_dim, capacity]
+        self.keys: list[torch.Tensor] = []  # views of it as [slots, kv_heads, capacity, head_dim], as the values
+        self.values: list[torch.Tensor] = []
+        self.bias: list[torch.Tensor] = []
+        self.free: list[int] = []
+        self.finite: list[int] = []  # per slot: its entries [0, finite) hold finite keys and values in every layer
+        self.chains: dict[int, Chain] = {}
+        self.next_id = 0
+
+    def grow(self, n_slots: int, capacity: int) -> None:
+        """Make room for at least ``n_slots`` slots of ``capacity`` entries, keeping every slot's contents."""
+        n_slots, capacity = max(n_slots, self.n_slots), max(capacity, self.capacity)
+        if n_slots == self.n_slots and capacity == self.capacity:
+            return
+        shape = (n_slots, self.kv_heads, capacity, self.head_dim)
+        for layer in range(self.n_layers):
+            kt, v = self._unwritten((n_slots, self.kv_heads, self.head_dim, capacity)), self._unwritten(shape)
+            b = torch.full(shape[:3], float("-inf"), dtype=torch.float32, device=self.device)
+            if self.n_slots:
+                kt[: self.n_slots, :, :, : self.capacity] = self.keys_t[layer]
+                v[: self.n_slots, :, : self.capacity] = self.values[layer]
+                b[: self.n_slots, :, : self.capacity] = self.bias[layer]
+                self.keys_t[layer], self.values[layer], self.bias[layer] = kt, v, b
+                self.keys[layer] = kt.transpose(2, 3)
+            else:
+                self.keys_t.append(kt)
+                self.keys.append(kt.transpose(2, 3))
+                self.values.append(v)
+                self.bias.append(b)
+        self.free = sorted(set(self.free) | set(range(self.n_slots, n_slots)))
+        self.finite += [0] * (n_slots - self.n_slots)  # kept slots keep theirs: their entries were copied
+        self.n_slots, self.capacity = n_slots, capacity
+
+    def _unwritten(self, shape: tuple[int, ...]) -> torch.Tensor:
+        if self.unused_fill is None:
+            return torch.empty(shape, dtype=self.dtype, device=self.device)
+        return torch.full(shape, self.unused_fill, dtype=self.dtype, device=self.device)
+
+    def ensure_finite(self, slot: int, end: int) -> None:
+        """Make ``slot``'s entries up to ``end`` (at most the capacity) finite, zeroing those not yet written."""
+        start = self.finite[slot]
+        if end <= start:
+            return
+        stop = min(self.capacity, max(end, start + self.FINITE_CHUNK))
+        for layer in range(self.n_layers):
+            self.keys_t[layer][slot, :, :, start:stop] = 0
+            self.values[layer][slot, :, start:stop] = 0
+        self.finite[slot] = stop
+
+    def take(self) -> int:
+        """The lowest free slot (the slots double when none is free)."""
+        if not self.free:
+            self.grow(2 * self.n_slots, self.capacity)
+        return self.free.pop(0)
+
+    def register(self, chain: Chain) -> int:
+        """A new chain id for ``chain``."""
+        cid = self.next_id
+        self.next_id += 1
+        self.chains[cid] = chain
+        return cid
+
+    def chain(self, c: int) -> Chain:
+        """Live chain ``c``; KeyError naming it if unknown or released."""
+        if c not in self.chains:
+            raise KeyError(f"unknown or released chain {c}")
+        return self.chains[c]
+
+    def release(self, chains: Iterable[int]) -> None:
+        """Free the slots of ``chains`` (unknown ids are ignored)."""
+        for c in chains:
+            ch = self.chains.pop(c, None)
+            if ch is not None:
+                self.free.append(ch.slot)
+        self.free.sort()
+
+    def load(self, slot: int, prefix: Prefix) -> None:
+        """Write a prompt cache into ``slot``: its keys, values and bias, −inf beyond it."""
+        L = prefix.length
+        keys_t = prefix.keys_transposed()  # (rows of L entries: writing through the transposed view is strided)
+        for layer in range(self.n_layers):
+            self.keys_t[layer][slot, :, :, :L] = keys_t[layer]
+            self.values[layer][slot, :, :L] = prefix.values[layer]
+            self.bias[layer][slot].fill_(float("-inf"))
+            self.bias[layer][slot, :, :L] = prefix.bias[layer]
+        self.finite[slot] = max(self.finite[slot], L)
+
+    def copy(self, source: int, slot: int, length: int) -> None:
+        """Copy slot ``source``'s first ``length`` entries and its whole bias into ``slot``."""
+        for layer in range(self.n_layers):
+            self.keys_t[layer][slot, :, :, :length] = self.keys_t[layer][source, :, :, :length]
+            self.values[layer][slot, :, :length] = self.values[layer][source, :, :length]
+            self.bias[layer][slot] = self.bias[layer][source]
+        self.finite[slot] = max(self.finite[slot], length)
+
+
+__all__ = ["Chain", "ChainSlots"]

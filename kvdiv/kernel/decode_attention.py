@@ -1,0 +1,128 @@
+"""The decode attention of :class:`kvdiv.kernel.session.KernelSession`: one new query per chain against its slot
+buffers.
+
+Per layer, preallocated K/V buffers (keys stored transposed, [slots, kv_heads, head_dim, capacity]: the logits are
+then a plain matrix product over contiguous key columns; values [slots, kv_heads, capacity, head_dim]) with per-chain
+valid lengths and an additive logit bias [slots, kv_heads, capacity]. The model is handed a :class:`SlotCache`;
+:func:`decode_attention`, registered with transformers' ``AttentionInterface`` as ``"kvdiv_decode"``, reads the
+contiguous slot ranges (views) that the step's :class:`DecodePlan` lists (one :class:`DecodePart` per session; set
+with :func:`planned`). How: docs/internals.md#kernel-pairs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import torch
+from transformers import AttentionInterface
+
+from kvdiv.kernel.presses.lazy_datasets import import_kvpress
+
+ATTN_IMPLEMENTATION = "kvdiv_decode"
+
+# the decode plan of the step in progress (set by planned(), read by the attention function)
+_ACTIVE: dict[str, Any] = {"plan": None}
+
+
+@dataclass
+class DecodePart:
+    """One session's share of a decode step: its batch rows ``row0:row1``, its per-layer buffers (``keys_t``
+    [slots, kv_heads, head_dim, capacity], ``values`` [slots, kv_heads, capacity, head_dim], ``bias``), the slot and
+    valid length each row writes its new key/value at, and ``runs`` of (row0, row1, slot0, slot1, valid length)
+    with rows relative to the part."""
+
+    row0: int
+    row1: int
+    keys_t: list[torch.Tensor]
+    values: list[torch.Tensor]
+    bias: list[torch.Tensor]
+    slots: torch.Tensor
+    lengths: torch.Tensor
+    runs: list[tuple[int, int, int, int, int]]
+
+
+@dataclass
+class DecodePlan:
+    """The parts (one per session) of one decode step, in batch-row order."""
+
+    parts: list[DecodePart]
+
+
+@contextlib.contextmanager
+def planned(plan: DecodePlan) -> Iterator[None]:
+    """Make ``plan`` the one :func:`decode_attention` reads while the block runs."""
+    _ACTIVE["plan"] = plan
+    try:
+        yield
+    finally:
+        _ACTIVE["plan"] = None
+
+
+def decode_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """Attention of one new query per chain against that chain's buffer rows, with the additive bias.
+
+    Each part of the plan has its own layer buffers [slots, kv_heads, capacity, head_dim] (``key``/``value``
+    are ignored) and lists runs of consecutive slots (batch rows row0:row1 ↔ slots s0:s1, valid length L) so
+    each run is one matmul/softmax/matmul on buffer views.
+    """
+    plan = _ACTIVE["plan"]
+    if plan is None:
+        raise RuntimeError(f"attention implementation {ATTN_IMPLEMENTATION!r} is only usable inside KernelSession.step")
+    if kwargs.get("softcap") is not None:
+        raise NotImplementedError("kvdiv decoding does not support attention softcapping")
+    layer = module.layer_idx
+    batch, n_heads, _, head_dim = query.shape
+    scale = head_dim**-0.5 if scaling is None else scaling
+    out = torch.empty(batch, n_heads, head_dim, dtype=query.dtype, device=query.device)
+    for part in plan.parts:
+        keys_t, values, bias = part.keys_t[layer], part.values[layer], part.bias[layer]
+        kv_heads, capacity = values.shape[1], values.shape[2]
+        groups = n_heads // kv_heads
+        # GQA without copies: the `groups` query heads sharing a KV head form that head's query rows;
+        # (slot, kv head) pairs of a run are one batch dimension of views into the buffers
+        q = query[part.row0 : part.row1].reshape((part.row1 - part.row0) * kv_heads, groups, head_dim)
+        o = out[part.row0 : part.row1].view(-1, groups, head_dim)
+        for row0, row1, s0, s1, length in part.runs:
+            rows = slice(row0 * kv_heads, row1 * kv_heads)
+            kt = keys_t[s0:s1].view(-1, head_dim, capacity)[:, :, :length]
+            v = values[s0:s1].view(-1, capacity, head_dim)[:, :length]
+            b = bias[s0:s1].view(-1, 1, capacity)[:, :, :length]
+            # explicit matmul/softmax: unlike CPU SDPA kernels, identical rows give bit-identical results
+            if q.dtype == torch.float32:
+                logits = torch.baddbmm(b, q[rows], kt, alpha=scale)
+            else:
+                logits = torch.bmm(q[rows], kt).float().mul_(scale).add_(b)
+            weights = torch.softmax(logits, dim=-1).to(values.dtype)
+            torch.bmm(weights, v, out=o[rows])
+    return out.view(batch, n_heads, 1, head_dim).transpose(1, 2).contiguous(), None
+
+
+# kvpress, when imported, wraps every attention function registered by then (kvpress.attention_patch: a wrapper that
+# writes fake keys into `key` at a module's `masked_key_indices`, which here is a chain's slot buffer). Import it
+# first, so that it patches before this registration whatever the import order elsewhere, and the function
+# transformers calls for "kvdiv_decode" is always decode_attention itself (tests/kernel/test_session.py).
+import_kvpress()
+AttentionInterface.register(ATTN_IMPLEMENTATION, decode_attention)
+
+
+class SlotCache:
+    """The cache object handed to the model during a decode step: writes each row's new K/V at its chain's
+    length in its part's layer buffers and returns the first part's buffers (:func:`decode_attention` reads
+    every part's own buffers from the plan)."""
+
+    is_compileable = False
+
+    def __init__(self, plan: DecodePlan):
+        self.plan = plan
+
+    def update(self, key_states, value_states, layer_idx, cache_kwargs=None):
+        for part in self.plan.parts:
+            part.keys_t[layer_idx][part.slots, :, :, part.lengths] = key_states[part.row0 : part.row1, :, 0]
+            part.values[layer_idx][part.slots, :, part.lengths] = value_states[part.row0 : part.row1, :, 0]
+        first = self.plan.parts[0]
+        return first.keys_t[layer_idx].transpose(2, 3), first.values[layer_idx]
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return max(int(part.lengths.max()) for part in self.plan.parts)

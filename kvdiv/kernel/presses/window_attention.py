@@ -1,0 +1,64 @@
+"""kvpress's SnapKV window attention (``SnapKVPress.compute_window_attention``, also called by Finch, TOVA and
+SimLayerKV) with the same bits and without its full-size mask tensors.
+
+kvpress builds the causal mask of the window's queries as ``ones_like(weights) × −inf``, ``triu`` and ``+=``: three
+tensors of the weights' size per layer and press. :func:`window_attention` masks in place with a boolean mask cached
+per (window, keys, device) instead; adding 0 or −inf to a finite logit and filling −inf there are the same values,
+so the softmax sees the same input. :func:`exact_window_attention` installs it for the length of a block
+(the prefill, :func:`kvdiv.kernel.prefill.prefill_caches`). tests/kernel/test_window_attention.py holds the bits equal.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Iterator
+
+import torch
+from kvpress import SnapKVPress
+from kvpress.utils import get_prerope_query_states
+from torch import nn
+from transformers.models.llama.modeling_llama import repeat_kv, rotate_half
+
+#: kvpress's own implementation, as imported (restored after :func:`exact_window_attention`)
+KVPRESS_WINDOW_ATTENTION = SnapKVPress.__dict__["compute_window_attention"]
+
+
+@lru_cache(maxsize=64)
+def future_mask(window_size: int, k_len: int, device: torch.device) -> torch.Tensor:
+    """Bool [window_size, k_len]: True where window query i (prompt position k_len − window_size + i) would see a
+    later key, i.e. kvpress's ``triu(…, diagonal=k_len − window_size + 1)``."""
+    return torch.ones(window_size, k_len, dtype=torch.bool, device=device).triu_(k_len - window_size + 1)
+
+
+def window_attention(module, hidden_states, keys, window_size, position_embeddings):
+    """The attention weights of the last ``window_size`` queries on the first ``k_len − window_size`` keys, computed as
+    kvpress's ``SnapKVPress.compute_window_attention`` computes them (same arguments, same bits)."""
+    _, _, k_len, _ = keys.shape
+    head_dim = module.head_dim
+    groups = module.config.num_attention_heads // module.config.num_key_value_heads
+    query_states = get_prerope_query_states(module, hidden_states[:, -window_size:])
+    cos, sin = position_embeddings
+    cos, sin = cos[:, -window_size:], sin[:, -window_size:]
+    query_states = (query_states * cos.unsqueeze(1)) + (rotate_half(query_states) * sin.unsqueeze(1))
+    weights = torch.matmul(query_states, repeat_kv(keys, groups).transpose(2, 3))
+    weights.div_(math.sqrt(head_dim))
+    weights.masked_fill_(future_mask(window_size, k_len, weights.device), float("-inf"))
+    weights = nn.functional.softmax(weights, dim=-1, dtype=torch.float32).to(query_states.dtype)
+    return weights[..., :-window_size]
+
+
+@contextmanager
+def exact_window_attention() -> Iterator[None]:
+    """Within the block, every SnapKV window attention (SnapKV's own and the presses that call it) is
+    :func:`window_attention`; kvpress's implementation is restored afterwards, also after an exception."""
+    saved = SnapKVPress.__dict__["compute_window_attention"]
+    SnapKVPress.compute_window_attention = staticmethod(window_attention)
+    try:
+        yield
+    finally:
+        SnapKVPress.compute_window_attention = saved
+
+
+__all__ = ["KVPRESS_WINDOW_ATTENTION", "exact_window_attention", "future_mask", "window_attention"]

@@ -1,0 +1,401 @@
+"""Kernel pairs (P, Q) from a real LLM: one prefill, every action's evicted cache, batched decoding.
+
+P is the model with the full prompt cache ("reference"); an action's Q is the same model with the prompt cache
+evicted once after prefill by the action's press (persistent eviction), and for a decoding press cut again along each
+chain's own history while it generates (:mod:`kvdiv.kernel.decoding`). One prefill serves all actions (hooks run
+each press on a private capture cache; the reference cache is never mutated); :meth:`KernelSession.step` advances
+several chains with different caches in ONE batched forward, with the attention of
+:mod:`kvdiv.kernel.decode_attention`. What is supported and how: docs/internals.md#kernel-pairs; the kernels'
+mathematics (positions, step 1, ``evict_first_step``): docs/estimators.md#kernel-pairs-from-a-model.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Iterable, Mapping, Sequence
+
+import torch
+
+from kvdiv.kernel.batched_step import StepPart, step_sessions
+from kvdiv.kernel.chain_slots import Chain, ChainSlots
+from kvdiv.kernel.decoding import ChainState, match_rows, run_decoding_hooks
+from kvdiv.kernel.prefill import REFERENCE, Prefix, attention_layers, prefill_caches
+from kvdiv.kernel.presses.protocol import IndexedPress, SeededPress
+from kvdiv.kernel.presses.registry import build_press, decoding_press
+
+# kvpress after kvdiv.kernel.decode_attention (which imports it behind the lazy `datasets` placeholder)
+from kvpress import BasePress  # noqa: E402,I001
+
+
+class KernelSession:
+    """Kernel pairs of one (model, prompt) for a set of actions; see docs/internals.md "Kernel pairs".
+
+    Parameters
+    ----------
+    loaded : LoadedModel
+        Anything with ``.model`` (a kvpress-supported causal LM in eval mode) and ``.eos_token_ids``.
+    prompt_ids : LongTensor [n] or [1, n]
+        The prompt's token ids.
+    actions : mapping name → action spec or press instance
+        ``{press: <name>, **arguments}`` (see :mod:`kvdiv.kernel.presses.registry`), or a kvpress press instance (a copy
+        is used); "reference" is reserved.
+    temperature : float
+        Next-token laws are softmax(logits / temperature) in float64.
+    evict_first_step : bool
+        Evaluate Q at step 1 through the evicted cache (see the module docstring).
+    max_chains : int, optional
+        Initial number of chain slots (default 2 × (number of caches) + 1); grows on demand.
+    horizon : int, keyword-only, required
+        H, the tokens each chain will generate: the initial room per chain (H + 1 slots beyond the longest
+        prompt cache and the one of ``evict_first_step``); grows on demand. (Its default is the study key's,
+        config/schema.yaml; arguments after it are keyword-only too.)
+    seed_parts : sequence, optional
+        (master seed, study seed, document id): random presses (:class:`~kvdiv.kernel.presses.protocol.SeededPress`:
+        ProbabilisticPress, or a press of your own) draw from these and the action's name (:meth:`press_seeds` reports
+        the seeds); None keeps each press's own ``seed``.
+    compressed_length : int, optional
+        ``compress: context`` (kvpress's pipeline): the presses see and compress only the first
+        ``compressed_length`` prompt tokens (the context); the rest (the question and answer prefix) is then fed
+        token by token through every cache, uncompressed, so Q at step 1 already reads the evicted context.
+        None: the whole prompt is compressed (``compress: prompt``).
+    """
+
+    def __init__(
+        self,
+        loaded: Any,
+        prompt_ids: torch.Tensor,
+        actions: Mapping[str, Mapping[str, Any]],
+        temperature: float = 1.0,
+        evict_first_step: bool = False,
+        max_chains: int | None = None,
+        *,
+        horizon: int,
+        seed_parts: Sequence[int | str] | None = None,
+        compressed_length: int | None = None,
+    ):
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        if REFERENCE in actions:
+            raise ValueError(f"action name {REFERENCE!r} is reserved for the full-cache kernel")
+        self.model = loaded.model
+        self.eos_token_ids = [int(t) for t in loaded.eos_token_ids]
+        if not self.eos_token_ids:
+            raise ValueError("loaded.eos_token_ids is empty")
+        self.temperature = float(temperature)
+        self.evict_first_step = bool(evict_first_step)
+        self.device = next(self.model.parameters()).device
+        self.dtype = next(self.model.parameters()).dtype
+        ids = torch.as_tensor(prompt_ids, dtype=torch.long).reshape(-1).to(self.device)
+        if ids.numel() < 2:
+            raise ValueError("the prompt needs at least 2 tokens")
+        self.prompt_ids = ids
+        self.prompt_length = int(ids.numel())
+        self.actions = {name: spec if isinstance(spec, BasePress) else dict(spec) for name, spec in actions.items()}
+        # a press instance (kvdiv.compare) is copied: presses keep per-prefill state, one copy per session
+        self.presses = {
+            name: copy.deepcopy(spec) if isinstance(spec, BasePress) else build_press(spec, name=name)
+            for name, spec in self.actions.items()
+        }
+        if seed_parts is not None:
+            for name, press in self.presses.items():
+                if isinstance(press, SeededPress):
+                    press.set_document(*seed_parts, action=name)
+        self._attn = attention_layers(self.model)
+        self.n_layers = len(self._attn)
+        # actions that compress during decoding too (kvpress's DecodingPress, PrefillDecodingPress): their part
+        # that does
+        self._decoding = {
+            name: part for name, press in self.presses.items() if (part := decoding_press(press)) is not None
+        }
+        if getattr(self.model.config.get_text_config(), "attn_logit_softcapping", None) is not None:
+            raise NotImplementedError(
+                f"{type(self.model).__name__}: kvdiv decoding does not support attention softcapping"
+            )
+        # sliding-window layers are supported while every position stays inside the window (then the
+        # window never masks anything); step() raises beyond it
+        windows = [a.sliding_window for a in self._attn if getattr(a, "sliding_window", None) is not None]
+        self._window = min(windows) if windows else None
+        self._eos_set = set(self.eos_token_ids)
+        self.vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
+        # the absorbing law of a chain that has emitted EOS: the point mass on eos_token_ids[0]
+        self._eos_law = torch.zeros(self.vocab_size, dtype=torch.float64)
+        self._eos_law[self.eos_token_ids[0]] = 1.0
+        # every config object whose attention implementation a decode step switches to kvdiv's
+        self._configs = {id(m.config): m.config for m in self.model.modules() if hasattr(m, "config")}
+        self._kept_cache: dict[str, list[torch.Tensor | None]] = {}
+        self._in_prompt = False
+
+        n_ids = int(ids.numel())
+        if compressed_length is not None and not 1 <= int(compressed_length) < n_ids:
+            raise ValueError(
+                f"compressed_length {compressed_length} must lie in 1..{n_ids - 1} (prompt of {n_ids} tokens)"
+            )
+        if compressed_length is not None:
+            self._compressed = int(compressed_length)
+        else:
+            self._compressed = n_ids - 1 if self.evict_first_step else n_ids
+        self.compressed_length = self._compressed
+        self._prefixes, self._kept_lengths, logits = prefill_caches(
+            self.model, self._attn, self.presses, ids[: self._compressed], self.device
+        )
+        self.kv_heads = self._prefixes[REFERENCE].keys[0].shape[0]
+        self.head_dim = self._prefixes[REFERENCE].keys[0].shape[-1]
+
+        n_caches = 1 + len(self.presses)
+        self._slots = ChainSlots(self.n_layers, self.kv_heads, self.head_dim, self.dtype, self.device)
+        longest = max(p.length for p in self._prefixes.values())
+        self._slots.grow(max_chains or 2 * n_caches + 1, longest + 1 + max(int(horizon) + 1, 1))
+
+        if self._compressed == n_ids:
+            law = self._law(logits)
+            self._initial = {name: law for name in self._prefixes}
+        else:
+            self._initial = self._feed_prompt_tail(ids[self._compressed :])
+
+    @torch.no_grad()
+    def _feed_prompt_tail(self, tail: torch.Tensor) -> dict[str, torch.Tensor]:
+        """evict_first_step (the last prompt token) or compress: context (the question and answer prefix): feed the
+        tail through every cache, one token per batched step; extend each prefix by it."""
+        names = list(self._prefixes)
+        chains = [self.new_chain(name) for name in names]
+        token = int(tail[-1])
+        if token in self._eos_set:
+            raise ValueError("the prompt ends with an EOS token")
+        self._in_prompt = True  # prompt tokens are never absorbing (a chat template's end of turn may be an EOS id)
+        try:
+            for t in tail[:-1].tolist():
+                self.step(chains, [int(t)] * len(chains))
+        finally:
+            self._in_prompt = False
+        laws = self.step(chains, [token] * len(chains))
+        initial = {}
+        for i, (name, c) in enumerate(zip(names, chains)):
+            ch = self._slots.chains[c]
+            L = ch.length
+            self._prefixes[name] = Prefix(
+                keys=[k[ch.slot, :, :L].clone(memory_format=torch.contiguous_format) for k in self._slots.keys],
+                values=[v[ch.slot, :, :L].clone() for v in self._slots.values],
+                bias=[b[ch.slot, :, :L].clone() for b in self._slots.bias],
+                length=L,
+                position=ch.position,
+            )
+            initial[name] = laws[i]
+        self.release(chains)
+        if token in self._eos_set:
+            raise ValueError("the prompt ends with an EOS token")
+        return initial
+
+    def _chain(self, c: int) -> Chain:
+        return self._slots.chain(c)
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def caches(self) -> list[str]:
+        """Cache names: "reference" then the actions."""
+        return list(self._prefixes)
+
+    def press_seeds(self) -> dict[str, dict[str, Any]]:
+        """Per random action (its press a :class:`~kvdiv.kernel.presses.protocol.SeededPress`): its ``seed``, the
+        document's ``draw_seed`` and the ``layer_seeds`` of its samples (the store's ``press_seeds`` attribute)."""
+        return {
+            name: {
+                "seed": press.seed,
+                "draw_seed": press.draw_seed,
+                "layer_seeds": [press.layer_seed(layer) for layer in range(self.n_layers)],
+            }
+            for name, press in self.presses.items()
+            if isinstance(press, SeededPress)
+        }
+
+    def initial_probs(self, cache: str = REFERENCE) -> torch.Tensor:
+        """[V] float64: the next-token law right after the prompt under ``cache``."""
+        if cache not in self._initial:
+            raise KeyError(f"unknown cache {cache!r}; caches: {', '.join(self._initial)}")
+        return self._initial[cache].clone()
+
+    @torch.no_grad()
+    def new_chain(self, cache: str = REFERENCE) -> int:
+        """A new chain whose history is the prompt only, decoding with ``cache``."""
+        if cache not in self._prefixes:
+            raise KeyError(f"unknown cache {cache!r}; caches: {', '.join(self._prefixes)}")
+        prefix = self._prefixes[cache]
+        slot = self._slots.take()
+        self._slots.load(slot, prefix)
+        state = ChainState() if cache in self._decoding else None
+        return self._slots.register(Chain(slot, cache, prefix.length, prefix.position, False, state))
+
+    @torch.no_grad()
+    def fork(self, c: int) -> int:
+        """An independent copy of chain ``c`` (same cache and generated history)."""
+        src = self._chain(c)
+        slot = self._slots.take()
+        self._slots.copy(src.slot, slot, src.length)
+        state = None if src.decode is None else src.decode.copy()
+        return self._slots.register(Chain(slot, src.cache, src.length, src.position, src.done, state))
+
+    def release(self, chains: Iterable[int]) -> None:
+        """Free the slots of ``chains``."""
+        self._slots.release(chains)
+
+    def chain_cache(self, c: int) -> str:
+        """The cache name chain ``c`` decodes with."""
+        return self._chain(c).cache
+
+    def generated_length(self, c: int) -> int:
+        """Number of tokens appended to chain ``c`` (its RoPE position minus the prompt length)."""
+        return self._chain(c).position - self.prompt_length
+
+    def is_done(self, c: int) -> bool:
+        """Whether chain ``c`` has emitted an EOS token."""
+        return self._chain(c).done
+
+    def cache_length(self, c: int) -> int:
+        """Entries in chain ``c``'s cache (its longest layer): the prompt cache plus what it appended, less what
+        decode-time compression removed."""
+        return self._chain(c).length
+
+    def compressions(self, c: int) -> int:
+        """How many times decode-time compression has cut chain ``c``'s cache (0 for a prefill-only action)."""
+        state = self._chain(c).decode
+        return 0 if state is None else state.compressions
+
+    def _law(self, logits: torch.Tensor) -> torch.Tensor:
+        z = logits.to(torch.float64)
+        if self.temperature != 1.0:  # (z / 1.0 is z: no pass over [rows, V] for it)
+            z = z / self.temperature
+        return torch.softmax(z, dim=-1).cpu()
+
+    def step(self, chains: Sequence[int], tokens: Sequence[int] | torch.Tensor) -> torch.Tensor:
+        """Append ``tokens[i]`` to ``chains[i]`` (one batched forward); return their next-token laws.
+
+        Returns [len(chains), V] float64 (CPU). EOS is absorbing: a chain that has emitted any of
+        ``eos_token_ids`` gets the point mass on ``eos_token_ids[0]`` and is not run through the model.
+        """
+        return step_sessions([(self, chains, tokens)])[0]
+
+    @staticmethod
+    def step_together(requests: Sequence[tuple["KernelSession", Sequence[int], Sequence[int]]]) -> list[torch.Tensor]:
+        """One step of several sessions of one model in one forward (:func:`step_sessions`)."""
+        return step_sessions(requests)
+
+    def _prepare(self, chains: Sequence[int], tokens: Sequence[int] | torch.Tensor) -> StepPart:
+        """Check a step's chains and tokens, absorb EOS, grow the buffers if needed and plan the attention runs."""
+        tokens = [int(t) for t in (tokens.tolist() if isinstance(tokens, torch.Tensor) else tokens)]
+        if len(tokens) != len(chains):
+            raise ValueError(f"{len(chains)} chains but {len(tokens)} tokens")
+        if len(set(chains)) != len(chains):
+            raise ValueError("a chain appears twice in one step")
+        vocab = self.vocab_size
+        out = torch.empty(len(chains), vocab, dtype=torch.float64)
+        active: list[tuple[int, int, Chain, int]] = []  # (slot, row in out, chain, token)
+        for i, (c, t) in enumerate(zip(chains, tokens)):
+            ch = self._chain(c)
+            if not 0 <= t < vocab:
+                raise ValueError(f"token {t} outside the vocabulary [0, {vocab})")
+            if ch.done or (t in self._eos_set and not self._in_prompt):
+                ch.done = True
+                out[i] = self._eos_law
+            else:
+                active.append((ch.slot, i, ch, t))
+        part = StepPart(self, out, active, [])
+        if not active:
+            return part
+        if self._window is not None and max(ch.position for _, _, ch, _ in active) >= self._window:
+            raise NotImplementedError(
+                f"position {max(ch.position for _, _, ch, _ in active)} reaches the model's sliding window "
+                f"({self._window}); kvdiv decoding supports sliding-window layers only inside the window"
+            )
+        if max(ch.length for _, _, ch, _ in active) >= self._slots.capacity:
+            self._slots.grow(self._slots.n_slots, self._slots.capacity + 128)
+        active.sort(key=lambda a: a[0])
+        slots = [a[0] for a in active]
+        lengths = [a[2].length for a in active]
+        part.runs = attention_runs(slots, lengths, self._slots.capacity)
+        for slot0, slot1, span in ((r[2], r[3], r[4]) for r in part.runs):  # what each run's attention reads
+            for slot in range(slot0, slot1):
+                self._slots.ensure_finite(slot, span)
+        part.slots = torch.tensor(slots, dtype=torch.long, device=self.device)
+        part.lengths = torch.tensor(lengths, dtype=torch.long, device=self.device)
+        for b in self._slots.bias:
+            b[part.slots, :, part.lengths] = 0
+        return part
+
+    def _compress_during_decoding(self, part: StepPart, row0: int, inputs: dict) -> None:
+        """After a decode forward: run each decoding action's hook for its chains (:mod:`kvdiv.kernel.decoding`)."""
+        for r, (slot, _, ch, _) in enumerate(part.active):
+            if ch.decode is None:
+                continue
+            length = run_decoding_hooks(
+                self._decoding[ch.cache],
+                ch.decode,
+                self._attn,
+                inputs,
+                row0 + r,
+                ch.position - 1,
+                self._slots.keys,
+                self._slots.values,
+                self._slots.bias,
+                slot,
+                ch.length,
+                ch.cache,
+            )
+            if length is not None:
+                ch.length = length
+
+    def kept_indices(self, action: str) -> list[torch.Tensor | None]:
+        """Per layer, LongTensor [kv_heads, kept] of the prompt positions the action's cache keeps.
+
+        Recovered by matching the action's keys against the reference keys (exact equality); entries are
+        in the cache's own order (kvpress's top-k order for scorer presses). Head-wise presses that mask
+        entries instead of dropping them report per head the unmasked positions, padded with −1. A layer
+        whose keys the press transformed (not a subset of the reference keys) reports None.
+        """
+        if action not in self.presses:
+            raise KeyError(f"unknown action {action!r}; actions: {', '.join(self.presses)}")
+        if action in self._kept_cache:
+            return self._kept_cache[action]
+        press = self.presses[action]
+        ref, act = self._prefixes[REFERENCE], self._prefixes[action]
+        n = self._compressed
+        out: list[torch.Tensor | None] = []
+        for layer in range(self.n_layers):
+            k_ref = ref.keys[layer][:, :n]
+            k_act = act.keys[layer][:, : self._kept_lengths[action][layer]]
+            if isinstance(press, IndexedPress) and layer in press.kept_indices:
+                idx = press.kept_indices[layer][0].to(k_ref.device)
+            else:
+                idx = match_rows(k_ref, k_act)
+            if idx is not None:
+                bias = act.bias[layer][:, : idx.shape[1]]
+                masked = torch.isinf(bias) & (bias < 0)
+                if masked.any():
+                    idx = torch.stack(
+                        [
+                            torch.cat([h[~m], torch.full((int(m.sum()),), -1, dtype=h.dtype, device=h.device)])
+                            for h, m in zip(idx, masked)
+                        ]
+                    )
+            out.append(idx)
+        self._kept_cache[action] = out
+        return out
+
+
+__all__ = ["KernelSession", "REFERENCE", "step_sessions"]
+
+#: A decode step's attention reads each chain's keys in spans of this many entries (its length + 1 rounded up), so a
+#: chain's bits do not depend on which other chains share its attention call (kvdiv.trajectories.reuse relies on it).
+ATTENTION_SPAN = 64
+
+
+def attention_runs(slots: Sequence[int], lengths: Sequence[int], capacity: int) -> list[tuple[int, int, int, int, int]]:
+    """The attention calls of a decode step: runs ``(row0, row1, slot0, slot1, span)`` of consecutive slots (sorted)
+    whose spans are equal, one matmul/softmax/matmul each on buffer views. A chain of cache length ``n`` attends over
+    its span, ``n + 1`` rounded up to :data:`ATTENTION_SPAN` entries (at most ``capacity``; −inf bias past its
+    length), whatever chains share its run: its bits do not depend on the other chains (actions, replicates)."""
+    spans = [min(-(-(n + 1) // ATTENTION_SPAN) * ATTENTION_SPAN, capacity) for n in lengths]
+    runs, start = [], 0
+    for j in range(1, len(slots) + 1):
+        if j == len(slots) or slots[j] != slots[j - 1] + 1 or spans[j] != spans[start]:
+            runs.append((start, j, slots[start], slots[j - 1] + 1, spans[start]))
+            start = j
+    return runs

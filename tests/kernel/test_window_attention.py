@@ -1,0 +1,100 @@
+"""kvdiv.kernel.presses.window_attention: SnapKV's window attention with the same bits as kvpress's, and every prefill
+that uses it (SnapKV, its wrappers, TOVA, a scorer proposal) giving the same caches as kvpress's own."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+from default_presses import DEFAULT_PRESSES
+from kvpress import SnapKVPress
+
+import kvdiv.kernel.prefill as prefill_module
+from kvdiv.kernel.prefill import attention_layers, language_model
+from kvdiv.kernel.presses.window_attention import (
+    KVPRESS_WINDOW_ATTENTION,
+    exact_window_attention,
+    future_mask,
+    window_attention,
+)
+from kvdiv.kernel.session import KernelSession
+
+#: presses whose prefill reaches SnapKV's window attention
+WINDOW_PRESSES = ["snapkv", "pyramid", "adakv", "criticaladakv", "block", "entropychunkkv", "tova", "prob"]
+
+
+def _layer_inputs(loaded, k_len: int, seed: int):
+    """(attention module of layer 0, hidden states [1, k_len, d], keys [1, kv, k_len, hd], position embeddings)."""
+    torch.manual_seed(seed)
+    model = loaded.model
+    attn = attention_layers(model)[0]
+    hidden = torch.randn(1, k_len, model.config.hidden_size)
+    keys = torch.randn(1, model.config.num_key_value_heads, k_len, attn.head_dim)
+    positions = torch.arange(k_len)[None]
+    embeddings = language_model(model).rotary_emb(hidden, positions)
+    return attn, hidden, keys, embeddings
+
+
+@pytest.fixture(scope="module")
+def smollm2_shaped(tiny_model_factory):
+    """A tiny Llama with SmolLM2's head layout (9 query heads on 3 KV heads, head_dim 64)."""
+    return tiny_model_factory("llama", hidden_size=576, num_attention_heads=9, num_key_value_heads=3)
+
+
+@pytest.mark.parametrize("window, k_len", [(8, 48), (47, 48), (1, 5), (64, 200), (512, 704), (512, 513)])
+def test_window_attention_has_kvpress_bits(smollm2_shaped, tiny_llama, tiny_qwen2, window, k_len):
+    for loaded in (smollm2_shaped, tiny_llama, tiny_qwen2):
+        attn, hidden, keys, embeddings = _layer_inputs(loaded, k_len, seed=window + k_len)
+        theirs = KVPRESS_WINDOW_ATTENTION(attn, hidden, keys, window, embeddings)
+        ours = window_attention(attn, hidden, keys, window, embeddings)
+        assert ours.shape == theirs.shape == (1, loaded.model.config.num_attention_heads, window, k_len - window)
+        assert torch.equal(ours, theirs)
+
+
+def test_a_wrong_mask_would_show(tiny_llama, monkeypatch):
+    """The equality above can fail: a mask one diagonal off changes the weights."""
+    attn, hidden, keys, embeddings = _layer_inputs(tiny_llama, 48, seed=1)
+    theirs = KVPRESS_WINDOW_ATTENTION(attn, hidden, keys, 8, embeddings)
+    off_by_one = lambda w, n, device: torch.ones(w, n, dtype=torch.bool, device=device).triu_(n - w + 2)  # noqa: E731
+    monkeypatch.setattr("kvdiv.kernel.presses.window_attention.future_mask", off_by_one)
+    assert not torch.equal(window_attention(attn, hidden, keys, 8, embeddings), theirs)
+
+
+def test_future_mask_is_kvpress_triu():
+    mask = future_mask(4, 10, torch.device("cpu"))
+    expected = torch.triu(torch.ones(4, 10) * float("-inf"), diagonal=7) == float("-inf")
+    assert torch.equal(mask, expected)
+    assert mask[-1].sum() == 0 and mask[0].tolist() == [False] * 7 + [True] * 3
+
+
+def test_exact_window_attention_installs_and_restores():
+    assert SnapKVPress.__dict__["compute_window_attention"] is KVPRESS_WINDOW_ATTENTION
+    with exact_window_attention():
+        assert SnapKVPress.compute_window_attention is window_attention
+    assert SnapKVPress.__dict__["compute_window_attention"] is KVPRESS_WINDOW_ATTENTION
+    with pytest.raises(RuntimeError, match="inside"):
+        with exact_window_attention():
+            raise RuntimeError("inside")
+    assert SnapKVPress.__dict__["compute_window_attention"] is KVPRESS_WINDOW_ATTENTION
+
+
+@pytest.mark.parametrize("name", WINDOW_PRESSES)
+def test_prefill_caches_equal_kvpress_own_window_attention(tiny_llama, monkeypatch, name):
+    """Every action's prompt cache and initial law is bit for bit what kvpress's own window attention gives."""
+    prompt = torch.randint(5, 200, (48,), generator=torch.Generator().manual_seed(3))
+    actions = {name: DEFAULT_PRESSES[name]}
+    calls = []
+    counted = lambda *args: calls.append(1) or window_attention(*args)  # noqa: E731
+    monkeypatch.setattr("kvdiv.kernel.presses.window_attention.window_attention", counted)
+    ours = KernelSession(tiny_llama, prompt, actions, horizon=4)
+    assert len(calls) >= ours.n_layers  # the prefill did go through it
+    monkeypatch.setattr(prefill_module, "exact_window_attention", contextlib.nullcontext)
+    theirs = KernelSession(tiny_llama, prompt, actions, horizon=4)
+    for cache in ours.caches:
+        a, b = ours._prefixes[cache], theirs._prefixes[cache]
+        assert a.length == b.length
+        for layer in range(ours.n_layers):
+            assert torch.equal(a.keys[layer], b.keys[layer]) and torch.equal(a.values[layer], b.values[layer])
+            assert torch.equal(a.bias[layer], b.bias[layer])
+        assert torch.equal(ours.initial_probs(cache), theirs.initial_probs(cache))
