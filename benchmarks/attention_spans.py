@@ -62,7 +62,6 @@ def main() -> None:
     names = [*config["studies"]["retention50"]["actions"], "snapkv_90"]
     actions = {a: config["actions"][a] for a in names}
     doc_ids, prompts = stratum_prompts(loaded, config, "retention50", "ruler_1024", 3, args.horizon)
-    seeds = [(1, 2, d) for d in doc_ids]
     print(f"documents {doc_ids}: {[len(p) for p in prompts]} prompt tokens; actions {names}; H={args.horizon}")
 
     def rounds(n: int, label: str) -> dict[str, list[float]]:
@@ -72,7 +71,7 @@ def main() -> None:
             row = {}
             for name in PLANNERS if r % 2 == 0 else list(PLANNERS)[::-1]:
                 session_module.attention_runs = PLANNERS[name]
-                row[name] = coupled_job(loaded, prompts, seeds, actions, args.horizon)["coupled"]
+                row[name] = coupled_job(loaded, prompts, doc_ids, (1, 2), actions, args.horizon)["coupled"]
             session_module.attention_runs = SPANS
             for name in PLANNERS:
                 out[name].append(row[name])

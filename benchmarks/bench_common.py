@@ -31,12 +31,73 @@ def busy_process(active: bool = True) -> Iterator[None]:
             competitor.wait()
 
 
+def kvdiv_module(name: str):
+    """``kvdiv.<name>`` of whichever kvdiv is first on the path: this layout's module (``models.loading``,
+    ``kernel.session``, ...) or, for a baseline revision before the split of ``kvdiv.llm``, its ``llm.`` twin."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"kvdiv.{name}")
+    except ModuleNotFoundError:
+        return importlib.import_module("kvdiv.llm." + name.split(".", 1)[1])
+
+
+def coupled_sessions(
+    loaded, prompts: Sequence[Sequence[int]], ids: Sequence[str], actions: Mapping, horizon: int, *, seeds: tuple
+) -> list:
+    """Prefilled kernel sessions of ``prompts`` (documents ``ids``; ``seeds`` = (master, study)), built through the API
+    of whichever kvdiv is first on the path (a :class:`~kvdiv.settings.Generation`, or the keywords of revisions
+    before it), so that a job benchmark runs the same job at a baseline revision."""
+    import inspect
+
+    import torch
+
+    KernelSession = kvdiv_module("kernel.session").KernelSession
+    from kvdiv.trajectories.base import chains_needed
+
+    chains = chains_needed(len(actions), 1, "complete")
+    if "generation" in inspect.signature(KernelSession).parameters:
+        g = _generation(horizon, seeds)
+        return [
+            KernelSession(loaded, torch.tensor(p), actions, g, document_id=i, max_chains=chains)
+            for p, i in zip(prompts, ids)
+        ]
+    return [
+        KernelSession(loaded, torch.tensor(p), actions, horizon=horizon, max_chains=chains, seed_parts=(*seeds, i))
+        for p, i in zip(prompts, ids)
+    ]
+
+
+def coupled_generate(
+    sessions: Sequence, ids: Sequence[str], actions: Sequence[str], horizon: int, *, seeds: tuple, eos
+):
+    """:func:`~kvdiv.trajectories.generate.generate_documents` (complete mode, R = 1, ``tv_atol`` 1e-6) through the
+    API of whichever kvdiv is first on the path (see :func:`coupled_sessions`)."""
+    import inspect
+
+    from kvdiv.trajectories.generate import generate_documents
+
+    if "document_ids" in inspect.signature(generate_documents).parameters:
+        g = _generation(horizon, seeds)
+        return generate_documents(sessions, list(ids), list(actions), g, eos_token_ids=eos, progress=False)
+    parts = [(*seeds, i) for i in ids]
+    return generate_documents(
+        sessions, parts, list(actions), horizon=horizon, replicates=1, eos_token_ids=eos, tv_atol=1e-6, progress=False
+    )
+
+
+def _generation(horizon: int, seeds: tuple):
+    from kvdiv.settings import generation
+
+    return generation(master_seed=seeds[0], study_seed=seeds[1], horizon=horizon, replicates=1, tv_atol=1e-6)
+
+
 def smollm2(models_dir: str | Path, config_path: str | Path = "config/config.yaml"):
     """(config, SmolLM2-135M-Instruct loaded as the workflow's jobs run it: float32, CPU, 1 thread) of the default
     config, from the resolved model under ``models_dir``."""
     import yaml
 
-    from kvdiv.models.loading import load_model
+    load_model = kvdiv_module("models.loading").load_model
 
     config = yaml.safe_load(Path(config_path).read_text())
     spec = {**config["models"]["smollm2"], "threads": 1, "device": "cpu", "dtype": "float32"}
@@ -77,40 +138,16 @@ def stratum_prompts(
 
 
 def coupled_job(
-    loaded, prompts: Sequence[Sequence[int]], seed_parts: Sequence[tuple], actions: Mapping, horizon: int
+    loaded, prompts: Sequence[Sequence[int]], ids: Sequence[str], seeds: tuple, actions: Mapping, horizon: int
 ) -> dict[str, float]:
-    """Seconds of one coupled job over ``prompts`` (complete mode, R = 1): every document prefilled, then the chains
-    of all of them in one forward per step (:func:`generate_documents`). ``seed_parts[d]`` seeds document d's
-    sampling streams and any ProbabilisticPress draw. Returns ``prefill``, ``coupled`` and ``total`` seconds."""
-    import torch
-
-    from kvdiv.kernel.session import KernelSession
-    from kvdiv.trajectories.base import chains_needed
-    from kvdiv.trajectories.generate import generate_documents
-
+    """Seconds of one coupled job over ``prompts`` (documents ``ids``; complete mode, R = 1): every document
+    prefilled, then the chains of all of them in one forward per step (:func:`generate_documents`). ``seeds`` =
+    (master, study) seed each document's sampling streams and any ProbabilisticPress draw. Returns ``prefill``,
+    ``coupled`` and ``total`` seconds."""
     start = time.perf_counter()
-    sessions = [
-        KernelSession(
-            loaded,
-            torch.tensor(p),
-            actions,
-            horizon=horizon,
-            max_chains=chains_needed(len(actions), 1, "complete"),
-            seed_parts=parts,
-        )
-        for p, parts in zip(prompts, seed_parts)
-    ]
+    sessions = coupled_sessions(loaded, prompts, ids, actions, horizon, seeds=seeds)
     prefill = time.perf_counter() - start
-    generate_documents(
-        sessions,
-        list(seed_parts),
-        list(actions),
-        horizon=horizon,
-        replicates=1,
-        eos_token_ids=loaded.eos_token_ids,
-        tv_atol=1e-6,
-        progress=False,
-    )
+    coupled_generate(sessions, ids, list(actions), horizon, seeds=seeds, eos=loaded.eos_token_ids)
     total = time.perf_counter() - start
     return {"prefill": prefill, "coupled": total - prefill, "total": total}
 

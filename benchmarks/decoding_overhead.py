@@ -22,6 +22,7 @@ import yaml
 from bench_common import busy_process
 from kvdiv.models.loading import load_model
 from kvdiv.kernel.session import KernelSession
+from kvdiv.settings import generation
 
 INTERVAL = 32
 ACTIONS = {
@@ -47,7 +48,7 @@ def main() -> None:
     loaded = load_model("smollm2", spec, args.models_dir)
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(100, 40000, (args.prompt_tokens,), generator=g)
-    session = KernelSession(loaded, ids, ACTIONS, horizon=INTERVAL + 2, max_chains=2 * args.chains + 2)
+    session = KernelSession(loaded, ids, ACTIONS, generation(horizon=INTERVAL + 2), max_chains=2 * args.chains + 2)
     tokens = torch.randint(100, 40000, (INTERVAL + 1,), generator=g).tolist()
 
     def steps(action: str) -> tuple[list[float], float]:

@@ -59,7 +59,7 @@ def rounds(loaded, prompts, doc_ids, actions, horizon, batches, n_rounds, label)
         order = batches if r % 2 == 0 else batches[::-1]
         row = {}
         for b in order:
-            job = coupled_job(loaded, prompts[:b], [(1, 2, d) for d in doc_ids[:b]], actions, horizon)
+            job = coupled_job(loaded, prompts[:b], doc_ids[:b], (1, 2), actions, horizon)
             row[b] = {
                 "prefill_s": job["prefill"],
                 "total_s": job["total"],

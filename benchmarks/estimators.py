@@ -79,7 +79,7 @@ def main() -> None:
 def analysis_timings() -> None:
     """Figures 5-7 data and Tables 2-3 for one model at the paper's scale, 2 000 bootstrap resamples."""
     from kvdiv.analysis.inputs import Metrics
-    from kvdiv.analysis.items import build_item
+    from kvdiv.results.registry import get_result
 
     strata = [f"{f}_{n}" for f in ("ruler", "helmet") for n in (4096, 8192, 16384)]
     ds = simulate_cube(
@@ -110,11 +110,11 @@ def analysis_timings() -> None:
         criterion=0.02,
     )
     jobs = {
-        "Figure 5 data": lambda: build_item("figure5", m, **settings),
-        "Figure 6 data": lambda: build_item("figure6", m, **settings),
-        "Figure 7 data": lambda: build_item("figure7", m, **settings),
-        "Table 2": lambda: build_item("table2", m, **settings),
-        "Table 3": lambda: build_item("table3", m, **settings),
+        "Figure 5 data": lambda: get_result("figure5").build(m, **settings),
+        "Figure 6 data": lambda: get_result("figure6").build(m, **settings),
+        "Figure 7 data": lambda: get_result("figure7").build(m, **settings),
+        "Table 2": lambda: get_result("table2").build(m, **settings),
+        "Table 3": lambda: get_result("table3").build(m, **settings),
     }
     for name, job in jobs.items():
         print(f"{name}, 288 documents x 3 actions, B=2000: {best_of(job, repeat=1):.2f} s")

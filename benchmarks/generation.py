@@ -75,7 +75,7 @@ def coupled(loaded, prompts: list[list[int]], doc_ids: list[str], actions: dict,
     """Seconds of one coupled job over ``prompts`` (:func:`bench_common.coupled_job`), with or without packed
     weights."""
     (prepack_linears if packed else unpack_linears)(loaded.model)
-    return coupled_job(loaded, prompts, [(1, 2, d) for d in doc_ids], actions, horizon)["total"]
+    return coupled_job(loaded, prompts, doc_ids, (1, 2), actions, horizon)["total"]
 
 
 def rounds(loaded, prompts, doc_ids, actions, horizon, n_rounds, label) -> list[dict]:

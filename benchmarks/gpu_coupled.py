@@ -89,6 +89,7 @@ from kvdiv.trajectories.generate import generate, generate_documents  # noqa: E4
 import kvdiv.kernel.session as session_module  # noqa: E402
 from kvdiv.kernel.session import KernelSession  # noqa: E402
 from kvdiv.models.loading import LoadedModel  # noqa: E402
+from kvdiv.settings import generation
 
 LLAMA31_8B = dict(
     hidden_size=4096,
@@ -258,23 +259,14 @@ def run_coupled(
     reset_peak(device)
     sync(device)
     start = time.perf_counter()
-    session = KernelSession(
-        loaded, ids, actions, max_chains=chains_needed(len(actions), replicates, "complete"), horizon=horizon
-    )
+    g = generation(master_seed=seed, horizon=horizon, replicates=replicates, mode="complete", tv_atol=1e-6)
+    session = KernelSession(loaded, ids, actions, g, max_chains=chains_needed(len(actions), replicates, "complete"))
     sync(device)
     prefill_s = time.perf_counter() - start
     with StepRecorder() as recorder:
         start = time.perf_counter()
         traj = generate(
-            session,
-            list(actions),
-            horizon=horizon,
-            replicates=replicates,
-            seed_parts=(seed, 0, "gpu-bench"),
-            eos_token_ids=loaded.eos_token_ids,
-            mode="complete",
-            tv_atol=1e-6,
-            progress=False,
+            session, list(actions), g, document_id="gpu-bench", eos_token_ids=loaded.eos_token_ids, progress=False
         )
         sync(device)
         coupled_s = time.perf_counter() - start
@@ -315,10 +307,10 @@ def run_coupled_batch(
     reset_peak(device)
     sync(device)
     start = time.perf_counter()
+    g = generation(master_seed=seed, horizon=horizon, replicates=replicates, mode="complete", tv_atol=1e-6)
+    doc_ids = [f"gpu-bench-{d}" for d in range(len(prompts))]
     sessions = [
-        KernelSession(
-            loaded, ids, actions, max_chains=chains_needed(len(actions), replicates, "complete"), horizon=horizon
-        )
+        KernelSession(loaded, ids, actions, g, max_chains=chains_needed(len(actions), replicates, "complete"))
         for ids in prompts
     ]
     sync(device)
@@ -326,15 +318,7 @@ def run_coupled_batch(
     with StepRecorder() as recorder:
         start = time.perf_counter()
         trajs = generate_documents(
-            sessions,
-            [(seed, d, "gpu-bench") for d in range(len(prompts))],
-            list(actions),
-            horizon=horizon,
-            replicates=replicates,
-            eos_token_ids=loaded.eos_token_ids,
-            mode="complete",
-            tv_atol=1e-6,
-            progress=False,
+            sessions, doc_ids, list(actions), g, eos_token_ids=loaded.eos_token_ids, progress=False
         )
         sync(device)
         coupled_s = time.perf_counter() - start

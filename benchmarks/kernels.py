@@ -28,6 +28,7 @@ from kvdiv.kernel.presses.registry import build_press
 from kvdiv.kernel.session import KernelSession
 from kvdiv.kernel.prefill import REFERENCE
 from kvdiv.models.loading import load_model
+from kvdiv.settings import generation
 
 ACTIONS = {
     "snapkv_half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 64},
@@ -95,7 +96,7 @@ def main() -> None:
         t_each.append(timed(per_action_prefill))
         session = None
         t = time.perf_counter()
-        session = KernelSession(loaded, ids, ACTIONS, horizon=args.rounds * args.steps * 2 + 7)
+        session = KernelSession(loaded, ids, ACTIONS, generation(horizon=args.rounds * args.steps * 2 + 7))
         t_once.append(time.perf_counter() - t)
 
     # decoding

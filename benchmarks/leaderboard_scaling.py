@@ -53,7 +53,7 @@ def main() -> None:
         order = args.actions[r % len(args.actions) :] + args.actions[: r % len(args.actions)]
         for n in order:
             actions = {a: config["actions"][a] for a in names[:n]}
-            times[n].append(coupled_job(loaded, prompts, [(r, 0, "bench")], actions, args.horizon))
+            times[n].append(coupled_job(loaded, prompts, ["bench"], (r, 0), actions, args.horizon))
             print(json.dumps({"round": r, "actions": n, **times[n][-1]}), flush=True)
     base = statistics.median(t["total"] for t in times[min(args.actions)])
     print(

@@ -41,6 +41,7 @@ from kvdiv.kernel.presses.multinomial_design import (
     multinomial_counts,
 )
 from kvdiv.seeds import derive_rng, derive_seed
+from kvdiv.settings import generation
 
 PROPOSALS = ("min", "h2o", "min_h", "h2o_h", "scorer")
 BUDGETS = ("per_head", "global")
@@ -135,7 +136,7 @@ def main() -> None:
     for proposal in PROPOSALS:
         actions = {f"{b}_{r}": action(proposal, b, r, args.seed) for b in BUDGETS for r in RATIOS}
         start = time.perf_counter()
-        session = KernelSession(loaded, ids, actions, max_chains=1, horizon=0)
+        session = KernelSession(loaded, ids, actions, generation(horizon=0), max_chains=1)
         seconds = time.perf_counter() - start
         for budget in BUDGETS:
             for r in RATIOS:

@@ -25,6 +25,7 @@ from kvdiv.documents.render import chat_function, prompt_token_ids
 from kvdiv.kernel import prefill as prefill_module  # where the session's prefill opens shared_proposals
 from kvdiv.models.loading import load_model
 from kvdiv.kernel.session import KernelSession
+from kvdiv.settings import generation
 
 
 def main() -> None:
@@ -56,7 +57,7 @@ def main() -> None:
         prefill_module.shared_proposals = shared if memo else contextlib.nullcontext
         try:
             start = time.perf_counter()
-            s = KernelSession(loaded, ids, actions, max_chains=1, horizon=0)
+            s = KernelSession(loaded, ids, actions, generation(horizon=0), max_chains=1)
             return time.perf_counter() - start, s
         finally:
             prefill_module.shared_proposals = shared

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import yaml
+from kvdiv.settings import generation
 
 REPO = Path(__file__).resolve().parents[1]
 ACTION_NAMES = ("snapkv_half", "snapkv_512", "recent_half", "snapkv_90", "recent_90")
@@ -119,21 +120,25 @@ def run(args) -> str:
                 loaded,
                 torch.tensor(prompt),
                 actions,
-                horizon=args.horizon,
+                generation(master_seed=args.seed, study_seed=1, horizon=args.horizon),
                 max_chains=chains_needed(len(actions), args.replicates, "complete", mode),
-                seed_parts=(args.seed, 1, doc_id),
+                document_id=doc_id,
             )
             start = time.perf_counter()
             out = generate(
                 session,
                 list(actions),
-                horizon=args.horizon,
-                replicates=args.replicates,
-                seed_parts=(args.seed, 1, doc_id),
+                generation(
+                    master_seed=args.seed,
+                    study_seed=1,
+                    horizon=args.horizon,
+                    replicates=args.replicates,
+                    tv_atol=1e-06,
+                    reference_chain=mode,
+                ),
                 eos_token_ids=loaded.eos_token_ids,
-                tv_atol=1e-6,
-                reference_chain=mode,
                 progress=False,
+                document_id=doc_id,
             )
             seconds[mode] += time.perf_counter() - start
             rows[mode].append(sum(t.rows for t in out.values()) / args.replicates)

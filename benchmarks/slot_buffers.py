@@ -26,11 +26,8 @@ import hashlib, json, os, resource, sys, time
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, "benchmarks")
 import torch
-from bench_common import smollm2, stratum_prompts
+from bench_common import coupled_generate, coupled_sessions, smollm2, stratum_prompts
 from kvdiv.kernel.chain_slots import ChainSlots
-from kvdiv.kernel.session import KernelSession
-from kvdiv.trajectories.base import chains_needed
-from kvdiv.trajectories.generate import generate_documents
 
 variant, study, stratum, n, horizon = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 if variant == "zero_filled":
@@ -38,17 +35,12 @@ if variant == "zero_filled":
 config, loaded = smollm2("results/models", "config/replication.yaml")
 ids, prompts = stratum_prompts(loaded, config, study, stratum, n, horizon)
 actions = {a: config["actions"][a] for a in config["studies"][study]["actions"]}
-parts = [(config["seed"], config["studies"][study]["seed"], i) for i in ids]
+seeds = (config["seed"], config["studies"][study]["seed"])
 digest = hashlib.sha256()
 start = time.perf_counter()
-sessions = [
-    KernelSession(loaded, torch.tensor(p), actions, horizon=horizon,
-                  max_chains=chains_needed(len(actions), 1, "complete"), seed_parts=s)
-    for p, s in zip(prompts, parts)
-]
+sessions = coupled_sessions(loaded, prompts, ids, actions, horizon, seeds=seeds)
 prefill = time.perf_counter() - start
-results = generate_documents(sessions, parts, list(actions), horizon=horizon, replicates=1,
-                             eos_token_ids=loaded.eos_token_ids, tv_atol=1e-6, progress=False)
+results = coupled_generate(sessions, ids, list(actions), horizon, seeds=seeds, eos=loaded.eos_token_ids)
 total = time.perf_counter() - start
 for per_doc in results:
     for name in sorted(per_doc):

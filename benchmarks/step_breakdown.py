@@ -65,7 +65,7 @@ def main() -> None:
     for name in ("fold_eos", "to_numpy"):
         setattr(base, name, timed("laws (softmax, to NumPy, EOS folding)", getattr(base, name)))
     KernelSession._law = timed("laws (softmax, to NumPy, EOS folding)", KernelSession._law)
-    seconds = coupled_job(loaded, prompts, [(config["seed"], 1, d) for d in ids], actions, args.horizon)
+    seconds = coupled_job(loaded, prompts, ids, (config["seed"], 1), actions, args.horizon)
     parts = {
         k: SECONDS[k] for k in ("model forward (decode)", "laws (softmax, to NumPy, EOS folding)", "coupling (NumPy)")
     }

@@ -45,7 +45,7 @@ from kvdiv.documents.render import chat_function
 from kvdiv.models.loading import load_model
 from kvdiv.kernel.session import KernelSession
 from kvdiv.metrics import trajectory_replicates
-from kvdiv.outputs.report import paper_values
+from kvdiv.results.report import paper_values
 from kvdiv.trajectories.base import chains_needed
 from kvdiv.trajectories.generate import generate
 
@@ -59,6 +59,7 @@ from swrb_analysis import (  # noqa: E402
     complete_variance_check,
     with_divergence,
 )
+from kvdiv.settings import generation
 
 RETENTIONS = (0.5, 0.9, 0.99)
 #: kvdiv's finite suite (benchmarks/finite_samplers.md, 24 systems, 100 000 replicates per sampler).
@@ -132,9 +133,9 @@ def document_session(loaded, record: dict, actions: dict[str, dict], *, horizon:
         loaded,
         torch.tensor(ids, dtype=torch.long),
         actions,
+        generation(master_seed=seed, study_seed=0, horizon=horizon),
         max_chains=chains_needed(len(actions), batch, "swrb"),
-        horizon=horizon,
-        seed_parts=(seed, 0, str(record["id"])),
+        document_id=str(record["id"]),
     )
     return session, len(ids), time.perf_counter() - start
 
@@ -161,13 +162,17 @@ def run_batch(
         out = generate(
             session,
             list(actions),
-            horizon=horizon,
-            replicates=size,
-            seed_parts=(seed, f"{mode}-{index}", doc_id),
+            generation(
+                master_seed=seed,
+                study_seed=f"{mode}-{index}",
+                horizon=horizon,
+                replicates=size,
+                mode=mode,
+                tv_atol=1e-06,
+            ),
             eos_token_ids=loaded.eos_token_ids,
-            mode=mode,
-            tv_atol=1e-6,
             progress=progress,
+            document_id=doc_id,
         )
         frames.append(
             trajectory_replicates(out, mode, window, doc_id).with_columns(pl.col("replicate") + index * batch)

@@ -33,14 +33,11 @@ import hashlib, json, os, resource, sys, time
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch
 import kvdiv
-from kvdiv.models.loading import load_model
-from kvdiv.kernel.session import KernelSession
-from kvdiv.trajectories.base import chains_needed
-from kvdiv.trajectories.generate import generate_documents
 repo = os.environ["KVDIV_REPO"]
 sys.path.insert(0, os.path.join(repo, "benchmarks"))
 import yaml
-from bench_common import stratum_prompts
+from bench_common import coupled_generate, coupled_sessions, kvdiv_module, stratum_prompts
+load_model = kvdiv_module("models.loading").load_model
 
 study, stratum = sys.argv[1], sys.argv[2]
 first, n, horizon, batch = (int(a) for a in sys.argv[3:7])
@@ -50,16 +47,14 @@ loaded = load_model("smollm2", spec, os.path.join(repo, "results/models"))
 ids, prompts = stratum_prompts(loaded, config, study, stratum, first + n, horizon)
 ids, prompts = ids[first:], prompts[first:]
 actions = {a: config["actions"][a] for a in config["studies"][study]["actions"]}
-parts = [(config["seed"], config["studies"][study]["seed"], i) for i in ids]
-chains = chains_needed(len(actions), 1, "complete", "shared")
+seeds = (config["seed"], config["studies"][study]["seed"])
 digests, prefill, start = {}, 0.0, time.perf_counter()
 for b in range(0, n, batch):
     begin = time.perf_counter()
-    sessions = [KernelSession(loaded, torch.tensor(p), actions, horizon=horizon, max_chains=chains, seed_parts=s)
-                for p, s in zip(prompts[b : b + batch], parts[b : b + batch])]
+    sessions = coupled_sessions(loaded, prompts[b : b + batch], ids[b : b + batch], actions, horizon, seeds=seeds)
     prefill += time.perf_counter() - begin
-    results = generate_documents(sessions, parts[b : b + batch], list(actions), horizon=horizon, replicates=1,
-                                 eos_token_ids=loaded.eos_token_ids, tv_atol=1e-6, progress=False)
+    results = coupled_generate(sessions, ids[b : b + batch], list(actions), horizon, seeds=seeds,
+                               eos=loaded.eos_token_ids)
     for doc_id, per_doc in zip(ids[b : b + batch], results):
         digest = hashlib.sha256()
         for name in sorted(per_doc):

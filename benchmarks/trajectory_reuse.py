@@ -39,6 +39,7 @@ from bench_common import busy_process, smollm2, stratum_documents  # noqa: E402
 from kvdiv.trajectories.job import run_documents  # noqa: E402
 from kvdiv.trajectories.reuse import TrajectoryCache  # noqa: E402
 from kvdiv.trajectories.store import read_document_store  # noqa: E402
+from kvdiv.settings import generation
 
 REPO = Path(__file__).resolve().parents[1]
 CASES = ("full", "action added", "document added")
@@ -57,9 +58,7 @@ def main() -> None:
     old = {a: config["actions"][a] for a in study["actions"]}
     actions = {**old, "snapkv_90": config["actions"]["snapkv_90"]}
     docs = stratum_documents(loaded, config, "retention50", "ruler_1024", 3, args.horizon)
-    settings = dict(
-        master_seed=config["seed"], study_seed=study["seed"], horizon=args.horizon, replicates=1, progress=False
-    )
+    settings = generation(master_seed=config["seed"], study_seed=study["seed"], horizon=args.horizon, replicates=1)
     work = Path(tempfile.mkdtemp(prefix="kvdiv-reuse-"))
     print(
         f"documents {[d['id'] for d in docs]}; actions {list(actions)} (cached: {list(old)}); H={args.horizon}",
@@ -72,16 +71,18 @@ def main() -> None:
         docs,
         old,
         [work / f"s{d}.zarr" for d in range(3)],
+        settings,
         cache=TrajectoryCache(seeded["action added"]),
-        **settings,
+        progress=False,
     )
     run_documents(
         loaded,
         docs[:2],
         actions,
         [work / f"t{d}.zarr" for d in range(2)],
+        settings,
         cache=TrajectoryCache(seeded["document added"]),
-        **settings,
+        progress=False,
     )
 
     def job(case: str, out: Path) -> float:
@@ -91,7 +92,9 @@ def main() -> None:
             shutil.copytree(seeded[case], work / "cache")
             cache = TrajectoryCache(work / "cache")
         start = time.perf_counter()
-        run_documents(loaded, docs, actions, [out / f"{d}.zarr" for d in range(3)], cache=cache, **settings)
+        run_documents(
+            loaded, docs, actions, [out / f"{d}.zarr" for d in range(3)], settings, cache=cache, progress=False
+        )
         return time.perf_counter() - start
 
     def rounds(n: int, label: str) -> dict[str, list[dict]]:

@@ -25,13 +25,14 @@ from bench_common import busy_process, job_arguments, seconds_table, smollm2, st
 import kvdiv.kernel.prefill as prefill  # noqa: E402
 from kvdiv.kernel.presses.window_attention import exact_window_attention  # noqa: E402
 from kvdiv.kernel.session import KernelSession  # noqa: E402
+from kvdiv.settings import generation
 
 VARIANTS = {"kvpress": contextlib.nullcontext, "kvdiv": exact_window_attention}
 
 
 def prefills(loaded, prompts, actions, horizon: int) -> tuple[float, list[KernelSession]]:
     start = time.perf_counter()
-    sessions = [KernelSession(loaded, torch.tensor(p), actions, horizon=horizon) for p in prompts]
+    sessions = [KernelSession(loaded, torch.tensor(p), actions, generation(horizon=horizon)) for p in prompts]
     return time.perf_counter() - start, sessions
 
 

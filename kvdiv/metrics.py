@@ -96,7 +96,12 @@ def compute_metrics(
     for dim in dims4:
         if dim not in ds.dims:
             raise KeyError(f"cube lacks dimension {dim!r} (has {list(ds.dims)})")
-    n_d, n_a, n_r, horizon = (ds.sizes[d] for d in dims4)
+    n_d, n_a, n_r, steps = (ds.sizes[d] for d in dims4)
+    if "horizon" not in ds.attrs:
+        raise KeyError("cube lacks the attribute 'horizon' (H, recorded by the trajectory job)")
+    horizon = int(ds.attrs["horizon"])  # H as the trajectories recorded it, never re-derived
+    if horizon != steps:
+        raise ValueError(f"cube's horizon attribute {horizon} differs from its {steps} steps: a damaged cube")
     model = model or str(ds.attrs.get("model", "unknown"))
     study = study or str(ds.attrs.get("study", "unknown"))
     arrays = {name: _array(ds, name, dims4) for name in CUBE_VARIABLES}

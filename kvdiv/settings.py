@@ -53,7 +53,9 @@ def _seed(name: str, value: Any) -> None:
 @dataclass(frozen=True)
 class Generation:
     """A study's generation settings: seeds, H, R, the sampling temperature, the mode, whether Q is evaluated at
-    step 1, the TV round-off tolerance, the reference chain and what is compressed."""
+    step 1, the TV round-off tolerance, the reference chain and what is compressed. Built once (from the config:
+    :meth:`from_study`; from keywords with the schema's defaults: :func:`generation`) and passed whole, as itself, from
+    the rule to the kernel session."""
 
     master_seed: int
     study_seed: int
@@ -101,9 +103,15 @@ class Generation:
         """The reference chain the trajectories use (and their stores record): per_action in swrb mode."""
         return self.reference_chain if self.mode == "complete" else "per_action"
 
-    def as_dict(self) -> dict[str, Any]:
-        """The settings as a plain mapping (a rule's params, a log line)."""
-        return asdict(self)
+    def seed_parts(self, document_id: str) -> tuple[int, int, str]:
+        """(master seed, study seed, document id): the first parts of every sampling stream and press draw of one
+        document (:func:`kvdiv.seeds.derive_seed`)."""
+        return (self.master_seed, self.study_seed, str(document_id))
+
+    def record(self) -> dict[str, Any]:
+        """The settings as a store records them (and the trajectory cache's key hashes them): every field, the
+        reference chain as the trajectories used it (``per_action`` in swrb mode)."""
+        return asdict(self) | {"reference_chain": self.effective_reference_chain}
 
     @classmethod
     def from_study(cls, config: Mapping[str, Any], study: str) -> "Generation":
@@ -187,7 +195,7 @@ def schema() -> dict:
 
 def generation(**given: Any) -> Generation:
     """A :class:`Generation` of ``given`` settings, the rest the schema's study defaults (the seeds: the master
-    seed's default and study seed 0)."""
+    seed's default and study seed 0): how library callers (:func:`kvdiv.compare`, tests) build one."""
     properties = schema()["properties"]
     study = properties["studies"]["additionalProperties"]["properties"]
     defaults = {key: study[key]["default"] for key in STUDY_KEYS}
@@ -196,14 +204,3 @@ def generation(**given: Any) -> Generation:
     if unknown:
         raise TypeError(f"unknown generation setting(s) {', '.join(unknown)}; known: {', '.join(sorted(defaults))}")
     return Generation(**(defaults | given))
-
-
-def resolve(generation_: Generation | None, settings: dict[str, Any]) -> Generation:
-    """``generation_`` as given, or (None) one of the keyword ``settings`` (:func:`generation`); not both."""
-    if generation_ is None:
-        return generation(**settings)
-    if settings:
-        raise TypeError(f"give a Generation or its settings, not both (also given: {', '.join(sorted(settings))})")
-    if not isinstance(generation_, Generation):
-        raise TypeError(f"generation must be a kvdiv.config.Generation, got {type(generation_).__name__}")
-    return generation_

@@ -25,6 +25,7 @@ from kvdiv.names import NAME_REGEX, check_config_names, check_results_root  # no
 files.check_config_files(workflow.configfiles)
 _GIVEN_CONFIG = copy.deepcopy(config)  # as written: checks of keys only when given (analysis.contrasts)
 validate(config, str(files.SCHEMA))
+files.fill_result_defaults(config, _GIVEN_CONFIG)  # analysis.studies: the registry's default studies this config has
 check_config_names(config)  # names become path components (results/models/{model}/, ...)
 checks.check_config(config, _GIVEN_CONFIG)
 # Every output, log and job benchmark of this config lies under its own root (config key `results`): configs live
@@ -87,7 +88,7 @@ get_documents_source_files = LOOKUPS.documents_source_files
 get_documents_file = LOOKUPS.documents_file
 get_documents = LOOKUPS.documents
 get_document_blocks = LOOKUPS.document_blocks
-get_document_block_count = LOOKUPS.document_block_count
+get_document_request = LOOKUPS.document_request
 get_stratum_document_blocks = LOOKUPS.stratum_document_blocks
 get_documents_blocks_of = LOOKUPS.documents_blocks_of
 get_document_ids = LOOKUPS.document_ids
@@ -103,7 +104,7 @@ get_trajectory_rule_name = LOOKUPS.trajectory_rule_name
 get_trajectory_stratum = LOOKUPS.trajectory_stratum
 get_trajectory_store = LOOKUPS.trajectory_store
 get_trajectory_stores = LOOKUPS.trajectory_stores
-get_trajectory_settings = LOOKUPS.trajectory_settings
+get_generation = LOOKUPS.generation
 get_trajectory_resources = LOOKUPS.trajectory_resources
 get_trajectory_gpus = LOOKUPS.trajectory_gpus
 get_cube = LOOKUPS.cube
@@ -115,5 +116,8 @@ get_metrics_files = LOOKUPS.metrics_files
 get_analysis_study = LOOKUPS.analysis_study
 get_analysis_outputs = LOOKUPS.analysis_outputs
 get_analysis_params = LOOKUPS.analysis_params
+get_plot_params = LOOKUPS.plot_params
+get_result_code = LOOKUPS.result_code
+get_report_code = LOOKUPS.report_code
 get_report_setting = LOOKUPS.report_setting
 get_leaderboard = LOOKUPS.leaderboard

@@ -19,15 +19,7 @@ rule document:
         first="[0-9]+",
         last="[0-9]+",
     params:
-        first=lambda wildcards: int(wildcards.first),
-        n_documents=lambda w: get_document_block_count(w.study, w.stratum, w.first, w.last),
-        tasks=lambda wildcards: get_stratum_spec(wildcards.study, wildcards.stratum).get("tasks", []),
-        master_seed=config["seed"],
-        study_seed=lambda wildcards: get_study(wildcards.study)["seed"],
-        model=lambda wildcards: get_reference_tokenizer(wildcards.study),
-        model_spec=lambda wildcards: get_model_params(get_reference_tokenizer(wildcards.study)),
-        source=lambda wildcards: get_documents_source(wildcards.study),
-        horizon=lambda wildcards: get_study(wildcards.study)["horizon"],
+        request=lambda w: get_document_request(w.study, w.stratum, w.first, w.last),
         code=script_code("document.py"),
     log:
         paths.log("document", "{study}/{stratum}/{first}-{last}"),

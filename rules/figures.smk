@@ -1,8 +1,9 @@
-# stage: figures/tables/report — metrics -> analysis tables (kvdiv.analysis, cluster bootstrap) ->
-# Figures 5–7 and Tables 2–3 (kvdiv.outputs) and results/report.md (kvdiv.outputs.report; with the sections such
-# as swrb whose tables rule analysis writes but no figure draws).
-# The items (figures and tables), their tables and the settings each uses are kvdiv.analysis.items; which study
-# feeds which item is config analysis.studies; plotting options reach only the figure rule.
+# stage: figures/tables/report — metrics -> analysis tables (kvdiv.analysis builders, cluster bootstrap) ->
+# Figures 5–7 and Tables 2–3 and results/report.md (with the sections such as swrb whose tables rule analysis writes
+# but no figure draws). Every rule here is generic: what a result computes, draws, writes and reports is its module
+# in kvdiv.results (the registry, kvdiv.results.registry); each job takes only the settings its result declares for
+# that table or plot, and its code param hashes its own result's module; which study feeds which result is config
+# analysis.studies.
 
 # Helpers: rules/common.smk (section "metrics, figures, tables, report").
 
@@ -15,7 +16,7 @@ rule analysis:
         **with_checksums({"table": paths.analysis_table("{item}", "{table}")}),
     params:
         settings=lambda wildcards: get_analysis_params(wildcards.item, wildcards.table),
-        code=script_code("analysis.py"),
+        code=lambda wildcards: get_result_code("analysis.py", wildcards.item),
     wildcard_constraints:
         item="|".join(ANALYSED_ITEMS),
         table=r"[a-z0-9_]+",
@@ -35,10 +36,9 @@ rule figure:
         pdf=report(paths.figure("{item}", "pdf"), caption="../report/figure.rst", category="Figures"),
         png=report(paths.figure("{item}", "png"), caption="../report/figure.rst", category="Figures"),
     params:
-        early=lambda wildcards: get_analysis()["early"],
-        late=lambda wildcards: get_analysis()["late"],
+        settings=lambda wildcards: get_plot_params(wildcards.item),
         dpi=lambda wildcards: config["plotting"]["dpi"],
-        code=script_code("figure.py"),
+        code=lambda wildcards: get_result_code("figure.py", wildcards.item),
     wildcard_constraints:
         item="|".join(FIGURE_ITEMS),
     log:
@@ -59,7 +59,7 @@ rule table:
         tex=paths.table("{item}", "tex"),
     params:
         settings=lambda wildcards: get_analysis_params(wildcards.item, "numbers"),
-        code=script_code("table.py"),
+        code=lambda wildcards: get_result_code("table.py", wildcards.item),
     wildcard_constraints:
         item="|".join(TABLE_ITEMS),
     log:
@@ -84,7 +84,7 @@ rule report_md:
         tables={item: {"numbers": paths.table(item, "csv"), "markdown": paths.table(item, "md")} for item in TABLE_ITEMS},
         figures={item: paths.figure(item, "png") for item in FIGURE_ITEMS},
         setting=lambda wildcards: get_report_setting(),
-        code=script_code("report.py"),
+        code=get_report_code(),
     log:
         paths.log("report_md", "report_md"),
     conda:

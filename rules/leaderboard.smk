@@ -1,5 +1,6 @@
 # stage: leaderboard — when the config has a `leaderboard` section: one study's metrics -> every action ranked by
-# R_H per model, with intervals (kvdiv.analysis.leaderboard), as CSV, Markdown and a figure (kvdiv.outputs.leaderboard).
+# R_H per model, with intervals, as CSV, Markdown and a figure: the result `leaderboard` of the registry
+# (kvdiv.results.leaderboard), built, written and drawn through the registry as every other result.
 # Helpers: rules/common.smk (section "metrics, figures, tables, report").
 
 
@@ -15,13 +16,10 @@ rule leaderboard:
         pdf=paths.leaderboard("{model}", "pdf"),
         png=report(paths.leaderboard("{model}", "png"), caption="../report/leaderboard.rst", category="Leaderboard"),
     params:
-        steps=lambda wildcards: get_leaderboard()["steps"],
+        settings=lambda wildcards: get_analysis_params("leaderboard", "numbers"),
         actions=lambda wildcards: get_action_specs(get_leaderboard()["study"]),
-        bootstrap=lambda wildcards: get_analysis()["bootstrap"],
-        confidence=lambda wildcards: get_analysis()["confidence"],
-        seed=lambda wildcards: config["seed"],
         dpi=lambda wildcards: config["plotting"]["dpi"],
-        code=script_code("leaderboard.py"),
+        code=lambda wildcards: get_result_code("leaderboard.py", "leaderboard"),
     wildcard_constraints:
         model=NAME_REGEX,
     log:

@@ -42,7 +42,7 @@ for _study in get_studies():
                     documents=_doc_ids,
                     model_spec=get_model_params(_model),
                     actions=get_action_specs(_study),
-                    settings=get_trajectory_settings(_study),
+                    generation=get_generation(_study),
                     code=get_trajectory_code(_study),
                 log:
                     paths.log("trajectories", f"{_study}/{_model}/{_batch}"),

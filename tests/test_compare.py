@@ -18,6 +18,7 @@ import kvdiv
 from kvdiv.documents.render import prompt_token_ids
 from kvdiv.trajectories.job import run_documents
 from kvdiv.trajectories.store import build_cube, open_cube
+from kvdiv.settings import generation
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPTS = [
@@ -64,11 +65,7 @@ def test_same_arrays_as_the_jobs_library_path(tiny_llama, result, tmp_path):
         documents,
         SPECS,
         outs,
-        master_seed=5,
-        study_seed=9,
-        horizon=6,
-        replicates=3,
-        temperature=3.0,
+        generation(master_seed=5, study_seed=9, horizon=6, replicates=3, temperature=3.0),
         progress=False,
     )
     cube = open_cube(build_cube("compare", tiny_llama.name, outs, tmp_path / "cube.zarr"))

@@ -54,14 +54,21 @@ def test_no_second_default_in_the_library():
     assert offenders == []
     import kvdiv.compare  # noqa: F401  (the package attribute is then the callable module, as users see it)
 
-    for function in (generate, generate_documents, run_documents):
-        assert inspect.signature(function).parameters["generation"].default is None, function.__name__
+    from kvdiv.kernel.session import KernelSession
+
+    # one way in: each entry point takes the Generation, required, and no setting as a keyword of its own
+    for function in (generate, generate_documents, run_documents, KernelSession):
+        parameters = inspect.signature(function).parameters
+        assert parameters["generation"].default is inspect.Parameter.empty, function.__name__
+        assert not {"horizon", "tv_atol", "temperature", "replicates"} & set(parameters), function.__name__
+        assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()), function.__name__
     assert inspect.signature(kvdiv.compare).parameters["tv_atol"].default is None
 
 
 def test_a_library_call_couples_as_the_workflow():
-    """generate() without settings gives what the workflow's Generation of a default study gives, value for value;
-    tv_atol = 0 (exact) differs where a δ is below the default tolerance."""
+    """generation() (the schema's defaults, as kvdiv.compare builds one) gives what the workflow's Generation of a
+    default study gives, value for value; tv_atol = 0 (exact) differs where a δ is below the default tolerance; the
+    library's entry points take the Generation only (no second way in)."""
     eos = 0
     ref = history_kernel(4, seed=3)
     close = mixture_kernel(ref, history_kernel(4, seed=4), 1e-8)  # δ ≈ 1e-8: below the default tolerance
@@ -71,20 +78,20 @@ def test_a_library_call_couples_as_the_workflow():
     )
     config = _validated(SMOKE)
     study = next(iter(config["studies"]))
-    g = dataclasses.replace(Generation.from_study(config, study), horizon=6, replicates=3)
-    kwargs = dict(seed_parts=(1, 2, "doc"), eos_token_ids=[eos], progress=False)
+    g = dataclasses.replace(Generation.from_study(config, study), horizon=6, replicates=3, master_seed=1, study_seed=2)
+    kwargs = dict(document_id="doc", eos_token_ids=[eos], progress=False)
     a = generate(s_workflow, ["a", "b"], g, **kwargs)
-    b = generate(s_library, ["a", "b"], horizon=6, replicates=3, **kwargs)
+    b = generate(s_library, ["a", "b"], generation(horizon=6, replicates=3, master_seed=1, study_seed=2), **kwargs)
     for action in ("a", "b"):
         for name in ("x", "y", "tv", "fixed_tv"):
             np.testing.assert_array_equal(getattr(a[action], name), getattr(b[action], name))
     assert np.all(a["b"].tv == 0) and np.any(a["a"].tv > 0)
-    exact = generate(s_exact, ["a", "b"], horizon=6, replicates=3, tv_atol=0.0, **kwargs)
+    exact = generate(s_exact, ["a", "b"], dataclasses.replace(g, tv_atol=0.0), **kwargs)
     assert np.any(exact["b"].tv > 0)  # exact coupling: the tiny δ counts
-    with pytest.raises(TypeError, match="not both"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'horizon'"):
         generate(s_library, ["a"], g, horizon=6, **kwargs)
     with pytest.raises(TypeError, match="unknown generation setting.*horizn"):
-        generate(s_library, ["a"], horizn=6, **kwargs)
+        generation(horizn=6)
 
 
 @pytest.mark.parametrize(

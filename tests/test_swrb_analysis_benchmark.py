@@ -17,6 +17,7 @@ from kvdiv.estimands import enclosure
 from kvdiv.metrics import trajectory_replicates
 from support.toy_kernels import ToyKernelSession, constant_kernel
 from kvdiv.trajectories.generate import generate
+from kvdiv.settings import generation
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "swrb_analysis.py"
 _spec = importlib.util.spec_from_file_location("swrb_analysis", SCRIPT)
@@ -57,12 +58,10 @@ def _both_modes(session_factory, actions, horizon, replicates, window, document=
         out = generate(
             session,
             actions,
-            horizon=horizon,
-            replicates=replicates,
-            seed_parts=(7, stream, document),
+            generation(master_seed=7, study_seed=stream, horizon=horizon, replicates=replicates, mode=mode),
             eos_token_ids=[],
-            mode=mode,
             progress=False,
+            document_id=document,
         )
         frame = trajectory_replicates(out, mode, window, document)
         # the reconstruction of rows equals what the session was handed (trajectory_replicates also checks the

@@ -1,10 +1,10 @@
 """Snakemake script of rule report_md: analysis tables -> results/report.md and the claims table
-results/tables/claims.{csv,md} (kvdiv.outputs.report.build_report)."""
+results/tables/claims.{csv,md} (kvdiv.results.report.build_report)."""
 
 import logging
 
 from kvdiv.joblog import job_log
-from kvdiv.outputs.report import build_report
+from kvdiv.results.report import build_report
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 

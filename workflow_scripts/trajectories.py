@@ -9,7 +9,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import logging  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from kvdiv.settings import Generation, Runtime  # noqa: E402
+from kvdiv.settings import Runtime  # noqa: E402
 from kvdiv.documents import read_jsonl  # noqa: E402
 from kvdiv.joblog import job_log  # noqa: E402
 from kvdiv.models.loading import load_model  # noqa: E402
@@ -33,7 +33,7 @@ with job_log(snakemake.log[0]):  # tqdm progress and errors go to the log
     # changing it must not rerun the job)
     batch = Runtime.split(snakemake.config["models"][params.model])[1].documents_per_batch
     runtime = Runtime(threads=snakemake.threads, documents_per_job=len(documents), documents_per_batch=batch)
-    generation = Generation(**params.settings)
+    generation = params.generation  # the study's kvdiv.settings.Generation, built once at start-up
     study, model = params.study, params.model
     logging.info("loading model %s (%s)", model, runtime)
     # shadow: "minimal" links only the inputs into the job's directory: follow provenance.json to the real model dir

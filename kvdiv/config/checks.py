@@ -60,7 +60,7 @@ def check_shapes(config: Mapping) -> None:
     analysis = config.get("analysis") or {}
     if "blocks" in analysis and not analysis["blocks"]:
         raise ConfigError("analysis.blocks is empty: give at least one position block [first, last]")
-    if not (analysis.get("studies") or {}):
+    if config.get("studies") and not (analysis.get("studies") or {}):
         raise ConfigError("analysis.studies is empty: name the study of at least one figure or table")
 
 
@@ -119,17 +119,15 @@ def check_references(config: Mapping, given: Mapping) -> None:
                 raise ConfigError(f"models.{model}.tokenizer: the tokenizers form a cycle ({' -> '.join(chain)})")
     given_analysis = given.get("analysis") or {}
     analysis = config["analysis"]
-    from kvdiv.analysis.items import STUDIED  # the registry: every result a study can feed
+    from kvdiv.results.registry import studied  # the registry: every result a study can feed
 
     for item in analysis["studies"]:
-        if item not in STUDIED:
-            raise ConfigError(f"analysis.studies.{item}: not a result of kvdiv (results: {', '.join(STUDIED)})")
-    if "studies" in given_analysis:  # the default names the paper's studies; a config may lack them
-        for item, study in analysis["studies"].items():
-            if study not in studies:
-                raise ConfigError(
-                    f"analysis.studies.{item}: {study!r} is not a configured study (studies: {', '.join(studies)})"
-                )
+        if item not in studied():
+            raise ConfigError(f"analysis.studies.{item}: not a result of kvdiv (results: {', '.join(studied())})")
+    for item, study in analysis["studies"].items():
+        if study not in studies:
+            configured = ", ".join(studies) or "none"
+            raise ConfigError(f"analysis.studies.{item}: {study!r} is not a configured study (studies: {configured})")
     for key in ("contrasts", "table3_contrast"):
         if key not in given_analysis:
             continue  # the defaults name the paper's actions; each item uses those its study has
@@ -254,12 +252,11 @@ def check_documents(config: Mapping, basedir: str | Path = ".") -> None:
 
 def check_windows(config: Mapping, given: Mapping | None = None) -> None:
     """Analysis windows and depths within the horizons they index: the blocks, early, late and short windows of
-    each item (:func:`kvdiv.analysis.items.check_analysis_windows`); ``analysis.window`` (a depth L ≤ H − 1 of every
+    result that reads them (:func:`check_result_windows`); ``analysis.window`` (a depth L ≤ H − 1 of every
     study, whose metrics all use it); ``analysis.cohort_max_tau`` (a step ≤ H of the items' studies); the
     leaderboard's ``steps`` (≤ H of its study); ``finite_state.window`` (≤ H − 1 of every shape). The depths
     ``analysis.window``, ``cohort_max_tau`` and ``finite_state.window`` are checked when ``given`` (the config as
     written) sets them: a default deeper than a short test study's horizon only saturates (R_L = R_H)."""
-    from kvdiv.analysis import items
     from kvdiv.analysis.verdicts import check_directions
 
     given = config if given is None else given
@@ -268,7 +265,7 @@ def check_windows(config: Mapping, given: Mapping | None = None) -> None:
     studies, analysis = _studies(config), config["analysis"]
     horizons = {item: studies[study]["horizon"] for item, study in analysis["studies"].items() if study in studies}
     try:
-        items.check_analysis_windows(analysis, horizons)
+        check_result_windows(analysis, horizons)
         check_directions(analysis.get("directions") or [], analysis.get("contrasts") or [])
     except ValueError as err:
         raise ConfigError(str(err)) from None
@@ -301,6 +298,31 @@ def check_windows(config: Mapping, given: Mapping | None = None) -> None:
                 f"finite_state.window = {finite['window']} is deeper than finite_state.shapes[{i}] (horizon "
                 f"{shape['horizon']}) can reach: depths are <= horizon - 1"
             )
+
+
+#: Window settings of the ``analysis`` section and the bound of each against the horizon H of the study feeding a
+#: result that reads it: generation positions t ≤ H (offset 0), divergence-aligned depths ℓ = t − τ ≤ H − 1 (offset 1).
+WINDOW_SETTINGS = {"blocks": 0, "short_window": 0, "early": 1, "late": 1}
+
+
+def check_result_windows(analysis: Mapping, horizons: Mapping[str, int]) -> None:
+    """The window settings of the ``analysis`` section against the horizon of the study feeding each result that
+    reads them (``horizons``: result → H, for the results this config builds)."""
+    from kvdiv.analysis.windows import check_window
+    from kvdiv.results.registry import get_result
+
+    for key, below in WINDOW_SETTINGS.items():
+        if key not in analysis:
+            continue
+        windows = analysis[key] if key == "blocks" else [analysis[key]]
+        for name, horizon in horizons.items():
+            if key not in get_result(name).window_keys():
+                continue
+            what = "positions t <= H" if below == 0 else "depths <= H - 1"
+            context = f"{name} uses a study with H = {horizon}: {what}"
+            for i, window in enumerate(windows):
+                where = f"analysis.{key}[{i}]" if key == "blocks" else f"analysis.{key}"
+                check_window(where, window, horizon - below, context)
 
 
 def check_sizes(config: Mapping) -> None:

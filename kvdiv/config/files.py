@@ -89,6 +89,26 @@ def validate(config: dict, where: str = "config") -> None:
         raise ConfigError(f"{where}: {_validation_summary(str(err))}") from None
 
 
+def fill_result_defaults(config: dict, given: Mapping) -> None:
+    """``analysis.studies`` when the config does not give it, from the registry of results
+    (:func:`kvdiv.results.registry.default_studies`: each result's default study), keeping the results whose default
+    study this config has; a config whose studies include none of them must name its own (a :class:`ConfigError`)."""
+    from kvdiv.results.registry import default_studies
+
+    if "studies" in (given.get("analysis") or {}):
+        return
+    studies = config.get("studies") or {}
+    defaults = default_studies()
+    chosen = {name: study for name, study in defaults.items() if study in studies}
+    if studies and not chosen:
+        raise ConfigError(
+            f"analysis.studies is not given and its default feeds the paper's studies "
+            f"({', '.join(sorted(set(defaults.values())))}), which this config lacks (studies: {', '.join(studies)}): "
+            "set analysis.studies to the study that feeds each result"
+        )
+    config.setdefault("analysis", {})["studies"] = chosen
+
+
 def _validation_summary(text: str) -> str:
     lines = [line.strip() for line in text.splitlines()]
     reason = next((line for line in lines if line.startswith("ValidationError:")), lines[0] if lines else text)

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from kvdiv import cluster, layout
-from kvdiv.analysis import items
 from kvdiv.codehash import code_hash
 from kvdiv.config import plan
-from kvdiv.settings import Generation, Runtime
+from kvdiv.results import registry
+from kvdiv.settings import DocumentRequest, Generation, Runtime
 
 
 def canonical(value: Any) -> Any:
@@ -42,10 +42,11 @@ class Lookups:
         self.rule_names: dict[str, tuple[str, str, str]] = {}
         self._document_strata: dict[str, dict[str, str]] = {}
         analysed = self.config["analysis"]["studies"]
-        # the items this config builds: those named in analysis.studies (kvdiv.analysis.items order)
-        self.figure_items = tuple(item for item in items.FIGURES if item in analysed)
-        self.table_items = tuple(item for item in items.TABLES if item in analysed)
-        self.analysed_items = tuple(item for item in items.ANALYSED if item in analysed)
+        # the results this config builds: those named in analysis.studies, in the registry's (report) order; a
+        # figure's or a section's tables are Parquet files of rule analysis, a table's its numbers of rule table
+        self.figure_items = tuple(name for name in registry.names("figure") if name in analysed)
+        self.table_items = tuple(name for name in registry.names("table") if name in analysed)
+        self.analysed_items = tuple(name for name in registry.names("figure", "section") if name in analysed)
 
     # --- workflow files and code ---
 
@@ -95,9 +96,7 @@ class Lookups:
         files on disk are inputs (editing one reruns the resolution)."""
         spec = self.model_spec(model)
         tokenizer = spec.get("tokenizer")
-        if spec["source"] == "random" and tokenizer and tokenizer != "bytes":
-            if tokenizer not in self.config["models"]:
-                raise ValueError(f"model {model!r}: tokenizer {tokenizer!r} is neither 'bytes' nor a configured model")
+        if spec["source"] == "random" and tokenizer and tokenizer != "bytes":  # a configured model (start-up check)
             return [self.model_ready(tokenizer)]
         if spec["source"] in ("local", "gguf"):
             from kvdiv.models.sources import source_files
@@ -136,10 +135,7 @@ class Lookups:
 
     def reference_tokenizer(self, study: str) -> str:
         """The model whose tokenizer sizes a study's documents (``reference_tokenizer``, else its first model)."""
-        name = self.study(study).get("reference_tokenizer") or self.study_models(study)[0]
-        if name not in self.config["models"]:
-            raise ValueError(f"study {study!r}: reference_tokenizer {name!r} is not a configured model")
-        return name
+        return self.study(study).get("reference_tokenizer") or self.study_models(study)[0]
 
     def stratum_spec(self, study: str, stratum: str) -> dict:
         for spec in self.study(study)["strata"]:
@@ -176,6 +172,25 @@ class Lookups:
             if (s, k, end) == (stratum, int(first), int(last)):
                 return len(ids)
         raise ValueError(f"study {study!r} stratum {stratum!r} has no document block {first}-{last}")
+
+    def document_request(self, study: str, stratum: str, first: int | str, last: int | str) -> DocumentRequest:
+        """The :class:`DocumentRequest` of block ``first``-``last`` of a stratum: the ``request`` param of its
+        ``document`` job, passed to it as itself (adding a document to the block changes it, and reruns the block)."""
+        model = self.reference_tokenizer(study)
+        tasks = self.stratum_spec(study, stratum).get("tasks")
+        return DocumentRequest(
+            study=study,
+            stratum=stratum,
+            first=int(first),
+            count=self.document_block_count(study, stratum, first, last),
+            master_seed=self.config["seed"],
+            study_seed=self.study(study)["seed"],
+            model=model,
+            model_spec=self.model_params(model),
+            source=self.documents_source(study),
+            horizon=self.study(study)["horizon"],
+            tasks=tuple(tasks) if tasks else None,
+        )
 
     def stratum_document_blocks(self, study: str, stratum: str) -> list[str]:
         return [
@@ -260,9 +275,11 @@ class Lookups:
     def cube(self, study: str, model: str) -> str:
         return self.paths.cube(study, model)
 
-    def trajectory_settings(self, study: str) -> dict:
-        """A study's :class:`Generation` as the ``settings`` param of its trajectory jobs."""
-        return Generation.from_study(self.config, study).as_dict()
+    @functools.cache
+    def generation(self, study: str) -> Generation:
+        """A study's :class:`Generation`, built once from the config: the ``generation`` param of its trajectory
+        jobs, passed to them as itself."""
+        return Generation.from_study(self.config, study)
 
     def trajectory_gpus(self, model: str) -> int:
         """1 for a model on a CUDA device (a counter locally; --gpus= on SLURM), else 0."""
@@ -293,23 +310,36 @@ class Lookups:
         ]
 
     def analysis_study(self, item: str) -> str:
-        """The study that feeds a figure/table (config analysis.studies)."""
-        study = self.analysis()["studies"][item]
-        if study not in self.studies():
-            raise ValueError(
-                f"analysis.studies.{item} = {study!r} is not a configured study (studies: "
-                f"{self.studies()}); set analysis.studies in your config"
-            )
-        return study
+        """The study that feeds a figure/table (config analysis.studies; a configured study: start-up check)."""
+        return self.analysis()["studies"][item]
 
     def analysis_outputs(self, item: str) -> dict[str, str]:
-        return {table: self.paths.analysis_table(item, table) for table in items.get_item(item).tables}
+        return {table: self.paths.analysis_table(item, table) for table in registry.get_result(item).tables}
 
     def analysis_params(self, item: str, table: str) -> dict:
-        """The settings one table of an item uses (so a change reruns exactly what uses it)."""
-        a = self.analysis()
+        """The settings one table of a result uses: the bootstrap's and those its :class:`~kvdiv.results.base.Table`
+        declares, from the result's config section (so a change reruns exactly the tables that use it)."""
+        result = registry.get_result(item)
+        a, section = self.analysis(), self.config[result.config]
         common = {"bootstrap": a["bootstrap"], "confidence": a["confidence"], "seed": self.config["seed"]}
-        return {**common, **items.table_settings(item, table, a)}
+        return {**common, **result.table_settings(table, section)}
+
+    def plot_params(self, item: str) -> dict:
+        """The settings a result's plot declares (Figure 6: its depth windows), from its config section: only its
+        figure job takes them."""
+        result = registry.get_result(item)
+        return result.plot_settings(self.config[result.config])
+
+    @functools.cache
+    def result_code(self, script: str, item: str) -> str:
+        """The ``code`` param of a job of one result: its script's kvdiv imports and the result's own module (the
+        registry imports result modules by name, so each result's jobs hash only their own)."""
+        return code_hash(str(self.basedir / "workflow_scripts" / script), *registry.result_modules(item))
+
+    @functools.cache
+    def report_code(self) -> str:
+        """The ``code`` param of the report: its script and every result's module (each writes a section)."""
+        return code_hash(str(self.basedir / "workflow_scripts" / "report.py"), *registry.result_modules())
 
     def report_setting(self) -> dict:
         """What ran, for the report's comparison with the paper's setting."""
@@ -340,10 +370,5 @@ class Lookups:
         }
 
     def leaderboard(self) -> dict | None:
-        """The ``leaderboard`` section (None: no leaderboard), its study checked against ``studies``."""
-        section = self.config.get("leaderboard")
-        if section is not None and section["study"] not in self.studies():
-            raise ValueError(
-                f"leaderboard.study = {section['study']!r} is not a configured study (studies: {self.studies()})"
-            )
-        return section
+        """The ``leaderboard`` section (None: no leaderboard; its study is a configured one: start-up check)."""
+        return self.config.get("leaderboard")

@@ -22,6 +22,7 @@ from kvdiv.kernel.decoding import ChainState, match_rows, run_decoding_hooks
 from kvdiv.kernel.prefill import REFERENCE, Prefix, attention_layers, prefill_caches
 from kvdiv.kernel.presses.protocol import IndexedPress, SeededPress
 from kvdiv.kernel.presses.registry import build_press, decoding_press
+from kvdiv.settings import Generation
 
 # kvpress after kvdiv.kernel.decode_attention (which imports it behind the lazy `datasets` placeholder)
 from kvpress import BasePress  # noqa: E402,I001
@@ -39,20 +40,17 @@ class KernelSession:
     actions : mapping name → action spec or press instance
         ``{press: <name>, **arguments}`` (see :mod:`kvdiv.kernel.presses.registry`), or a kvpress press instance (a copy
         is used); "reference" is reserved.
-    temperature : float
-        Next-token laws are softmax(logits / temperature) in float64.
-    evict_first_step : bool
-        Evaluate Q at step 1 through the evicted cache (see the module docstring).
+    generation : Generation
+        The study's settings (:class:`kvdiv.settings.Generation`): next-token laws are softmax(logits / its
+        ``temperature``) in float64; ``evict_first_step`` evaluates Q at step 1 through the evicted cache (module
+        docstring); ``horizon`` H is the initial room per chain (H + 1 slots beyond the longest prompt cache and the
+        one of ``evict_first_step``; grows on demand); its seeds with ``document_id`` seed random presses.
+    document_id : str, optional
+        The document's id: random presses (:class:`~kvdiv.kernel.presses.protocol.SeededPress`: ProbabilisticPress,
+        or a press of your own) draw from ``generation.seed_parts(document_id)`` and the action's name
+        (:meth:`press_seeds` reports the seeds); None keeps each press's own ``seed``.
     max_chains : int, optional
         Initial number of chain slots (default 2 × (number of caches) + 1); grows on demand.
-    horizon : int, keyword-only, required
-        H, the tokens each chain will generate: the initial room per chain (H + 1 slots beyond the longest
-        prompt cache and the one of ``evict_first_step``); grows on demand. (Its default is the study key's,
-        config/schema.yaml; arguments after it are keyword-only too.)
-    seed_parts : sequence, optional
-        (master seed, study seed, document id): random presses (:class:`~kvdiv.kernel.presses.protocol.SeededPress`:
-        ProbabilisticPress, or a press of your own) draw from these and the action's name (:meth:`press_seeds` reports
-        the seeds); None keeps each press's own ``seed``.
     compressed_length : int, optional
         ``compress: context`` (kvpress's pipeline): the presses see and compress only the first
         ``compressed_length`` prompt tokens (the context); the rest (the question and answer prefix) is then fed
@@ -65,24 +63,23 @@ class KernelSession:
         loaded: Any,
         prompt_ids: torch.Tensor,
         actions: Mapping[str, Mapping[str, Any]],
-        temperature: float = 1.0,
-        evict_first_step: bool = False,
-        max_chains: int | None = None,
+        generation: Generation,
         *,
-        horizon: int,
-        seed_parts: Sequence[int | str] | None = None,
+        document_id: str | None = None,
+        max_chains: int | None = None,
         compressed_length: int | None = None,
     ):
-        if not temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}")
+        if not isinstance(generation, Generation):
+            raise TypeError(f"generation must be a kvdiv.settings.Generation, got {type(generation).__name__}")
         if REFERENCE in actions:
             raise ValueError(f"action name {REFERENCE!r} is reserved for the full-cache kernel")
         self.model = loaded.model
         self.eos_token_ids = [int(t) for t in loaded.eos_token_ids]
         if not self.eos_token_ids:
             raise ValueError("loaded.eos_token_ids is empty")
-        self.temperature = float(temperature)
-        self.evict_first_step = bool(evict_first_step)
+        self.generation = generation
+        self.temperature = float(generation.temperature)
+        self.evict_first_step = generation.evict_first_step
         self.device = next(self.model.parameters()).device
         self.dtype = next(self.model.parameters()).dtype
         ids = torch.as_tensor(prompt_ids, dtype=torch.long).reshape(-1).to(self.device)
@@ -96,10 +93,10 @@ class KernelSession:
             name: copy.deepcopy(spec) if isinstance(spec, BasePress) else build_press(spec, name=name)
             for name, spec in self.actions.items()
         }
-        if seed_parts is not None:
+        if document_id is not None:
             for name, press in self.presses.items():
                 if isinstance(press, SeededPress):
-                    press.set_document(*seed_parts, action=name)
+                    press.set_document(*generation.seed_parts(document_id), action=name)
         self._attn = attention_layers(self.model)
         self.n_layers = len(self._attn)
         # actions that compress during decoding too (kvpress's DecodingPress, PrefillDecodingPress): their part
@@ -144,7 +141,7 @@ class KernelSession:
         n_caches = 1 + len(self.presses)
         self._slots = ChainSlots(self.n_layers, self.kv_heads, self.head_dim, self.dtype, self.device)
         longest = max(p.length for p in self._prefixes.values())
-        self._slots.grow(max_chains or 2 * n_caches + 1, longest + 1 + max(int(horizon) + 1, 1))
+        self._slots.grow(max_chains or 2 * n_caches + 1, longest + 1 + max(generation.horizon + 1, 1))
 
         if self._compressed == n_ids:
             law = self._law(logits)

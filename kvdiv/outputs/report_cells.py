@@ -1,6 +1,6 @@
 """The cells every section of ``results/report.md`` is made of: our intervals, the paper's values, shares and counts,
 the table of rows "quantity | our model | documents | ours | paper", and what a section is given
-(:class:`SectionContext`). Each item's section lives in the item's own module (:mod:`kvdiv.outputs.registry`).
+(:class:`SectionContext`). Each result's section lives in the result's own module (:mod:`kvdiv.results.registry`).
 """
 
 from __future__ import annotations
@@ -8,23 +8,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
 
 from kvdiv.analysis.claim_rows import NOT_IDENTIFIED
 from kvdiv.analysis.inputs import lookup
-from kvdiv.analysis.items import AnalysisItem
 from kvdiv.outputs.tables import interval
 
 
 @dataclass(frozen=True)
 class SectionContext:
-    """Where an item's section sits in the report: its ``item`` (title, label), the ``study`` that fed it (None when
-    unknown), its ``figure`` (path relative to the report; "" without one), its Markdown table (text; "") and the
-    paper's ``model_keys`` (the paper columns of :class:`PaperTable`)."""
+    """Where a result's section sits in the report: its ``item`` (the :class:`kvdiv.results.base.Result`: title,
+    label), the ``study`` that fed it (None when unknown), its ``figure`` (path relative to the report; "" without one),
+    its Markdown table (text; "") and the paper's ``model_keys`` (the paper columns of :class:`PaperTable`)."""
 
-    item: AnalysisItem
+    item: Any
     study: str | None = None
     figure: str = ""
     markdown: str = ""

@@ -13,12 +13,11 @@ replicate r's reference from ``derive_rng(*seed_parts, "reference", r)`` and act
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from kvdiv.seeds import derive_rng
-from kvdiv.settings import resolve
 from kvdiv.settings import Generation
 from kvdiv.trajectories.base import ActionTrajectories, FoldedSession, Pairs, Session, drive, eos_flags
 from kvdiv.trajectories.complete import run_complete, run_complete_shared
@@ -28,12 +27,11 @@ from kvdiv.trajectories.swrb import run_swrb
 def generate(
     session: Session,
     actions: Sequence[str],
-    generation: Generation | None = None,
+    generation: Generation,
     *,
-    seed_parts: Sequence[int | str],
+    document_id: str,
     eos_token_ids: Sequence[int],
     progress: bool = True,
-    **settings: Any,
 ) -> dict[str, ActionTrajectories]:
     """Coupled trajectories of every action for one document.
 
@@ -42,10 +40,10 @@ def generate(
     session : KernelSession (or a test double such as tests/support's toy sessions)
         Serves P ("reference" cache) and Q (one cache per action) after one prefill.
     actions : action names known to the session.
-    generation : the settings (:class:`kvdiv.config.Generation`): H, R, mode, ``tv_atol`` (δ below it counts as
-        0), ``reference_chain``; or give them as keywords (``settings``), the rest the schema's study defaults
-        (:func:`kvdiv.config.generation`: the workflow's coupling). Its seeds are not used: ``seed_parts`` are.
-    seed_parts : (master seed, study seed, document id); replicate streams append (action, r) and ("reference", r).
+    generation : the settings (:class:`kvdiv.settings.Generation`): H, R, mode, ``tv_atol`` (δ below it counts as
+        0), ``reference_chain`` and the seeds: replicate streams are ``derive_rng(*generation.seed_parts(document_id),
+        action, r)`` (and ``"reference", r`` for a shared reference chain).
+    document_id : the document's id (part of every stream).
     eos_token_ids : the model's end ids, ``[0]`` the session's absorbing one: every law has their mass
         folded onto ``[0]`` before coupling and TV; flagged as EOS in ``eos_x``/``eos_y``.
 
@@ -54,33 +52,35 @@ def generate(
     dict action → :class:`ActionTrajectories`.
     """
     return generate_documents(
-        [session], [seed_parts], actions, resolve(generation, settings), eos_token_ids=eos_token_ids, progress=progress
+        [session], [document_id], actions, generation, eos_token_ids=eos_token_ids, progress=progress
     )[0]
 
 
 def generate_documents(
     sessions: Sequence[Session],
-    seed_parts: Sequence[Sequence[int | str]],
+    document_ids: Sequence[str],
     actions: Sequence[str],
-    generation: Generation | None = None,
+    generation: Generation,
     *,
     eos_token_ids: Sequence[int],
     progress: bool = True,
-    **settings: Any,
 ) -> list[dict[str, ActionTrajectories]]:
     """Coupled trajectories of every action for several documents of one model, advanced together.
 
-    ``sessions[d]`` serves document d (its prefill), ``seed_parts[d]`` = (master seed, study seed, document id);
-    the other arguments are :func:`generate`'s. Returns one dict action → :class:`ActionTrajectories` per
-    document, each equal value for value to :func:`generate` on that document alone; ``wall_time_s`` splits the
-    generation's time over documents and actions by their share of kernel rows.
+    ``sessions[d]`` serves document ``document_ids[d]`` (its prefill); the other arguments are :func:`generate`'s.
+    Returns one dict action → :class:`ActionTrajectories` per document, each equal value for value to
+    :func:`generate` on that document alone; ``wall_time_s`` splits the generation's time over documents and actions
+    by their share of kernel rows.
     """
-    g = resolve(generation, settings)
+    g = generation
+    if not isinstance(g, Generation):
+        raise TypeError(f"generation must be a kvdiv.settings.Generation, got {type(g).__name__}")
     horizon, replicates, mode, tv_atol = g.horizon, g.replicates, g.mode, g.tv_atol
     if len(set(actions)) != len(actions) or not actions:
         raise ValueError(f"actions must be distinct and non-empty, got {list(actions)}")
-    if len(sessions) != len(seed_parts) or not sessions:
-        raise ValueError(f"one seed_parts per session: {len(sessions)} sessions, {len(seed_parts)} seed_parts")
+    if len(sessions) != len(document_ids) or not sessions:
+        raise ValueError(f"one document id per session: {len(sessions)} sessions, {len(document_ids)} ids")
+    seed_parts = [g.seed_parts(doc_id) for doc_id in document_ids]
     start = time.perf_counter()
     if len(set(eos_token_ids)) > 1:
         sessions = [FoldedSession(session, eos_token_ids) for session in sessions]

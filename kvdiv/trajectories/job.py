@@ -19,7 +19,6 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from kvdiv.settings import resolve
 from kvdiv.settings import Generation
 from kvdiv.trajectories.base import EOS_FOLDING, chains_needed
 from kvdiv.trajectories.generate import generate_documents
@@ -41,11 +40,12 @@ def run_document(
     document: Mapping[str, Any],
     actions: Mapping[str, Mapping[str, Any]],
     out: str | Path,
-    generation: Generation | None = None,
-    **settings: Any,
+    generation: Generation,
+    **options: Any,
 ) -> Path:
-    """One document's trajectory job: :func:`run_documents` with a batch of one."""
-    return run_documents(loaded, [document], actions, [out], generation, **settings)[0]
+    """One document's trajectory job: :func:`run_documents` with a batch of one (``options``: its keyword-only
+    arguments)."""
+    return run_documents(loaded, [document], actions, [out], generation, **options)[0]
 
 
 def run_documents(
@@ -53,13 +53,12 @@ def run_documents(
     documents: Sequence[Mapping[str, Any]],
     actions: Mapping[str, Mapping[str, Any]],
     outs: Sequence[str | Path],
-    generation: Generation | None = None,
+    generation: Generation,
     *,
     progress: bool = True,
     cache: TrajectoryCache | None = None,
     code: str = "",
     documents_per_batch: int | None = None,
-    **settings: Any,
 ) -> list[Path]:
     """One trajectory job over a batch of documents: render each for this model, prefill each once, generate every
     action of every document together (or in consecutive batches of ``documents_per_batch``, each batch's stores
@@ -68,8 +67,8 @@ def run_documents(
     ``loaded`` is a :class:`kvdiv.models.loading.LoadedModel`; each document a documents-JSONL record
     (docs/internals.md) whose message is rendered with the model's own chat template (or none:
     :func:`kvdiv.documents.render.render_prompt`); the prompt ids fed are recorded in its store, which goes to
-    ``outs[d]`` atomically. ``generation`` (:class:`kvdiv.config.Generation`, or its keyword ``settings``, the rest
-    the schema's defaults) gives the seeds, H, R and the rest: sampling streams derive from (master seed, study seed,
+    ``outs[d]`` atomically. ``generation`` (:class:`kvdiv.settings.Generation`) gives the seeds, H, R and the rest:
+    sampling streams derive from (master seed, study seed,
     document id, action, replicate) and, with a shared reference chain, each replicate's reference chain from
     (master seed, study seed, document id, "reference", replicate); a ProbabilisticPress's draw from (master seed,
     study seed, document id, action). Every document is checked (keys, prompt + horizon within the context) before any
@@ -81,7 +80,9 @@ def run_documents(
     """
     from kvdiv.documents.render import context_length, prompt_token_ids
 
-    g = resolve(generation, settings)
+    g = generation
+    if not isinstance(g, Generation):
+        raise TypeError(f"generation must be a kvdiv.settings.Generation, got {type(g).__name__}")
     horizon, compress = g.horizon, g.compress
     if len(documents) != len(outs) or not documents:
         raise ValueError(f"one output per document: {len(documents)} documents, {len(outs)} outputs")
@@ -115,9 +116,8 @@ def run_documents(
     ids = [str(document["id"]) for document in documents]
     if len(set(ids)) != len(ids):
         raise ValueError(f"a document appears twice in one job: {ids}")
-    seed_parts = [(g.master_seed, g.study_seed, doc_id) for doc_id in ids]
-    # what the stores record: the reference chain the trajectories used (per_action in swrb mode)
-    recorded = g.as_dict() | {"reference_chain": g.effective_reference_chain}
+    # what the stores record (the reference chain the trajectories used: per_action in swrb mode), and the cache key
+    recorded = g.record()
     reused: list[dict[str, Piece]] = [{} for _ in documents]
     keys: list[dict[str, str]] = [{} for _ in documents]
     if cache is not None:
@@ -165,7 +165,7 @@ def run_documents(
             document,
             actions,
             prompt_ids,
-            recorded,
+            g,
             compressed_length=session.compressed_length if session is not None else first.compressed_prompt_tokens,
             press_seeds={k: v for piece in pieces.values() for k, v in piece.press_seeds.items()},
             effective_retention={k: v for piece in pieces.values() for k, v in piece.effective_retention.items()},
@@ -192,9 +192,7 @@ def run_documents(
             continue
         for first in range(0, len(members), size):
             batch = members[first : first + size]
-            for d, result in zip(
-                batch, _generate(loaded, batch, prompts, seed_parts, contexts, actions, needed, g, progress)
-            ):
+            for d, result in zip(batch, _generate(loaded, batch, ids, prompts, contexts, actions, needed, g, progress)):
                 if reused[d] and g.shared_reference and not same_reference(reused[d], result[0]):
                     log.warning(
                         "document %s: the reference chain recomputed now differs from the cached one: "
@@ -203,7 +201,7 @@ def run_documents(
                         ", ".join(actions),
                     )
                     reused[d] = {}
-                    result = _generate(loaded, [d], prompts, seed_parts, contexts, actions, tuple(actions), g, False)[0]
+                    result = _generate(loaded, [d], ids, prompts, contexts, actions, tuple(actions), g, False)[0]
                 write(d, dict(zip(("trajectories", "session", "prefill_s"), result)))
             result = None  # nothing of this batch outlives it
     for d in range(len(documents)):
@@ -215,8 +213,8 @@ def run_documents(
 def _generate(
     loaded: Any,
     members: Sequence[int],
+    ids: Sequence[str],
     prompts: Sequence[Sequence[int]],
-    seed_parts: Sequence[tuple],
     contexts: Sequence[int | None],
     actions: Mapping[str, Mapping[str, Any]],
     needed: Sequence[str],
@@ -236,18 +234,16 @@ def _generate(
                 loaded,
                 torch.tensor(prompts[d], dtype=torch.long),
                 specs,
-                temperature=g.temperature,
-                evict_first_step=g.evict_first_step,
+                g,
+                document_id=ids[d],
                 max_chains=chains_needed(len(specs), g.replicates, g.mode, g.effective_reference_chain),
-                horizon=g.horizon,
-                seed_parts=seed_parts[d],
                 compressed_length=contexts[d],
             )
         )
         prefill_s.append(time.perf_counter() - start)
     trajectories = generate_documents(
         sessions,
-        [seed_parts[d] for d in members],
+        [ids[d] for d in members],
         list(specs),
         g,
         eos_token_ids=loaded.eos_token_ids,
@@ -283,7 +279,7 @@ def _attributes(
     document: Mapping[str, Any],
     actions: Mapping[str, Mapping[str, Any]],
     prompt_ids: Sequence[int],
-    settings: Mapping[str, Any],
+    generation: Generation,
     *,
     compressed_length: int | None,
     press_seeds: Mapping[str, Any],
@@ -292,8 +288,7 @@ def _attributes(
     """A document store's root attributes (docs/internals.md), without the timings."""
     from kvdiv import __version__
 
-    mode = settings["mode"]
-    evict_first_step = settings["evict_first_step"]
+    g = generation
     return {
         "kvdiv_version": __version__,
         "model": loaded.name,
@@ -302,28 +297,28 @@ def _attributes(
         "linear_kernel": loaded.linear_kernel,
         "document": {k: v for k, v in document.items() if k not in ("prompt", "prompt_ids")},
         "actions": {name: action_record(spec) for name, spec in actions.items()},
-        "horizon": settings["horizon"],
-        "replicates": settings["replicates"],
-        "temperature": settings["temperature"],
+        "horizon": g.horizon,
+        "replicates": g.replicates,
+        "temperature": g.temperature,
         "seed": {
-            "master": settings["master_seed"],
-            "study": settings["study_seed"],
-            "streams": STREAMS[settings["reference_chain"]],
+            "master": g.master_seed,
+            "study": g.study_seed,
+            "streams": STREAMS[g.effective_reference_chain],
         },
-        "mode": mode,
-        "reference_chain": settings["reference_chain"],
-        "evict_first_step": evict_first_step,
-        "tv_atol": settings["tv_atol"],
+        "mode": g.mode,
+        "reference_chain": g.effective_reference_chain,
+        "evict_first_step": g.evict_first_step,
+        "tv_atol": g.tv_atol,
         "first_step": (
             "Q evaluated through the evicted cache (the question fed through it)"
-            if settings["compress"] == "context"
+            if g.compress == "context"
             else "Q evaluated through the evicted cache"
-            if evict_first_step
+            if g.evict_first_step
             else "delta_1 = 0: step 1 drawn from the prefill's law under both kernels"
         ),
-        "compress": settings["compress"],
+        "compress": g.compress,
         "compressed_prompt_tokens": compressed_length,
-        "swrb_restore": "retention (reservoir-chosen snapshot of the scan chains)" if mode == "swrb" else None,
+        "swrb_restore": "retention (reservoir-chosen snapshot of the scan chains)" if g.mode == "swrb" else None,
         "prompt_tokens": len(prompt_ids),
         "prompt_rendering": _rendering(document, loaded),
         "eos_token_ids": list(loaded.eos_token_ids),

@@ -8,7 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kvdiv.analysis import blocks, bootstrap, decomposition, inputs, items, prediction, profiles, timing
+from kvdiv.analysis import blocks, bootstrap, decomposition, inputs, prediction, profiles, timing
+from kvdiv.results.registry import get_result
 from kvdiv.io import write_parquet
 from kvdiv.outputs import tables
 from kvdiv.metrics import compute_metrics
@@ -17,7 +18,7 @@ from kvdiv.outputs.figure6 import plot_figure6
 from kvdiv.outputs.figure7 import plot_figure7
 from kvdiv.outputs.table2 import table2_frame
 from kvdiv.outputs.table3 import table3_frame
-from kvdiv.outputs.report import build_report, paper_values
+from kvdiv.results.report import build_report, paper_values
 from support.synthetic_cube import simulate_cube
 
 STRATA = ("ruler_256", "ruler_512", "helmet_256", "helmet_512")
@@ -314,9 +315,9 @@ def test_figures_tables_and_report(study50, tmp_path):
     )
     m90 = metrics_of(ds90)
     settings = dict(n_boot=50, seed=1, confidence=0.95, contrasts=CONTRASTS, cohort_max_tau=64, early=EARLY, late=LATE)
-    f5 = items.build_item("figure5", m50, **settings)
-    f6 = items.build_item("figure6", m50, **settings)
-    f7 = items.build_item("figure7", m90, **settings)
+    f5 = get_result("figure5").build(m50, **settings)
+    f6 = get_result("figure6").build(m50, **settings)
+    f7 = get_result("figure7").build(m90, **settings)
     for frames in (f5, f6, f7):
         assert all(f.height > 0 for f in frames.values())
     analysis = {}
@@ -341,7 +342,7 @@ def test_figures_tables_and_report(study50, tmp_path):
     dsw = simulate_cube(
         {"snapkv_90": 0.03, "recent_90": 0.09}, 8, 6, 32, seed=5, strata=STRATA, swrb=True, study="swrb90", model="tiny"
     )
-    sw = items.build_item("swrb", metrics_of(dsw), **settings)
+    sw = get_result("swrb").build(metrics_of(dsw), **settings)
     assert all(f.height > 0 for f in sw.values())
     analysis["swrb"] = {name: tmp_path / "analysis" / "swrb" / f"{name}.parquet" for name in sw}
     for name, frame in sw.items():
@@ -386,7 +387,7 @@ def test_figures_tables_and_report(study50, tmp_path):
     )
     paper = paper_values()
     finite = paper["finite_state"]
-    section = text[text.index(f"## {items.ITEMS['swrb'].title} (swrb90, mode swrb)") :]
+    section = text[text.index(f"## {get_result('swrb').title} (swrb90, mode swrb)") :]
     assert "| variance–cost advantage (ratio of means) | tiny | all (mean D" in section
     assert f"| {finite['variance_cost_advantage_ratio_of_means']} |" in section
     assert f"| {finite['variance_ratio_naive_over_swrb']['median']} |" in section
@@ -450,8 +451,8 @@ def test_misconfigured_contrasts_and_empty_cohorts(study50, tmp_path):
     _, m = study50
     with pytest.raises(ValueError, match="analysis.contrasts"):
         decomposition.gap_decomposition(m, [["recent_90", "snapkv_90"]], 10, 1, 0.95)
-    empty = items.build_item(
-        "figure6", m, n_boot=10, seed=1, confidence=0.95, cohort_max_tau=0, early=EARLY, late=LATE
+    empty = get_result("figure6").build(
+        m, n_boot=10, seed=1, confidence=0.95, cohort_max_tau=0, early=EARLY, late=LATE
     )  # no τ ≤ 0
     assert all(f.height == 0 for f in empty.values())
     plot_figure6(empty, tmp_path / "f6.pdf", tmp_path / "f6.png", early=EARLY, late=LATE, dpi=50)

@@ -23,6 +23,7 @@ import xarray as xr
 from kvdiv.analysis import blocks, decomposition, inputs, prediction, profiles, timing
 from kvdiv.metrics import compute_metrics
 from support.synthetic_cube import simulate_cube
+from kvdiv.settings import generation
 
 DIMS = ("document", "action", "replicate", "step")
 
@@ -69,7 +70,7 @@ def make_cube(
         "stratum": ("document", stratum),
         "prompt_tokens": ("document", [100] * d),
     }
-    attrs = {"model": "toy", "study": study, "mode": "swrb" if overlap_tv is not None else "complete"}
+    attrs = {"model": "toy", "study": study, "horizon": h, "mode": "swrb" if overlap_tv is not None else "complete"}
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
@@ -303,12 +304,10 @@ def build_toy_metrics():
         traj = generate(
             session,
             list(TOY_Q),
-            horizon=H6,
-            replicates=n_doc * reps,
-            seed_parts=(5, 6, mode),
+            generation(master_seed=5, study_seed=6, horizon=H6, replicates=n_doc * reps, mode=mode),
             eos_token_ids=[],
-            mode=mode,
             progress=False,
+            document_id=mode,
         )
 
         def stack(name):

@@ -8,12 +8,13 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from kvdiv.analysis import claims, items
+from kvdiv.analysis import claims
+from kvdiv.results.registry import get_result
 from kvdiv.analysis.decomposition import mark_identification
 from kvdiv.analysis.inputs import POOLED, Metrics
 from kvdiv.io import write_parquet
 from kvdiv.metrics import compute_metrics
-from kvdiv.outputs.report import build_report, paper_values
+from kvdiv.results.report import build_report, paper_values
 from support.synthetic_cube import simulate_cube
 
 STRATA = ("ruler_256", "ruler_512", "helmet_256", "helmet_512")
@@ -37,9 +38,9 @@ def frames_of(e50: dict, e90: dict, n: int, seed: int, eos_hazard: float = 0.002
         )
     )
     return {
-        "figure5": items.build_item("figure5", m50, **SETTINGS),
-        "figure6": items.build_item("figure6", m50, **SETTINGS),
-        "figure7": items.build_item("figure7", m90, **SETTINGS),
+        "figure5": get_result("figure5").build(m50, **SETTINGS),
+        "figure6": get_result("figure6").build(m50, **SETTINGS),
+        "figure7": get_result("figure7").build(m90, **SETTINGS),
     }
 
 

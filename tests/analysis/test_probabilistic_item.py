@@ -15,12 +15,13 @@ import polars as pl
 import pytest
 import yaml
 
-from kvdiv.analysis import inputs, items
+from kvdiv.analysis import inputs
+from kvdiv.results.registry import get_result
 from kvdiv.analysis.inputs import POOLED
 from kvdiv.io import write_parquet
 from kvdiv.metrics import compute_metrics
 from kvdiv.outputs.figure_probabilistic import plot_probabilistic, reference_groups
-from kvdiv.outputs.report import build_report
+from kvdiv.results.report import build_report
 from support.synthetic_cube import simulate_cube
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,10 +53,10 @@ def study():
 
 
 def test_item_figure_and_report_section(study, tmp_path):
-    frames = items.build_item("probabilistic", study, n_boot=50, seed=3, confidence=0.95, contrasts=CONTRASTS)
+    frames = get_result("probabilistic").build(study, n_boot=50, seed=3, confidence=0.95, contrasts=CONTRASTS)
     assert set(frames) == {"decomposition", "survival", "entry"}
     # the same builders as Figure 5: identical tables
-    f5 = items.build_item("figure5", study, n_boot=50, seed=3, confidence=0.95, contrasts=CONTRASTS)
+    f5 = get_result("figure5").build(study, n_boot=50, seed=3, confidence=0.95, contrasts=CONTRASTS)
     for name in frames:
         assert frames[name].equals(f5[name])
     # a smaller TV enters divergence later: survival at H ordered as the TVs are
@@ -105,7 +106,7 @@ def test_item_figure_and_report_section(study, tmp_path):
 def test_report_has_the_sections_of_the_items_built(study, tmp_path):
     """The report's sections are the items whose data the workflow passes (those named in analysis.studies): a
     run of the paper's items has no probabilistic section."""
-    frames = items.build_item("figure5", study, n_boot=20, seed=3, confidence=0.95, contrasts=CONTRASTS)
+    frames = get_result("figure5").build(study, n_boot=20, seed=3, confidence=0.95, contrasts=CONTRASTS)
     paths = {}
     for name, frame in frames.items():
         paths[name] = tmp_path / f"{name}.parquet"
@@ -168,6 +169,6 @@ def test_probabilistic_config_builds_only_its_item(tmp_path):
     assert int(counts["document"]) == len(config["studies"]["probabilistic"]["strata"]) * -(-per_stratum // size)
     assert n_docs == len(config["studies"]["probabilistic"]["strata"]) * per_stratum
     assert batches == len(config["studies"]["probabilistic"]["strata"]) * -(-per_stratum // size)  # blocks of `size`
-    assert int(counts["analysis"]) == len(items.get_item("probabilistic").tables)
+    assert int(counts["analysis"]) == len(get_result("probabilistic").tables)
     # the accuracy table of the same study (analysis.studies.accuracy), no paper figure or table
     assert int(counts["figure"]) == 1 and int(counts["table"]) == 1 and int(counts["report_md"]) == 1

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kvdiv.analysis import items
+from kvdiv.results.registry import get_result
 from kvdiv.analysis.inputs import Metrics
 from kvdiv.analysis.swrb_comparison import (
     retention_summary,
@@ -155,7 +155,7 @@ def test_study_cells_estimate_the_complete_couplings_variance(swrb_study):
 
 def test_swrb_variance_table_recovers_the_exact_ratios(swrb_study):
     e, h, m = swrb_study
-    table = items.build_table("swrb", "variance", m, n_boot=200, seed=3, confidence=0.95)
+    table = get_result("swrb").build_table("variance", m, n_boot=200, seed=3, confidence=0.95)
     assert set(table["action"]) == {"rare", "often", "all"} and (table["n_documents"] == 40).all()
     for action, value in e.items():
         ex = exact_constant_tv(h, value)
@@ -175,7 +175,7 @@ def test_swrb_variance_table_recovers_the_exact_ratios(swrb_study):
         )
     # a complete-mode study has no SWRB draws: the table is empty with the same columns
     complete = _metrics(simulate_cube(e, n_documents=4, replicates=5, horizon=h, seed=2, strata=STRATA), window=4)
-    empty = items.build_table("swrb", "variance", complete, n_boot=20, seed=3, confidence=0.95)
+    empty = get_result("swrb").build_table("variance", complete, n_boot=20, seed=3, confidence=0.95)
     assert empty.height == 0 and empty.columns == table.columns
 
 
@@ -235,7 +235,7 @@ def test_enclosure_holds_the_exact_risk_in_either_mode(swrb):
     ds = simulate_cube(e, n_documents=30, replicates=20, horizon=h, seed=9, strata=STRATA, swrb=swrb)
     widths = {}
     for window in (4, 16):
-        enc = items.build_table("swrb", "enclosure", _metrics(ds, window), n_boot=100, seed=1, confidence=0.95)
+        enc = get_result("swrb").build_table("enclosure", _metrics(ds, window), n_boot=100, seed=1, confidence=0.95)
         assert (enc["window"] == window).all() and np.allclose(enc["alpha"].to_numpy(), 0.05)
         for r in enc.iter_rows(named=True):
             truth = e[r["action"]] * (h - 1) / h

@@ -6,11 +6,12 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from kvdiv.analysis import inputs, items
+from kvdiv.analysis import inputs
+from kvdiv.results.registry import get_result
 from kvdiv.analysis.verdicts import check_directions, contrast_verdicts, verdict
 from kvdiv.io import write_parquet
 from kvdiv.metrics import compute_metrics
-from kvdiv.outputs.report import build_report
+from kvdiv.results.report import build_report
 from support.synthetic_cube import simulate_cube
 
 
@@ -71,7 +72,7 @@ def decomposition():
     ds = simulate_cube(TVS, n_documents=40, replicates=2, horizon=64, seed=5, study="probabilistic", model="tiny")
     t = compute_metrics(ds, window=16)
     metrics = inputs.Metrics(t["replicates"], t["profiles_aligned"], t["profiles_clock"])
-    return items.build_item("probabilistic", metrics, n_boot=200, seed=3, confidence=0.95, contrasts=CONTRASTS)
+    return get_result("probabilistic").build(metrics, n_boot=200, seed=3, confidence=0.95, contrasts=CONTRASTS)
 
 
 def test_synthetic_studies_hit_each_verdict(decomposition):

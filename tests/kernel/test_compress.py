@@ -13,6 +13,7 @@ from kvdiv.kernel.session import KernelSession
 from kvdiv.kernel.prefill import REFERENCE
 from kvdiv.trajectories.job import run_documents
 from kvdiv.trajectories.store import read_document_store
+from kvdiv.settings import generation
 
 CONTEXT = "Remember: the code word is lantern. " + "The grass is green and the sky is blue. " * 6
 QUESTION = "What is the code word?"
@@ -34,7 +35,9 @@ def test_first_law_equals_kvpress_two_phase_computation(tiny_llama):
     model, tok = tiny_llama.model, tiny_llama.tokenizer
     ids = prompt_token_ids(DOCUMENT, tok, True)
     k = context_length(DOCUMENT, tok, True, ids)
-    session = KernelSession(tiny_llama, torch.tensor(ids), {"knorm": SPEC}, compressed_length=k, horizon=128)
+    session = KernelSession(
+        tiny_llama, torch.tensor(ids), {"knorm": SPEC}, generation(horizon=128), compressed_length=k
+    )
     press = build_press(SPEC)
     cache = DynamicCache(config=model.config)
     with torch.no_grad():
@@ -52,16 +55,16 @@ def test_first_law_equals_kvpress_two_phase_computation(tiny_llama):
     torch.testing.assert_close(session.initial_probs(REFERENCE), torch.softmax(full.double(), -1), atol=2e-6, rtol=0)
     kept = session.kept_indices("knorm")
     assert all(int(layer.max()) < k for layer in kept)  # only context entries were scored and kept
-    whole = KernelSession(tiny_llama, torch.tensor(ids), {"knorm": SPEC}, horizon=128)
+    whole = KernelSession(tiny_llama, torch.tensor(ids), {"knorm": SPEC}, generation(horizon=128))
     assert (whole.initial_probs("knorm") - whole.initial_probs(REFERENCE)).abs().max() == 0  # δ_1 = 0 there
     assert (session.initial_probs("knorm") - session.initial_probs(REFERENCE)).abs().max() > 1e-6
 
 
 def test_store_records_compress(tiny_llama, tmp_path):
-    settings = dict(master_seed=1, study_seed=2, horizon=3, replicates=1, progress=False)
     for compress in ("prompt", "context"):
+        g = generation(master_seed=1, study_seed=2, horizon=3, replicates=1, compress=compress)
         out = run_documents(
-            tiny_llama, [DOCUMENT], {"knorm": SPEC}, [tmp_path / f"{compress}.zarr"], compress=compress, **settings
+            tiny_llama, [DOCUMENT], {"knorm": SPEC}, [tmp_path / f"{compress}.zarr"], g, progress=False
         )[0]
         attrs, _ = read_document_store(out)
         assert attrs["compress"] == compress

@@ -13,6 +13,7 @@ from kvdiv.kernel.presses.registry import build_press
 from kvdiv.kernel.session import KernelSession
 from kvdiv.kernel.prefill import REFERENCE
 from kvdiv.kernel.batched_step import step_sessions
+from kvdiv.settings import generation
 
 PROMPT_LEN = 48
 STEPS = 14
@@ -82,7 +83,7 @@ def tokens(loaded, n: int = STEPS, seed: int = 5) -> list[int]:
 
 @pytest.fixture(scope="module")
 def session(llama):
-    return KernelSession(llama, prompt(llama), DECODING, horizon=STEPS)
+    return KernelSession(llama, prompt(llama), DECODING, generation(horizon=STEPS))
 
 
 def kvpress_decode(loaded, ids, spec, toks):
@@ -145,7 +146,7 @@ def test_decode_only_press_equals_the_reference_until_its_first_compression(sess
 def test_a_decoding_press_that_keeps_everything_gives_q_equal_p(llama):
     """target_size above every cache length: it never cuts anything, Q ≡ P bit for bit at every step."""
     keep = {"press": "DecodingPress", "compression_interval": 3, "target_size": PROMPT_LEN + STEPS + 1, "wraps": KNORM}
-    session = KernelSession(llama, prompt(llama), {"keep": keep}, horizon=STEPS)
+    session = KernelSession(llama, prompt(llama), {"keep": keep}, generation(horizon=STEPS))
     toks = tokens(llama)
     got, (length, _) = chain_laws(session, "keep", toks)
     reference, _ = chain_laws(session, REFERENCE, toks)
@@ -170,7 +171,7 @@ def test_a_fork_carries_the_compression_state(session, llama):
 def test_batching_decoding_chains_with_other_chains_and_sessions_changes_no_law(session, llama):
     """One forward over chains of every decoding action, the reference, different histories, a second session:
     each row's law equals the chain decoded alone."""
-    other = KernelSession(llama, prompt(llama, seed=3), {"dec_knorm": DECODING["dec_knorm"]}, horizon=STEPS)
+    other = KernelSession(llama, prompt(llama, seed=3), {"dec_knorm": DECODING["dec_knorm"]}, generation(horizon=STEPS))
     names = [REFERENCE, *DECODING]
     seqs = [tokens(llama, seed=10 + i) for i in range(len(names))]
     chains = [session.new_chain(n) for n in names]

@@ -18,6 +18,7 @@ from kvdiv.kernel.presses.proposals import score_weights
 from kvdiv.kernel.presses.registry import build_press, describe, press_arguments, press_classes, validate_action
 from kvdiv.kernel.session import KernelSession
 from kvdiv.kernel.prefill import REFERENCE
+from kvdiv.settings import generation
 
 # ---------------------------------------------------------------- actions
 
@@ -269,7 +270,7 @@ def test_zero_one_probabilities_equal_deterministic_eviction(llama):
             "correction": False,
         },
     }
-    s = KernelSession(llama, ids, actions, horizon=128)
+    s = KernelSession(llama, ids, actions, generation(horizon=128))
     for layer, (a, b) in enumerate(zip(s.kept_indices("streaming"), s.kept_indices("prob"))):
         assert torch.equal(a.sort(-1).values, b)
         assert (s._prefixes["prob"].bias[layer] == 0).all()  # log ρ = 0: the correction is void
@@ -298,7 +299,7 @@ def test_probabilistic_press_bias_and_seed(llama):
             "c": {**base, "seed": 2},
             "nc": {**base, "seed": 1, "correction": False},
         },
-        horizon=128,
+        generation(horizon=128),
     )
     press = s.presses["a"]
     for layer in range(s.n_layers):
@@ -391,7 +392,11 @@ def test_correction_equals_independently_recomputed_attention(llama):
         "weighting": "linear",
     }
     s = KernelSession(
-        llama, ids, {"ht": spec, "plain": {**spec, "correction": False}}, seed_parts=(3, 4, "doc"), horizon=128
+        llama,
+        ids,
+        {"ht": spec, "plain": {**spec, "correction": False}},
+        generation(master_seed=3, study_seed=4, horizon=128),
+        document_id="doc",
     )
     cache = DynamicCache(config=llama.model.config)
     with torch.no_grad():
@@ -445,7 +450,9 @@ def test_probabilistic_press_draws_per_document_and_records_the_seed(llama, tmp_
     }
 
     def kept(doc, action="p", master=1, study=2):
-        s = KernelSession(llama, ids, {action: spec}, seed_parts=(master, study, doc), horizon=128)
+        s = KernelSession(
+            llama, ids, {action: spec}, generation(master_seed=master, study_seed=study, horizon=128), document_id=doc
+        )
         return s, [k.clone() for k in s.kept_indices(action)]
 
     s, a = kept("doc-0")
@@ -475,10 +482,7 @@ def test_probabilistic_press_draws_per_document_and_records_the_seed(llama, tmp_
         doc,
         {"p": spec},
         tmp_path / "d.zarr",
-        master_seed=1,
-        study_seed=2,
-        horizon=2,
-        replicates=1,
+        generation(master_seed=1, study_seed=2, horizon=2, replicates=1),
         progress=False,
     )
     assert read_document_store(path)[0]["press_seeds"] == s.press_seeds()

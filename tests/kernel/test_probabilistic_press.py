@@ -32,6 +32,7 @@ from kvdiv.kernel.presses.multinomial_design import (
     multinomial_counts,
 )
 from kvdiv.seeds import derive_rng, derive_seed
+from kvdiv.settings import generation
 
 PI = np.array([0.4, 0.3, 0.2, 0.1])  # a tiny head's proposal
 LOGITS = np.array([1.2, -0.4, 0.3, 2.0])  # decode-time attention logits s_i of its entries
@@ -228,7 +229,7 @@ def test_proposals_equal_eager_attention(llama, proposal, history_size):
         spec["history_size"] = history_size
     if proposal == "h2o":  # the plain accumulated sum here; the normalised one: test_h2o_normalised_by_queries
         spec["h2o_normalization"] = "none"
-    session = KernelSession(llama, ids, {"p": spec}, horizon=128)
+    session = KernelSession(llama, ids, {"p": spec}, generation(horizon=128))
     press = session.presses["p"]
     attentions, values = eager_attention(llama, ids)
     W = history_size or n
@@ -263,8 +264,10 @@ def test_h2o_normalised_by_queries(llama, history_size):
     spec = {"press": "ProbabilisticPress", "compression_ratio": 0.5, "proposal": "h2o"}
     if history_size:
         spec["history_size"] = history_size
-    press = KernelSession(llama, ids, {"p": spec}, horizon=128).presses["p"]
-    plain = KernelSession(llama, ids, {"p": {**spec, "h2o_normalization": "none"}}, horizon=128).presses["p"]
+    press = KernelSession(llama, ids, {"p": spec}, generation(horizon=128)).presses["p"]
+    plain = KernelSession(llama, ids, {"p": {**spec, "h2o_normalization": "none"}}, generation(horizon=128)).presses[
+        "p"
+    ]
     attentions, values = eager_attention(llama, ids)
     W = min(history_size or n, n)
     for layer, (attn, v) in enumerate(zip(attentions, values)):
@@ -303,11 +306,11 @@ def test_actions_sharing_a_proposal_compute_it_once_per_layer(llama, monkeypatch
         "ninety": {**base, "compression_ratio": 0.9, "budget": "per_head"},
         "h2o": {**base, "compression_ratio": 0.5, "proposal": "h2o"},
     }
-    together = KernelSession(llama, ids, actions, horizon=128)
+    together = KernelSession(llama, ids, actions, generation(horizon=128))
     n_layers = len(together.presses["half"].probabilities)
     assert len(calls) == 2 * n_layers  # min_h once per layer for three actions, h2o once per layer
     for name, spec in actions.items():
-        alone_session = KernelSession(llama, ids, {name: spec}, horizon=128)
+        alone_session = KernelSession(llama, ids, {name: spec}, generation(horizon=128))
         alone = alone_session.presses[name]
         for layer in range(n_layers):
             assert torch.equal(together.presses[name].probabilities[layer], alone.probabilities[layer]), (name, layer)
@@ -366,7 +369,7 @@ SESSION_ACTIONS = {
 
 @pytest.fixture(scope="module")
 def session(llama):
-    return KernelSession(llama, ids_of(64, 7), SESSION_ACTIONS, horizon=128)
+    return KernelSession(llama, ids_of(64, 7), SESSION_ACTIONS, generation(horizon=128))
 
 
 def independent_bias(press: ProbabilisticPress, layer: int, head: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -498,7 +501,10 @@ def test_budgets_and_records(session):
 
 def test_seed_reproduces_draws(session, llama):
     again = KernelSession(
-        llama, session.prompt_ids, {"mn": SESSION_ACTIONS["mn"], "global": SESSION_ACTIONS["global"]}, horizon=128
+        llama,
+        session.prompt_ids,
+        {"mn": SESSION_ACTIONS["mn"], "global": SESSION_ACTIONS["global"]},
+        generation(horizon=128),
     )
     for name in ("mn", "global"):
         assert all(torch.equal(a, b) for a, b in zip(again.kept_indices(name), session.kept_indices(name)))
@@ -512,7 +518,7 @@ def test_multinomial_draws_per_document(llama):
     actions = {"g": SESSION_ACTIONS["global"], "h": SESSION_ACTIONS["mn"]}
 
     def kept(doc):
-        s = KernelSession(llama, ids, actions, seed_parts=(1, 2, doc), horizon=128)
+        s = KernelSession(llama, ids, actions, generation(master_seed=1, study_seed=2, horizon=128), document_id=doc)
         return s, {name: [k.clone() for k in s.kept_indices(name)] for name in actions}
 
     s0, a = kept("doc-0")
@@ -540,10 +546,7 @@ def test_run_document_records_effective_retention(tiny_llama, tmp_path):
         doc,
         actions,
         tmp_path / "d.zarr",
-        master_seed=1,
-        study_seed=2,
-        horizon=2,
-        replicates=1,
+        generation(master_seed=1, study_seed=2, horizon=2, replicates=1),
         progress=False,
     )
     attrs, _ = read_document_store(path)
@@ -617,7 +620,7 @@ def test_global_budget_meets_the_target_on_smollm2(smollm2, smollm2_prompt):
         f"r{r}": {"press": "ProbabilisticPress", "compression_ratio": r, "proposal": "min", "budget": "global"}
         for r in RATIOS
     }
-    session = KernelSession(smollm2, smollm2_prompt, actions, horizon=0)
+    session = KernelSession(smollm2, smollm2_prompt, actions, generation(horizon=1))
     for r in RATIOS:
         press = session.presses[f"r{r}"]
         record = press.effective_retention()
@@ -751,7 +754,7 @@ def test_correction_under_with_press_equals_independent_recomputation(llama, nam
         .detach()
     )
     check_calls_against_independent(press, calls, reference)
-    session = KernelSession(llama, ids, {name: SESSION_ACTIONS[name]}, horizon=128)
+    session = KernelSession(llama, ids, {name: SESSION_ACTIONS[name]}, generation(horizon=128))
     chain = session.new_chain(name)
     law = session.step([chain], [42])[0]
     torch.testing.assert_close(torch.log_softmax(logits.double(), -1), torch.log(law), atol=1e-4, rtol=0)

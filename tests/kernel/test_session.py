@@ -16,6 +16,7 @@ from kvdiv.estimands import tv
 from kvdiv.kernel.session import KernelSession
 from kvdiv.kernel.prefill import REFERENCE
 from kvdiv.seeds import derive_seed
+from kvdiv.settings import generation
 
 PROMPT_LEN = 48
 
@@ -43,7 +44,7 @@ def prompt(loaded, n: int = PROMPT_LEN, seed: int = 0) -> torch.Tensor:
 
 @pytest.fixture(scope="module")
 def session(llama):
-    return KernelSession(llama, prompt(llama), {**PRESS_SPECS, "none": NO_EVICTION}, horizon=128)
+    return KernelSession(llama, prompt(llama), {**PRESS_SPECS, "none": NO_EVICTION}, generation(horizon=128))
 
 
 def kvpress_prefill(loaded, ids, spec):
@@ -158,7 +159,9 @@ def test_reference_cache_never_mutated(session, llama):
 @pytest.fixture(scope="module")
 def long_session(llama):
     # long enough that evicted and full caches fall into separate attention runs
-    return KernelSession(llama, prompt(llama, n=200, seed=9), {**PRESS_SPECS, "none": NO_EVICTION}, horizon=128)
+    return KernelSession(
+        llama, prompt(llama, n=200, seed=9), {**PRESS_SPECS, "none": NO_EVICTION}, generation(horizon=128)
+    )
 
 
 @pytest.mark.parametrize("which", ["session", "long_session"])
@@ -202,7 +205,10 @@ def test_no_eviction_gives_q_equal_p(arch, request):
     """compression_ratio 0 evicts nothing: TV(P, Q) < 1e-6 at every step along a sampled path."""
     loaded = request.getfixturevalue(arch)
     s = KernelSession(
-        loaded, prompt(loaded, seed=2), {"none": NO_EVICTION, "prob0": {"press": "ProbabilisticPress"}}, horizon=128
+        loaded,
+        prompt(loaded, seed=2),
+        {"none": NO_EVICTION, "prob0": {"press": "ProbabilisticPress"}},
+        generation(horizon=128),
     )
     p = s.initial_probs(REFERENCE)
     assert tv(p, s.initial_probs("none")) < 1e-6
@@ -252,7 +258,7 @@ def test_evict_first_step(llama):
     """evict_first_step: Q at step 1 == kvpress's press on prompt[:-1], then the last token at position n−1."""
     ids = prompt(llama, seed=4)
     spec = PRESS_SPECS["snapkv"]
-    s = KernelSession(llama, ids, {"snapkv": spec}, evict_first_step=True, horizon=128)
+    s = KernelSession(llama, ids, {"snapkv": spec}, generation(horizon=128, evict_first_step=True))
     cache, _ = kvpress_prefill(llama, ids[:-1], spec)
     expected = hf_decode(llama.model, cache, [int(ids[-1]), 33], len(ids) - 1)
     torch.testing.assert_close(s.initial_probs("snapkv"), expected[0], atol=1e-6, rtol=1e-5)
@@ -266,10 +272,10 @@ def test_evict_first_step(llama):
 def test_session_errors(llama):
     ids = prompt(llama)
     with pytest.raises(ValueError, match="unknown press 'NoSuchPress'.*SnapKVPress"):
-        KernelSession(llama, ids, {"a": {"press": "NoSuchPress"}}, horizon=128)
+        KernelSession(llama, ids, {"a": {"press": "NoSuchPress"}}, generation(horizon=128))
     with pytest.raises(ValueError, match="reserved"):
-        KernelSession(llama, ids, {REFERENCE: NO_EVICTION}, horizon=128)
-    s = KernelSession(llama, ids, {}, horizon=128)
+        KernelSession(llama, ids, {REFERENCE: NO_EVICTION}, generation(horizon=128))
+    s = KernelSession(llama, ids, {}, generation(horizon=128))
     with pytest.raises(KeyError, match="unknown cache"):
         s.new_chain("snapkv")
     c = s.new_chain()
@@ -289,7 +295,7 @@ def test_smollm2_no_eviction(smollm2):
             "none": {"press": "SnapKVPress", "compression_ratio": 0.0},
             "half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 16},
         },
-        horizon=128,
+        generation(horizon=128),
     )
     chains = [s.new_chain(REFERENCE), s.new_chain("none"), s.new_chain("half")]
     p = s.initial_probs(REFERENCE)
@@ -310,7 +316,7 @@ def test_other_architectures(arch, tiny_model_factory):
     loaded = tiny_model_factory(arch, initializer_range=0.25)
     ids = prompt(loaded, n=40, seed=5)
     spec = PRESS_SPECS["snapkv"]
-    s = KernelSession(loaded, ids, {"snapkv": spec}, horizon=128)
+    s = KernelSession(loaded, ids, {"snapkv": spec}, generation(horizon=128))
     chains = [s.new_chain(REFERENCE), s.new_chain("snapkv")]
     tokens = [21, 57]
     got = torch.stack([s.step(chains, [t, t]) for t in tokens], 1)
@@ -326,8 +332,8 @@ def test_slots_and_capacity_grow(llama):
     """Starting with 1 slot and room for 1 new token, buffers grow on demand without changing laws."""
     ids = prompt(llama, seed=6)
     actions = {"snapkv": PRESS_SPECS["snapkv"]}
-    small = KernelSession(llama, ids, actions, max_chains=1, horizon=0)
-    big = KernelSession(llama, ids, actions, max_chains=8, horizon=15)
+    small = KernelSession(llama, ids, actions, generation(horizon=1), max_chains=1)
+    big = KernelSession(llama, ids, actions, generation(horizon=15), max_chains=8)
     out = []
     for s in (small, big):
         chains = [s.new_chain(REFERENCE), s.new_chain("snapkv"), s.new_chain("snapkv")]
@@ -413,7 +419,7 @@ def test_a_press_of_the_session_protocol_is_seeded_biased_and_indexed(llama):
         "plain": DoubledKnorm(compression_ratio=0.5),
         "random": RandomPress(compression_ratio=0.5, seed=3),
     }
-    s = KernelSession(llama, ids, actions, horizon=4, seed_parts=(1, 2, "doc"))
+    s = KernelSession(llama, ids, actions, generation(master_seed=1, study_seed=2, horizon=4), document_id="doc")
     draw = derive_seed(1, 2, "doc", "mine", 5)
     assert s.press_seeds() == {
         "mine": {"seed": 5, "draw_seed": draw, "layer_seeds": [derive_seed(draw, layer) for layer in range(s.n_layers)]}
@@ -438,7 +444,7 @@ def _nan_or_zero_filled_run(loaded, fill, monkeypatch) -> list[torch.Tensor]:
 
     monkeypatch.setattr(ChainSlots, "unused_fill", fill)
     actions = {**PRESS_SPECS, "pyramid_decoding": DECODING["pyramid_decoding"], "dec_tova": DECODING["dec_tova"]}
-    session = KernelSession(loaded, prompt(loaded, n=150, seed=4), actions, max_chains=3, horizon=2)
+    session = KernelSession(loaded, prompt(loaded, n=150, seed=4), actions, generation(horizon=2), max_chains=3)
     names = [REFERENCE, "snapkv", "pyramid", "pyramid_decoding", "dec_tova", "streaming", REFERENCE]
     chains = [session.new_chain(n) for n in names]
     g = torch.Generator().manual_seed(5)

@@ -19,6 +19,7 @@ from kvdiv.kernel.presses.window_attention import (
     window_attention,
 )
 from kvdiv.kernel.session import KernelSession
+from kvdiv.settings import generation
 
 #: presses whose prefill reaches SnapKV's window attention
 WINDOW_PRESSES = ["snapkv", "pyramid", "adakv", "criticaladakv", "block", "entropychunkkv", "tova", "prob"]
@@ -87,10 +88,10 @@ def test_prefill_caches_equal_kvpress_own_window_attention(tiny_llama, monkeypat
     calls = []
     counted = lambda *args: calls.append(1) or window_attention(*args)  # noqa: E731
     monkeypatch.setattr("kvdiv.kernel.presses.window_attention.window_attention", counted)
-    ours = KernelSession(tiny_llama, prompt, actions, horizon=4)
+    ours = KernelSession(tiny_llama, prompt, actions, generation(horizon=4))
     assert len(calls) >= ours.n_layers  # the prefill did go through it
     monkeypatch.setattr(prefill_module, "exact_window_attention", contextlib.nullcontext)
-    theirs = KernelSession(tiny_llama, prompt, actions, horizon=4)
+    theirs = KernelSession(tiny_llama, prompt, actions, generation(horizon=4))
     for cache in ours.caches:
         a, b = ours._prefixes[cache], theirs._prefixes[cache]
         assert a.length == b.length

@@ -11,6 +11,7 @@ import xarray as xr
 from kvdiv.layout import METRIC_TABLES
 from kvdiv.metrics import compute_metrics, write_metrics
 from support.synthetic_cube import simulate_cube, write_cube
+from kvdiv.settings import generation
 
 
 def hand_cube() -> xr.Dataset:
@@ -184,12 +185,10 @@ def test_metrics_on_generated_cubes_agree_across_modes(tmp_path):
         out = generate(
             session,
             ["a", "b"],
-            horizon=h,
-            replicates=reps,
-            seed_parts=(1, 2, mode),
+            generation(master_seed=1, study_seed=2, horizon=h, replicates=reps, mode=mode),
             eos_token_ids=[eos],
-            mode=mode,
             progress=False,
+            document_id=mode,
         )
         doc = {"id": f"st-ruler_16-{mode}", "family": "ruler", "task": "t", "stratum": "ruler_16", "target_length": 16}
         attrs = {

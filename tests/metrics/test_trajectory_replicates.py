@@ -10,6 +10,7 @@ from kvdiv.estimands import pair_evaluations
 from kvdiv.metrics import replicate_rows, trajectory_replicates
 from support.toy_kernels import ToyKernelSession, history_kernel, mixture_kernel
 from kvdiv.trajectories.generate import generate
+from kvdiv.settings import generation
 
 
 def _toy():
@@ -33,7 +34,12 @@ def test_costs_per_replicate():
 def test_swrb_columns_and_row_check():
     """swrb rows carry D and J; a wrong row count of the samplers is an error."""
     out = generate(
-        _toy(), ["q"], horizon=6, replicates=20, seed_parts=(1, 1, "d"), eos_token_ids=[], mode="swrb", progress=False
+        _toy(),
+        ["q"],
+        generation(master_seed=1, study_seed=1, horizon=6, replicates=20, mode="swrb"),
+        eos_token_ids=[],
+        progress=False,
+        document_id="d",
     )
     frame = trajectory_replicates(out, "swrb", 2, "d")
     assert frame["D"].min() > 0 and frame["J"].min() >= 2
@@ -49,12 +55,10 @@ def test_values_by_hand_on_complete_trajectories():
     out = generate(
         _toy(),
         ["q"],
-        horizon=H,
-        replicates=40,
-        seed_parts=(3, 1, "d"),
+        generation(master_seed=3, study_seed=1, horizon=H, replicates=40, mode="complete"),
         eos_token_ids=[],
-        mode="complete",
         progress=False,
+        document_id="d",
     )
     frame = trajectory_replicates(out, "complete", L, "d")
     mismatch = ~out["q"].match

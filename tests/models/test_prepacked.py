@@ -24,6 +24,7 @@ from kvdiv.models.prepacked import (
 )
 from kvdiv.kernel.session import KernelSession
 from kvdiv.kernel.batched_step import step_sessions
+from kvdiv.settings import generation
 
 pytestmark = pytest.mark.skipif(not prepacked.available(), reason="this torch build has no oneDNN")
 
@@ -145,7 +146,7 @@ def test_a_one_row_step_is_padded_to_the_measured_minimum(tiny_model_factory, mo
         actions = {"recent_half": {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 0}}
 
         def one_row_alone_and_beside_others():
-            a, b = (KernelSession(loaded, ids, actions, horizon=4, max_chains=3) for _ in range(2))
+            a, b = (KernelSession(loaded, ids, actions, generation(horizon=4), max_chains=3) for _ in range(2))
             ca, cb, cb2 = a.new_chain("reference"), b.new_chain("reference"), b.new_chain("recent_half")
             twin = a.fork(ca)
             alone = a.step([ca], [70])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from kvdiv.outputs.report import paper_values
+from kvdiv.results.report import paper_values
 
 KVDIV = Path(__file__).resolve().parents[2] / "kvdiv"
 READERS = [*sorted((KVDIV / "outputs").glob("*.py")), KVDIV / "finite" / "study.py"]

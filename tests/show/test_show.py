@@ -29,6 +29,7 @@ from kvdiv.show import (
 from kvdiv.show.terminal import SHADES, delta_level
 from kvdiv.show.view import PairHeader, first_divergence
 from kvdiv.trajectories.store import build_cube, read_document_store
+from kvdiv.settings import generation
 
 REPO = Path(__file__).resolve().parents[2]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -344,12 +345,7 @@ def tiny_stores(tiny_llama, tmp_path_factory):
             doc,
             ACTIONS,
             out / f"{key}.zarr",
-            master_seed=2,
-            study_seed=2,
-            horizon=H,
-            replicates=R,
-            temperature=1.0,
-            mode=mode,
+            generation(master_seed=2, study_seed=2, horizon=H, replicates=R, temperature=1.0, mode=mode),
             progress=False,
         )
     stores["cube"] = build_cube("st", tiny_llama.name, [stores["complete"], stores["complete_1"]], out / "cube.zarr")
@@ -535,11 +531,7 @@ def test_smollm2_store(smollm2, tmp_path, mode):
         doc,
         actions,
         tmp_path / "smol.zarr",
-        master_seed=1,
-        study_seed=2,
-        horizon=8,
-        replicates=1,
-        mode=mode,
+        generation(master_seed=1, study_seed=2, horizon=8, replicates=1, mode=mode),
         progress=False,
     )
     _, data = read_document_store(store)

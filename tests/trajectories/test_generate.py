@@ -10,6 +10,7 @@ from scipy import stats
 
 from kvdiv.trajectories.generate import generate
 from support.toy_kernels import ToyKernelSession, constant_kernel, history_kernel, mixture_kernel
+from kvdiv.settings import generation
 
 V = 4
 EOS = 3
@@ -50,7 +51,12 @@ def test_marginals_first_two_tokens():
     """x ~ P and y ~ Q over the first two tokens (chi-square at a fixed seed), evicting from step 1."""
     s = session(evict_first_step=True)
     out = generate(
-        s, ["strong"], horizon=2, replicates=4000, seed_parts=(1, 2, "doc"), eos_token_ids=[EOS], progress=False
+        s,
+        ["strong"],
+        generation(master_seed=1, study_seed=2, horizon=2, replicates=4000),
+        eos_token_ids=[EOS],
+        progress=False,
+        document_id="doc",
     )
     t = out["strong"]
     assert two_token_pvalue(t.x, two_token_law(REF)) > 1e-3
@@ -64,12 +70,10 @@ def test_recorded_tv_matches_the_kernels(mode):
     out = generate(
         s,
         list(KERNELS),
-        horizon=7,
-        replicates=6,
-        seed_parts=(3, 4, "d"),
+        generation(master_seed=3, study_seed=4, horizon=7, replicates=6, mode=mode),
         eos_token_ids=[EOS],
-        mode=mode,
         progress=False,
+        document_id="d",
     )
     assert s.alive == 0
     for name, t in out.items():
@@ -101,12 +105,10 @@ def test_one_batched_step_per_step_with_two_then_three_rows(reference_chain):
     out = generate(
         s,
         list(KERNELS),
-        horizon=H,
-        replicates=R,
-        seed_parts=(5, 6, "d"),
+        generation(master_seed=5, study_seed=6, horizon=H, replicates=R, reference_chain=reference_chain),
         eos_token_ids=[EOS],
-        reference_chain=reference_chain,
         progress=False,
+        document_id="d",
     )
     assert s.step_calls == H - 1
     per_pair = 1 if reference_chain == "shared" else 2
@@ -126,7 +128,14 @@ def test_history_independent_perturbation_has_known_mismatch_rate():
     delta = tv(p, q)
     s = ToyKernelSession(constant_kernel(p), {"q": constant_kernel(q)})
     H, R = 6, 3000
-    t = generate(s, ["q"], horizon=H, replicates=R, seed_parts=(7, 8, "d"), eos_token_ids=[], progress=False)["q"]
+    t = generate(
+        s,
+        ["q"],
+        generation(master_seed=7, study_seed=8, horizon=H, replicates=R),
+        eos_token_ids=[],
+        progress=False,
+        document_id="d",
+    )["q"]
     assert np.all(t.tv[:, 0] == 0) and np.allclose(t.tv[:, 1:], delta) and np.allclose(t.fixed_tv[:, 1:], delta)
     rate = np.mean(~t.match[:, 1:])
     se = np.sqrt(delta * (1 - delta) / (R * (H - 1)))
@@ -139,21 +148,20 @@ def test_history_independent_perturbation_has_known_mismatch_rate():
 )
 def test_seeds_isolate_actions_and_replicates(mode, reference_chain):
     """A pair's values depend on its own streams only: adding an action or replicates changes nothing of it."""
-    kw = dict(
-        horizon=6,
-        seed_parts=(9, 10, "doc-a"),
-        eos_token_ids=[EOS],
-        progress=False,
-        mode=mode,
-        reference_chain=reference_chain,
-    )
-    both = generate(session(), ["weak", "strong"], replicates=4, **kw)
-    alone = generate(session(), ["strong"], replicates=2, **kw)
-    again = generate(session(), ["weak", "strong"], replicates=4, **kw)
+    kw = dict(document_id="doc-a", eos_token_ids=[EOS], progress=False)
+
+    def settings(replicates):
+        return generation(
+            master_seed=9, study_seed=10, horizon=6, replicates=replicates, mode=mode, reference_chain=reference_chain
+        )
+
+    both = generate(session(), ["weak", "strong"], settings(4), **kw)
+    alone = generate(session(), ["strong"], settings(2), **kw)
+    again = generate(session(), ["weak", "strong"], settings(4), **kw)
     for name in ("x", "y", "tv", "fixed_tv", "match"):
         assert np.array_equal(getattr(both["strong"], name)[:2], getattr(alone["strong"], name))
         assert np.array_equal(getattr(both["weak"], name), getattr(again["weak"], name))
-    other = generate(session(), ["strong"], replicates=2, **{**kw, "seed_parts": (9, 10, "doc-b")})
+    other = generate(session(), ["strong"], settings(2), **{**kw, "document_id": "doc-b"})
     assert not np.array_equal(other["strong"].x, alone["strong"].x)
 
 
@@ -186,12 +194,10 @@ def test_swrb_branch_point_law_and_risk():
     t = generate(
         session(evict_first_step=True),
         ["weak"],
-        horizon=H,
-        replicates=R,
-        seed_parts=(1, 1, "j"),
+        generation(master_seed=1, study_seed=1, horizon=H, replicates=R, mode="swrb"),
         eos_token_ids=[EOS],
-        mode="swrb",
         progress=False,
+        document_id="j",
     )["weak"]
     expected = _swrb_branch_law(q, H)
     counts = np.bincount(t.branch_start, minlength=H + 1)
@@ -207,11 +213,10 @@ def test_swrb_branch_point_law_and_risk():
     c = generate(
         session(evict_first_step=True),
         ["weak"],
-        horizon=H,
-        replicates=R,
-        seed_parts=(1, 2, "j"),
+        generation(master_seed=1, study_seed=2, horizon=H, replicates=R),
         eos_token_ids=[EOS],
         progress=False,
+        document_id="j",
     )["weak"]
     m = np.mean(~c.match, axis=1)
     se = np.sqrt(z.var() / R + m.var() / R)
@@ -224,12 +229,10 @@ def test_swrb_path_structure():
     t = generate(
         s,
         ["strong", "same"],
-        horizon=8,
-        replicates=20,
-        seed_parts=(2, 3, "d"),
+        generation(master_seed=2, study_seed=3, horizon=8, replicates=20, mode="swrb"),
         eos_token_ids=[EOS],
-        mode="swrb",
         progress=False,
+        document_id="d",
     )
     assert s.alive == 0
     assert np.all(t["same"].branch_start == 0) and np.all(t["same"].match)
@@ -246,9 +249,14 @@ def test_swrb_path_structure():
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="mode"):
-        generate(session(), ["weak"], horizon=2, replicates=1, seed_parts=(1,), eos_token_ids=[], mode="naive")
+        generation(horizon=2, replicates=1, mode="naive")
+    g = generation(horizon=2, replicates=1)
     with pytest.raises(KeyError):
-        generate(session(), ["nope"], horizon=2, replicates=1, seed_parts=(1,), eos_token_ids=[], progress=False)
+        generate(session(), ["nope"], g, document_id="d", eos_token_ids=[], progress=False)
+    with pytest.raises(TypeError, match="generation must be a kvdiv.settings.Generation, got dict"):
+        generate(session(), ["weak"], {"horizon": 2}, document_id="d", eos_token_ids=[], progress=False)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'horizon'"):  # one way in: the Generation
+        generate(session(), ["weak"], g, horizon=2, document_id="d", eos_token_ids=[], progress=False)
 
 
 # --- several EOS ids are one event ----------------------------------------------------------------------------
@@ -276,7 +284,12 @@ def test_eos_ids_fold_onto_the_absorbing_id(mode):
 
     toy = ToyKernelSession(p, {"a": q}, eos_token_ids=[3, 4])
     out = generate(
-        toy, ["a"], horizon=4, replicates=50, seed_parts=(1, 2, "d"), eos_token_ids=[3, 4], mode=mode, progress=False
+        toy,
+        ["a"],
+        generation(master_seed=1, study_seed=2, horizon=4, replicates=50, mode=mode),
+        eos_token_ids=[3, 4],
+        progress=False,
+        document_id="d",
     )["a"]
     assert np.all(out.match) and np.all(out.x[:, 1:] == 3) and np.all(out.y == out.x)
     assert np.all(out.tv == 0) and np.all(out.fixed_tv == 0)
@@ -298,7 +311,12 @@ def test_eos_folding_keeps_real_differences():
         lambda h: start if not h else _point(v, t1=0.5, t3=0.2, t4=0.3), kernels, eos_token_ids=[3, 4]
     )
     out = generate(
-        toy, list(kernels), horizon=3, replicates=400, seed_parts=(1, 2, "d"), eos_token_ids=[3, 4], progress=False
+        toy,
+        list(kernels),
+        generation(master_seed=1, study_seed=2, horizon=3, replicates=400),
+        eos_token_ids=[3, 4],
+        progress=False,
+        document_id="d",
     )
     assert np.all(out["same"].match) and np.all(out["same"].tv == 0)
     t = out["less_eos"]

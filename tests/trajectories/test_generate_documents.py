@@ -12,6 +12,7 @@ from kvdiv.kernel.batched_step import step_sessions
 from kvdiv.trajectories.base import chains_needed
 from kvdiv.trajectories.generate import generate, generate_documents
 from support.job_documents import ACTIONS, PROMPTS, record
+from kvdiv.settings import generation
 
 H, R = 10, 2
 TV_ATOL = 1e-6
@@ -32,18 +33,28 @@ def sessions(loaded, prompts, mode):
     out = []
     for text in prompts:
         ids = torch.tensor(loaded.tokenizer(text, add_special_tokens=False)["input_ids"])
-        out.append(
-            KernelSession(
-                loaded, ids, ACTIONS, temperature=1.5, horizon=H, max_chains=chains_needed(len(ACTIONS), R, mode)
-            )
-        )
+        out.append(KernelSession(loaded, ids, ACTIONS, settings(mode), max_chains=chains_needed(len(ACTIONS), R, mode)))
     return out
 
 
 def seeds(n):
     """Master seed 3: the streams under which some complete-mode pairs of both tiny models diverge within H = 10
     (divergence is rare on them: δ ≈ 0.005), so the comparison covers three chains per pair."""
-    return [(3, 2, f"doc-{d}") for d in range(n)]
+    return [f"doc-{d}" for d in range(n)]
+
+
+def settings(mode, reference_chain="shared"):
+    """The generation settings of these tests (master seed 3, study seed 2)."""
+    return generation(
+        master_seed=3,
+        study_seed=2,
+        horizon=H,
+        replicates=R,
+        temperature=1.5,
+        mode=mode,
+        tv_atol=TV_ATOL,
+        reference_chain=reference_chain,
+    )
 
 
 def alone(loaded, d, mode, reference_chain="shared"):
@@ -51,13 +62,9 @@ def alone(loaded, d, mode, reference_chain="shared"):
     return generate(
         session,
         list(ACTIONS),
-        horizon=H,
-        replicates=R,
-        seed_parts=seeds(len(PROMPTS))[d],
+        settings(mode, reference_chain),
+        document_id=seeds(len(PROMPTS))[d],
         eos_token_ids=loaded.eos_token_ids,
-        mode=mode,
-        tv_atol=TV_ATOL,
-        reference_chain=reference_chain,
         progress=False,
     )
 
@@ -90,12 +97,8 @@ def test_batched_documents_equal_each_document_alone(model, mode, one_thread, re
         batch,
         seeds(len(PROMPTS)),
         list(ACTIONS),
-        horizon=H,
-        replicates=R,
+        settings(mode, reference_chain),
         eos_token_ids=loaded.eos_token_ids,
-        mode=mode,
-        tv_atol=TV_ATOL,
-        reference_chain=reference_chain,
         progress=False,
     )
     assert all(session._slots.chains == {} for session in batch)  # every chain released
@@ -116,12 +119,8 @@ def test_batched_documents_equal_each_document_alone(model, mode, one_thread, re
         sessions(loaded, [PROMPTS[3], PROMPTS[1]], mode),
         [seeds(4)[3], seeds(4)[1]],
         list(ACTIONS),
-        horizon=H,
-        replicates=R,
+        settings(mode, reference_chain),
         eos_token_ids=loaded.eos_token_ids,
-        mode=mode,
-        tv_atol=TV_ATOL,
-        reference_chain=reference_chain,
         progress=False,
     )
     assert_same(pair[0], together[3], "document 3 beside 1")
@@ -159,12 +158,12 @@ def test_a_batch_job_writes_the_stores_of_one_document_jobs(tiny_qwen2, tmp_path
     from kvdiv.trajectories.job import run_document, run_documents
     from kvdiv.trajectories.store import ATTRS_CHECKSUM, read_document_store, read_prompt_ids
 
-    settings = dict(master_seed=1, study_seed=2, horizon=H, replicates=R, temperature=1.5, progress=False)
+    g = generation(master_seed=1, study_seed=2, horizon=H, replicates=R, temperature=1.5)
     docs = [record(d) for d in (2, 0, 1)]
-    batch = run_documents(tiny_qwen2, docs, ACTIONS, [tmp_path / f"b{d}.zarr" for d in range(3)], **settings)
+    batch = run_documents(tiny_qwen2, docs, ACTIONS, [tmp_path / f"b{d}.zarr" for d in range(3)], g, progress=False)
     timings = {"wall_time_s", "prefill_s", "wall_time_total_s", "checksums"}
     for doc, path in zip(docs, batch):
-        single = run_document(tiny_qwen2, doc, ACTIONS, tmp_path / f"{doc['id']}.zarr", **settings)
+        single = run_document(tiny_qwen2, doc, ACTIONS, tmp_path / f"{doc['id']}.zarr", g, progress=False)
         (attrs_b, data_b), (attrs_s, data_s) = read_document_store(path), read_document_store(single)
         assert {k: v for k, v in attrs_b.items() if k not in timings} == {
             k: v for k, v in attrs_s.items() if k not in timings
@@ -186,9 +185,9 @@ def test_a_job_in_batches_writes_the_stores_of_one_batch(tiny_llama, tmp_path, o
     import kvdiv.trajectories.job as job
     from kvdiv.trajectories.store import ATTRS_CHECKSUM, read_document_store
 
-    settings = dict(master_seed=1, study_seed=2, horizon=H, replicates=R, progress=False)
+    g = generation(master_seed=1, study_seed=2, horizon=H, replicates=R)
     docs = [record(d) for d in (2, 0, 1)]
-    whole = job.run_documents(tiny_llama, docs, ACTIONS, [tmp_path / f"w{d}.zarr" for d in range(3)], **settings)
+    whole = job.run_documents(tiny_llama, docs, ACTIONS, [tmp_path / f"w{d}.zarr" for d in range(3)], g, progress=False)
     generate, batches = job._generate, []
 
     def recording(loaded, members, *args):
@@ -197,7 +196,7 @@ def test_a_job_in_batches_writes_the_stores_of_one_batch(tiny_llama, tmp_path, o
 
     monkeypatch.setattr(job, "_generate", recording)
     outs = [tmp_path / f"p{d}.zarr" for d in range(3)]
-    parts = job.run_documents(tiny_llama, docs, ACTIONS, outs, documents_per_batch=per_batch, **settings)
+    parts = job.run_documents(tiny_llama, docs, ACTIONS, outs, g, documents_per_batch=per_batch, progress=False)
     assert [members for members, _ in batches] == ([[0], [1], [2]] if per_batch == 1 else [[0, 1], [2]])
     assert batches[-1][1] == sorted(p.name for p in outs[: batches[-1][0][0]])  # earlier batches already written
     arrays = lambda path: {  # noqa: E731
@@ -205,22 +204,27 @@ def test_a_job_in_batches_writes_the_stores_of_one_batch(tiny_llama, tmp_path, o
     }
     assert parts == outs and [arrays(p) for p in parts] == [arrays(p) for p in whole]
     with pytest.raises(ValueError, match="documents_per_batch must be a positive integer or None, got 0"):
-        job.run_documents(tiny_llama, docs, ACTIONS, outs, documents_per_batch=0, **settings)
+        job.run_documents(tiny_llama, docs, ACTIONS, outs, g, documents_per_batch=0, progress=False)
 
 
 def test_a_batch_job_checks_every_document_before_running(tiny_llama, tmp_path):
     from kvdiv.trajectories.job import run_documents
 
-    settings = dict(master_seed=1, study_seed=2, horizon=H, replicates=1, progress=False)
+    g = generation(master_seed=1, study_seed=2, horizon=H, replicates=1)
     outs = [tmp_path / "a.zarr", tmp_path / "b.zarr"]
     with pytest.raises(
         ValueError, match=r"document 'st-ruler_64-0001': its rendering has \d+ prompt tokens; \+ horizon 100 "
     ):
         run_documents(
-            tiny_llama, [record(0), record(1, prompt=PROMPTS[1] * 40)], ACTIONS, outs, **{**settings, "horizon": 100}
+            tiny_llama,
+            [record(0), record(1, prompt=PROMPTS[1] * 40)],
+            ACTIONS,
+            outs,
+            generation(master_seed=1, study_seed=2, horizon=100, replicates=1),
+            progress=False,
         )
     with pytest.raises(ValueError, match="a document appears twice in one job"):
-        run_documents(tiny_llama, [record(0), record(0)], ACTIONS, outs, **settings)
+        run_documents(tiny_llama, [record(0), record(0)], ACTIONS, outs, g, progress=False)
     with pytest.raises(ValueError, match="one output per document: 2 documents, 1 outputs"):
-        run_documents(tiny_llama, [record(0), record(1)], ACTIONS, outs[:1], **settings)
+        run_documents(tiny_llama, [record(0), record(1)], ACTIONS, outs[:1], g, progress=False)
     assert not any(p.exists() for p in outs)

@@ -13,6 +13,7 @@ from kvdiv.trajectories.generate import generate
 from kvdiv.trajectories.job import run_document
 from kvdiv.kernel.session import KernelSession
 from kvdiv.trajectories.store import read_document_store, read_prompt_ids
+from kvdiv.settings import generation
 
 ACTIONS = {
     "snapkv_half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 8},
@@ -28,19 +29,17 @@ def prompt_ids(loaded) -> torch.Tensor:
     return torch.tensor(loaded.tokenizer(PROMPT, add_special_tokens=False)["input_ids"])
 
 
-def run(loaded, actions, mode="complete", seed=("doc", 0), temperature=1.0, ids=None):
+def run(loaded, actions, mode="complete", seed=("doc3",), temperature=1.0, ids=None):
+    """Couple ``actions`` on the prompt; the default document id "doc3" gives streams under which some pairs of the
+    tiny Llama diverge within H in both modes at temperature 1.5 (divergence is rare on it)."""
     ids = prompt_ids(loaded) if ids is None else ids
-    session = KernelSession(loaded, ids, {a: ACTIONS[a] for a in actions}, temperature=temperature, horizon=128)
+    g = generation(
+        master_seed=1, study_seed=2, horizon=H, replicates=R, mode=mode, tv_atol=TV_ATOL, temperature=temperature
+    )
+    session = KernelSession(loaded, ids, {a: ACTIONS[a] for a in actions}, g)
+    document_id = "-".join(map(str, seed))
     out = generate(
-        session,
-        list(actions),
-        horizon=H,
-        replicates=R,
-        seed_parts=(1, 2, *seed),
-        eos_token_ids=loaded.eos_token_ids,
-        mode=mode,
-        tv_atol=TV_ATOL,
-        progress=False,
+        session, list(actions), g, document_id=document_id, eos_token_ids=loaded.eos_token_ids, progress=False
     )
     return session, out
 
@@ -102,10 +101,7 @@ def test_run_document_renders_for_its_model_and_records_the_ids(tiny_llama, tmp_
         doc,
         {"snapkv_half": ACTIONS["snapkv_half"]},
         tmp_path / "d.zarr",
-        master_seed=1,
-        study_seed=2,
-        horizon=H,
-        replicates=R,
+        generation(master_seed=1, study_seed=2, horizon=H, replicates=R),
         progress=False,
     )
     attrs, data = read_document_store(path)
@@ -127,10 +123,7 @@ def test_run_document_renders_for_its_model_and_records_the_ids(tiny_llama, tmp_
         {**doc, "answer_prefix": "", "rendered": True},
         {"snapkv_half": ACTIONS["snapkv_half"]},
         tmp_path / "r.zarr",
-        master_seed=1,
-        study_seed=2,
-        horizon=2,
-        replicates=1,
+        generation(master_seed=1, study_seed=2, horizon=2, replicates=1),
         progress=False,
     )
     assert read_prompt_ids(path).tolist() == prompt_ids(tiny_llama).tolist()
@@ -146,10 +139,7 @@ def test_run_document_renders_for_its_model_and_records_the_ids(tiny_llama, tmp_
             doc,
             {"snapkv_half": ACTIONS["snapkv_half"]},
             tmp_path / "e.zarr",
-            master_seed=1,
-            study_seed=2,
-            horizon=4000,
-            replicates=1,
+            generation(master_seed=1, study_seed=2, horizon=4000, replicates=1),
             progress=False,
         )
     assert not (tmp_path / "e.zarr").exists()
@@ -174,7 +164,11 @@ def test_coupled_chains_keep_their_marginals(tiny_llama):
     R, T = 2000, 0.5
     actions = {"snapkv_half": ACTIONS["snapkv_half"]}
     session = KernelSession(
-        tiny_llama, prompt_ids(tiny_llama), actions, temperature=T, evict_first_step=True, max_chains=3 * R, horizon=3
+        tiny_llama,
+        prompt_ids(tiny_llama),
+        actions,
+        generation(horizon=3, temperature=T, evict_first_step=True),
+        max_chains=3 * R,
     )
     p0 = session.initial_probs("reference").numpy()
     q0 = session.initial_probs("snapkv_half").numpy()
@@ -191,11 +185,10 @@ def test_coupled_chains_keep_their_marginals(tiny_llama):
     out = generate(
         session,
         ["snapkv_half"],
-        horizon=2,
-        replicates=R,
-        seed_parts=(5, 6, "marg"),
+        generation(master_seed=5, study_seed=6, horizon=2, replicates=R),
         eos_token_ids=tiny_llama.eos_token_ids,
         progress=False,
+        document_id="marg",
     )["snapkv_half"]
     delta1 = 0.5 * np.abs(p0 - q0).sum()  # the kernels differ at step 1: P(x_1 ≠ y_1) = δ_1
     assert delta1 > 0.005 and np.allclose(out.tv[:, 0], delta1, atol=1e-6)
@@ -209,20 +202,19 @@ def test_swrb_and_complete_estimate_the_same_divergence_and_risk(tiny_llama):
     P(τ ≤ H) ≈ 0.12 here)."""
     action, horizon, replicates = "snapkv_half", 10, 300
     out = {}
-    for mode, stream in (("complete", "c"), ("swrb", "s")):
-        session = KernelSession(
-            tiny_llama, prompt_ids(tiny_llama), {action: ACTIONS[action]}, temperature=0.7, horizon=128
-        )
-        out[mode] = generate(
-            session,
-            [action],
+    for mode, stream in (("complete", 1), ("swrb", 2)):
+        g = generation(
+            master_seed=4,
+            study_seed=stream,
             horizon=horizon,
             replicates=replicates,
-            seed_parts=(4, stream, "doc"),
-            eos_token_ids=tiny_llama.eos_token_ids,
             mode=mode,
             tv_atol=TV_ATOL,
-            progress=False,
+            temperature=0.7,
+        )
+        session = KernelSession(tiny_llama, prompt_ids(tiny_llama), {action: ACTIONS[action]}, g)
+        out[mode] = generate(
+            session, [action], g, document_id="doc", eos_token_ids=tiny_llama.eos_token_ids, progress=False
         )[action]
     c, s = out["complete"], out["swrb"]
     diverged = (~c.match).any(axis=1).astype(float)

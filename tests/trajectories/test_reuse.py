@@ -4,6 +4,7 @@ computed everything; a piece that is truncated, edited or of another key is reco
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 
@@ -16,8 +17,9 @@ from kvdiv.trajectories.job import run_documents
 from kvdiv.trajectories.reuse import TrajectoryCache
 from kvdiv.trajectories.store import ATTRS_CHECKSUM, read_document_store
 from support.job_documents import ACTIONS, PROMPTS, record
+from kvdiv.settings import generation
 
-SETTINGS = dict(master_seed=3, study_seed=2, horizon=10, replicates=2, temperature=1.5, progress=False)
+SETTINGS = generation(master_seed=3, study_seed=2, horizon=10, replicates=2, temperature=1.5)
 TIMINGS = {"wall_time_s", "prefill_s", "wall_time_total_s", "checksums"}
 FIRST = {name: ACTIONS[name] for name in ("snapkv_half", "recent_half")}
 ALL = {name: ACTIONS[name] for name in ("snapkv_half", "recent_half", "knorm_decoding")}
@@ -42,9 +44,9 @@ def generated(monkeypatch):
     calls = []
     real = job_module._generate
 
-    def spy(loaded, members, prompts, seed_parts, contexts, actions, needed, g, progress):
-        calls.append(([seed_parts[d][2] for d in members], list(needed)))
-        return real(loaded, members, prompts, seed_parts, contexts, actions, needed, g, progress)
+    def spy(loaded, members, ids, prompts, contexts, actions, needed, g, progress):
+        calls.append(([ids[d] for d in members], list(needed)))
+        return real(loaded, members, ids, prompts, contexts, actions, needed, g, progress)
 
     monkeypatch.setattr(job_module, "_generate", spy)
     return calls
@@ -56,19 +58,23 @@ def generated(monkeypatch):
 def test_an_added_action_and_document_compute_only_what_is_new(
     tiny_qwen2, tmp_path, generated, caplog, mode, reference_chain
 ):
-    settings = dict(SETTINGS, mode=mode, reference_chain=reference_chain)
+    settings = dataclasses.replace(SETTINGS, mode=mode, reference_chain=reference_chain)
     cache = TrajectoryCache(tmp_path / "cache")
     docs = [record(d) for d in (0, 1, 2)]
     ids = [doc["id"] for doc in docs]
     # the fresh job: every action of every document, no cache
-    fresh = run_documents(tiny_qwen2, docs, ALL, [tmp_path / f"fresh{d}.zarr" for d in range(3)], **settings)
+    fresh = run_documents(
+        tiny_qwen2, docs, ALL, [tmp_path / f"fresh{d}.zarr" for d in range(3)], settings, progress=False
+    )
     generated.clear()
-    run_documents(tiny_qwen2, docs[:2], FIRST, [tmp_path / f"a{d}.zarr" for d in range(2)], cache=cache, **settings)
+    run_documents(
+        tiny_qwen2, docs[:2], FIRST, [tmp_path / f"a{d}.zarr" for d in range(2)], settings, cache=cache, progress=False
+    )
     assert generated == [(ids[:2], list(FIRST))]
     generated.clear()
     with caplog.at_level(logging.INFO, logger="kvdiv.trajectories.job"):
         rerun = run_documents(
-            tiny_qwen2, docs, ALL, [tmp_path / f"b{d}.zarr" for d in range(3)], cache=cache, **settings
+            tiny_qwen2, docs, ALL, [tmp_path / f"b{d}.zarr" for d in range(3)], settings, cache=cache, progress=False
         )
     # documents 0 and 1: only the new action; document 2 (new): every action
     assert sorted(generated) == sorted([(ids[:2], ["knorm_decoding"]), (ids[2:], list(ALL))])
@@ -77,24 +83,36 @@ def test_an_added_action_and_document_compute_only_what_is_new(
         assert_same_stores(a, b)
     # everything cached: nothing is generated (no prefill either), the stores are the same again
     generated.clear()
-    again = run_documents(tiny_qwen2, docs, ALL, [tmp_path / f"c{d}.zarr" for d in range(3)], cache=cache, **settings)
+    again = run_documents(
+        tiny_qwen2, docs, ALL, [tmp_path / f"c{d}.zarr" for d in range(3)], settings, cache=cache, progress=False
+    )
     assert generated == []
     for a, b in zip(again, fresh):
         assert_same_stores(a, b)
     # another setting is another key: nothing is reused
     generated.clear()
-    run_documents(tiny_qwen2, docs[:1], FIRST, [tmp_path / "d.zarr"], cache=cache, **dict(settings, temperature=1.2))
+    run_documents(
+        tiny_qwen2,
+        docs[:1],
+        FIRST,
+        [tmp_path / "d.zarr"],
+        dataclasses.replace(settings, temperature=1.2),
+        cache=cache,
+        progress=False,
+    )
     assert generated == [(ids[:1], list(FIRST))]
     # and a changed code hash too
     generated.clear()
-    run_documents(tiny_qwen2, docs[:1], FIRST, [tmp_path / "e.zarr"], cache=cache, code="other", **settings)
+    run_documents(
+        tiny_qwen2, docs[:1], FIRST, [tmp_path / "e.zarr"], settings, cache=cache, code="other", progress=False
+    )
     assert generated == [(ids[:1], list(FIRST))]
 
 
 def test_a_damaged_or_foreign_piece_is_recomputed(tiny_qwen2, tmp_path, generated, caplog):
     cache = TrajectoryCache(tmp_path / "cache")
     doc = record(0)
-    (fresh,) = run_documents(tiny_qwen2, [doc], FIRST, [tmp_path / "fresh.zarr"], cache=cache, **SETTINGS)
+    (fresh,) = run_documents(tiny_qwen2, [doc], FIRST, [tmp_path / "fresh.zarr"], SETTINGS, cache=cache, progress=False)
     pieces = sorted((tmp_path / "cache" / doc["id"]).glob("*.zarr"))
     assert [p.name.split("-")[0] for p in pieces] == sorted(FIRST)
     snap = next(p for p in pieces if p.name.startswith("snapkv_half-"))
@@ -105,13 +123,13 @@ def test_a_damaged_or_foreign_piece_is_recomputed(tiny_qwen2, tmp_path, generate
     meta.write_text(meta.read_text().replace('"prefill_s": ', '"prefill_s": 1', 1))
     generated.clear()
     with caplog.at_level(logging.WARNING, logger="kvdiv.trajectories.reuse"):
-        (out,) = run_documents(tiny_qwen2, [doc], FIRST, [tmp_path / "out.zarr"], cache=cache, **SETTINGS)
+        (out,) = run_documents(tiny_qwen2, [doc], FIRST, [tmp_path / "out.zarr"], SETTINGS, cache=cache, progress=False)
     assert generated == [([doc["id"]], list(FIRST))]
     assert caplog.text.count("is not usable") == 2 and str(snap) in caplog.text and str(recent) in caplog.text
     assert_same_stores(out, fresh)
     # the pieces were written again, whole: the next run reuses both
     generated.clear()
-    run_documents(tiny_qwen2, [doc], FIRST, [tmp_path / "again.zarr"], cache=cache, **SETTINGS)
+    run_documents(tiny_qwen2, [doc], FIRST, [tmp_path / "again.zarr"], SETTINGS, cache=cache, progress=False)
     assert generated == []
 
 
@@ -121,12 +139,12 @@ def test_a_reference_chain_that_differs_from_the_cached_one_recomputes_everythin
     """The guard of a shared reference chain: reused pieces must hold the reference chain computed now."""
     cache = TrajectoryCache(tmp_path / "cache")
     doc = record(1)
-    run_documents(tiny_qwen2, [doc], FIRST, [tmp_path / "a.zarr"], cache=cache, **SETTINGS)
-    (fresh,) = run_documents(tiny_qwen2, [doc], ALL, [tmp_path / "fresh.zarr"], **SETTINGS)
+    run_documents(tiny_qwen2, [doc], FIRST, [tmp_path / "a.zarr"], SETTINGS, cache=cache, progress=False)
+    (fresh,) = run_documents(tiny_qwen2, [doc], ALL, [tmp_path / "fresh.zarr"], SETTINGS, progress=False)
     monkeypatch.setattr(job_module, "same_reference", lambda reused, computed: False)
     generated.clear()
     with caplog.at_level(logging.WARNING, logger="kvdiv.trajectories.job"):
-        (out,) = run_documents(tiny_qwen2, [doc], ALL, [tmp_path / "b.zarr"], cache=cache, **SETTINGS)
+        (out,) = run_documents(tiny_qwen2, [doc], ALL, [tmp_path / "b.zarr"], SETTINGS, cache=cache, progress=False)
     assert generated == [([doc["id"]], ["knorm_decoding"]), ([doc["id"]], list(ALL))]
     assert "differs from the cached one: recomputing every action" in caplog.text
     assert_same_stores(out, fresh)
@@ -166,17 +184,19 @@ def test_an_actions_values_do_not_depend_on_the_other_actions(model, request):
 
     def run(actions):
         session = KernelSession(
-            loaded, ids, actions, temperature=2.0, horizon=12, max_chains=chains_needed(len(actions), 3, "complete")
+            loaded,
+            ids,
+            actions,
+            generation(horizon=12, temperature=2.0),
+            max_chains=chains_needed(len(actions), 3, "complete"),
         )
         return generate(
             session,
             list(actions),
-            horizon=12,
-            replicates=3,
-            seed_parts=(5, 1, "doc"),
+            generation(master_seed=5, study_seed=1, horizon=12, replicates=3, tv_atol=1e-06),
             eos_token_ids=loaded.eos_token_ids,
-            tv_atol=1e-6,
             progress=False,
+            document_id="doc",
         )
 
     together = run(near)
@@ -196,15 +216,21 @@ def test_a_random_press_is_reused_with_its_seeds_and_retention(tiny_llama, tmp_p
     cache = TrajectoryCache(tmp_path / "cache")
     doc = record(2)
     both = {"recent_half": ACTIONS["recent_half"], **prob}
-    (fresh,) = run_documents(tiny_llama, [doc], both, [tmp_path / "fresh.zarr"], **SETTINGS)
+    (fresh,) = run_documents(tiny_llama, [doc], both, [tmp_path / "fresh.zarr"], SETTINGS, progress=False)
     run_documents(
-        tiny_llama, [doc], {"recent_half": ACTIONS["recent_half"]}, [tmp_path / "a.zarr"], cache=cache, **SETTINGS
+        tiny_llama,
+        [doc],
+        {"recent_half": ACTIONS["recent_half"]},
+        [tmp_path / "a.zarr"],
+        SETTINGS,
+        cache=cache,
+        progress=False,
     )
     generated.clear()
-    (added,) = run_documents(tiny_llama, [doc], both, [tmp_path / "b.zarr"], cache=cache, **SETTINGS)
+    (added,) = run_documents(tiny_llama, [doc], both, [tmp_path / "b.zarr"], SETTINGS, cache=cache, progress=False)
     assert generated == [([doc["id"]], ["pminh"])]
     generated.clear()
-    (cached,) = run_documents(tiny_llama, [doc], both, [tmp_path / "c.zarr"], cache=cache, **SETTINGS)
+    (cached,) = run_documents(tiny_llama, [doc], both, [tmp_path / "c.zarr"], SETTINGS, cache=cache, progress=False)
     assert generated == []
     for out in (added, cached):
         assert_same_stores(out, fresh)

@@ -15,6 +15,7 @@ from kvdiv.seeds import derive_rng
 from support.toy_kernels import ToyKernelSession
 from kvdiv.trajectories.coupling import couple, couple_to_reference, reference_draw
 from kvdiv.trajectories.generate import generate
+from kvdiv.settings import generation
 
 V, H = 3, 3
 #: Grid of uniforms: every law below has entries in multiples of 1/6, so every inverse-CDF and acceptance breakpoint
@@ -154,7 +155,8 @@ def test_the_sampler_applies_the_step_functions_along_each_chains_history():
     the recorded histories reproduces every token; every action of a replicate has the same x (paired)."""
     R, parts = 40, (3, 1, "doc")
     s = ToyKernelSession(P, KERNELS, evict_first_step=True)
-    out = generate(s, list(KERNELS), horizon=H, replicates=R, seed_parts=parts, eos_token_ids=[], progress=False)
+    g = generation(horizon=H, replicates=R, master_seed=3, study_seed=1)
+    out = generate(s, list(KERNELS), g, document_id="doc", eos_token_ids=[], progress=False)
     assert s.alive == 0
     for r in range(R):
         u_ref = derive_rng(*parts, "reference", r).random(H)
@@ -185,12 +187,10 @@ def test_full_retention_gives_y_identical_to_x():
         out = generate(
             s,
             list(KERNELS),
-            horizon=H,
-            replicates=200,
-            seed_parts=(1, 1, "d"),
+            generation(master_seed=1, study_seed=1, horizon=H, replicates=200, tv_atol=atol),
             eos_token_ids=[],
-            tv_atol=atol,
             progress=False,
+            document_id="d",
         )
         same = out["same"]
         assert np.array_equal(same.x, same.y) and np.all(same.match) and np.all(same.tv == 0)
@@ -202,7 +202,14 @@ def test_marginal_first_tokens_match_the_kernels_statistically():
     within 4 standard errors of P's and Q_a's exact two-token laws."""
     R = 2000
     s = ToyKernelSession(P, KERNELS, evict_first_step=True)
-    out = generate(s, ["a", "b"], horizon=2, replicates=R, seed_parts=(7, 7, "d"), eos_token_ids=[], progress=False)
+    out = generate(
+        s,
+        ["a", "b"],
+        generation(master_seed=7, study_seed=7, horizon=2, replicates=R),
+        eos_token_ids=[],
+        progress=False,
+        document_id="d",
+    )
     for name in ("a", "b"):
         for tokens, kernel in ((out[name].x, P), (out[name].y, KERNELS[name])):
             truth = np.array([kernel(())[i] * kernel((i,))[j] for i in range(V) for j in range(V)])
@@ -214,12 +221,11 @@ def test_marginal_first_tokens_match_the_kernels_statistically():
 def test_adding_an_action_changes_no_existing_value():
     """Streams per (document, replicate, "reference") and (document, action, replicate): a job with one more action
     (first in the order) gives the same values for the others; per_action streams too."""
-    kw = dict(horizon=H, replicates=6, seed_parts=(2, 5, "d"), eos_token_ids=[], progress=False)
+    kw = dict(document_id="d", eos_token_ids=[], progress=False)
     for chain in ("shared", "per_action"):
-        two = generate(ToyKernelSession(P, KERNELS, evict_first_step=True), ["a", "b"], reference_chain=chain, **kw)
-        three = generate(
-            ToyKernelSession(P, KERNELS, evict_first_step=True), ["same", "a", "b"], reference_chain=chain, **kw
-        )
+        g = generation(horizon=H, replicates=6, master_seed=2, study_seed=5, reference_chain=chain)
+        two = generate(ToyKernelSession(P, KERNELS, evict_first_step=True), ["a", "b"], g, **kw)
+        three = generate(ToyKernelSession(P, KERNELS, evict_first_step=True), ["same", "a", "b"], g, **kw)
         for name in ("a", "b"):
             for field in ("x", "y", "tv", "fixed_tv", "match"):
                 assert np.array_equal(getattr(two[name], field), getattr(three[name], field)), (chain, name, field)
@@ -233,9 +239,10 @@ def test_contrasts_between_actions_are_paired():
     in opposite directions can make the covariance negative, docs/claims.md.)"""
     R = 4000
     kernels = {"a": KERNELS["a"], "b": mixture(P, KERNELS["a"], 0.5)}
-    kw = dict(horizon=H, replicates=R, seed_parts=(11, 3, "d"), eos_token_ids=[], progress=False)
+    kw = dict(document_id="d", eos_token_ids=[], progress=False)
     for chain in ("shared", "per_action"):
-        out = generate(ToyKernelSession(P, kernels, evict_first_step=True), ["a", "b"], reference_chain=chain, **kw)
+        g = generation(horizon=H, replicates=R, master_seed=11, study_seed=3, reference_chain=chain)
+        out = generate(ToyKernelSession(P, kernels, evict_first_step=True), ["a", "b"], g, **kw)
         ma = (~out["a"].match).mean(axis=1)
         mb = (~out["b"].match).mean(axis=1)
         prod = (ma - ma.mean()) * (mb - mb.mean())

@@ -24,6 +24,7 @@ from kvdiv.trajectories.store import (
 )
 from kvdiv.trajectories.summary import summarize
 from support.toy_kernels import ToyKernelSession, history_kernel, mixture_kernel
+from kvdiv.settings import generation
 
 V, EOS, H, R = 5, 4, 6, 3
 REF = history_kernel(V, seed=1)
@@ -35,12 +36,10 @@ def doc_store(tmp: Path, i: int, mode: str = "complete", actions=("a", "b")) -> 
     out = generate(
         s,
         list(actions),
-        horizon=H,
-        replicates=R,
-        seed_parts=(1, 2, f"d{i}"),
+        generation(master_seed=1, study_seed=2, horizon=H, replicates=R, mode=mode),
         eos_token_ids=[EOS],
-        mode=mode,
         progress=False,
+        document_id=f"d{i}",
     )
     doc = {
         "id": f"st-ruler_16-{i:04d}",

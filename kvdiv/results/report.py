@@ -1,8 +1,8 @@
 """``results/report.md``: every headline number of arXiv 2609.16617 §5 beside the paper's reported value.
 
 Our numbers come from the analysis tables of :mod:`kvdiv.analysis` (bootstrap intervals over documents); after the
-claims and the comparison of settings, the report walks the registry of results (:mod:`kvdiv.outputs.registry`),
-one section per item built, each written by its item's own module. The paper's values and setting come from
+claims and the comparison of settings, the report walks the registry of results (:mod:`kvdiv.results.registry`),
+one section per result built, each written by the result's own module. The paper's values and setting come from
 ``kvdiv/data/paper_reported_values.yaml`` (shipped with the package), the only copy kvdiv keeps. Each row says
 which of our models and how many documents produced it, and the report opens with where this run's
 setting differs from the paper's (models, lengths, document counts, horizon, replicates).
@@ -22,8 +22,8 @@ from kvdiv.analysis.claim_rows import NOT_IDENTIFIED, RULES
 from kvdiv.analysis.inputs import contrast_name
 from kvdiv.io import atomic_path, read_parquet
 from kvdiv.layout import parse_stratum
-from kvdiv.outputs.registry import RESULTS, read_numbers
 from kvdiv.outputs.report_cells import SectionContext, read_text, relative
+from kvdiv.results.registry import read_numbers, results
 
 #: The paper's reported values and setting, shipped with the package (the only copy kvdiv keeps).
 PAPER_VALUES = "data/paper_reported_values.yaml"
@@ -117,7 +117,7 @@ def build_report(
     """
     paper = paper_values()
     out = Path(out)
-    kinds = {name: result.item.kind for name, result in RESULTS.items()}
+    kinds = {result.name: result.kind for result in results()}
     frames = {
         item: {name: read_parquet(p) for name, p in parts.items()}
         for item, parts in analysis.items()
@@ -163,16 +163,18 @@ def result_sections(
     paper: Mapping,
     out: Path,
 ) -> list[str]:
-    """The section of every result in :data:`~kvdiv.outputs.registry.RESULTS` that this run ``built`` and that has
-    one, in the registry's order (``frames``: item → its tables; ``out``: the report, for relative figure paths)."""
+    """The section of every result of the registry (:mod:`kvdiv.results.registry`) that this run ``built`` and that
+    has one, in the registry's order (``frames``: result → its tables; ``out``: the report, for relative figure
+    paths)."""
     study_of = setting.get("figure_studies", {})
     keys = tuple(paper["setting"]["model_keys"])
     lines: list[str] = []
-    for name, result in RESULTS.items():
+    for result in results():
+        name = result.name
         if name not in built or result.section is None:
             continue
         context = SectionContext(
-            result.item, study_of.get(name), relative(figures.get(name), out), read_text(tables_md.get(name)), keys
+            result, study_of.get(name), relative(figures.get(name), out), read_text(tables_md.get(name)), keys
         )
         own = {key: paper[key] for key in result.paper if key in paper}
         lines += result.section(frames.get(name, {}), setting, own, context)
