@@ -193,9 +193,17 @@ def compute_metrics(
             "tv": survival_before * overlap + weight[:, None] * (steps[None, :] > start[:, None]) * tv,
             "fixed_tv": np.full((n, horizon), np.nan),
             "eos": np.full((n, horizon), np.nan),
+            "mismatch_pre_eos": np.full((n, horizon), np.nan),
         }
     else:
-        per_row = {"mismatch": mismatch, "tv": tv, "fixed_tv": fixed_tv, "eos": eos_any}
+        # mismatch_pre_eos: a mismatch strictly before the first EOS of either chain (eos flags hold from it on)
+        per_row = {
+            "mismatch": mismatch,
+            "tv": tv,
+            "fixed_tv": fixed_tv,
+            "eos": eos_any,
+            "mismatch_pre_eos": mismatch & ~eos_any,
+        }
     clock_means = {k: v.astype(np.float64).reshape(shape).mean(axis=2) for k, v in per_row.items()}
     d_i, a_i, t_i = np.unravel_index(np.arange(n_d * n_a * horizon), (n_d, n_a, horizon))
     clock = pl.DataFrame(

@@ -1,5 +1,10 @@
 """Table 2: generation-clock mismatch gaps by position block per model × task family × length, and the paper's
-fall/rise pattern counted on our data."""
+fall/rise pattern counted on our data.
+
+Each row is one block: its gap ``gap`` (the mean mismatch a − b over the block's steps), the part of it made strictly
+before the first EOS of either chain (``gap_pre_eos``: post-EOS steps count as agreement), and ``change``, the
+within-document paired change of the gap from the first block to this one (0 at the first block): the quantity the
+paper's fall/rise pattern is about, with an interval of the difference rather than two intervals compared."""
 
 from __future__ import annotations
 
@@ -46,28 +51,47 @@ def clock_block_gaps(
             "block"
         )
     ).filter(pl.col("block").is_not_null())
-    doc = per_block.group_by(*DOC_KEYS, "action", "block").agg(pl.col("mismatch").mean())
+    pre = pl.col("mismatch_pre_eos") if "mismatch_pre_eos" in per_block.columns else pl.lit(None, pl.Float64)
+    doc = per_block.group_by(*DOC_KEYS, "action", "block").agg(pl.col("mismatch").mean(), pre.mean().alias("pre_eos"))
     labels = [_block_label(b) for b in usable]
     rows: list[dict] = []
     for a, b in applicable_contrasts(contrasts, doc["action"].unique()):
-        wide = (
+        both = (
             doc.filter(pl.col("action") == a)
             .drop("action")
-            .rename({"mismatch": "ma"})
+            .rename({"mismatch": "ma", "pre_eos": "pa"})
             .join(
-                doc.filter(pl.col("action") == b).select("model", "document", "block", pl.col("mismatch").alias("mb")),
+                doc.filter(pl.col("action") == b).select(
+                    "model", "document", "block", pl.col("mismatch").alias("mb"), pl.col("pre_eos").alias("pb")
+                ),
                 on=["model", "document", "block"],
             )
-            .with_columns((pl.col("ma") - pl.col("mb")).alias("gap"))
-            .pivot(on="block", index=list(DOC_KEYS), values="gap")
+            .with_columns((pl.col("ma") - pl.col("mb")).alias("gap"), (pl.col("pa") - pl.col("pb")).alias("pre"))
         )
+        wide = both.pivot(on="block", index=list(DOC_KEYS), values="gap").join(
+            both.pivot(on="block", index=["model", "document"], values="pre").rename(
+                {lab: f"pre {lab}" for lab in labels}, strict=False
+            ),
+            on=["model", "document"],
+        )
+        present = [lab for lab in labels if lab in wide.columns]
+
+        def stat(m, present=present):
+            out = {lab: m[lab] for lab in present}
+            out |= {f"pre {lab}": m[f"pre {lab}"] for lab in present}
+            return out | {f"change {lab}": m[lab] - m[present[0]] for lab in present}
+
         for model, cell, sub in cells(wide) + _family_cells(wide):
-            values = {lab: sub[lab].to_numpy() for lab in labels if lab in sub.columns}
-            res = cluster_bootstrap(
-                values, lambda m: dict(m), n_boot, stat_seed(seed, "table2", model, cell, a, b), confidence
-            )
+            values = {lab: sub[lab].to_numpy() for lab in present}
+            values |= {f"pre {lab}": sub[f"pre {lab}"].cast(pl.Float64).to_numpy() for lab in present}
+            res = cluster_bootstrap(values, stat, n_boot, stat_seed(seed, "table2", model, cell, a, b), confidence)
             fam, length = (cell.rsplit("_", 1) + [""])[:2] if cell != POOLED else (POOLED, POOLED)
-            for lab, (est, lo, hi) in res.items():
+            for lab in present:
+                (est, lo, hi), (pe, plo, phi), (ce, clo, chi) = (
+                    res[lab],
+                    res[f"pre {lab}"],
+                    res[f"change {lab}"],
+                )
                 rows.append(
                     {
                         "model": model,
@@ -80,6 +104,12 @@ def clock_block_gaps(
                         "lower": float(lo),
                         "upper": float(hi),
                         "n_documents": sub.height,
+                        "gap_pre_eos": float(pe),
+                        "gap_pre_eos_lower": float(plo),
+                        "gap_pre_eos_upper": float(phi),
+                        "change": float(ce),
+                        "change_lower": float(clo),
+                        "change_upper": float(chi),
                     }
                 )
     return pl.DataFrame(rows)

@@ -71,6 +71,8 @@ def decomposition_stat(m: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         "rate_b": raw_b,
         "exposure_part": exposure_part,
         "branch_part": branch_part,
+        # a majority claim as a difference (exposure part − branch part > 0), not as a share of a gap near 0
+        "exposure_minus_branch": exposure_part - branch_part,
         "exposure_share": exposure_part / safe,
         "branch_share": branch_part / safe,
     }
@@ -118,7 +120,13 @@ def eos_shares(
     def stat(m):
         gap = m["mismatch_a"] - m["mismatch_b"]
         post = m["mismatch_post_eos_a"] - m["mismatch_post_eos_b"]
-        return {"gap": gap, "post_eos_gap": post, "eos_share": post / np.where(gap != 0, gap, np.nan)}
+        return {
+            "gap": gap,
+            "post_eos_gap": post,
+            "eos_share": post / np.where(gap != 0, gap, np.nan),
+            # "most of the gap is made before the first EOS" as a difference: pre-EOS part − post-EOS part
+            "pre_minus_post_eos": gap - 2 * post,
+        }
 
     rows: list[dict] = []
     for a, b in applicable_contrasts(contrasts, doc["action"].unique()):

@@ -3,8 +3,12 @@ contrasts.
 
 **Late minus early (Figure 6, Figure 7).** Within the first-divergence cohort τ ≤ ``cohort_max_tau``, the
 mean branch TV δ_{τ+ℓ} over the late depth window minus that over the early window (``analysis.early``,
-``analysis.late``; depths ℓ = t − τ), pooled over rows as a ratio of document sums; ``strict pre-EOS``
-keeps only steps before the first EOS of either chain.
+``analysis.late``; depths ℓ = t − τ), pooled over rows as a ratio of document sums. ``strict pre-EOS`` keeps only
+steps before the first EOS of either chain and is a **within-document paired** difference: per document with
+pre-EOS steps in both windows, its late minus its early pre-EOS branch TV, averaged over those documents (their
+number is the row's ``n_documents``), so both windows describe the same documents (a pooled ratio would compare the
+documents still running at late depths with all documents at early ones). The profiles carry ``running``, the
+share of the cohort's pairs with neither chain ended at each depth.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ def branch_tv_profiles(
                 "lower": pl.Float64,
                 "upper": pl.Float64,
                 "n_documents": pl.Int64,
+                "running": pl.Float64,
             }
         )
     strata = metrics.documents.select("model", "document", "stratum")
@@ -45,15 +50,22 @@ def branch_tv_profiles(
     for action in sorted(al["action"].unique().to_list()):
         for model, cell, sub in cells(al.filter(pl.col("action") == action)):
             w = row_weight(sub)
-            g = sub.group_by("document", "depth").agg((pl.col("tv") * w).sum().alias("s"), w.sum().alias("n"))
+            g = sub.group_by("document", "depth").agg(
+                (pl.col("tv") * w).sum().alias("s"),
+                w.sum().alias("n"),
+                (pl.col("pre_eos").cast(pl.Float64) * w).sum().alias("r"),
+            )
             docs = sorted(g["document"].unique().to_list())
             di = {d: i for i, d in enumerate(docs)}
             s = np.zeros((len(docs), max_depth))
             c = np.zeros((len(docs), max_depth))
+            r = np.zeros((len(docs), max_depth))
             idx = np.array([di[d] for d in g["document"].to_list()])
             dep = g["depth"].to_numpy() - 1
             s[idx, dep] = g["s"].to_numpy()
             c[idx, dep] = g["n"].to_numpy()
+            r[idx, dep] = g["r"].to_numpy()
+            running = r.sum(0) / np.where(c.sum(0) > 0, c.sum(0), np.nan)  # pairs with neither chain ended
             res = cluster_bootstrap(
                 {"s": s, "c": c},
                 lambda m: {"tv": m["s"] / np.where(m["c"] > 0, m["c"], np.nan)},
@@ -74,6 +86,7 @@ def branch_tv_profiles(
                             "lower": float(lo[k]),
                             "upper": float(hi[k]),
                             "n_documents": len(docs),
+                            "running": float(running[k]),
                         }
                     )
     return pl.DataFrame(rows)
@@ -125,22 +138,29 @@ def late_minus_early(
 
     def stat(m):
         early_tv, late_tv = ratio(m["se"], m["ne"]), ratio(m["sl"], m["nl"])
-        p_early, p_late = ratio(m["pse"], m["pne"]), ratio(m["psl"], m["pnl"])
         return {
             "early": early_tv,
             "late": late_tv,
             "late_minus_early": late_tv - early_tv,
-            "late_minus_early_strict_pre_eos": p_late - p_early,
+            "late_minus_early_strict_pre_eos": m["paired"],  # a mean over the documents with both windows
         }
 
     rows: list[dict] = []
     for action in sorted(doc["action"].unique().to_list()):
         for model, cell, sub in cells(doc.filter(pl.col("action") == action), by=by):
-            values = {
-                k: sub[k].cast(pl.Float64).to_numpy() for k in ("se", "ne", "sl", "nl", "pse", "pne", "psl", "pnl")
-            }
+            values = {k: sub[k].cast(pl.Float64).to_numpy() for k in ("se", "ne", "sl", "nl")}
+            pse, pne, psl, pnl = (sub[k].cast(pl.Float64).to_numpy() for k in ("pse", "pne", "psl", "pnl"))
+            both = (pne > 0) & (pnl > 0)  # pre-EOS steps in both windows: the paired documents (NaN elsewhere)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                values["paired"] = np.where(
+                    both, psl / np.where(both, pnl, 1.0) - pse / np.where(both, pne, 1.0), np.nan
+                )
             res = cluster_bootstrap(
                 values, stat, n_boot, stat_seed(seed, "late_early", model, by, cell, action), confidence
             )
-            rows += result_rows({"model": model, by: cell, "action": action, "n_documents": sub.height}, res)
+            cell_rows = result_rows({"model": model, by: cell, "action": action, "n_documents": sub.height}, res)
+            for r in cell_rows:
+                if r["statistic"] == "late_minus_early_strict_pre_eos":
+                    r["n_documents"] = int(both.sum())
+            rows += cell_rows
     return pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(schema=schema)

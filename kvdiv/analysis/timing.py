@@ -1,6 +1,6 @@
 """Figure 5's entry into divergence: first-divergence survival curves and entry times (mean τ among diverged
 replicates, P(τ ≤ H)), with cluster-bootstrap bands, and their paired contrasts between actions (the claims of
-§5.2 that SnapKV-half enters divergence later and less often, :mod:`kvdiv.analysis.claims`)."""
+§5.2 that SnapKV-half enters divergence later and less often, :mod:`kvdiv.results.claims`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Verdicts of contrasts against a paper's claimed direction: consistent, contradicted or inconclusive.
+"""Verdicts of estimates against a paper's claims: the **direction** (the sign of the paper's effect: consistent,
+contradicted or inconclusive), the **magnitude** (inside, below or above the paper's value or range), the p-value of
+the direction test, Holm's family-wise adjustment and the documents an inconclusive verdict would need. The rules,
+stated once for every claim: docs/claims.md.
 
 A claim says in which direction a contrast a − b lies: ``lower`` (a < b) or ``higher`` (a > b). On the contrast's
 (1 − α) interval: it excludes 0 on the claimed side → **consistent**; on the opposite side → **contradicted**;
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from statistics import NormalDist
 
 import polars as pl
 
@@ -36,6 +40,108 @@ def sign_verdict(lower: float | None, upper: float | None, direction: int, null:
     if above or below:
         return CONTRADICTED
     return INCONCLUSIVE
+
+
+#: Magnitude verdicts: our interval overlaps the paper's value or range, lies wholly below or above it; the paper
+#: gives no value for this quantity; the quantity is a share of a gap whose interval contains 0.
+INSIDE, BELOW, ABOVE, NO_PAPER_VALUE, NOT_IDENTIFIED = "inside", "below", "above", "no paper value", "not identified"
+#: The power at which :func:`documents_needed` sizes a study.
+POWER = 0.8
+
+
+def _finite(*values: object) -> bool:
+    return all(v is not None and math.isfinite(float(v)) for v in values)
+
+
+def equivalence_verdict(lower: float | None, upper: float | None, margin: float) -> str:
+    """An equivalence claim |d| ≤ ``margin``: the interval inside [−margin, margin] → consistent; wholly outside it →
+    contradicted; else inconclusive."""
+    if not _finite(lower, upper):
+        return INCONCLUSIVE
+    if -margin <= lower and upper <= margin:
+        return CONSISTENT
+    if upper < -margin or lower > margin:
+        return CONTRADICTED
+    return INCONCLUSIVE
+
+
+def magnitude_verdict(
+    lower: float | None, upper: float | None, paper_low: float | None, paper_high: float | None
+) -> str:
+    """Our interval against the paper's value or range [paper_low, paper_high] (a value: both equal): overlapping it
+    → inside; wholly below → below; wholly above → above; no paper value → no paper value."""
+    if paper_low is None or paper_high is None:
+        return NO_PAPER_VALUE
+    if not _finite(lower, upper):
+        return INCONCLUSIVE
+    low, high = min(paper_low, paper_high), max(paper_low, paper_high)
+    if upper < low:
+        return BELOW
+    if lower > high:
+        return ABOVE
+    return INSIDE
+
+
+def standard_error(lower: float, upper: float, confidence: float) -> float:
+    """The standard error a (1 − α) interval implies under a normal approximation: (upper − lower) / (2 z_{1−α/2})."""
+    return (upper - lower) / (2 * NormalDist().inv_cdf(0.5 + confidence / 2))
+
+
+def sign_p_value(estimate: float | None, lower: float | None, upper: float | None, null: float, confidence: float):
+    """The two-sided p-value of ``estimate`` = ``null`` (normal approximation, the standard error from the interval);
+    None when it cannot be computed."""
+    if not _finite(estimate, lower, upper):
+        return None
+    se = standard_error(lower, upper, confidence)
+    if se <= 0:
+        return 0.0 if estimate != null else 1.0
+    return 2 * (1 - NormalDist().cdf(abs(estimate - null) / se))
+
+
+def equivalence_p_value(estimate, lower, upper, margin: float, confidence: float) -> tuple[float, str] | None:
+    """For an equivalence claim |d| ≤ ``margin``: (p, side) of the better of its two tests, Bonferroni-doubled: the
+    two one-sided tests of equivalence (side ``inside``: p = max of P(d ≤ −margin), P(d ≥ margin)) and the test of
+    |d| > margin (side ``outside``); None when it cannot be computed."""
+    if not _finite(estimate, lower, upper):
+        return None
+    se = max(standard_error(lower, upper, confidence), 1e-300)
+    phi = NormalDist().cdf
+    inside = max(1 - phi((estimate + margin) / se), 1 - phi((margin - estimate) / se))
+    outside = 1 - phi((abs(estimate) - margin) / se)
+    p, side = min((inside, "inside"), (outside, "outside"))
+    return min(1.0, 2 * p), side
+
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjustment of ``p_values`` (None: no test, left out of the family and returned as None)."""
+    tested = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    m, out, running = len(tested), [None] * len(p_values), 0.0
+    for rank, (p, i) in enumerate(tested):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[i] = running
+    return out
+
+
+def documents_needed(
+    estimate: float | None,
+    lower: float | None,
+    upper: float | None,
+    boundary: float,
+    n_documents: int | None,
+    confidence: float,
+    power: float = POWER,
+) -> int | None:
+    """Documents at which the observed between-document variance would decide a test against ``boundary`` (the null,
+    or an equivalence margin) with probability ``power`` at an effect of the observed size:
+    n* = n · ((z_{1−α/2} + z_{power}) · SE / |estimate − boundary|)², SE from the interval of n documents. None when
+    the estimate sits on the boundary (no size decides it) or an input is missing."""
+    if not _finite(estimate, lower, upper) or not n_documents:
+        return None
+    distance = abs(estimate - boundary)
+    if distance == 0:
+        return None
+    z = NormalDist().inv_cdf(0.5 + confidence / 2) + NormalDist().inv_cdf(power)
+    return math.ceil(n_documents * (z * standard_error(lower, upper, confidence) / distance) ** 2)
 
 
 def verdict(lower: float | None, upper: float | None, direction: str | None) -> str:
@@ -106,6 +212,3 @@ def contrast_verdicts(
         "verdict": pl.Utf8,
     }
     return pl.DataFrame(rows, schema=schema)
-
-
-__all__ = ["DIRECTIONS", "RULE", "check_directions", "contrast_verdicts", "verdict"]

@@ -150,6 +150,11 @@ def check_references(config: Mapping, given: Mapping) -> None:
                     f"{where} = {list(pair)}: no study of analysis.studies runs both actions, so no figure or table "
                     "would show it"
                 )
+    for action in analysis.get("paper_actions") or {}:
+        if action not in actions:
+            raise ConfigError(
+                f"analysis.paper_actions.{action}: not a configured action (actions: {', '.join(actions) or 'none'})"
+            )
     leaderboard = config.get("leaderboard")
     if leaderboard is not None and leaderboard["study"] not in studies:
         raise ConfigError(

@@ -361,7 +361,7 @@ class Lookups:
         for name in self.models():
             spec = self.model_spec(name)
             models[name] = spec.get("id") or spec.get("gguf_file") or spec.get("path") or spec["source"]
-        keys = ("contrasts", "directions", "cohort_max_tau", "early", "late", "bootstrap", "confidence")
+        keys = ("contrasts", "directions", "cohort_max_tau", "early", "late", "bootstrap", "confidence", "paper_actions")
         return {
             "models": models,
             "studies": studies,

@@ -13,9 +13,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from kvdiv.analysis.claim_rows import NOT_IDENTIFIED
 from kvdiv.analysis.inputs import lookup
 from kvdiv.outputs.tables import interval
+
+#: How a share of a gap whose interval contains 0 is shown (never as a number).
+NOT_IDENTIFIED_TEXT = "not identified (gap indistinguishable from 0)"
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ def share(row: Mapping | None, digits: int = 1) -> str:
     if row is None:
         return "–"
     if row.get("identified") is False:
-        return NOT_IDENTIFIED
+        return NOT_IDENTIFIED_TEXT
     text = ci(row, digits)
     if row.get("contains_estimate") is False:
         text += " ⚠ interval excludes its estimate"

@@ -17,8 +17,8 @@ from pathlib import Path
 import polars as pl
 import yaml
 
-from kvdiv.analysis.claims import claims_markdown, claims_table, verdict_counts
-from kvdiv.analysis.claim_rows import NOT_IDENTIFIED, RULES
+from kvdiv.results.claim_sources import Inputs
+from kvdiv.results.claims import claims_markdown, claims_table, verdict_counts
 from kvdiv.analysis.inputs import contrast_name
 from kvdiv.io import atomic_path, read_parquet
 from kvdiv.layout import parse_stratum
@@ -113,7 +113,7 @@ def build_report(
         documents_per_stratum, strata, horizon, replicates, actions, mode), ``figure_studies`` (item → study),
         ``contrasts``, ``directions``, ``cohort_max_tau``, ``early``, ``late``, ``bootstrap``, ``confidence``.
     claims_out
-        Where to write the claims table (:func:`kvdiv.analysis.claims.claims_table`) as CSV and Markdown.
+        Where to write the claims table (:func:`kvdiv.results.claims.claims_table`) as CSV and Markdown.
     """
     paper = paper_values()
     out = Path(out)
@@ -139,9 +139,14 @@ def build_report(
         "value for the same quantity on its models.",
         "",
     ]
-    claims = claims_table(
-        frames, numbers.get("table2", {}).get("numbers"), numbers.get("table3", {}).get("numbers"), paper
+    inputs = Inputs(
+        frames,
+        {name: parts["numbers"] for name, parts in numbers.items()},
+        paper,
+        setting.get("paper_actions") or {},
     )
+    degenerate = {a: why for study in (setting.get("degenerate") or {}).values() for a, why in study.items()}
+    claims = claims_table(inputs, confidence=float(setting.get("confidence", 0.95)), degenerate=degenerate)
     parts += _claims_section(claims, setting)
     if claims_out:
         _write_claims(claims, claims_out)
@@ -182,32 +187,38 @@ def result_sections(
 
 
 def _claims_section(claims: pl.DataFrame, setting: Mapping) -> list[str]:
-    """The report's first section: one row per (claim, model, subject) with its verdict and the rule behind it."""
-    counts = verdict_counts(claims)
+    """The report's first section: one row per (claim, model, subject) with its two verdicts and how sure they are."""
     docs = [spec.get("documents") for spec in setting.get("studies", {}).values() if spec.get("documents")]
+    confidence = 100 * float(setting.get("confidence", 0.95))
     lines = [
         "## Claims",
         "",
-        "Each headline claim of the paper, tested on this run's data (kvdiv.analysis.claims, docs/claims.md). Our "
-        "estimate is a pooled point estimate with its 95% cluster-bootstrap percentile interval over documents; the "
-        "paper's value is for its own models (Llama-3.1-8B, Qwen2.5-7B), so a verdict says whether *our* model shows "
-        "the paper's pattern. Verdict rules, on our interval:",
+        "Each headline claim of the paper, tested on this run's data (kvdiv.results.claims; the rules: "
+        "docs/claims.md). Our estimate is a pooled point estimate with its "
+        f"{confidence:.0f}% cluster-bootstrap percentile interval over documents; the paper's values are for its own "
+        "models (Llama-3.1-8B, Qwen2.5-7B). Every claim gets two verdicts by one rulebook:",
         "",
-        *[f"- **{name}**: {text}." for name, text in RULES.items()],
-        "",
-        f"A share whose gap's interval contains 0 is *{NOT_IDENTIFIED}* and inconclusive; an interval that excludes "
-        "its own point estimate is flagged.",
+        "- **direction** (the sign of the paper's effect): *consistent* when our interval lies wholly on the paper's "
+        "side of the null, *contradicted* when wholly on the other side, else *inconclusive* (an equivalence claim "
+        "|d| ≤ c: inside ±c, wholly outside, else inconclusive); **Holm**: the same test at family-wise level "
+        f"{100 - confidence:.0f}% over every row (normal approximation, standard error from the interval);",
+        "- **magnitude**: our interval (of the size the paper reports: the same quantity, or a share) *inside* "
+        "(overlapping), *below* or *above* the paper's value or range over its models, *no paper value*, or *not "
+        "identified* (a share of a gap whose interval contains 0);",
+        "- **documents needed**, for an inconclusive direction: n · ((z₁₋α/₂ + z₀.₈) · SE / |d|)², the documents at "
+        "which the observed between-document variance decides an effect of the observed size d with 80% power.",
         "",
     ]
     if claims.height:
-        total = claims.height
-        summary = ", ".join(f"{counts[v]} {v}" for v in ("consistent", "contradicted", "inconclusive"))
-        lines.append(f"Verdicts: {summary} (of {total} rows).")
-        if counts["inconclusive"] > total / 2:
+        for column in ("direction", "holm", "magnitude"):
+            counts = verdict_counts(claims, column)
+            summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+            lines.append(f"- {column}: {summary} (of {claims.height} rows)")
+        if verdict_counts(claims).get("inconclusive", 0) > claims.height / 2:
             counts_text = ", ".join(str(d) for d in docs) or "these"
-            lines[-1] += (
-                f" Most verdicts are inconclusive: with {counts_text} documents per study the intervals are "
-                "too wide to decide; the paper's design has 288 per study."
+            lines.append(
+                f"- Most direction verdicts are inconclusive: with {counts_text} documents per study the intervals "
+                "are too wide to decide (documents needed: the column); the paper's design has 288 per study."
             )
         lines.append("")
     lines += [claims_markdown(claims), ""]
@@ -222,7 +233,8 @@ def _write_claims(claims: pl.DataFrame, out: Mapping[str, str | Path]) -> None:
     if "md" in out:
         with atomic_path(out["md"]) as tmp:
             Path(tmp).write_text(
-                "Claims of arXiv 2609.16617 §5 with a verdict each (docs/claims.md).\n\n" + claims_markdown(claims),
+                "Claims of arXiv 2609.16617 §5, each with a direction and a magnitude verdict (docs/claims.md).\n\n"
+                + claims_markdown(claims),
                 encoding="utf-8",
             )
 

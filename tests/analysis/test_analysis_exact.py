@@ -138,6 +138,28 @@ def expected_cohort(tv, eos, cohort, depths, strict=False, docs=None):
     return num / den
 
 
+def expected_paired(tv, eos, cohort, early, late, docs=None):
+    """The strict pre-EOS late − early as a within-document paired mean: (mean, number of documents with pre-EOS
+    steps in both windows)."""
+    diffs = []
+    for i in range(len(TAUS)):
+        if docs is not None and i not in docs:
+            continue
+        windows = []
+        for depths in (early, late):
+            num = den = 0.0
+            for k, tau in enumerate(TAUS[i]):
+                first_eos = int(np.argmax(eos[i, 0, k])) + 1 if eos[i, 0, k].any() else H128 + 1
+                for depth in depths:
+                    t = tau + depth
+                    if tau <= cohort and t <= H128 and t < first_eos:
+                        num, den = num + tv[i, 0, k, t - 1], den + 1
+            windows.append(num / den if den else None)
+        if None not in windows:
+            diffs.append(windows[1] - windows[0])
+    return float(np.mean(diffs)), len(diffs)
+
+
 def test_cohort_profiles_pin_depths_and_the_cohort_cutoff(cohort_cube):
     ds, tv, eos = cohort_cube
     m = metrics_of(ds)
@@ -177,10 +199,10 @@ def test_late_minus_early_pins_window_edges_and_the_cohort(cohort_cube):
         assert got["early"] == pytest.approx(e, abs=1e-6)
         assert got["late"] == pytest.approx(lt, abs=1e-6)
         assert got["late_minus_early"] == pytest.approx(lt - e, abs=1e-6)
-        strict = expected_cohort(tv, eos, 64, late, strict=True, docs=docs) - expected_cohort(
-            tv, eos, 64, early, strict=True, docs=docs
-        )
+        strict, n_paired = expected_paired(tv, eos, 64, early, late, docs=docs)
         assert got["late_minus_early_strict_pre_eos"] == pytest.approx(strict, abs=1e-6)
+        row = lme.filter((pl.col("statistic") == "late_minus_early_strict_pre_eos") & (pl.col(by) == cell))
+        assert row["n_documents"].to_list() == [n_paired]
     # a cohort of τ ≤ 65 is a different number (the planted τ = 65 rows enter)
     wider = profiles.late_minus_early(m, 65, [1, 16], [49, 64], 20, 1, 0.95)
     assert one(wider, statistic="early", stratum=inputs.POOLED) == pytest.approx(

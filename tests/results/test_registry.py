@@ -31,7 +31,7 @@ SETTING = {"models": {"tiny": "random"}, "studies": {}, "figure_studies": {"toy"
 
 #: A result written as a contributor would write one: its own module (a builder of its own here, normally one of
 #: kvdiv.analysis), declaring its tables, plot, display, caption and section.
-TOY_MODULE = '''
+TOY_MODULE = """
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -71,7 +71,7 @@ RESULT = Result(
     paper=("prediction",),
     study="st",
 )
-'''
+"""
 
 
 @pytest.fixture
@@ -97,7 +97,11 @@ def test_a_result_added_by_its_module_and_one_registry_line_is_built_drawn_and_r
     assert (tmp_path / "toy.png").stat().st_size > 0 and (tmp_path / "toy.pdf").stat().st_size > 0
     write_parquet(numbers, tmp_path / "numbers.parquet")
     text = build_report(
-        {"toy": {"numbers": tmp_path / "numbers.parquet"}}, {}, {"toy": tmp_path / "toy.png"}, SETTING, tmp_path / "r.md"
+        {"toy": {"numbers": tmp_path / "numbers.parquet"}},
+        {},
+        {"toy": tmp_path / "toy.png"},
+        SETTING,
+        tmp_path / "r.md",
     )
     assert "## Toy: a result added in a test (st)\n\nactions: 2; paper keys: ['prediction']\n" in text
     assert "## Toy" not in build_report({}, {}, {}, SETTING, tmp_path / "r2.md")  # not built: no section

@@ -1,0 +1,316 @@
+"""kvdiv.results.claims: the one rulebook (direction, magnitude, Holm, documents needed) on hand-set intervals, and
+synthetic cubes (tests/support/synthetic_cube.py, constant-TV persistent perturbations with known orderings) built to
+make each direction and each magnitude verdict happen; the paper's values are attached to the right actions; shares
+of gaps indistinguishable from 0 are "not identified"; the report opens with the claims section and writes the
+claims table."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from kvdiv.analysis import verdicts as rules
+from kvdiv.results import claims
+from kvdiv.results.claim_sources import Inputs
+from kvdiv.results.registry import get_result
+from kvdiv.analysis.decomposition import mark_identification
+from kvdiv.analysis.inputs import POOLED, Metrics
+from kvdiv.outputs.report_cells import NOT_IDENTIFIED_TEXT
+from kvdiv.io import write_parquet
+from kvdiv.metrics import compute_metrics
+from kvdiv.results.report import build_report, paper_values
+from support.synthetic_cube import simulate_cube
+
+STRATA = ("ruler_256", "ruler_512", "helmet_256", "helmet_512")
+CONTRASTS = [["snapkv_512", "snapkv_half"], ["recent_half", "snapkv_half"], ["recent_90", "snapkv_90"]]
+SETTINGS = dict(
+    n_boot=200, seed=1, confidence=0.95, contrasts=CONTRASTS, cohort_max_tau=32, early=[1, 8], late=[17, 24]
+)
+H = 64
+
+
+def metrics_of(ds) -> Metrics:
+    t = compute_metrics(ds, window=8)
+    return Metrics(t["replicates"], t["profiles_aligned"], t["profiles_clock"])
+
+
+def frames_of(e50: dict, e90: dict, n: int, seed: int, eos_hazard: float = 0.002) -> dict:
+    m50 = metrics_of(simulate_cube(e50, n, 2, H, seed=seed, strata=STRATA, study="retention50", model="tiny"))
+    m90 = metrics_of(
+        simulate_cube(
+            e90, n, 2, H, seed=seed + 1, strata=STRATA, eos_hazard=eos_hazard, study="retention90", model="tiny"
+        )
+    )
+    return {
+        "figure5": get_result("figure5").build(m50, **SETTINGS),
+        "figure6": get_result("figure6").build(m50, **SETTINGS),
+        "figure7": get_result("figure7").build(m90, **SETTINGS),
+    }
+
+
+def table_of(frames=None, table2=None, table3=None, paper=None, **kw) -> pl.DataFrame:
+    numbers = {k: v for k, v in (("table2", table2), ("table3", table3)) if v is not None}
+    paper_actions = kw.pop("paper_actions", {})
+    return claims.claims_table(Inputs(frames or {}, numbers, paper or paper_values(), paper_actions), **kw)
+
+
+def column(table: pl.DataFrame, claim: str, name: str = "direction", subject: str | None = None) -> list:
+    sub = table.filter(pl.col("claim") == claim)
+    if subject is not None:
+        sub = sub.filter(pl.col("subject") == subject)
+    assert sub.height, (claim, subject)
+    return sub[name].to_list()
+
+
+# ------------------------------------------------------------------------------------------------ the rulebook
+def test_the_rules_hit_each_verdict():
+    assert rules.sign_verdict(0.1, 0.3, +1) == "consistent" and rules.sign_verdict(-0.3, -0.1, -1) == "consistent"
+    assert rules.sign_verdict(-0.3, -0.1, +1) == "contradicted" and rules.sign_verdict(-0.1, 0.3, +1) == "inconclusive"
+    assert rules.sign_verdict(0.55, 0.7, +1, 0.5) == "consistent" and rules.sign_verdict(0.2, 0.45, +1, 0.5) == (
+        "contradicted"
+    )
+    assert rules.sign_verdict(float("nan"), 1.0, +1) == "inconclusive"
+    assert rules.equivalence_verdict(-0.01, 0.015, 0.02) == "consistent"
+    assert rules.equivalence_verdict(0.03, 0.05, 0.02) == "contradicted"
+    assert rules.equivalence_verdict(-0.01, 0.05, 0.02) == "inconclusive"
+    # magnitude: overlap, wholly below, wholly above, no paper value; a reversed pair is still a range
+    assert rules.magnitude_verdict(0.8, 0.95, 0.85, 0.9) == "inside"
+    assert rules.magnitude_verdict(0.55, 0.7, 0.85, 0.9) == "below"
+    assert rules.magnitude_verdict(0.92, 0.99, 0.85, 0.9) == "above"
+    assert rules.magnitude_verdict(0.8, 0.95, 0.9, 0.85) == "inside"
+    assert rules.magnitude_verdict(0.8, 0.95, None, None) == "no paper value"
+
+
+def test_p_values_holm_and_documents_needed_follow_their_formulas():
+    # an interval of ±1.96 SE: the standard error and the two-sided p of a 2 SE effect
+    se = rules.standard_error(0.04 - 1.959964 * 0.01, 0.04 + 1.959964 * 0.01, 0.95)
+    assert se == pytest.approx(0.01, rel=1e-6)
+    assert rules.sign_p_value(0.04, 0.04 - 0.0196, 0.04 + 0.0196, 0.0, 0.95) == pytest.approx(6.33e-5, rel=1e-2)
+    assert rules.sign_p_value(0.02, 0.0004, 0.0396, 0.0, 0.95) == pytest.approx(0.0455, abs=2e-4)  # z = 2
+    # Holm, by hand: sorted 0.01, 0.03, 0.04 over m = 3 -> 0.03, max(0.03, 2 * 0.03), max(0.06, 1 * 0.04)
+    assert rules.holm([0.01, 0.04, 0.03, None]) == pytest.approx([0.03, 0.06, 0.06, None])
+    assert rules.holm([0.5, 0.5]) == [1.0, 1.0] and rules.holm([]) == []
+    # n* = n ((z_.975 + z_.8) SE / |d|)^2: d = SE (z = 1) at n = 10 -> 10 * 2.8016^2 = 78.5 -> 79
+    assert rules.documents_needed(0.01, 0.01 - 0.0196, 0.01 + 0.0196, 0.0, 10, 0.95) == 79
+    assert rules.documents_needed(0.0, -0.01, 0.01, 0.0, 10, 0.95) is None  # no size decides a zero effect
+    # equivalence: inside ±c with a tight interval is significant, a far estimate is significant outside
+    p, side = rules.equivalence_p_value(0.0, -0.002, 0.002, 0.02, 0.95)
+    assert side == "inside" and p < 1e-6
+    p, side = rules.equivalence_p_value(0.06, 0.058, 0.062, 0.02, 0.95)
+    assert side == "outside" and p < 1e-6
+
+
+def test_shares_of_a_gap_indistinguishable_from_zero_are_marked():
+    rows = [
+        {"statistic": "gap", "estimate": 0.003, "lower": -0.16, "upper": 0.17},
+        {"statistic": "exposure_share", "estimate": 19.4, "lower": -14.9, "upper": 8.7},
+        {"statistic": "exposure_gap", "estimate": 0.1, "lower": 0.05, "upper": 0.2},
+    ]
+    marked = {r["statistic"]: r for r in mark_identification(rows)}
+    assert marked["exposure_share"]["identified"] is False and marked["exposure_share"]["contains_estimate"] is False
+    assert marked["gap"]["identified"] is True and marked["exposure_gap"]["contains_estimate"] is True
+    rows[0].update(lower=0.01, upper=0.2)
+    assert {r["statistic"]: r for r in mark_identification(rows)}["exposure_share"]["identified"] is True
+
+
+# ------------------------------------------------------------------------------------------------ cubes
+@pytest.fixture(scope="module")
+def ordered():
+    """SnapKV-half perturbs least (enters later, less often), recent-90 more than SnapKV-90; 60 documents."""
+    return frames_of(
+        {"snapkv_half": 0.01, "snapkv_512": 0.06, "recent_half": 0.08},
+        {"snapkv_90": 0.02, "recent_90": 0.08},
+        n=60,
+        seed=3,
+    )
+
+
+def test_the_paper_ordering_is_consistent_in_direction(ordered):
+    """The timing and gap claims are consistent in direction; C = e ≤ 8% lies below the null of 50% (contradicted) and
+    far below the paper's 90–96% (magnitude below); constant TV has late − early branch TV 0: inconclusive."""
+    t = table_of(ordered)
+    assert list(t.columns) == list(claims.COLUMNS)
+    assert column(t, "C1") == ["consistent", "consistent"] and column(t, "C2") == ["consistent", "consistent"]
+    assert column(t, "C8") == ["consistent"]
+    assert set(column(t, "C5")) == {"contradicted"} and set(column(t, "C5", "magnitude")) == {"below"}
+    assert "inconclusive" in column(t, "C6") and "contradicted" not in column(t, "C6")
+    assert set(column(t, "C10")) == {"consistent"}  # EOS flags are rare: most of the gap is pre-EOS
+    c1 = t.filter(pl.col("claim") == "C1").row(0, named=True)
+    assert c1["upper"] < 0 and c1["paper"] == "llama -18.68 steps, qwen -17.19 steps" and c1["test"] == "< 0"
+    assert t.filter(pl.col("claim").is_in(["C1", "C2", "C3", "C8"]))["n_documents"].to_list() == [60] * 7
+    # an inconclusive direction says how many documents would decide it; a decided one needs none
+    undecided = t.filter(pl.col("direction") == "inconclusive")
+    assert undecided.height and undecided["documents_needed"].drop_nulls().min() > 0
+    assert (
+        t.filter(pl.col("direction") != "inconclusive")["documents_needed"].null_count()
+        == t.filter(pl.col("direction") != "inconclusive").height
+    )
+    # Holm is never more decisive than the row's own test at the same level
+    decided = t.filter(pl.col("holm") != "inconclusive")
+    assert (decided["holm"] == decided["direction"]).all()
+
+
+def test_paper_values_are_attached_to_the_right_action_and_model(ordered):
+    t = table_of(ordered)
+    c6 = {r["subject"]: r for r in t.filter(pl.col("claim") == "C6").iter_rows(named=True)}
+    assert c6["snapkv_half"]["paper"] == "llama 7.11 pp, qwen 10.48 pp"
+    assert c6["snapkv_512"]["paper"] == "–" and c6["snapkv_512"]["magnitude"] == "no paper value"
+    c7e = {r["subject"]: r["paper"] for r in t.filter(pl.col("claim") == "C7e").iter_rows(named=True)}
+    assert c7e == {"snapkv_90": "llama 5.94 pp, qwen 8.26 pp", "recent_90": "llama 6.83 pp, qwen 7.51 pp"}
+    c3 = {r["subject"]: r["paper"] for r in t.filter(pl.col("claim") == "C3").iter_rows(named=True)}
+    assert c3["recent_half − snapkv_half"] == "llama 84.7%, qwen 87.3%"
+    # a second reading of SnapKV-512 under another name reads the paper's snapkv_512 values
+    renamed = {
+        item: {
+            name: frame.with_columns(pl.col(c).str.replace_all("snapkv_512", "snapkv_w512") for c in ("contrast",))
+            if "contrast" in frame.columns
+            else frame
+            for name, frame in tables.items()
+        }
+        for item, tables in ordered.items()
+    }
+    mapped = table_of(renamed, paper_actions={"snapkv_w512": "snapkv_512"})
+    unmapped = table_of(renamed)
+    subject = "snapkv_w512 − snapkv_half"
+    assert column(mapped, "C1", "paper", subject) == ["llama -18.68 steps, qwen -17.19 steps"]
+    assert subject not in unmapped.filter(pl.col("claim") == "C1")["subject"].to_list()  # no paper direction
+    flagged = table_of(ordered, degenerate={"snapkv_512": "keeps 288 entries, fewer than 2 × its window of 512"})
+    assert all("degenerate action snapkv_512" in f for f in column(flagged, "C1", "flags", "snapkv_512 − snapkv_half"))
+
+
+def test_the_reverse_ordering_is_contradicted():
+    """SnapKV-half perturbs most and recent-90 least: the direction claims are contradicted; EOS flags common: the
+    share of the (reversed) 90% gap made after the first EOS lies far above the paper's ≤ 12%."""
+    f = frames_of(
+        {"snapkv_half": 0.08, "snapkv_512": 0.01, "recent_half": 0.02},
+        {"snapkv_90": 0.08, "recent_90": 0.02},
+        n=60,
+        seed=5,
+        eos_hazard=0.08,
+    )
+    t = table_of(f)
+    assert column(t, "C1") == ["contradicted", "contradicted"] and column(t, "C2") == ["contradicted"] * 2
+    assert column(t, "C8") == ["contradicted"] and column(t, "C8", "magnitude") == ["below"]
+    assert column(t, "C9", "magnitude_ours")[0] != NOT_IDENTIFIED_TEXT  # a gap identified: its share is a number
+    assert column(t, "C10", "magnitude") == ["above"]
+
+
+def test_equal_actions_are_inconclusive_and_their_shares_not_identified(tmp_path):
+    """Every action the same perturbation, 12 documents (a fixed seed: a 95% interval excludes a true 0 in 5% of
+    seeds): the gaps are indistinguishable from 0, so direction claims are inconclusive and every share is "not
+    identified" — never a number — in the claims and in the report's Figure 5 table; the report opens with the claims
+    section and writes the claims table as CSV and Markdown."""
+    f = frames_of(
+        {"snapkv_half": 0.02, "snapkv_512": 0.02, "recent_half": 0.02},
+        {"snapkv_90": 0.02, "recent_90": 0.02},
+        n=12,
+        seed=7,
+    )
+    t = table_of(f)
+    for claim in ("C1", "C2", "C3", "C8", "C9"):
+        assert set(column(t, claim)) == {"inconclusive"}, claim
+    for claim in ("C3", "C9"):
+        assert set(column(t, claim, "magnitude")) == {"not identified"}
+        assert set(column(t, claim, "magnitude_ours")) == {NOT_IDENTIFIED_TEXT}
+    dec = f["figure5"]["decomposition"]
+    pooled = dec.filter((pl.col("stratum") == POOLED) & (pl.col("statistic") == "exposure_share"))
+    assert not pooled["identified"].any()
+
+    analysis = {}
+    for item, frames in f.items():
+        analysis[item] = {name: tmp_path / "analysis" / item / f"{name}.parquet" for name in frames}
+        for name, frame in frames.items():
+            write_parquet(frame, analysis[item][name])
+    setting = {
+        "models": {"tiny": "random"},
+        "studies": {
+            "retention50": {
+                "documents": 12,
+                "documents_per_stratum": 3,
+                "strata": list(STRATA),
+                "horizon": H,
+                "replicates": 2,
+                "actions": ["snapkv_half"],
+            }
+        },
+        "figure_studies": {"figure5": "retention50"},
+        "contrasts": CONTRASTS,
+        "bootstrap": 200,
+        "confidence": 0.95,
+    }
+    out = {"csv": tmp_path / "tables" / "claims.csv", "md": tmp_path / "tables" / "claims.md"}
+    text = build_report(analysis, {}, {}, setting, tmp_path / "report.md", claims_out=out)
+    assert text.index("## Claims") < text.index("## This run versus the paper's setting") < text.index("## Figure 5")
+    assert "Most direction verdicts are inconclusive" in text
+    figure5 = text[text.index("## Figure 5") : text.index("## Figure 6")]
+    assert f"| exposure share of gap (%), snapkv_512 − snapkv_half | tiny | 12 | {NOT_IDENTIFIED_TEXT} |" in figure5
+    written = pl.read_csv(out["csv"])
+    assert written.height == t.height and set(written["direction"].unique().to_list()) <= set(rules_verdicts())
+    assert claims.claims_markdown(t) in out["md"].read_text()
+
+
+def rules_verdicts() -> tuple[str, ...]:
+    return (rules.CONSISTENT, rules.CONTRADICTED, rules.INCONCLUSIVE)
+
+
+def test_table2_and_table3_claims():
+    """Table 2: paired block changes built to fall in HELMET and rise in RULER are consistent per model–length, the
+    reverse contradicted; Table 3: a fixed-history difference inside ±2 pp is consistent, one outside contradicted,
+    short-window rows are not the claim, the intercept baseline is its own row."""
+    rows = []
+    for family, change in (("helmet", -0.2), ("ruler", 0.2), (POOLED, -0.1)):
+        for length in ("256", "512") if family != POOLED else (POOLED,):
+            for block, c in (("1–32", 0.0), ("33–64", change / 2), ("65–128", change)):
+                rows.append(
+                    {
+                        "model": "tiny",
+                        "family": family,
+                        "length": length,
+                        "stratum": f"{family}_{length}" if family != POOLED else POOLED,
+                        "contrast": "recent_90 − snapkv_90",
+                        "block": block,
+                        "gap": 0.3 + c,
+                        "lower": 0.28 + c,
+                        "upper": 0.32 + c,
+                        "n_documents": 10,
+                        "change": c,
+                        "change_lower": c - 0.03,
+                        "change_upper": c + 0.03,
+                    }
+                )
+    t2 = pl.DataFrame(rows)
+    t = table_of(table2=t2)
+    assert column(t, "C11c") == ["consistent"] * 4 and column(t, "C11") == ["consistent"]
+    assert column(t, "C11", "paper") == ["llama -7.78 pp, qwen -10.56 pp"] and column(t, "C11", "magnitude") == [
+        "inside"  # -10 ± 3 pp overlaps the paper's -10.56 to -7.78 pp
+    ]
+    flipped = t2.with_columns(pl.col("change") * -1, pl.col("change_lower") * -1, pl.col("change_upper") * -1)
+    flipped = flipped.with_columns(
+        pl.min_horizontal("change_lower", "change_upper").alias("change_lower"),
+        pl.max_horizontal("change_lower", "change_upper").alias("change_upper"),
+    )
+    assert column(table_of(table2=flipped), "C11c") == ["contradicted"] * 4
+
+    def t3_row(predictor, method, d, half=0.005):
+        return {
+            "model": "tiny",
+            "contrast": "snapkv_512 − snapkv_half",
+            "predictor": predictor,
+            "method": method,
+            "n_documents": 20,
+            "difference": d,
+            "lower": d - half,
+            "upper": d + half,
+        }
+
+    t3 = pl.DataFrame(
+        [
+            t3_row("fixed_history", "cell_mean", 0.001),
+            t3_row("fixed_history", "ridge", 0.05),
+            t3_row("fixed_history", "intercept", 0.0, 0.01),
+            t3_row("short_window", "raw", 0.0),
+        ]
+    )
+    t = table_of(table3=t3)
+    assert column(t, "C12") == ["consistent", "contradicted"] and column(t, "C12", "test") == ["within ±2 pp"] * 2
+    assert column(t, "C12b") == ["consistent"] and column(t, "C12", "holm") == ["consistent", "contradicted"]
