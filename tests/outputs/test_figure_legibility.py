@@ -270,3 +270,28 @@ def test_figure4_is_legible(drawn, monkeypatch, tmp_path):
     plot_figure4(pl.DataFrame(rows), paper, tmp_path / "figure4.pdf", tmp_path / "figure4.png", dpi=dpi)
     problems = legibility_problems(drawn[0], tmp_path / "figure4.png", dpi, monkeypatch)
     assert not problems, "figure4:\n" + "\n".join(problems[:25])
+
+
+def test_the_leaderboard_key_names_exactly_the_colours_drawn(metrics, drawn, tmp_path):
+    """The leaderboard's legend comes from the constants its markers are drawn with: every colour drawn is keyed with
+    its meaning, nothing keyed is missing from the markers (its title said "blue: retention ≥ 75%, red: below" over
+    grey decoding rows and no blue one)."""
+    from matplotlib.colors import to_hex
+
+    from kvdiv.outputs.leaderboard import RETENTION_CLASSES
+
+    table = figure_data("leaderboard", metrics)
+    plot_result("leaderboard", table, tmp_path / "l.pdf", tmp_path / "l.png", dpi=50)
+    fig = drawn[0]
+    markers = {to_hex(c) for ax in fig.axes for coll in ax.collections for c in coll.get_facecolors()}
+    keyed = {to_hex(h.get_color()) for legend in fig.legends for h in legend.legend_handles}
+    assert markers == keyed == {c for c, _, _ in RETENTION_CLASSES.values()}  # the synthetic study has all three
+    meanings = {t.get_text() for legend in fig.legends for t in legend.get_texts()}
+    assert meanings == {meaning for _, _, meaning in RETENTION_CLASSES.values()}
+    assert not any(w in fig.get_suptitle() for w in ("blue", "red", "grey"))
+    plt.close(fig)
+    drawn.clear()
+    plot_result(
+        "leaderboard", table.filter(pl.col("retention") >= 0.75), tmp_path / "b.pdf", tmp_path / "b.png", dpi=50
+    )
+    assert [t.get_text() for t in drawn[0].legends[0].get_texts()] == [RETENTION_CLASSES["high"][2]]
