@@ -145,12 +145,14 @@ def legend_columns(labels: Sequence[str], width: float = PAGE_WIDTH, fontsize: f
     return max(1, min(len(labels), int(0.95 * width // widest)))
 
 
-def legend_below(parent, handles: Sequence, labels: Sequence[str] | None = None, width: float = PAGE_WIDTH):
-    """``parent``'s legend (a figure or subfigure) below all its panels, as many columns as fit in ``width``."""
+def legend_below(
+    parent, handles: Sequence, labels: Sequence[str] | None = None, width: float = PAGE_WIDTH, ncol: int | None = None
+):
+    """``parent``'s legend (a figure or subfigure) below all its panels, in ``ncol`` columns (default: as many as fit
+    in ``width``)."""
     labels = [h.get_label() for h in handles] if labels is None else list(labels)
-    return parent.legend(
-        handles, labels, loc="outside lower center", ncol=legend_columns(labels, width), frameon=False, fontsize=7.5
-    )
+    ncol = ncol or legend_columns(labels, width)
+    return parent.legend(handles, labels, loc="outside lower center", ncol=ncol, frameon=False, fontsize=7.5)
 
 
 def legend_beside(ax, handles: Sequence | None = None, fontsize: float = 7):
