@@ -107,6 +107,44 @@ def display_frame(table: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
+def read_markdown(path: str | Path, model: str) -> pl.DataFrame:
+    """The numbers of a leaderboard Markdown file (:func:`display_frame` under its caption) of ``model``, as
+    :func:`describe_actions` returns them, to the digits printed (0.1 pp, 0.1 step): to redraw a figure where only
+    the Markdown was kept (docs/decoding-smollm2)."""
+    lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line.startswith("|")]
+    if len(lines) < 3:
+        raise ValueError(f"{path}: no Markdown table")
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    names = {f"diverged by step {h} (%)": (f"diverged_by_{h}", "pct") for h in re.findall(r"by step (\d+)", lines[0])}
+    names |= {label: (name, unit) for name, (label, unit) in COLUMNS.items()}
+    number = r"(–|-?[\d.]+)"
+
+    def value(text: str, scale: float) -> float | None:
+        return None if text == "–" else float(text) / scale
+
+    rows = []
+    for line in lines[2:]:
+        cells = dict(zip(header, (c.strip() for c in line.strip("|").split("|"))))
+        kept = cells["retention"]
+        row = {
+            "model": model,
+            "rank": int(cells["rank"]),
+            "action": cells["action"],
+            "press": cells["press"],
+            "retention": None if kept == "–" else float(kept.rstrip("%")) / 100,
+            "n_documents": int(cells["documents"]),
+        }
+        for label, (name, unit) in names.items():
+            match = re.fullmatch(rf"{number} \[{number}, {number}\]", cells.get(label, ""))
+            if match is None:
+                raise ValueError(f"{path}: column {label!r} of {cells['action']!r} is not 'estimate [lower, upper]'")
+            scale = 100 if unit == "pct" else 1
+            for suffix, text in zip(("", "_lower", "_upper"), match.groups()):
+                row[name + suffix] = value(text, scale)
+        rows.append(row)
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
 #: Retention (1 − compression ratio) at or above which an action's markers are drawn in the first colour.
 RETENTION_THRESHOLD = 0.75
 #: Marker colour of each retention class: (colour, its name, what it means). The figure's legend is written from
@@ -117,7 +155,7 @@ RETENTION_CLASSES = {
     "none": ("#7f7f7f", "grey", "no fixed retention (a decoding press: its budget is in its name)"),
 }
 #: Characters per line of an action's press description under its name.
-LABEL_WIDTH = 38
+LABEL_WIDTH = 44
 
 
 def retention_class(kept: float | None) -> str:
