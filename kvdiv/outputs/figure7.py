@@ -4,7 +4,7 @@ strictly before EOS), and the EOS shares of the gap, by task family; and its rep
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +15,7 @@ from kvdiv.outputs.report_cells import PaperTable, SectionContext, ci, count, pa
 from kvdiv.outputs.figure5 import GAP_PARTS, cells_of, gap_panels
 from kvdiv.outputs.style import (
     PAGE_WIDTH,
+    ROW_INCHES,
     category_height,
     grid_shape,
     legend_below,
@@ -35,6 +36,8 @@ EOS_PARTS = ("pre_eos_part", "post_eos_part")
 def eos_parts(eos: pl.DataFrame) -> pl.DataFrame:
     """The EOS table with the gap's two parts as statistics: ``post_eos_part`` (the gap made after the first EOS of
     either chain, ``post_eos_gap``) and ``pre_eos_part`` (the rest of the gap), point estimates."""
+    if not eos.height:
+        return eos
     keys = [c for c in ("model", "family", "contrast") if c in eos.columns]
     wide = (
         eos.filter(pl.col("statistic").is_in(["gap", "post_eos_gap"]))
@@ -82,14 +85,18 @@ def plot_late_minus_early(ax, lme: pl.DataFrame, model: str) -> None:
     ax.set_title(f"{model}: late − early branch TV, pooled (95% intervals)")
 
 
-def legend_handles() -> list:
-    """Figure 7's legend: the parts of the gap, the gap, the two late − early statistics."""
+def legend_handles(drawn: Sequence[int] = (0, 1, 2)) -> list:
+    """Figure 7's legend for the blocks ``drawn`` (0: exposure/branch parts, 1: EOS parts, 2: late − early): the
+    parts of the gap, the gap, the two late − early statistics."""
     from matplotlib.lines import Line2D
 
-    handles = parts_handles((*GAP_PARTS, *EOS_PARTS))
-    return handles + [
-        Line2D([], [], color=color, marker="o", ms=3, lw=0.9, label=label) for label, color in LATE_EARLY.values()
-    ]
+    parts = (*(GAP_PARTS if 0 in drawn else ()), *(EOS_PARTS if 1 in drawn else ()))
+    handles = parts_handles(parts) if parts else []
+    if 2 in drawn:
+        handles += [
+            Line2D([], [], color=color, marker="o", ms=3, lw=0.9, label=label) for label, color in LATE_EARLY.values()
+        ]
+    return handles
 
 
 def plot_figure7(
@@ -98,28 +105,28 @@ def plot_figure7(
     png: str | Path,
     dpi: int = 200,
     width: float = PAGE_WIDTH,
-    row_height: float = 0.0,
+    row_height: float = ROW_INCHES,
 ) -> None:
     """Figure 7, one block per model: the gap split into exposure and branch-mismatch parts per task family and
     pooled, the gap split at the first EOS likewise (parts in pp, not shares: a share divides by a gap that may be
-    near 0), and the late − early branch TV per action. ``row_height``: extra inches per panel row."""
+    near 0), and the late − early branch TV per action; ``row_height`` inches per contrast or action."""
     dec, lme, eos = frames["decomposition"], frames["late_minus_early"], eos_parts(frames["eos"])
     models = sorted(set(dec["model"].to_list()) | set(lme["model"].to_list()))
     if not models:
         raise ValueError("Figure 7 has no data")
     blocks = []
     for model in models:
-        d, e = dec.filter(pl.col("model") == model), eos.filter(pl.col("model") == model)
+        d, e = (f.filter(pl.col("model") == model) if f.height else f for f in (dec, eos))
         n_actions = lme.filter(pl.col("model") == model)["action"].n_unique()
         blocks.append(
             [
-                grid_shape(len(cells_of(d, "family")))[0] * (category_height(d["contrast"].n_unique()) + row_height)
+                grid_shape(len(cells_of(d, "family")))[0] * category_height(d["contrast"].n_unique(), row_height)
                 if d.height
                 else 0,
-                grid_shape(len(cells_of(e, "family")))[0] * (category_height(e["contrast"].n_unique()) + row_height)
+                grid_shape(len(cells_of(e, "family")))[0] * category_height(e["contrast"].n_unique(), row_height)
                 if e.height
                 else 0,
-                category_height(n_actions) if n_actions else 0,
+                category_height(n_actions, row_height) if n_actions else 0,
             ]
         )
     fig = new_figure(sum(map(sum, blocks)) + 0.3 * len(models) + 0.55, width)
@@ -136,7 +143,8 @@ def plot_figure7(
                 part.suptitle(f"{model}: mismatch gap = part before + part after the first EOS", fontsize=10)
             else:
                 plot_late_minus_early(part.add_subplot(), lme, model)
-    legend_below(fig, legend_handles(), width=width)
+    drawn_blocks = {k for heights in blocks for k, h in enumerate(heights) if h}
+    legend_below(fig, legend_handles(sorted(drawn_blocks)), width=width)
     save_figure(fig, pdf, png, dpi=dpi)
 
 

@@ -186,9 +186,9 @@ def save_figure(fig, pdf_path: str | Path, png_path: str | Path | None = None, d
     plt.close(fig)
 
 
-def category_height(n: int) -> float:
-    """Height (inches) of a panel with ``n`` categories on its y axis."""
-    return ROW_INCHES * max(n, 1) + PANEL_MARGIN
+def category_height(n: int, row: float = ROW_INCHES) -> float:
+    """Height (inches) of a panel with ``n`` categories on its y axis, ``row`` inches each."""
+    return row * max(n, 1) + PANEL_MARGIN
 
 
 def parts_panel(ax, categories: Sequence[str], parts: dict, total, lower, upper, *, xlabel: str) -> None:
@@ -197,6 +197,7 @@ def parts_panel(ax, categories: Sequence[str], parts: dict, total, lower, upper,
     ``total`` as a black dot with its interval [``lower``, ``upper``]."""
     import numpy as np
 
+    ax.use_sticky_edges = False  # a margin beyond a bar's base too: a dot at 0 is not cut in half
     y = np.arange(len(categories))[::-1]
     positive, negative = np.zeros(len(y)), np.zeros(len(y))
     for name, values in parts.items():
