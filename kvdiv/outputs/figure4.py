@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
-from kvdiv.outputs.style import apply_style, save_figure
+from kvdiv.outputs.style import legend_below, new_figure, panel_grid, save_figure
 
 SHAPE_COLORS = ("#1b6ca8", "#d1495b", "#2e933c", "#8f5bb5", "#e08e0b")
 KIND_MARKERS = {"persistent": "o", "history_dependent": "^"}
@@ -43,7 +42,6 @@ def plot_figure4(
 ) -> None:
     """Render Figure 4 from :func:`kvdiv.finite.study.comparison_table` and
     :func:`kvdiv.finite.study.paper_comparison` outputs; saves PDF and PNG atomically."""
-    apply_style()
     paper = {q: (p, o) for q, p, o in paper_table.iter_rows()}
     vr_lo = paper["variance ratio naive/SWRB, min"][0]
     vr_med = paper["variance ratio naive/SWRB, median"][0]
@@ -54,8 +52,8 @@ def plot_figure4(
     shapes = comparison.select("vocab", "horizon").unique(maintain_order=True).sort("vocab", "horizon").rows()
     colors = {shape: SHAPE_COLORS[i % len(SHAPE_COLORS)] for i, shape in enumerate(shapes)}
 
-    fig, axes = plt.subplots(2, 2, figsize=(7.2, 5.6))
-    (ax_var, ax_eval), (ax_adv, ax_tab) = axes
+    fig = new_figure(6.0)
+    ax_var, ax_eval, ax_adv, ax_tab = panel_grid(fig, 4, columns=2)
     panels = (
         (ax_var, "variance_ratio", "Var(M) / Var($Z_R$)", "(a) variance ratio, naive / SWRB"),
         (ax_eval, "evaluation_ratio", "evaluations SWRB / naive", "(b) kernel-pair evaluations"),
@@ -121,25 +119,18 @@ def plot_figure4(
         color=PAPER_COLOR,
     )
 
-    handles = [Line2D([], [], ls="", marker="s", color=colors[s], label=_shape_label(*s)) for s in shapes]
-    handles += [Line2D([], [], ls="", label=" ")] * (4 - len(handles) % 4 if len(handles) % 4 else 0)
-    handles += [
+    top = [Line2D([], [], ls="", marker="s", color=colors[s], label=_shape_label(*s)) for s in shapes]
+    bottom = [
         Line2D([], [], ls="", marker=KIND_MARKERS["persistent"], color="k", label="persistent"),
         Line2D([], [], ls="", marker=KIND_MARKERS["history_dependent"], color="k", label="history-dependent"),
-        Line2D([], [], ls="", marker="o", color="k", markerfacecolor="k", label="no EOS"),
-        Line2D([], [], ls="", marker="o", color="k", markerfacecolor="white", label="absorbing EOS"),
+        Line2D([], [], ls="", marker="s", color="k", markerfacecolor="k", label="no EOS (filled)"),
+        Line2D([], [], ls="", marker="s", color="k", markerfacecolor="white", label="absorbing EOS (hollow)"),
     ]
+    n = max(len(top), len(bottom))  # two rows: the shapes' colours above, the markers' meanings below
+    blank = Line2D([], [], ls="", label=" ")
+    top, bottom = top + [blank] * (n - len(top)), bottom + [blank] * (n - len(bottom))
+    legend_below(fig, [h for pair in zip(top, bottom) for h in pair], ncol=n)
     ax_tab.axis("off")
-    ax_tab.legend(
-        handles=handles,
-        loc="upper center",
-        bbox_to_anchor=(0.5, 1.0),
-        fontsize=7.5,
-        ncol=2,
-        frameon=False,
-        handletextpad=0.3,
-        columnspacing=1.5,
-    )
     ax_tab.set_title("(d) suite aggregates", loc="left")
     labels = {
         "systems": "systems",
@@ -156,7 +147,7 @@ def plot_figure4(
         cellLoc="right",
         colLoc="right",
         colWidths=[0.62, 0.19, 0.19],
-        bbox=[0.0, 0.0, 1.0, 0.62],
+        bbox=[0.0, 0.05, 1.0, 0.9],
     )
     table.auto_set_font_size(False)
     table.set_fontsize(8)
@@ -168,5 +159,4 @@ def plot_figure4(
             cell._loc = "left"
         if r == 0:
             cell.set_text_props(weight="bold")
-    fig.tight_layout()
     save_figure(fig, pdf_path, png_path, dpi=dpi)

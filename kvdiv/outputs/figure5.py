@@ -7,99 +7,107 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
 from kvdiv.analysis.inputs import POOLED, first_row, stratum_key
 from kvdiv.outputs.report_cells import PaperTable, SectionContext, ci, count, num, paper_value, share
-from kvdiv.outputs.style import action_colors, apply_style, save_figure
+from kvdiv.outputs.style import (
+    PAGE_WIDTH,
+    PART_COLORS,
+    action_colors,
+    category_height,
+    grid_shape,
+    legend_below,
+    legend_beside,
+    new_figure,
+    panel_grid,
+    parts_handles,
+    parts_panel,
+    save_figure,
+)
 from kvdiv.outputs.tables import pp
 
-EXPOSURE_COLOR = "#4c72b0"
-BRANCH_COLOR = "#dd8452"
+EXPOSURE_COLOR = PART_COLORS["exposure_part"][0]
+BRANCH_COLOR = PART_COLORS["branch_part"][0]
 
 
 def _stat(frame: pl.DataFrame, statistic: str) -> pl.DataFrame:
     return frame.filter(pl.col("statistic") == statistic)
 
 
-#: Hatches telling the contrasts of one panel apart (cycled beyond their number).
-CONTRAST_HATCHES = (None, "//", "..", "xx", "\\\\", "++", "oo", "--")
+#: The parts Figure 5 splits a gap into (:data:`kvdiv.outputs.style.PART_COLORS`).
+GAP_PARTS = ("exposure_part", "branch_part")
 
 
-def contrast_hatch(k: int) -> str | None:
-    """The hatch of the ``k``-th contrast of a panel."""
-    return CONTRAST_HATCHES[k % len(CONTRAST_HATCHES)]
+def cells_of(frame: pl.DataFrame, key: str = "stratum") -> list[str]:
+    """The cells of a by-``key`` table in drawing order: its strata (families) and the pooled cell; the pooled cell
+    alone when there is one stratum (the two hold the same documents)."""
+    strata = sorted(set(frame[key].to_list()) - {POOLED}, key=stratum_key)
+    return strata + [POOLED] if len(strata) > 1 or not strata else [POOLED]
 
 
-def plot_gap_bars(ax, decomposition: pl.DataFrame, model: str) -> list[str]:
-    """Stacked bars: exposure part and branch-mismatch part of each contrast's gap (pp), per stratum,
-    with the gap's bootstrap interval as an error bar; contrasts told apart by hatch (:func:`contrast_hatch`).
-    Returns the contrasts in bar order."""
+def cell_title(cell: str, frame: pl.DataFrame, key: str = "stratum") -> str:
+    """A cell's panel title: its name, the pooled cell as "pooled" (naming the one stratum it holds, if one)."""
+    if cell != POOLED:
+        return cell.replace("_", " ")
+    strata = sorted(set(frame[key].to_list()) - {POOLED})
+    return (
+        f"pooled ({strata[0].replace('_', ' ')})"
+        if len(strata) == 1
+        else f"pooled over {key == 'family' and 'families' or 'strata'}"
+    )
+
+
+def plot_gap_bars(
+    ax, decomposition: pl.DataFrame, model: str, cell: str = POOLED, key: str = "stratum", parts=GAP_PARTS
+) -> list[str]:
+    """One cell's gaps (pp), one row per contrast: the ``parts`` stacked (exposure and branch-mismatch parts by
+    default) and the gap with its bootstrap interval (:func:`kvdiv.outputs.style.parts_panel`). Returns the
+    contrasts in row order (top first)."""
     sub = decomposition.filter(pl.col("model") == model)
     contrasts = list(dict.fromkeys(sub["contrast"].to_list()))
-    strata = sorted(set(sub["stratum"].to_list()) - {POOLED}, key=stratum_key) + [POOLED]
-    width = 0.8 / max(1, len(contrasts))
-    x = np.arange(len(strata))
-    for k, contrast in enumerate(contrasts):
-        c = sub.filter(pl.col("contrast") == contrast)
+    sub = sub.filter(pl.col(key) == cell)
 
-        def values(stat: str, col: str = "estimate") -> np.ndarray:
-            s = _stat(c, stat)
-            lookup = dict(zip(s["stratum"].to_list(), s[col].to_list()))
-            return 100 * np.array([lookup.get(st, np.nan) for st in strata], dtype=float)
+    def values(stat: str, col: str = "estimate") -> np.ndarray:
+        s = _stat(sub, stat)
+        lookup = dict(zip(s["contrast"].to_list(), s[col].to_list()))
+        return 100 * np.array([lookup.get(c, np.nan) for c in contrasts], dtype=float)
 
-        exp, br = values("exposure_part"), values("branch_part")
-        gap, lo, hi = values("gap"), values("gap", "lower"), values("gap", "upper")
-        pos = x - 0.4 + width * (k + 0.5)
-        hatch = contrast_hatch(k)
-        ax.bar(pos, exp, width * 0.95, color=EXPOSURE_COLOR, hatch=hatch, edgecolor="white")
-        ax.bar(
-            pos,
-            br,
-            width * 0.95,
-            bottom=np.where(np.sign(br) == np.sign(exp), exp, 0),
-            color=BRANCH_COLOR,
-            hatch=hatch,
-            edgecolor="white",
-        )
-        ax.errorbar(
-            pos,
-            gap,
-            yerr=[np.maximum(gap - lo, 0), np.maximum(hi - gap, 0)],
-            fmt="none",
-            ecolor="black",
-            capsize=2,
-            lw=0.8,
-        )
-    ax.axhline(0, color="black", lw=0.6)
-    ax.set_xticks(x, [s.replace("_", " ") for s in strata], rotation=35, ha="right", rotation_mode="anchor")
-    ax.set_ylabel("mismatch gap (pp)")
-    ax.set_title(f"{model}: gap = exposure + branch mismatch")
+    split = {name: values(name) for name in parts}
+    parts_panel(
+        ax, contrasts, split, values("gap"), values("gap", "lower"), values("gap", "upper"), xlabel="mismatch gap (pp)"
+    )
+    ax.set_title(cell_title(cell, decomposition, key))
     return contrasts
 
 
-def gap_legend_handles(contrasts: list[str]) -> list:
-    """Legend entries of :func:`plot_gap_bars`: the two parts' colours, then one hatch per contrast."""
-    from matplotlib.patches import Patch
+def gap_panels(parent, frame: pl.DataFrame, model: str, key: str = "stratum", parts=GAP_PARTS) -> list:
+    """One :func:`plot_gap_bars` panel per cell of ``frame`` (strata or families, then pooled) in ``parent``,
+    wrapped three to a row, sharing the contrasts (y) and the gap axis (x, clipped to ±100 pp)."""
+    cells = cells_of(frame.filter(pl.col("model") == model), key)
+    axes = panel_grid(parent, len(cells), sharex=True, sharey=True)
+    for ax, cell in zip(axes, cells):
+        plot_gap_bars(ax, frame, model, cell, key, parts)
+        if ax is not axes[0]:
+            ax.set_ylabel("")
+    lo, hi = axes[0].get_xlim()
+    axes[0].set_xlim(max(lo, -100), min(hi, 100))
+    return axes
 
-    handles = [
-        Patch(facecolor=EXPOSURE_COLOR, label="exposure part"),
-        Patch(facecolor=BRANCH_COLOR, label="branch-mismatch part"),
-    ]
-    handles += [
-        Patch(facecolor="0.88", edgecolor="0.35", hatch=contrast_hatch(k), label=c) for k, c in enumerate(contrasts)
-    ]
-    return handles
+
+def gap_legend_handles(contrasts: list[str] | None = None) -> list:
+    """Legend entries of :func:`plot_gap_bars`: the two parts' colours, then the gap's marker (``contrasts``: unused,
+    the contrasts are the rows' labels)."""
+    return parts_handles(GAP_PARTS)
 
 
 def plot_survival(
     ax, survival: pl.DataFrame, model: str, entry: pl.DataFrame | None = None, colors: dict[str, str] | None = None
 ) -> None:
-    """First-divergence survival P(τ > t) per action with bootstrap bands; the legend gives each action's
-    mean entry step among diverged chains (pooled over strata). ``colors``: action → colour (default: the style's
-    fixed colours, others distinct: :func:`kvdiv.outputs.style.action_colors`)."""
+    """First-divergence survival P(τ > t) per action with bootstrap bands; the legend (beside the panel) gives each
+    action's mean entry step among diverged chains (pooled over strata). ``colors``: action → colour (default: the
+    style's fixed colours, others distinct: :func:`kvdiv.outputs.style.action_colors`)."""
     sub = survival.filter(pl.col("model") == model)
     actions = sorted(sub["action"].unique().to_list())
     colors = {**action_colors(actions), **(colors or {})}
@@ -123,17 +131,14 @@ def plot_survival(
             s["upper"].to_numpy(),
             step="post",
             color=color,
-            alpha=0.2,
+            alpha=0.15,
             lw=0,
         )
     ax.set_xlabel("generation step t")
     ax.set_ylabel("P(no divergence by t)")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title(f"{model}: first-divergence survival")
-    if len(sub["action"].unique()) > 3:  # beside the curves, not over them
-        ax.legend(frameon=False, fontsize=6.5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    else:
-        ax.legend(frameon=False)
+    legend_beside(ax)
 
 
 def plot_figure5(
@@ -141,34 +146,36 @@ def plot_figure5(
     pdf: str | Path,
     png: str | Path,
     dpi: int = 200,
-    width: float = 8.0,
-    row_height: float = 3.2,
+    width: float = PAGE_WIDTH,
+    row_height: float = 2.4,
 ) -> None:
-    """Figure 5: one row per model, gap decomposition (left) and survival curves (right)."""
-    apply_style()
+    """Figure 5, one block per model: the gap decomposition per stratum and pooled (one panel each, wrapped three to
+    a row, a row per contrast), then the survival curves (``row_height`` inches at least, legend beside)."""
     models = sorted(frames["decomposition"]["model"].unique().to_list()) or sorted(
         frames["survival"]["model"].unique().to_list()
     )
     if not models:
         raise ValueError("Figure 5 has no data: the decomposition and survival tables are empty")
-    n_actions = frames["survival"]["action"].n_unique() if frames["survival"].height else 0
-    wide = n_actions > 3  # the survival legend goes beside its panel
-    handles = gap_legend_handles(list(dict.fromkeys(frames["decomposition"]["contrast"].to_list())))
-    ncol = 3 if len(handles) > 4 else 2
-    legend_height = 0.18 * -(-len(handles) // ncol) + 0.15  # inches below the panels, growing with its rows
-    height = row_height * len(models) + legend_height
-    fig, axes = plt.subplots(
-        len(models),
-        2,
-        figsize=(width + (2.2 if wide else 0), height),
-        squeeze=False,
-        gridspec_kw={"width_ratios": [1.4, 1]},
-    )
-    for i, model in enumerate(models):
-        plot_gap_bars(axes[i, 0], frames["decomposition"], model)
-        plot_survival(axes[i, 1], frames["survival"], model, frames.get("entry"))
-    fig.legend(handles=handles, loc="lower center", ncol=ncol, frameon=False, fontsize=7, bbox_to_anchor=(0.5, 0.0))
-    fig.tight_layout(rect=(0, legend_height / height, 1, 1))
+    dec, survival = frames["decomposition"], frames["survival"]
+    blocks = []
+    for model in models:
+        sub = dec.filter(pl.col("model") == model)
+        rows = grid_shape(len(cells_of(sub)))[0] if sub.height else 0
+        n_actions = survival.filter(pl.col("model") == model)["action"].n_unique()
+        blocks.append((rows * category_height(sub["contrast"].n_unique()), max(row_height, 0.17 * n_actions + 0.7)))
+    fig = new_figure(sum(a + b for a, b in blocks) + 0.45, width)
+    subfigs = fig.subfigures(len(models), 1, height_ratios=[a + b for a, b in blocks], squeeze=False)[:, 0]
+    for subfig, model, (gap_height, surv_height) in zip(subfigs, models, blocks):
+        top, bottom = (
+            subfig.subfigures(2, 1, height_ratios=[max(gap_height, 1e-3), surv_height])
+            if gap_height
+            else (None, subfig)
+        )
+        if top is not None:
+            gap_panels(top, dec, model)
+            top.suptitle(f"{model}: mismatch gap = exposure part + branch-mismatch part", fontsize=10)
+        plot_survival(bottom.add_subplot(), survival, model, frames.get("entry"))
+    legend_below(fig, gap_legend_handles())
     save_figure(fig, pdf, png, dpi=dpi)
 
 

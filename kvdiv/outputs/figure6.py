@@ -13,78 +13,110 @@ import polars as pl
 
 from kvdiv.analysis.inputs import POOLED, first_row, stratum_key
 from kvdiv.outputs.report_cells import PaperTable, SectionContext, ci, count, paper_value
-from kvdiv.outputs.style import action_colors, apply_style, save_figure
+from kvdiv.outputs.style import (
+    MAX_COLUMNS,
+    PAGE_WIDTH,
+    category_height,
+    grid_shape,
+    legend_below,
+    new_figure,
+    panel_grid,
+    save_figure,
+)
+
+
+#: Shading of the early and late depth windows.
+WINDOW_COLORS = {"early": "#6baed6", "late": "#fd8d3c"}
+
+
+def strata_of(frame: pl.DataFrame) -> list[str]:
+    """The strata drawn as their own lines or markers: none when there is one (the pooled curve holds it)."""
+    strata = sorted(set(frame["stratum"].to_list()) - {POOLED}, key=stratum_key)
+    return strata if len(strata) > 1 else []
+
+
+def strata_colors(strata: Sequence[str]) -> dict[str, tuple]:
+    """A viridis shade per stratum (the pooled cell is black)."""
+    cmap = plt.get_cmap("viridis", max(2, len(strata)))
+    return {stratum: cmap(k) for k, stratum in enumerate(strata)}
 
 
 def plot_profiles(
     ax, profiles: pl.DataFrame, model: str, action: str, early: Sequence[int], late: Sequence[int]
 ) -> None:
-    """Branch TV by depth for one model × action: thin lines per stratum, the pooled curve with its band."""
+    """Branch TV by depth for one model × action: thin lines per stratum, the pooled curve with its band, the
+    early and late windows shaded."""
     sub = profiles.filter((pl.col("model") == model) & (pl.col("action") == action))
-    strata = sorted(set(sub["stratum"].to_list()) - {POOLED}, key=stratum_key)
-    cmap = plt.get_cmap("viridis", max(2, len(strata)))
-    for k, stratum in enumerate(strata):
+    colors = strata_colors(strata_of(profiles.filter(pl.col("model") == model)))
+    for stratum, color in colors.items():
         s = sub.filter(pl.col("stratum") == stratum).sort("depth")
-        ax.plot(s["depth"], s["tv"], color=cmap(k), lw=0.8, alpha=0.8, label=stratum.replace("_", " "))
+        ax.plot(s["depth"], s["tv"], color=color, lw=0.8, alpha=0.9)
     pooled = sub.filter(pl.col("stratum") == POOLED).sort("depth")
-    color = action_colors([action])[action]
     if pooled.height:
-        ax.plot(pooled["depth"], pooled["tv"], color="black", lw=1.8, label="pooled")
         ax.fill_between(
             pooled["depth"].to_numpy(),
             pooled["lower"].to_numpy(),
             pooled["upper"].to_numpy(),
-            color=color,
-            alpha=0.25,
+            color="black",
+            alpha=0.15,
             lw=0,
         )
+        ax.plot(pooled["depth"], pooled["tv"], color="black", lw=1.5)
     for window, name in ((early, "early"), (late, "late")):
-        ax.axvspan(window[0] - 0.5, window[1] + 0.5, color="grey", alpha=0.12, lw=0)
-        ax.text(
-            (window[0] + window[1]) / 2,
-            1.0,
-            name,
-            transform=ax.get_xaxis_transform(),
-            ha="center",
-            va="bottom",
-            fontsize=7,
-        )
-    ax.set_xlabel("depth ℓ = t − τ")
-    ax.set_ylabel("branch TV δ")
+        ax.axvspan(window[0] - 0.5, window[1] + 0.5, color=WINDOW_COLORS[name], alpha=0.2, lw=0)
     ax.set_ylim(0, 1.02)
-    ax.set_title(f"{model}: {action}", pad=12)
+    ax.set_title(action)
 
 
 def plot_contrasts(ax, contrasts: pl.DataFrame, model: str, statistic: str = "late_minus_early") -> None:
-    """Late-minus-early branch TV (pp) with intervals, per stratum (rows) and action (colours)."""
+    """Late-minus-early branch TV (pp) with intervals, one row per action: pooled (black) and per stratum (shades
+    of :func:`strata_colors`, offset within the row)."""
     sub = contrasts.filter((pl.col("model") == model) & (pl.col("statistic") == statistic))
-    strata = sorted(set(sub["stratum"].to_list()) - {POOLED}, key=stratum_key) + [POOLED]
     actions = sorted(sub["action"].unique().to_list())
-    colors = action_colors(actions)
-    y = np.arange(len(strata))
-    step = 0.7 / max(1, len(actions))
-    for k, action in enumerate(actions):
-        s = sub.filter(pl.col("action") == action)
-        lookup = {r["stratum"]: r for r in s.iter_rows(named=True)}
-        est = np.array([100 * lookup[st]["estimate"] if st in lookup else np.nan for st in strata])
-        lo = np.array([100 * lookup[st]["lower"] if st in lookup else np.nan for st in strata])
-        hi = np.array([100 * lookup[st]["upper"] if st in lookup else np.nan for st in strata])
-        pos = y - 0.35 + step * (k + 0.5)
+    strata = strata_of(sub)
+    colors = {**strata_colors(strata), POOLED: "black"}
+    cells = [*strata, POOLED]
+    y = np.arange(len(actions))[::-1]
+    step = 0.7 / len(cells)
+    for k, cell in enumerate(cells):
+        lookup = {r["action"]: r for r in sub.filter(pl.col("stratum") == cell).iter_rows(named=True)}
+        est, lo, hi = (
+            np.array([100 * lookup[a][col] if a in lookup else np.nan for a in actions])
+            for col in ("estimate", "lower", "upper")
+        )
+        pooled = cell == POOLED
         ax.errorbar(
             est,
-            pos,
+            y + 0.35 - step * (k + 0.5),
             xerr=[np.maximum(est - lo, 0), np.maximum(hi - est, 0)],
             fmt="o",
-            ms=3,
-            capsize=2,
-            color=colors[action],
-            label=action,
+            ms=3.5 if pooled else 2.5,
+            capsize=2 if pooled else 0,
+            lw=1.0 if pooled else 0.7,
+            color=colors[cell],
         )
     ax.axvline(0, color="black", lw=0.6)
-    ax.set_yticks(y, [s.replace("_", " ") for s in strata])
+    ax.set_yticks(y, actions)
+    ax.set_ylim(-0.6, len(actions) - 0.4)
+    ax.grid(axis="y", visible=False)
+    lo, hi = ax.get_xlim()
+    ax.set_xlim(max(lo, -100), min(hi, 100))
     ax.set_xlabel("late − early branch TV (pp)")
-    ax.set_title(f"{model}: late − early")
-    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_title("late − early branch TV, per action (95% intervals)")
+
+
+def legend_handles(strata: Sequence[str], early: Sequence[int], late: Sequence[int]) -> list:
+    """Figure 6's legend: the strata's shades, the pooled curve and band, the two depth windows."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles = [Line2D([], [], color=c, lw=1, label=s.replace("_", " ")) for s, c in strata_colors(strata).items()]
+    handles.append(Line2D([], [], color="black", lw=1.5, label="pooled (band: 95% interval)"))
+    for window, name in ((early, "early"), (late, "late")):
+        handles.append(
+            Patch(color=WINDOW_COLORS[name], alpha=0.35, lw=0, label=f"{name} window, ℓ = {window[0]}–{window[1]}")
+        )
+    return handles
 
 
 def plot_figure6(
@@ -94,15 +126,17 @@ def plot_figure6(
     early: Sequence[int],
     late: Sequence[int],
     dpi: int = 200,
-    panel_width: float = 2.6,
-    row_height: float = 2.6,
+    panel_width: float = PAGE_WIDTH / MAX_COLUMNS,
+    row_height: float = 1.7,
 ) -> None:
-    """Figure 6: one row per model; one profile panel per action and a contrast panel."""
-    apply_style()
+    """Figure 6, one block per model: a profile panel per action (``panel_width`` × ``row_height`` inches, wrapped
+    three to a row), then the late − early contrasts, a row per action."""
     profiles, contrasts = frames["profiles"], frames["late_minus_early"]
     models = sorted(set(profiles["model"].to_list()) | set(contrasts["model"].to_list()))
+    width = panel_width * MAX_COLUMNS
     if not models:  # no chain diverged within the cohort: say so instead of failing the workflow
-        fig, ax = plt.subplots(figsize=(4, 2))
+        fig = new_figure(1.2, width)
+        ax = fig.add_subplot()
         ax.axis("off")
         ax.text(
             0.5,
@@ -114,18 +148,24 @@ def plot_figure6(
         save_figure(fig, pdf, png, dpi=dpi)
         return
     actions = sorted(set(profiles["action"].to_list()) | set(contrasts["action"].to_list()))
-    ncol = len(actions) + 1
-    fig, axes = plt.subplots(len(models), ncol, figsize=(panel_width * ncol, row_height * len(models)), squeeze=False)
-    for i, model in enumerate(models):
-        for j, action in enumerate(actions):
-            plot_profiles(axes[i, j], profiles, model, action, early, late)
-        plot_contrasts(axes[i, -1], contrasts, model)
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    if handles:
-        fig.legend(
-            handles, labels, loc="lower center", ncol=min(len(labels), 7), frameon=False, bbox_to_anchor=(0.5, -0.02)
-        )
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    rows = grid_shape(len(actions))[0]
+    blocks = [(rows * (row_height + 0.35) + 0.3, category_height(len(actions))) for _ in models]
+    fig = new_figure(sum(a + b for a, b in blocks) + 0.5, width)
+    subfigs = fig.subfigures(len(models), 1, height_ratios=[a + b for a, b in blocks], squeeze=False)[:, 0]
+    for subfig, model in zip(subfigs, models):
+        top, bottom = subfig.subfigures(2, 1, height_ratios=blocks[0])
+        axes = panel_grid(top, len(actions), sharex=True, sharey=True)
+        cols = grid_shape(len(actions))[1]
+        for k, (ax, action) in enumerate(zip(axes, actions)):
+            plot_profiles(ax, profiles, model, action, early, late)
+            if k % cols == 0:
+                ax.set_ylabel("branch TV δ")
+            if k + cols >= len(actions):
+                ax.set_xlabel("depth ℓ = t − τ")
+        top.suptitle(f"{model}: branch TV by divergence-aligned depth, cohort of first divergences", fontsize=10)
+        plot_contrasts(bottom.add_subplot(), contrasts, model)
+    strata = strata_of(pl.concat([profiles.select("stratum"), contrasts.select("stratum")]))
+    legend_below(fig, legend_handles(strata, early, late), width=width)
     save_figure(fig, pdf, png, dpi=dpi)
 
 

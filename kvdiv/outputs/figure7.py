@@ -4,36 +4,99 @@ strictly before EOS), and the EOS shares of the gap, by task family; and its rep
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-from kvdiv.analysis.inputs import POOLED, first_row, stratum_key
+from kvdiv.analysis.inputs import POOLED, first_row
 from kvdiv.outputs.report_cells import PaperTable, SectionContext, ci, count, paper_value, share
-from kvdiv.outputs.style import action_colors, apply_style, save_figure
+from kvdiv.outputs.figure5 import GAP_PARTS, cells_of, gap_panels
+from kvdiv.outputs.style import (
+    PAGE_WIDTH,
+    ROW_INCHES,
+    category_height,
+    grid_shape,
+    legend_below,
+    new_figure,
+    parts_handles,
+    save_figure,
+)
 
 
-def _intervals(ax, frame: pl.DataFrame, labels: list[str], key: str, color: str, offset: float, label: str) -> None:
-    lookup = {r[key]: r for r in frame.iter_rows(named=True)}
-    est = np.array([100 * lookup[k]["estimate"] if k in lookup else np.nan for k in labels])
-    lo = np.array([100 * lookup[k]["lower"] if k in lookup else np.nan for k in labels])
-    hi = np.array([100 * lookup[k]["upper"] if k in lookup else np.nan for k in labels])
-    x = np.arange(len(labels)) + offset
-    ax.errorbar(
-        x,
-        est,
-        yerr=[np.maximum(est - lo, 0), np.maximum(hi - est, 0)],
-        fmt="o",
-        ms=4,
-        capsize=3,
-        color=color,
-        label=label,
+#: The late − early statistics of the middle panel: label and colour.
+LATE_EARLY = {
+    "late_minus_early": ("late − early, all steps", "black"),
+    "late_minus_early_strict_pre_eos": ("late − early, strictly before EOS", "#8c8c8c"),
+}
+EOS_PARTS = ("pre_eos_part", "post_eos_part")
+
+
+def eos_parts(eos: pl.DataFrame) -> pl.DataFrame:
+    """The EOS table with the gap's two parts as statistics: ``post_eos_part`` (the gap made after the first EOS of
+    either chain, ``post_eos_gap``) and ``pre_eos_part`` (the rest of the gap), point estimates."""
+    if not eos.height:
+        return eos
+    keys = [c for c in ("model", "family", "contrast") if c in eos.columns]
+    wide = (
+        eos.filter(pl.col("statistic").is_in(["gap", "post_eos_gap"]))
+        .pivot(on="statistic", index=keys, values="estimate")
+        .select(
+            *keys,
+            (pl.col("gap") - pl.col("post_eos_gap")).alias("pre_eos_part"),
+            pl.col("post_eos_gap").alias("post_eos_part"),
+        )
+        .unpivot(index=keys, variable_name="statistic", value_name="estimate")
     )
-    ax.set_xticks(np.arange(len(labels)), labels)
-    ax.set_xlim(-0.5, len(labels) - 0.5)
+    return pl.concat([eos.select(*keys, "statistic", "estimate", "lower", "upper"), wide], how="diagonal_relaxed")
+
+
+def plot_late_minus_early(ax, lme: pl.DataFrame, model: str) -> None:
+    """The prespecified late − early branch-TV contrasts (pp) pooled over strata, one row per action: all steps and
+    strictly before EOS, each with its interval."""
+    pooled = lme.filter((pl.col("model") == model) & (pl.col("family") == POOLED))
+    actions = sorted(pooled["action"].unique().to_list())
+    y = np.arange(len(actions))[::-1]
+    for k, (stat, (label, color)) in enumerate(LATE_EARLY.items()):
+        lookup = {r["action"]: r for r in pooled.filter(pl.col("statistic") == stat).iter_rows(named=True)}
+        est, lo, hi = (
+            np.array([100 * lookup[a][col] if a in lookup else np.nan for a in actions])
+            for col in ("estimate", "lower", "upper")
+        )
+        ax.errorbar(
+            est,
+            y + 0.15 - 0.3 * k,
+            xerr=[np.maximum(est - lo, 0), np.maximum(hi - est, 0)],
+            fmt="o",
+            ms=3,
+            capsize=2,
+            lw=0.9,
+            color=color,
+            label=label,
+        )
+    ax.axvline(0, color="black", lw=0.6)
+    ax.set_yticks(y, actions)
+    ax.set_ylim(-0.6, len(actions) - 0.4)
+    ax.grid(axis="y", visible=False)
+    lo, hi = ax.get_xlim()
+    ax.set_xlim(max(lo, -100), min(hi, 100))
+    ax.set_xlabel("late − early branch TV (pp)")
+    ax.set_title(f"{model}: late − early branch TV, pooled (95% intervals)")
+
+
+def legend_handles(drawn: Sequence[int] = (0, 1, 2)) -> list:
+    """Figure 7's legend for the blocks ``drawn`` (0: exposure/branch parts, 1: EOS parts, 2: late − early): the
+    parts of the gap, the gap, the two late − early statistics."""
+    from matplotlib.lines import Line2D
+
+    parts = (*(GAP_PARTS if 0 in drawn else ()), *(EOS_PARTS if 1 in drawn else ()))
+    handles = parts_handles(parts) if parts else []
+    if 2 in drawn:
+        handles += [
+            Line2D([], [], color=color, marker="o", ms=3, lw=0.9, label=label) for label, color in LATE_EARLY.values()
+        ]
+    return handles
 
 
 def plot_figure7(
@@ -41,55 +104,47 @@ def plot_figure7(
     pdf: str | Path,
     png: str | Path,
     dpi: int = 200,
-    width: float = 7.5,
-    row_height: float = 2.5,
+    width: float = PAGE_WIDTH,
+    row_height: float = ROW_INCHES,
 ) -> None:
-    """Figure 7: one row per model; exposure share (left), late − early (middle), EOS share (right)."""
-    apply_style()
-    dec, lme, eos = frames["decomposition"], frames["late_minus_early"], frames["eos"]
+    """Figure 7, one block per model: the gap split into exposure and branch-mismatch parts per task family and
+    pooled, the gap split at the first EOS likewise (parts in pp, not shares: a share divides by a gap that may be
+    near 0), and the late − early branch TV per action; ``row_height`` inches per contrast or action."""
+    dec, lme, eos = frames["decomposition"], frames["late_minus_early"], eos_parts(frames["eos"])
     models = sorted(set(dec["model"].to_list()) | set(lme["model"].to_list()))
     if not models:
         raise ValueError("Figure 7 has no data")
-    fig, axes = plt.subplots(len(models), 3, figsize=(width, row_height * len(models)), squeeze=False)
-    for i, model in enumerate(models):
-        d = dec.filter((pl.col("model") == model) & (pl.col("statistic") == "exposure_share"))
-        families = sorted(set(d["family"].to_list()) - {POOLED}, key=stratum_key) + [POOLED]
-        contrasts = list(dict.fromkeys(d["contrast"].to_list()))
-        ax = axes[i, 0]
-        for k, contrast in enumerate(contrasts):
-            _intervals(ax, d.filter(pl.col("contrast") == contrast), families, "family", f"C{k}", 0.1 * k, contrast)
-        ax.axhline(50, color="grey", lw=0.6, ls="--")
-        lo, hi = ax.get_ylim()
-        ax.set_ylim(min(0, lo), max(100, hi))
-        ax.set_ylabel("exposure share of gap (%)")
-        ax.set_title(f"{model}: exposure share")
-        ax.legend(frameon=False, fontsize=7)
-
-        ax = axes[i, 1]
-        pooled = lme.filter((pl.col("model") == model) & (pl.col("family") == POOLED))
-        actions = sorted(pooled["action"].unique().to_list())
-        for k, (stat, label) in enumerate(
-            (("late_minus_early", "all steps"), ("late_minus_early_strict_pre_eos", "strict pre-EOS"))
-        ):
-            s = pooled.filter(pl.col("statistic") == stat)
-            _intervals(ax, s, actions, "action", "black" if k == 0 else "grey", 0.15 * k, label)
-        colors = action_colors(actions)
-        for tick, action in zip(ax.get_xticklabels(), actions):
-            tick.set_color(colors[action])
-        ax.axhline(0, color="black", lw=0.6)
-        ax.set_ylabel("late − early branch TV (pp)")
-        ax.set_title(f"{model}: branch TV late − early")
-        ax.legend(frameon=False, fontsize=7)
-
-        ax = axes[i, 2]
-        e = eos.filter((pl.col("model") == model) & (pl.col("statistic") == "eos_share"))
-        fams = sorted(set(e["family"].to_list()) - {POOLED}, key=stratum_key) + [POOLED]
-        for k, contrast in enumerate(list(dict.fromkeys(e["contrast"].to_list()))):
-            _intervals(ax, e.filter(pl.col("contrast") == contrast), fams, "family", f"C{k}", 0.1 * k, contrast)
-        ax.axhline(0, color="black", lw=0.6)
-        ax.set_ylabel("post-EOS share of gap (%)")
-        ax.set_title(f"{model}: EOS share")
-    fig.tight_layout()
+    blocks = []
+    for model in models:
+        d, e = (f.filter(pl.col("model") == model) if f.height else f for f in (dec, eos))
+        n_actions = lme.filter(pl.col("model") == model)["action"].n_unique()
+        blocks.append(
+            [
+                grid_shape(len(cells_of(d, "family")))[0] * category_height(d["contrast"].n_unique(), row_height)
+                if d.height
+                else 0,
+                grid_shape(len(cells_of(e, "family")))[0] * category_height(e["contrast"].n_unique(), row_height)
+                if e.height
+                else 0,
+                category_height(n_actions, row_height) if n_actions else 0,
+            ]
+        )
+    fig = new_figure(sum(map(sum, blocks)) + 0.3 * len(models) + 0.55, width)
+    subfigs = fig.subfigures(len(models), 1, height_ratios=[sum(b) for b in blocks], squeeze=False)[:, 0]
+    for subfig, model, heights in zip(subfigs, models, blocks):
+        drawn = [(k, h) for k, h in enumerate(heights) if h]
+        parts = subfig.subfigures(len(drawn), 1, height_ratios=[h for _, h in drawn], squeeze=False)[:, 0]
+        for part, (k, _) in zip(parts, drawn):
+            if k == 0:
+                gap_panels(part, dec, model, "family")
+                part.suptitle(f"{model}: mismatch gap = exposure part + branch-mismatch part", fontsize=10)
+            elif k == 1:
+                gap_panels(part, eos, model, "family", EOS_PARTS)
+                part.suptitle(f"{model}: mismatch gap = part before + part after the first EOS", fontsize=10)
+            else:
+                plot_late_minus_early(part.add_subplot(), lme, model)
+    drawn_blocks = {k for heights in blocks for k, h in enumerate(heights) if h}
+    legend_below(fig, legend_handles(sorted(drawn_blocks)), width=width)
     save_figure(fig, pdf, png, dpi=dpi)
 
 

@@ -12,15 +12,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-import matplotlib.pyplot as plt
-import numpy as np
 import polars as pl
 
 from kvdiv.analysis.inputs import POOLED, contrast_name, first_row
 from kvdiv.analysis.verdicts import RULE, contrast_verdicts
-from kvdiv.outputs.figure5 import BRANCH_COLOR, EXPOSURE_COLOR, plot_survival
+from kvdiv.outputs.figure5 import gap_legend_handles, plot_gap_bars, plot_survival
 from kvdiv.outputs.report_cells import SectionContext, ci, num, share
-from kvdiv.outputs.style import apply_style, save_figure
+from kvdiv.outputs.style import (
+    MAX_COLUMNS,
+    PAGE_WIDTH,
+    category_height,
+    grid_shape,
+    legend_below,
+    legend_under,
+    new_figure,
+    save_figure,
+)
 
 #: How the analysis names a contrast [a, b] (kvdiv.analysis.inputs.contrast_name).
 CONTRAST_SEPARATOR = " − "
@@ -59,38 +66,9 @@ def reference_groups(contrasts: list[str], actions: list[str]) -> dict[str, list
 
 def plot_pooled_gaps(ax, decomposition: pl.DataFrame, model: str) -> None:
     """Horizontal stacked bars per contrast (pooled over strata): exposure and branch-mismatch parts of the
-    mismatch gap (pp), the gap's interval as an error bar."""
-    sub = decomposition.filter((pl.col("model") == model) & (pl.col("stratum") == POOLED))
-    contrasts = list(dict.fromkeys(sub["contrast"].to_list()))
-
-    def value(contrast: str, stat: str, col: str = "estimate") -> float:
-        row = sub.filter((pl.col("contrast") == contrast) & (pl.col("statistic") == stat))
-        return 100 * float(row[col][0]) if row.height else np.nan
-
-    y = np.arange(len(contrasts))[::-1]
-    exp = np.array([value(c, "exposure_part") for c in contrasts])
-    br = np.array([value(c, "branch_part") for c in contrasts])
-    gap = np.array([value(c, "gap") for c in contrasts])
-    lo = np.array([value(c, "gap", "lower") for c in contrasts])
-    hi = np.array([value(c, "gap", "upper") for c in contrasts])
-    ax.barh(y, exp, 0.7, color=EXPOSURE_COLOR, label="exposure")
-    ax.barh(y, br, 0.7, left=np.where(np.sign(br) == np.sign(exp), exp, 0), color=BRANCH_COLOR, label="branch mismatch")
-    ax.errorbar(
-        gap,
-        y,
-        xerr=[np.maximum(gap - lo, 0), np.maximum(hi - gap, 0)],
-        fmt="o",
-        color="black",
-        ms=3,
-        capsize=2,
-        lw=0.8,
-        label="gap (interval)",
-    )
-    ax.axvline(0, color="black", lw=0.6)
-    ax.set_yticks(y, contrasts)
-    ax.set_xlabel("mismatch gap (pp), pooled")
-    ax.set_title(f"{model}: gap = exposure + branch mismatch")
-    ax.legend(frameon=False, fontsize=7)
+    mismatch gap (pp), the gap's interval as an error bar (Figure 5's pooled panel)."""
+    plot_gap_bars(ax, decomposition, model, POOLED)
+    ax.set_title(f"{model}: mismatch gap, pooled over strata")
 
 
 def plot_probabilistic(
@@ -98,35 +76,43 @@ def plot_probabilistic(
     pdf: str | Path,
     png: str | Path,
     dpi: int = 200,
-    panel_width: float = 3.6,
-    row_height: float = 3.4,
+    panel_width: float = PAGE_WIDTH / MAX_COLUMNS,
+    row_height: float = 1.8,
 ) -> None:
-    """The figure: one row per model, pooled gap decomposition then one survival panel per reference action."""
-    apply_style()
+    """The figure, one block per model: the pooled gap decomposition (a row per contrast), then one survival panel
+    per reference action (``panel_width`` × ``row_height`` inches, wrapped three to a row, its legend under it)."""
     survival, decomposition = frames["survival"], frames["decomposition"]
     models = sorted(survival["model"].unique().to_list())
     if not models:
         raise ValueError("the probabilistic figure has no data: the survival table is empty")
     contrasts = list(dict.fromkeys(decomposition["contrast"].to_list()))
     groups = reference_groups(contrasts, sorted(survival["action"].unique().to_list()))
-    n_cols = 1 + len(groups)
-    fig, axes = plt.subplots(
-        len(models),
-        n_cols,
-        figsize=(panel_width * n_cols + 1.5, row_height * len(models)),
-        squeeze=False,
-        gridspec_kw={"width_ratios": [1.5] + [1] * len(groups)},
-    )
-    for i, model in enumerate(models):
-        plot_pooled_gaps(axes[i, 0], decomposition, model)
-        for j, (reference, actions) in enumerate(groups.items(), start=1):
-            colors = {action: "black" if k == 0 else f"C{(k - 1) % 10}" for k, action in enumerate(actions)}
+    rows, cols = grid_shape(len(groups))
+    sizes = [len(g) for g in groups.values()]
+    legend_rows = [max(sizes[r * cols : (r + 1) * cols]) for r in range(rows)]
+    survival_height = sum(row_height + 0.75 + 0.13 * n for n in legend_rows)
+    gap_height = category_height(len(contrasts)) if contrasts else 0.0
+    width = panel_width * MAX_COLUMNS
+    fig = new_figure(len(models) * (gap_height + survival_height) + 0.35, width)
+    subfigs = fig.subfigures(len(models), 1, squeeze=False)[:, 0]
+    for subfig, model in zip(subfigs, models):
+        if gap_height:
+            top, bottom = subfig.subfigures(2, 1, height_ratios=[gap_height, survival_height])
+            plot_pooled_gaps(top.add_subplot(), decomposition, model)
+        else:
+            bottom = subfig
+        grid = bottom.add_gridspec(rows, cols, height_ratios=legend_rows)
+        for k, (reference, actions) in enumerate(groups.items()):
+            ax = bottom.add_subplot(grid[divmod(k, cols)])
+            colors = {action: "black" if j == 0 else f"C{(j - 1) % 10}" for j, action in enumerate(actions)}
             plot_survival(
-                axes[i, j], survival.filter(pl.col("action").is_in(actions)), model, frames.get("entry"), colors=colors
+                ax, survival.filter(pl.col("action").is_in(actions)), model, frames.get("entry"), colors=colors
             )
-            axes[i, j].set_title(f"{model}: survival vs {reference}")
-            axes[i, j].legend(frameon=False, fontsize=6)
-    fig.tight_layout()
+            ax.set_title(f"survival vs {reference}")
+            if k % cols:
+                ax.set_ylabel("")
+            legend_under(ax, fontsize=6.5)
+    legend_below(fig, gap_legend_handles(), width=width)
     save_figure(fig, pdf, png, dpi=dpi)
 
 

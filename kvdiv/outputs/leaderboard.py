@@ -8,14 +8,16 @@ has one), from the study's action specs.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+import re
+import textwrap
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
+from matplotlib.ticker import MaxNLocator
 
-from kvdiv.outputs.style import apply_style, save_figure
+from kvdiv.outputs.style import legend_below, new_figure, panel_grid, save_figure
 from kvdiv.outputs.tables import interval, write_table
 
 #: Display name and unit of each leaderboard statistic ("pct": percent of a proportion; "step": a step count).
@@ -105,31 +107,100 @@ def display_frame(table: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
+def read_markdown(path: str | Path, model: str) -> pl.DataFrame:
+    """The numbers of a leaderboard Markdown file (:func:`display_frame` under its caption) of ``model``, as
+    :func:`describe_actions` returns them, to the digits printed (0.1 pp, 0.1 step): to redraw a figure where only
+    the Markdown was kept (docs/decoding-smollm2)."""
+    lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line.startswith("|")]
+    if len(lines) < 3:
+        raise ValueError(f"{path}: no Markdown table")
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    names = {f"diverged by step {h} (%)": (f"diverged_by_{h}", "pct") for h in re.findall(r"by step (\d+)", lines[0])}
+    names |= {label: (name, unit) for name, (label, unit) in COLUMNS.items()}
+    number = r"(–|-?[\d.]+)"
+
+    def value(text: str, scale: float) -> float | None:
+        return None if text == "–" else float(text) / scale
+
+    rows = []
+    for line in lines[2:]:
+        cells = dict(zip(header, (c.strip() for c in line.strip("|").split("|"))))
+        kept = cells["retention"]
+        row = {
+            "model": model,
+            "rank": int(cells["rank"]),
+            "action": cells["action"],
+            "press": cells["press"],
+            "retention": None if kept == "–" else float(kept.rstrip("%")) / 100,
+            "n_documents": int(cells["documents"]),
+        }
+        for label, (name, unit) in names.items():
+            match = re.fullmatch(rf"{number} \[{number}, {number}\]", cells.get(label, ""))
+            if match is None:
+                raise ValueError(f"{path}: column {label!r} of {cells['action']!r} is not 'estimate [lower, upper]'")
+            scale = 100 if unit == "pct" else 1
+            for suffix, text in zip(("", "_lower", "_upper"), match.groups()):
+                row[name + suffix] = value(text, scale)
+        rows.append(row)
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+#: Retention (1 − compression ratio) at or above which an action's markers are drawn in the first colour.
+RETENTION_THRESHOLD = 0.75
+#: Marker colour of each retention class: (colour, its name, what it means). The figure's legend is written from
+#: these, so its key always matches the markers.
+RETENTION_CLASSES = {
+    "high": ("#1f77b4", "blue", f"retention ≥ {RETENTION_THRESHOLD:.0%}"),
+    "low": ("#d62728", "red", f"retention < {RETENTION_THRESHOLD:.0%}"),
+    "none": ("#7f7f7f", "grey", "no fixed retention (a decoding press: its budget is in its name)"),
+}
+#: Characters per line of an action's press description under its name.
+LABEL_WIDTH = 44
+
+
+def retention_class(kept: float | None) -> str:
+    """The :data:`RETENTION_CLASSES` key of an action's retention (None: the action keeps no fixed fraction)."""
+    if kept is None or kept != kept:
+        return "none"
+    return "high" if kept >= RETENTION_THRESHOLD else "low"
+
+
+def action_label(action: str, press: str | None) -> str:
+    """An action's row label: its name, then its press description wrapped to :data:`LABEL_WIDTH` characters."""
+    if not press or press == action:
+        return action
+    unbroken = re.sub(r"(\w) (\d)", "\\1\u00a0\\2", press)  # "target_size 512" stays on one line
+    return "\n".join([action, *textwrap.wrap(unbroken, LABEL_WIDTH, break_on_hyphens=False)])
+
+
 def plot_leaderboard(table: pl.DataFrame, pdf: str | Path, png: str | Path, *, dpi: int = 200) -> None:
-    """One row per action (sorted by R_H, best at the top); panels: R_H, P(τ ≤ H), mean τ among diverged and
-    accuracy of y, each with its interval."""
-    apply_style()
+    """One row per action (sorted by R_H, best at the top), labelled with its press; panels: R_H, P(τ ≤ H), mean τ
+    among diverged and accuracy of y, each with its interval; marker colours by retention
+    (:data:`RETENTION_CLASSES`, keyed in the legend below)."""
+    from matplotlib.lines import Line2D
+
     h = max(_steps(table))
     panels = [
         ("risk", "R_H (%)", 100),
         (f"diverged_by_{h}", f"P(τ ≤ {h}) (%)", 100),
-        ("mean_tau_diverged", "mean τ among diverged", 1),
-        ("accuracy_y", "accuracy of y (%)", 100),
+        ("mean_tau_diverged", "mean τ\namong diverged", 1),
+        ("accuracy_y", "accuracy\nof y (%)", 100),
     ]
-    labels = [
-        f"{a} ({p})" for a, p in zip(table["action"], table["press"] if "press" in table.columns else table["action"])
-    ]
-    n = len(labels)
-    fig, axes = plt.subplots(
-        1, len(panels), figsize=(3.0 * len(panels) + 2.5, 0.28 * n + 1.2), sharey=True, squeeze=False
-    )
-    y = np.arange(n)[::-1]
-    kept = table["retention"].to_list() if "retention" in table.columns else [None] * n
-    colors = ["#1f77b4" if r is not None and r >= 0.75 else "#d62728" if r is not None else "#7f7f7f" for r in kept]
-    for ax, (name, title, scale) in zip(axes[0], panels):
-        est = table[name].cast(pl.Float64).fill_null(np.nan).to_numpy() * scale
-        lo = table[f"{name}_lower"].cast(pl.Float64).fill_null(np.nan).to_numpy() * scale
-        hi = table[f"{name}_upper"].cast(pl.Float64).fill_null(np.nan).to_numpy() * scale
+    presses = table["press"].to_list() if "press" in table.columns else [None] * table.height
+    labels = [action_label(a, p) for a, p in zip(table["action"], presses)]
+    lines = np.array([label.count("\n") + 1 for label in labels])
+    heights = 0.13 * lines + 0.1  # inches per row: its label's lines
+    y = -(np.cumsum(heights) - heights / 2)
+    kept = table["retention"].to_list() if "retention" in table.columns else [None] * table.height
+    classes = [retention_class(r) for r in kept]
+    colors = [RETENTION_CLASSES[c][0] for c in classes]
+    fig = new_figure(heights.sum() + 1.5)
+    axes = panel_grid(fig, len(panels), columns=len(panels), sharey=True)
+    for ax, (name, title, scale) in zip(axes, panels):
+        est, lo, hi = (
+            table[col].cast(pl.Float64).fill_null(np.nan).to_numpy() * scale
+            for col in (name, f"{name}_lower", f"{name}_upper")
+        )
         ax.errorbar(
             est,
             y,
@@ -140,14 +211,18 @@ def plot_leaderboard(table: pl.DataFrame, pdf: str | Path, png: str | Path, *, d
             lw=1,
         )
         ax.scatter(est, y, c=colors, s=14, zorder=3)
-        ax.set_title(title)
-    axes[0][0].set_yticks(y, labels)
-    axes[0][0].set_ylim(-0.7, n - 0.3)
-    fig.suptitle(
-        f"Divergence leaderboard: {table['model'][0]} (sorted by R_H; blue: retention ≥ 75%, red: below)",
-        y=1.0,
-        va="bottom",
-    )
+        ax.set_title(title, fontsize=9)
+        ax.xaxis.set_major_locator(MaxNLocator(4))
+        ax.grid(axis="y", visible=False)
+    axes[0].set_yticks(y, labels, fontsize=7)
+    axes[0].set_ylim(y[-1] - heights[-1] / 2, 0)
+    present = [c for c in RETENTION_CLASSES if c in classes]
+    handles = [
+        Line2D([], [], ls="", marker="o", ms=4, color=RETENTION_CLASSES[c][0], label=RETENTION_CLASSES[c][2])
+        for c in present
+    ]
+    legend_below(fig, handles)
+    fig.suptitle(f"Divergence leaderboard: {table['model'][0]}, sorted by R_H (lowest first)", fontsize=10)
     save_figure(fig, pdf, png, dpi=dpi)
 
 

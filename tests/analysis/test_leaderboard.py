@@ -10,7 +10,7 @@ import pytest
 from kvdiv.analysis.inputs import Metrics
 from kvdiv.analysis.leaderboard import leaderboard_table
 from kvdiv.metrics import compute_metrics
-from kvdiv.outputs.leaderboard import display_frame, press_name, retention, write_leaderboard
+from kvdiv.outputs.leaderboard import display_frame, press_name, retention, write_leaderboard, read_markdown
 from support.synthetic_cube import simulate_cube
 
 HAZARDS = {"low": 0.01, "mid": 0.05, "high": 0.2}
@@ -115,3 +115,23 @@ def test_write_leaderboard(metrics, tmp_path):
     assert md.startswith("cap\n") and "| 1 | low | AdaKVPress(SnapKVPress) | 90% | 12 |" in md
     assert all(p.stat().st_size > 1000 for p in paths[2:])
     assert display_frame(numbers).columns[:5] == ["rank", "action", "press", "retention", "documents"]
+
+
+def test_read_markdown_recovers_the_numbers_to_the_digits_printed(metrics, tmp_path):
+    """A leaderboard kept only as Markdown (docs/decoding-smollm2) is redrawn from read_markdown: every number of
+    the CSV back to within half the last printed digit (0.05 pp, 0.05 step), missing values missing."""
+    table = leaderboard_table(metrics, n_boot=50, seed=1, confidence=0.95, steps=[8])
+    actions = {a: {"press": "KnormPress", "compression_ratio": 0.5} for a in HAZARDS}
+    actions["low"] = {"press": "DecodingPress", "target_size": 64, "compression_interval": 8}
+    paths = [tmp_path / f"lb.{ext}" for ext in ("csv", "md", "pdf", "png")]
+    numbers = write_leaderboard(table, actions, paths, caption="cap", dpi=50)
+    back = read_markdown(paths[1], "synthetic")
+    assert back.columns == numbers.columns and back["action"].to_list() == numbers["action"].to_list()
+    for col in numbers.columns:
+        if numbers[col].dtype == pl.Float64 and col != "retention":
+            tol = 0.05 if col.startswith("mean_tau") else 0.0005
+            a, b = numbers[col].to_numpy(), back[col].cast(pl.Float64).to_numpy()
+            assert np.array_equal(np.isnan(a), np.isnan(b)) and np.nanmax(np.abs(a - b)) <= tol + 1e-12, col
+    assert back["retention"].to_list() == [None, 0.5, 0.5] and back["press"][0] == numbers["press"][0]
+    with pytest.raises(ValueError, match="no Markdown table"):
+        read_markdown(paths[0], "synthetic")
