@@ -15,6 +15,12 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+#: The repository; its tests/ is on the path so that benchmarks share the tests' doubles (``support``: toy kernels,
+#: synthetic cubes, checkout copies) instead of copies of them.
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO / "tests") not in sys.path:
+    sys.path.insert(0, str(REPO / "tests"))
+
 #: The competitor of the "beside a busy process" measurements: one process spinning on one core.
 BUSY = "while True: pass"
 

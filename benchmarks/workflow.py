@@ -31,9 +31,10 @@ from collections import defaultdict
 from pathlib import Path
 
 from bench_common import busy_process
+from support.checkout import checkout_ignore
 
 REPO = Path(__file__).resolve().parents[1]
-IGNORE = shutil.ignore_patterns(".venv", ".git", "results", "logs", ".snakemake", "__pycache__", "*.egg-info")
+IGNORE = checkout_ignore(REPO)
 
 
 def fresh_copy(tmp: Path, name: str) -> Path:

@@ -147,7 +147,7 @@ class Layout:
 
     # --------------------------------------------------------------------------------------- analysis and outputs
     def analysis_table(self, item: str, table: str) -> str:
-        """One analysis table of a figure item (kvdiv.analysis.items)."""
+        """One analysis table of a figure item (kvdiv.results.registry)."""
         return f"{self.root}/analysis/{item}/{table}.parquet"
 
     def figure(self, item: str, ext: str) -> str:

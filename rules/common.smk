@@ -25,7 +25,7 @@ from kvdiv.names import NAME_REGEX, check_config_names, check_results_root  # no
 files.check_config_files(workflow.configfiles)
 _GIVEN_CONFIG = copy.deepcopy(config)  # as written: checks of keys only when given (analysis.contrasts)
 validate(config, str(files.SCHEMA))
-files.fill_result_defaults(config, _GIVEN_CONFIG)  # analysis.studies: the registry's default studies this config has
+files.fill_result_defaults(config)  # analysis.studies: the registry's default studies this config has
 check_config_names(config)  # names become path components (results/models/{model}/, ...)
 checks.check_config(config, _GIVEN_CONFIG)
 # Every output, log and job benchmark of this config lies under its own root (config key `results`): configs live

@@ -82,8 +82,11 @@ def default_config() -> dict:
     """config/config.yaml, schema-validated with defaults filled (as the workflow sees it)."""
     from snakemake.utils import validate
 
+    from kvdiv.config.files import fill_result_defaults
+
     config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
     validate(config, str(REPO_ROOT / "kvdiv" / "data" / "schema.yaml"))
+    fill_result_defaults(config)
     return config
 
 

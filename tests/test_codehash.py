@@ -62,7 +62,9 @@ def test_unknown_module_is_an_error(toy):
 
 
 def test_every_rule_hashes_its_own_script():
-    """Each rule's `code` param is script_code() of the script the rule runs (a rule cannot hash another's code)."""
+    """Each rule's `code` param hashes the script the rule runs (a rule cannot hash another's code): script_code() of
+    it, or for a result's jobs its script and its own result's module (get_result_code), or for the report its script
+    and every result (get_report_code)."""
     rules = 0
     for smk in sorted((REPO_ROOT / "rules").glob("*.smk")):
         for block in re.split(r"(?m)^(?=rule )", smk.read_text())[1:]:
@@ -72,7 +74,14 @@ def test_every_rule_hashes_its_own_script():
             if script is None:
                 continue
             rules += 1
-            assert code == [f'script_code("{script.group(1)}")'], f"rule {name}: code param {code}"
+            allowed = [
+                f'script_code("{script.group(1)}")',
+                f'lambda wildcards: get_result_code("{script.group(1)}", wildcards.item)',
+                f'lambda wildcards: get_result_code("{script.group(1)}", "leaderboard")',
+            ]
+            if script.group(1) == "report.py":
+                allowed.append("get_report_code()")
+            assert len(code) == 1 and code[0] in allowed, f"rule {name}: code param {code}"
     assert rules >= 10
 
 
@@ -96,8 +105,9 @@ def test_the_rules_closures_follow_the_imports():
     """What hand-kept lists used to miss is in: the figure rule runs kvdiv.analysis (the figures import its names),
     the document rule runs kvdiv.models (tokenizers and chat templates, not the weights' loading); and what a rule does
     not run stays out."""
-    figure = rule_closure("figure.py")
-    assert {"kvdiv.analysis", "kvdiv.analysis.inputs", "kvdiv.outputs.figure5", "kvdiv.outputs.style"} <= figure
+    figure = set(closure([SCRIPTS / "figure.py", "kvdiv.results.figure5"]))  # the figure job of Figure 5
+    assert {"kvdiv.analysis", "kvdiv.analysis.inputs", "kvdiv.results.figure5", "kvdiv.outputs.style"} <= figure
+    assert "kvdiv.results.figure6" not in figure
     document = rule_closure("document.py")
     assert {
         "kvdiv.models.model_files",
@@ -120,10 +130,13 @@ def test_the_rules_closures_follow_the_imports():
         for m in rule_closure("metrics.py") | rule_closure("cube.py")
         if m.startswith(("kvdiv.models", "kvdiv.kernel", "kvdiv.analysis"))
     }
+    # an analysis job hashes its script and its result's builders: no drawing, no report, no other result
+    analysis = set(closure([SCRIPTS / "analysis.py", "kvdiv.analysis.decomposition", "kvdiv.analysis.timing"]))
     assert not {
         m
-        for m in rule_closure("analysis.py")
-        if m.startswith(("kvdiv.models", "kvdiv.kernel", "kvdiv.trajectories", "kvdiv.outputs"))
+        for m in analysis
+        if m.startswith(("kvdiv.models", "kvdiv.kernel", "kvdiv.trajectories", "kvdiv.outputs.style", "kvdiv.results."))
+        and m not in ("kvdiv.results.registry", "kvdiv.results.base")
     }
     report = {p.relative_to(PACKAGE_DIR).as_posix() for p in code_files([SCRIPTS / "report.py"])}
-    assert "data/paper_reported_values.yaml" in report and "outputs/report.py" in report
+    assert "data/paper_reported_values.yaml" in report and "results/report.py" in report

@@ -17,7 +17,7 @@ from snakemake.utils import validate
 
 from kvdiv.config import files, plan, startup
 from kvdiv.config.checks import check_config
-from kvdiv.config.files import ConfigError, load_yaml_strict
+from kvdiv.config.files import ConfigError, fill_result_defaults, load_yaml_strict
 from kvdiv.settings import Runtime
 from kvdiv.config.plan import trajectory_rule_name
 from kvdiv.names import check_config_names, check_results_root
@@ -34,6 +34,7 @@ def checked(edit, basedir: Path = REPO, marker_dir: Path | None = None) -> None:
     edit(config)
     given = copy.deepcopy(config)
     validate(config, str(REPO / "kvdiv/data/schema.yaml"))
+    fill_result_defaults(config)
     check_config_names(config)
     check_config(config, given, basedir=basedir)
     check_results_root(config["results"])
@@ -48,6 +49,7 @@ def test_the_shipped_configs_pass():
         config = load_yaml_strict(path)
         given = copy.deepcopy(config)
         validate(config, str(REPO / "kvdiv/data/schema.yaml"))
+        fill_result_defaults(config)
         check_config_names(config)
         check_config(config, given)
 

@@ -1,4 +1,4 @@
-"""Snakemake script of rule finite_figure4: render Figure 4 (kvdiv.outputs.figure4)."""
+"""Snakemake script of rule finite_figure4: render Figure 4 (kvdiv.results.figure4)."""
 
 import logging
 
@@ -6,7 +6,7 @@ import polars as pl
 
 from kvdiv.io import read_parquet
 from kvdiv.joblog import job_log
-from kvdiv.outputs.figure4 import plot_figure4
+from kvdiv.results.figure4 import plot_figure4
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 

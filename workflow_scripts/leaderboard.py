@@ -6,7 +6,7 @@ from pathlib import Path
 
 from kvdiv.analysis.inputs import load_metrics
 from kvdiv.joblog import job_log
-from kvdiv.outputs.leaderboard import describe_actions
+from kvdiv.results.leaderboard import describe_actions
 from kvdiv.results.registry import get_result, plot_result, write_result_table
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake

@@ -1,15 +1,12 @@
 """Figures 6 and 7: branch TV by divergence-aligned depth within first-divergence cohorts, and late-minus-early
 contrasts.
 
-**Late minus early (Figure 6, Figure 7).** Within the first-divergence cohort τ ≤ ``cohort_max_tau``, the
-mean branch TV δ_{τ+ℓ} over the late depth window minus that over the early window (``analysis.early``,
-``analysis.late``; depths ℓ = t − τ), pooled over rows as a ratio of document sums. ``strict pre-EOS`` keeps only
-steps before the first EOS of either chain and is a **within-document paired** difference: per document with
-pre-EOS steps in both windows, its late minus its early pre-EOS branch TV, averaged over those documents (their
-number is the row's ``n_documents``), so both windows describe the same documents (a pooled ratio would compare the
-documents still running at late depths with all documents at early ones). The profiles carry ``running``, the
-share of the cohort's pairs with neither chain ended at each depth.
-"""
+**Late minus early.** Within the cohort τ ≤ ``cohort_max_tau``, the mean branch TV δ_{τ+ℓ} over the late depth
+window minus that over the early window (``analysis.early``/``late``; ℓ = t − τ), pooled as a ratio of document sums.
+``strict pre-EOS`` keeps steps before the first EOS of either chain and is a within-document paired difference over
+the documents with pre-EOS steps in both windows (their number is the row's ``n_documents``), so both windows describe
+the same documents. The profiles carry ``running``, the share of the cohort's pairs with neither chain ended at each
+depth."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 The finite-state study (:mod:`kvdiv.finite.study`) compares the two samplers on enumerable systems; this module does
 the same for a swrb-mode study, whose draws also estimate the complete coupling's Var(M) per (document, action) cell
 (:func:`study_cells`), with the finite study's aggregates (:func:`retention_summary`) and the enclosure of R_H
-(:func:`study_enclosures`). The analysis items ``swrb`` are :func:`swrb_variance` and :func:`swrb_enclosure`; the
+(:func:`study_enclosures`). The result ``swrb``'s tables are :func:`swrb_variance` and :func:`swrb_enclosure`; the
 benchmark that runs both modes (benchmarks/swrb_llm.py) keeps its own tables in benchmarks/swrb_analysis.py.
 The mathematics: docs/estimators.md#on-a-real-model.
 """

@@ -79,23 +79,25 @@ def merge(base: dict, update: Mapping) -> dict:
 
 
 def validate(config: dict, where: str = "config") -> None:
-    """``config`` validated against :data:`SCHEMA`, its defaults filled in place (Snakemake's ``validate``); a
-    failure is one :class:`ConfigError` line: jsonschema's reason and the key it applies to."""
+    """``config`` validated against :data:`SCHEMA`, its defaults filled in place (Snakemake's ``validate``, then
+    :func:`fill_result_defaults`); a failure is one :class:`ConfigError` line: jsonschema's reason and the key it
+    applies to."""
     from snakemake.utils import validate as snakemake_validate
 
     try:
         snakemake_validate(config, str(SCHEMA))
     except Exception as err:  # snakemake's WorkflowError wraps jsonschema's multi-line message
         raise ConfigError(f"{where}: {_validation_summary(str(err))}") from None
+    fill_result_defaults(config)
 
 
-def fill_result_defaults(config: dict, given: Mapping) -> None:
+def fill_result_defaults(config: dict) -> None:
     """``analysis.studies`` when the config does not give it, from the registry of results
     (:func:`kvdiv.results.registry.default_studies`: each result's default study), keeping the results whose default
     study this config has; a config whose studies include none of them must name its own (a :class:`ConfigError`)."""
     from kvdiv.results.registry import default_studies
 
-    if "studies" in (given.get("analysis") or {}):
+    if "studies" in config.setdefault("analysis", {}):  # given (the schema has no default for it)
         return
     studies = config.get("studies") or {}
     defaults = default_studies()

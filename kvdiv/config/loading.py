@@ -7,7 +7,7 @@ import copy
 from pathlib import Path
 
 from kvdiv.config.checks import check_config
-from kvdiv.config.files import ConfigError, fill_result_defaults, load_yaml_strict, merge, validate
+from kvdiv.config.files import ConfigError, load_yaml_strict, merge, validate
 from kvdiv.names import check_config_names
 
 
@@ -27,7 +27,6 @@ def load(*paths: str | Path, basedir: str | Path = ".") -> dict:
     given = copy.deepcopy(config)
     where = ", ".join(map(str, paths))
     validate(config, where)
-    fill_result_defaults(config, given)
     check_config_names(config)
     check_config(config, given, basedir=basedir)
     return config

@@ -322,7 +322,8 @@ class Lookups:
         result = registry.get_result(item)
         a, section = self.analysis(), self.config[result.config]
         common = {"bootstrap": a["bootstrap"], "confidence": a["confidence"], "seed": self.config["seed"]}
-        return {**common, **result.table_settings(table, section)}
+        fixed = {"fixed": canonical(dict(result.tables[table].fixed))} if result.tables[table].fixed else {}
+        return {**common, **result.table_settings(table, section), **fixed}
 
     def plot_params(self, item: str) -> dict:
         """The settings a result's plot declares (Figure 6: its depth windows), from its config section: only its
@@ -333,7 +334,12 @@ class Lookups:
     @functools.cache
     def result_code(self, script: str, item: str) -> str:
         """The ``code`` param of a job of one result: its script's kvdiv imports and the result's own module (the
-        registry imports result modules by name, so each result's jobs hash only their own)."""
+        registry imports result modules by name, so each result's jobs hash only their own). An ``analysis`` job
+        hashes the modules of its result's builders instead of the result's module (its settings and fixed
+        arguments are params): a change of how a result is drawn or reported reruns no bootstrap."""
+        if script == "analysis.py":
+            builders = sorted({table.build.__module__ for table in registry.get_result(item).tables.values()})
+            return code_hash(str(self.basedir / "workflow_scripts" / script), *builders)
         return code_hash(str(self.basedir / "workflow_scripts" / script), *registry.result_modules(item))
 
     @functools.cache
@@ -361,7 +367,16 @@ class Lookups:
         for name in self.models():
             spec = self.model_spec(name)
             models[name] = spec.get("id") or spec.get("gguf_file") or spec.get("path") or spec["source"]
-        keys = ("contrasts", "directions", "cohort_max_tau", "early", "late", "bootstrap", "confidence", "paper_actions")
+        keys = (
+            "contrasts",
+            "directions",
+            "cohort_max_tau",
+            "early",
+            "late",
+            "bootstrap",
+            "confidence",
+            "paper_actions",
+        )
         return {
             "models": models,
             "studies": studies,

@@ -1,10 +1,8 @@
-"""What the workflow shows: figures, tables and the report, drawn from the analysis tables.
+"""The drawing and writing helpers every result uses (each result's own plot, table and report section live in its
+module of :mod:`kvdiv.results`).
 
-Modules: :mod:`~kvdiv.outputs.registry` (one result per item of :mod:`kvdiv.analysis.items`: its report section,
-plot, display frame and paper keys), one module per item (:mod:`~kvdiv.outputs.figure5` ... ``figure7``,
-``figure_probabilistic``, ``table2``, ``table3``, ``accuracy``, ``swrb``, ``leaderboard``: its plot or display frame
-and its report section), :mod:`~kvdiv.outputs.figure4` (the finite-state study), :mod:`~kvdiv.outputs.style` (the
-one matplotlib style, atomic PDF + PNG), :mod:`~kvdiv.outputs.tables` (the one table writer: CSV, Markdown, LaTeX),
-:mod:`~kvdiv.outputs.report_cells` (the cells of report sections) and :mod:`~kvdiv.outputs.report`
-(``results/report.md``; the paper's values come only from ``kvdiv/data/paper_reported_values.yaml``).
+Modules: :mod:`~kvdiv.outputs.style` (the one matplotlib style: page width, panel grids, legends outside the data,
+atomic PDF + PNG), :mod:`~kvdiv.outputs.tables` (the one table writer: CSV, Markdown, LaTeX),
+:mod:`~kvdiv.outputs.report_cells` (the cells of report sections) and :mod:`~kvdiv.outputs.pages` (Markdown as
+self-contained HTML pages for Snakemake's report).
 """

@@ -47,13 +47,14 @@ def ci(row: Mapping | None, digits: int = 2, key: str = "estimate") -> str:
 _MISSING = object()
 
 
-def paper_value(values: Mapping, *path: str) -> str:
-    """The paper's value at ``path`` of ``values`` as text (a list as ``[a, b]``); ``–`` when it reports none."""
+def paper_value(values: Mapping, *path: str, pair: bool = False) -> str:
+    """The paper's value at ``path`` of ``values`` as text: a range as ``[a, b]``, a ``pair`` of two quantities
+    (MAE and RMSE; SnapKV's and recent's values) as ``a / b``, never as an interval; ``–`` when it reports none."""
     node = lookup(values, path, _MISSING)
     if node is _MISSING:
         return "–"
     if isinstance(node, list):
-        return "[" + ", ".join(str(v) for v in node) + "]"
+        return " / ".join(str(v) for v in node) if pair else "[" + ", ".join(str(v) for v in node) + "]"
     return str(node)
 
 

@@ -2,7 +2,7 @@
 (booktabs), each written atomically, and the cell formats they share (percentage points, ``est [lo, hi]``).
 
 Every table item, the leaderboard and their display frames (each in its item's own module) go through
-:func:`write_table`; which item has which display frame and caption is :mod:`kvdiv.outputs.registry`.
+:func:`write_table`; which result has which display frame and caption is its module of :mod:`kvdiv.results`.
 """
 
 from __future__ import annotations

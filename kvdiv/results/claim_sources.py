@@ -181,7 +181,9 @@ def table3_rows(predictor: str, methods: Sequence[str]) -> Source:
             return []
         rows = frame.filter((pl.col("predictor") == predictor) & pl.col("method").is_in(list(methods)))
         return [
-            Estimate(r["model"], f"{r['contrast']}, {r['method']}", _split(r["contrast"]), {**r, "estimate": r["difference"]})
+            Estimate(
+                r["model"], f"{r['contrast']}, {r['method']}", _split(r["contrast"]), {**r, "estimate": r["difference"]}
+            )
             for r in rows.iter_rows(named=True)
         ]
 

@@ -16,6 +16,7 @@ import polars as pl
 
 from kvdiv.analysis import verdicts
 from kvdiv.outputs.report_cells import NOT_IDENTIFIED_TEXT
+from kvdiv.results.figure7 import PAPER_ACTIONS_90
 from kvdiv.results.claim_sources import (
     Estimate,
     Inputs,
@@ -35,8 +36,6 @@ from kvdiv.results.claim_sources import (
     value_range,
 )
 
-#: The 50%- and 90%-study actions whose values the paper reports, in its order (Figure 7's pairs: SnapKV, recent).
-PAPER_90 = ("snapkv_90", "recent_90")
 PCT = 0.01  # the paper's percentages and pp as proportions
 
 
@@ -153,7 +152,7 @@ CLAIMS: tuple[Claim, ...] = (
         "pp",
         statistic("figure7", "late_minus_early", "late_minus_early_strict_pre_eos", by="family"),
         +1,
-        pair_by_action("retention90", "strict_pre_eos_late_minus_early_pp", PAPER_90, PCT, " pp"),
+        pair_by_action("retention90", "strict_pre_eos_late_minus_early_pp", PAPER_ACTIONS_90, PCT, " pp"),
     ),
     Claim(
         "C8",

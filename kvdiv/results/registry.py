@@ -95,7 +95,9 @@ def write_result_table(name: str, numbers: pl.DataFrame, paths: Sequence[str | P
 
     result = get_result(name)
     if result.display is None:
-        raise KeyError(f"result {name!r} has no table; tables: {', '.join(n for n in names() if get_result(n).display)}")
+        raise KeyError(
+            f"result {name!r} has no table; tables: {', '.join(n for n in names() if get_result(n).display)}"
+        )
     write_table(numbers, result.display(numbers), paths, result.caption, f"tab:{name}")
 
 

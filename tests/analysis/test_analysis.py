@@ -13,11 +13,11 @@ from kvdiv.results.registry import get_result
 from kvdiv.io import write_parquet
 from kvdiv.outputs import tables
 from kvdiv.metrics import compute_metrics
-from kvdiv.outputs.figure5 import plot_figure5
-from kvdiv.outputs.figure6 import plot_figure6
-from kvdiv.outputs.figure7 import plot_figure7
-from kvdiv.outputs.table2 import table2_frame
-from kvdiv.outputs.table3 import table3_frame
+from kvdiv.results.figure5 import plot_figure5
+from kvdiv.results.figure6 import plot_figure6
+from kvdiv.results.figure7 import plot_figure7
+from kvdiv.results.table2 import table2_frame
+from kvdiv.results.table3 import table3_frame
 from kvdiv.results.report import build_report, paper_values
 from support.synthetic_cube import simulate_cube
 
@@ -286,13 +286,13 @@ def test_cross_fit_predictions_recover_exact_models():
 def test_table3_and_writers(study50, tmp_path):
     _, m = study50
     t3 = prediction.prediction_table(m, ["snapkv_512", "snapkv_half"], [1, 32], 100, 3, 0.95, folds=4)
-    assert t3.height == 6  # 2 predictors × 3 methods, one model
+    assert t3.height == 8  # 2 predictors × 4 methods (raw, cell_mean, ridge, the intercept baseline), one model
     assert {"mae", "rmse", "interval_within", "point_within", "difference"} <= set(t3.columns)
     assert (t3["rmse"] >= t3["mae"] - 1e-12).all()
     display = table3_frame(t3)
     paths = [tmp_path / "t3.csv", tmp_path / "t3.md", tmp_path / "t3.tex"]
     tables.write_table(t3, display, paths, "Table 3", "tab:3")
-    assert pl.read_csv(paths[0]).height == 6
+    assert pl.read_csv(paths[0]).height == 8
     assert paths[1].read_text().count("\n|") >= 7
     assert r"\begin{tabular}" in paths[2].read_text() and r"\_" in paths[2].read_text()
     with pytest.raises(ValueError, match="table3_contrast"):

@@ -1,4 +1,4 @@
-"""kvdiv.analysis.leaderboard and kvdiv.outputs.leaderboard: the ranking on a synthetic cube whose actions have known
+"""kvdiv.analysis.leaderboard and kvdiv.results.leaderboard: the ranking on a synthetic cube whose actions have known
 divergence hazards, point estimates against a direct computation from the rows, and the written files."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from kvdiv.analysis.inputs import Metrics
 from kvdiv.analysis.leaderboard import leaderboard_table
 from kvdiv.metrics import compute_metrics
-from kvdiv.outputs.leaderboard import display_frame, press_name, retention, write_leaderboard, read_markdown
+from kvdiv.results.leaderboard import display_frame, press_name, retention, write_leaderboard, read_markdown
 from support.synthetic_cube import simulate_cube
 
 HAZARDS = {"low": 0.01, "mid": 0.05, "high": 0.2}

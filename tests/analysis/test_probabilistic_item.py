@@ -20,9 +20,10 @@ from kvdiv.results.registry import get_result
 from kvdiv.analysis.inputs import POOLED
 from kvdiv.io import write_parquet
 from kvdiv.metrics import compute_metrics
-from kvdiv.outputs.figure_probabilistic import plot_probabilistic, reference_groups
+from kvdiv.results.probabilistic import plot_probabilistic, reference_groups
 from kvdiv.results.report import build_report
 from support.synthetic_cube import simulate_cube
+from support.checkout import checkout_ignore
 
 REPO = Path(__file__).resolve().parents[2]
 STRATA = ("ruler_256", "helmet_256")
@@ -125,9 +126,7 @@ def test_report_has_the_sections_of_the_items_built(study, tmp_path):
 
 @pytest.mark.workflow
 def test_probabilistic_config_builds_only_its_item(tmp_path):
-    ignore = shutil.ignore_patterns(
-        ".venv", ".git", "results", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info", "logs"
-    )
+    ignore = checkout_ignore(REPO)
     work = Path(shutil.copytree(REPO, tmp_path / "wf", ignore=ignore))
     proc = subprocess.run(
         [

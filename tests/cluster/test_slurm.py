@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from support.checkout import checkout_ignore
 
 import pytest
 
@@ -120,9 +121,7 @@ def snakemake_ok(workdir: Path, args: list[str], limit: int) -> str:
 
 def copy_repo(dest: Path) -> Path:
     """A copy of the workflow (no results, no venv, no git) to run snakemake in."""
-    ignore = shutil.ignore_patterns(
-        ".venv", ".git", "results", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info"
-    )
+    ignore = checkout_ignore(REPO)
     shutil.copytree(REPO, dest, ignore=ignore)
     return dest
 

@@ -1,6 +1,6 @@
 """Every figure kvdiv draws is legible at page width (issue 38, item 4).
 
-Each figure of the registry (:data:`kvdiv.outputs.registry.RESULTS`, so a figure added there is checked here without
+Each figure of the registry (:mod:`kvdiv.results.registry`, so a figure added there is checked here without
 touching this file) and Figure 4 (rule ``finite_figure4``) is drawn from synthetic inputs with many actions (12),
 contrasts (10), strata (3) and two models, at the schema's default dpi, and checked with matplotlib's renderer:
 
@@ -28,11 +28,11 @@ from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 from PIL import Image
 
-from kvdiv.analysis import inputs, items
+from kvdiv.analysis import inputs
 from kvdiv.metrics import compute_metrics
-from kvdiv.outputs.figure4 import plot_figure4
-from kvdiv.outputs.leaderboard import describe_actions
-from kvdiv.outputs.registry import RESULTS, plot_result
+from kvdiv.results.figure4 import plot_figure4
+from kvdiv.results.leaderboard import describe_actions
+from kvdiv.results.registry import get_result, names, plot_result
 from support.synthetic_cube import simulate_cube
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,7 +105,7 @@ SETTINGS = {
     "late": [33, 48],
     "steps": [8, 32],
 }
-FIGURES = [name for name, result in RESULTS.items() if result.plot is not None]
+FIGURES = [name for name in names() if get_result(name).plot is not None]
 
 
 def synthetic_metrics() -> inputs.Metrics:
@@ -137,8 +137,8 @@ def metrics() -> inputs.Metrics:
 
 def figure_data(name: str, metrics: inputs.Metrics):
     """What rule ``figure`` (or ``leaderboard``) hands the plot of result ``name``."""
-    frames = items.build_item(name, metrics, **SETTINGS)
-    if items.get_item(name).kind == "leaderboard":
+    frames = get_result(name).build(metrics, **SETTINGS)
+    if get_result(name).kind == "leaderboard":
         numbers = frames["numbers"].filter(pl.col("model") == MODELS[0])
         return describe_actions(numbers, {a: spec for a, (_, spec) in ACTIONS.items()})
     return frames
@@ -229,7 +229,8 @@ def legibility_problems(fig, png: Path, dpi: int, monkeypatch) -> list[str]:
 def test_every_registered_figure_is_legible(name, metrics, drawn, monkeypatch, tmp_path):
     dpi = DPI_SCHEMA["default"]
     png = tmp_path / f"{name}.png"
-    plot_result(name, figure_data(name, metrics), tmp_path / f"{name}.pdf", png, dpi=dpi, **SETTINGS)
+    plot_settings = get_result(name).plot_settings(SETTINGS)
+    plot_result(name, figure_data(name, metrics), tmp_path / f"{name}.pdf", png, dpi=dpi, **plot_settings)
     assert len(drawn) == 1 and (tmp_path / f"{name}.pdf").read_bytes()[:4] == b"%PDF"
     problems = legibility_problems(drawn[0], png, dpi, monkeypatch)
     assert not problems, f"{name}: {len(problems)} problems:\n" + "\n".join(problems[:25])
@@ -278,7 +279,7 @@ def test_the_leaderboard_key_names_exactly_the_colours_drawn(metrics, drawn, tmp
     grey decoding rows and no blue one)."""
     from matplotlib.colors import to_hex
 
-    from kvdiv.outputs.leaderboard import RETENTION_CLASSES
+    from kvdiv.results.leaderboard import RETENTION_CLASSES
 
     table = figure_data("leaderboard", metrics)
     plot_result("leaderboard", table, tmp_path / "l.pdf", tmp_path / "l.png", dpi=50)

@@ -213,7 +213,8 @@ def test_a_malformed_result_is_refused():
 
 def test_each_results_jobs_hash_only_their_own_module(tmp_path):
     """The registry imports result modules by name: a job's code covers its script and its own result's module, so
-    editing Figure 5's module changes Figure 5's code hash and not Figure 6's; the report's covers every result."""
+    editing Table 3's module changes Table 3's code hash and no other result's (results that import another's
+    drawing helpers, as Figure 7 imports Figure 5's, hash it too); the report's covers every result."""
     import shutil
 
     package = tmp_path / "kvdiv"
@@ -225,6 +226,6 @@ def test_each_results_jobs_hash_only_their_own_module(tmp_path):
         return own | {"report": code_hash(script, *registry.result_modules(), package_dir=package)}
 
     before = hashes()
-    (package / "results" / "figure5.py").write_text((package / "results" / "figure5.py").read_text() + "\n# edited\n")
+    (package / "results" / "table3.py").write_text((package / "results" / "table3.py").read_text() + "\n# edited\n")
     after = hashes()
-    assert {name for name in before if before[name] != after[name]} == {"figure5", "report"}
+    assert {name for name in before if before[name] != after[name]} == {"table3", "report"}

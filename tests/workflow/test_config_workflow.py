@@ -10,14 +10,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from support.checkout import checkout_ignore
 
 import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-IGNORE = shutil.ignore_patterns(
-    ".venv", ".git", "results", "logs", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info"
-)
+IGNORE = checkout_ignore(REPO)
 TARGET = "results/smoke/models/tiny/provenance.json"  # config/smoke.yaml's output root
 
 pytestmark = pytest.mark.workflow

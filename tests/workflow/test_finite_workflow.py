@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from support.checkout import checkout_ignore
 
 import polars as pl
 import pytest
@@ -34,9 +35,7 @@ def snakemake(workdir: Path, *args: str) -> str:
 
 
 def test_finite_state_stage_end_to_end(tmp_path):
-    ignore = shutil.ignore_patterns(
-        ".venv", ".git", "results", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info", "logs"
-    )
+    ignore = checkout_ignore(REPO)
     work = Path(shutil.copytree(REPO, tmp_path / "wf", ignore=ignore))
     config = yaml.safe_load((work / "config/config.yaml").read_text())
     config["finite_state"]["replicates"] = 3000

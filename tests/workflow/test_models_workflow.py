@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from support.checkout import checkout_ignore
 
 import pytest
 import yaml
@@ -33,9 +34,7 @@ def snakemake(workdir: Path, *args: str) -> str:
 
 @pytest.mark.workflow
 def test_resolve_rule_orders_tokenizer_dependency_and_reruns_only_changed_models(tmp_path):
-    ignore = shutil.ignore_patterns(
-        ".venv", ".git", "results", "logs", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info"
-    )
+    ignore = checkout_ignore(REPO)
     work = Path(shutil.copytree(REPO, tmp_path / "wf", ignore=ignore))
     config = {
         "models": {

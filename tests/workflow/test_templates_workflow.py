@@ -16,6 +16,7 @@ import yaml
 from transformers import AutoTokenizer
 
 from kvdiv.trajectories.store import read_document_store, read_prompt_ids
+from support.checkout import checkout_ignore
 
 REPO = Path(__file__).resolve().parents[2]
 LLAMA3_TEMPLATE = (
@@ -73,9 +74,7 @@ def expected_rendering(model: str, message: str, prefix: str) -> str:
 @pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("templates") / "repo"
-    ignore = shutil.ignore_patterns(
-        ".venv", ".git", "results", "logs", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info"
-    )
+    ignore = checkout_ignore(REPO)
     shutil.copytree(REPO, work, ignore=ignore)
     (work / "templates.yaml").write_text(yaml.safe_dump(CONFIG, sort_keys=False))
     targets = [f"results/two/cube/{m}.zarr" for m in CONFIG["models"]]

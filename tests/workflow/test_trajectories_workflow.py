@@ -20,6 +20,7 @@ import yaml
 
 from kvdiv.trajectories.summary import summarize
 from kvdiv.trajectories.store import open_cube, read_document_store, read_store_arrays, verify_store
+from support.checkout import checkout_ignore
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = {
@@ -46,9 +47,7 @@ CONFIG = {
 CUBE = "results/tiny/cube/tiny.zarr"
 STORE = "results/tiny/trajectories/tiny/tiny-ruler_512-0000.zarr"
 METRICS = [f"results/tiny/metrics/tiny/{name}.parquet" for name in ("replicates", "profiles_aligned", "profiles_clock")]
-IGNORE = shutil.ignore_patterns(
-    ".venv", ".git", "results", "logs", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info"
-)
+IGNORE = checkout_ignore(REPO)
 
 pytestmark = pytest.mark.workflow
 

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from support.checkout import checkout_ignore
 
 import polars as pl
 import pytest
@@ -35,9 +36,7 @@ def run_snakemake(workdir: Path, *args: str, timeout: int = 900) -> subprocess.C
 
 def copy_repo(dest: Path) -> Path:
     """A copy of the workflow (no results, no venv, no git) to run snakemake in."""
-    ignore = shutil.ignore_patterns(
-        ".venv", ".git", "results", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info"
-    )
+    ignore = checkout_ignore(REPO)
     shutil.copytree(REPO, dest, ignore=ignore)
     return dest
 
