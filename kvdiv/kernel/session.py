@@ -90,10 +90,23 @@ class KernelSession:
             raise ValueError("the prompt needs at least 2 tokens")
         self.prompt_ids = ids
         self.prompt_length = int(ids.numel())
+        n_ids = int(ids.numel())
+        if compressed_length is not None and not 1 <= int(compressed_length) < n_ids:
+            raise ValueError(
+                f"compressed_length {compressed_length} must lie in 1..{n_ids - 1} (prompt of {n_ids} tokens)"
+            )
+        if compressed_length is not None:
+            self._compressed = int(compressed_length)
+        else:
+            self._compressed = n_ids - 1 if self.evict_first_step else n_ids
+        self.compressed_length = self._compressed
         self.actions = {name: spec if isinstance(spec, BasePress) else dict(spec) for name, spec in actions.items()}
-        # a press instance (kvdiv.compare) is copied: presses keep per-prefill state, one copy per session
+        # a press instance (kvdiv.compare) is copied: presses keep per-prefill state, one copy per session; a spec's
+        # kept_entries becomes the ratio keeping that many of the entries compressed
         self.presses = {
-            name: copy.deepcopy(spec) if isinstance(spec, BasePress) else build_press(spec, name=name)
+            name: copy.deepcopy(spec)
+            if isinstance(spec, BasePress)
+            else build_press(spec, name=name, prompt_length=self._compressed)
             for name, spec in self.actions.items()
         }
         if seed_parts is not None:
@@ -125,16 +138,6 @@ class KernelSession:
         self._kept_cache: dict[str, list[torch.Tensor | None]] = {}
         self._in_prompt = False
 
-        n_ids = int(ids.numel())
-        if compressed_length is not None and not 1 <= int(compressed_length) < n_ids:
-            raise ValueError(
-                f"compressed_length {compressed_length} must lie in 1..{n_ids - 1} (prompt of {n_ids} tokens)"
-            )
-        if compressed_length is not None:
-            self._compressed = int(compressed_length)
-        else:
-            self._compressed = n_ids - 1 if self.evict_first_step else n_ids
-        self.compressed_length = self._compressed
         self._prefixes, self._kept_lengths, logits = prefill_caches(
             self.model, self._attn, self.presses, ids[: self._compressed], self.device
         )
