@@ -6,8 +6,9 @@ kept: when the press keeps no more than its window, attention chooses nothing an
 The rule of a scorer: of the ``kept`` entries, ``sinks`` leading and ``window`` trailing ones are pinned; the scoring
 chooses ``kept − sinks − window``, which must be ≥ max(window, 1) (:data:`WINDOW_FACTOR`: kept ≥ sinks + 2 × window)
 where the workflow starts (``strict``, at each stratum's length) and ≥ 1 in a job (at each document's own length: the
-press chooses something). Other findings (nothing evicted, a decoding press that never cuts within H, LagKV's recency
-fallback, a window longer than the prompt) hold at both. docs/usage.md#actions.
+press chooses something). Other findings (``kept_entries`` or a decoding press that evicts nothing at that length,
+LagKV's recency fallback, a window longer than the prompt) hold at both; a compression ratio of 0, which evicts nothing
+at any length, only where the workflow starts (library tests use it). docs/usage.md#actions.
 """
 
 from __future__ import annotations
@@ -120,8 +121,8 @@ def judge(kept: int, n: int, found: Pins, strict: bool, kind: str) -> str | None
 
 def _scorer(press: Any, n: int, horizon: int, strict: bool) -> str | None:
     kept = _kept(press, n)
-    if kept == n:
-        return "evicts nothing (compression ratio 0): Q ≡ P"
+    if kept == n:  # whatever the length: the workflow refuses it at start-up (registry.check_evicts), a library may not
+        return "evicts nothing (compression ratio 0): Q ≡ P" if strict else None
     if kept == 0:
         ratio = press.compression_ratio
         return f"its compression ratio {ratio:g} keeps no entry of {n} (kvpress keeps one, chosen by a tie-break)"
@@ -238,13 +239,26 @@ def kept_entries(press: Any, n: int) -> int | None:
     return kept_entries(inner, n) if isinstance(inner, BasePress) else None
 
 
-def budget_record(spec: Mapping[str, Any], n: int) -> dict[str, Any]:
-    """A store's record of an action's budget at a document: the entries compressed, the compression ratio the press
-    ran at (computed from ``kept_entries`` when it gives one) and the entries it kept."""
-    press = build_press(spec, prompt_length=n)
+def budget_record(action: Any, n: int) -> dict[str, Any]:
+    """A store's record of an action's budget at a document: the entries compressed, the compression ratio its press
+    ran at (computed from ``kept_entries`` where the action gives one) and the entries it kept (None: unknown)."""
+    press = action if isinstance(action, BasePress) else build_press(action, prompt_length=n)
     ratio = getattr(press, "compression_ratio", None)
     return {
         "compressed_entries": n,
-        "compression_ratio": ratio if isinstance(ratio, float | int) and not isinstance(ratio, bool) else None,
+        "compression_ratio": ratio if isinstance(ratio, (float, int)) and not isinstance(ratio, bool) else None,
         "kept_entries": kept_entries(press, n),
     }
+
+
+def action_reasons(actions: Mapping[str, Any], n: int, horizon: int, strict: bool) -> dict[str, str]:
+    """{action: why it is not itself} of the actions (specs, or press instances) compressing ``n`` entries."""
+    found = {}
+    for name, action in actions.items():
+        if isinstance(action, BasePress):
+            reason = reason_of(action, n, horizon, strict)
+        else:
+            reason = degenerate_reason(action, n, horizon, strict)
+        if reason:
+            found[name] = reason
+    return found
