@@ -122,7 +122,7 @@ CASES = [
         32,
         False,
         None,
-    ),  # noqa: E501
+    ),
     (
         "DecodingPress",
         {"press": "DecodingPress", "target_size": 116, "compression_interval": 16, "wraps": {"press": "KnormPress"}},
@@ -130,7 +130,7 @@ CASES = [
         32,
         False,
         "never evicts anything",
-    ),  # noqa: E501
+    ),
     (
         "DecodingPress",
         {"press": "DecodingPress", "target_size": 64, "compression_interval": 40, "wraps": {"press": "KnormPress"}},
@@ -138,7 +138,7 @@ CASES = [
         32,
         False,
         "beyond horizon 32",
-    ),  # noqa: E501
+    ),
     (
         "DecodingPress",
         {
@@ -151,7 +151,7 @@ CASES = [
         32,
         True,
         "keeps 20 entries, and 16 are pinned",
-    ),  # noqa: E501
+    ),
     (
         "CompressionRatioDecodingPress",
         {
@@ -164,7 +164,7 @@ CASES = [
         32,
         False,
         "target_compression_ratio 0 keeps every entry",
-    ),  # noqa: E501
+    ),
     (
         "CompressionRatioDecodingPress",
         {
@@ -177,7 +177,7 @@ CASES = [
         32,
         True,
         None,
-    ),  # noqa: E501
+    ),
     (
         "PrefillDecodingPress",
         {"press": "PrefillDecodingPress"},
@@ -185,7 +185,7 @@ CASES = [
         H,
         False,
         "without a prefilling_press or a decoding_press",
-    ),  # noqa: E501
+    ),
     (
         "PrefillDecodingPress",
         {"press": "PrefillDecodingPress", "prefilling_press": SNAP8},
@@ -193,7 +193,7 @@ CASES = [
         H,
         True,
         "prefilling_press: SnapKVPress keeps 15",
-    ),  # noqa: E501
+    ),
     (
         "PrefillDecodingPress",
         {
@@ -201,7 +201,7 @@ CASES = [
             "prefilling_press": SNAP8,
             "decoding_press": {
                 "press": "DecodingPress",
-                "target_size": 50,
+                "target_size": 70,
                 "compression_interval": 16,
                 "wraps": {"press": "KnormPress"},
             },
@@ -210,7 +210,7 @@ CASES = [
         32,
         True,
         "never evicts",
-    ),  # noqa: E501
+    ),
     (
         "PrefillDecodingPress",
         {
@@ -227,7 +227,7 @@ CASES = [
         32,
         True,
         None,
-    ),  # noqa: E501
+    ),
     (
         "ProbabilisticPress",
         {
@@ -241,7 +241,7 @@ CASES = [
         H,
         True,
         "observation window of 8",
-    ),  # noqa: E501
+    ),
     (
         "ProbabilisticPress",
         {
@@ -255,7 +255,7 @@ CASES = [
         H,
         True,
         None,
-    ),  # noqa: E501
+    ),
     ("ProbabilisticPress", {"press": "ProbabilisticPress", "compression_ratio": 0.99}, 50, H, False, "keeps no entry"),
     (
         "ProbabilisticPress",
@@ -264,7 +264,7 @@ CASES = [
         H,
         False,
         "kept_entries = 10 keeps all 9",
-    ),  # noqa: E501
+    ),
 ]
 
 
