@@ -21,6 +21,7 @@ from kvdiv.kernel.chain_slots import Chain, ChainSlots
 from kvdiv.kernel.decoding import ChainState, match_rows, run_decoding_hooks
 from kvdiv.kernel.prefill import REFERENCE, Prefix, attention_layers, prefill_caches
 from kvdiv.kernel.presses.protocol import IndexedPress, SeededPress
+from kvdiv.kernel.presses.own_scores import watch_own_scores
 from kvdiv.kernel.presses.registry import build_press, decoding_press
 
 # kvpress after kvdiv.kernel.decode_attention (which imports it behind the lazy `datasets` placeholder)
@@ -109,6 +110,7 @@ class KernelSession:
             else build_press(spec, name=name, prompt_length=self._compressed)
             for name, spec in self.actions.items()
         }
+        watch_own_scores(self.presses)  # own presses' scores checked on every call (NaN, all equal, mis-shaped)
         if seed_parts is not None:
             for name, press in self.presses.items():
                 if isinstance(press, SeededPress):
