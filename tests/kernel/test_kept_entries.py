@@ -1,6 +1,6 @@
 """``kept_entries``: a scorer press keeps a fixed number of entries (the literature's "SnapKV-512"), its compression
-ratio computed per prompt from the entries compressed. Checked against kvpress run with that ratio: the same kept positions,
-the same cache tensors, the same laws, bit for bit; and exactly K entries kept."""
+ratio computed per prompt from the entries compressed. Checked against kvpress run with that ratio: the same kept
+positions, the same cache tensors, the same laws, bit for bit; and exactly K entries kept."""
 
 from __future__ import annotations
 
