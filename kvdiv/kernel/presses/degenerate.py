@@ -1,14 +1,11 @@
-"""Whether an action can be itself at a prompt length: the entries its press keeps against the entries its scoring pins
-whatever the scores, one rule per press kind (:data:`PINS`, :data:`RULES`; an own press may declare its own,
-``degenerate_reason``). kvpress pads SnapKV's observation window with the maximum score + 1, so the window is always
-kept: when the press keeps no more than its window, attention chooses nothing and SnapKV is a recency rule.
-
-The rule of a scorer: of the ``kept`` entries, ``sinks`` leading and ``window`` trailing ones are pinned; the scoring
-chooses ``kept − sinks − window``, which must be ≥ max(window, 1) (:data:`WINDOW_FACTOR`: kept ≥ sinks + 2 × window)
-where the workflow starts (``strict``, at each stratum's length) and ≥ 1 in a job (at each document's own length: the
-press chooses something). Other findings (``kept_entries`` or a decoding press that evicts nothing at that length,
-LagKV's recency fallback, a window longer than the prompt) hold at both; a compression ratio of 0, which evicts nothing
-at any length, only where the workflow starts (library tests use it). docs/usage.md#actions.
+"""Whether an action can be itself at a prompt length: the entries its press keeps against the entries its scores pin
+whatever they are (kvpress pads SnapKV's observation window with the maximum score + 1: kept no more than the window,
+attention chooses nothing), one rule per press kind (:data:`PINS`, :data:`RULES`; an own press may declare
+``degenerate_reason``). A scorer keeping ``kept`` with ``sinks`` + ``window`` pinned must choose ≥ max(window, 1)
+(kept ≥ sinks + 2 × window) where the workflow starts (``strict``, at each stratum's length) and ≥ 1 in a job (at each
+document's own length). Other findings (``kept_entries`` or a decoding press that evicts nothing, LagKV's recency
+fallback, pins covering the prompt) hold at both; a ratio of 0 (nothing evicted at any length) only at start-up, since
+library tests use it. docs/usage.md#actions.
 """
 
 from __future__ import annotations
