@@ -38,8 +38,9 @@ class KernelSession:
     prompt_ids : LongTensor [n] or [1, n]
         The prompt's token ids.
     actions : mapping name → action spec or press instance
-        ``{press: <name>, **arguments}`` (see :mod:`kvdiv.kernel.presses.registry`), or a kvpress press instance (a copy
-        is used); "reference" is reserved.
+        ``{press: <name>, **arguments}`` (see :mod:`kvdiv.kernel.presses.registry`; ``kept_entries``: the ratio keeping
+        that many of the entries compressed), or a kvpress press instance (a copy is used); "reference" is reserved.
+        Own presses' scores are checked on every call (:mod:`kvdiv.kernel.presses.own_scores`).
     temperature : float
         Next-token laws are softmax(logits / temperature) in float64.
     evict_first_step : bool
