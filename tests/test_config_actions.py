@@ -170,3 +170,20 @@ def test_kept_entries_actions_start(tmp_path):
         config["studies"]["retention50"]["actions"].append("snapkv_k256")
 
     assert list(degenerate_actions(started(edit, tmp_path))["retention50"]) == ["snapkv_512"]  # the smoke's own
+
+
+def test_a_passed_check_is_not_reused_for_other_strata(tmp_path):
+    """The start-up marker (a passed check skips the kvpress import next time) covers the studies an action is judged
+    in, not only the actions section: the same actions with a study that now runs SnapKV-512 are checked again."""
+
+    def edit(config, *, run_it: bool):
+        at_704(config)
+        if not run_it:
+            config["studies"]["retention50"]["actions"].remove("snapkv_512")
+            config["analysis"]["contrasts"] = [["recent_half", "snapkv_half"]]
+            config["analysis"]["table3_contrast"] = ["recent_half", "snapkv_half"]
+
+    started(lambda c: edit(c, run_it=False), tmp_path)
+    assert len(list(tmp_path.iterdir())) == 1  # the marker of a passed check
+    with pytest.raises(ConfigError, match="action 'snapkv_512' at stratum ruler_704"):
+        started(lambda c: edit(c, run_it=True), tmp_path)

@@ -32,7 +32,10 @@ def check_actions(
     if not main_process:
         return
     actions = canonical(dict(config.get("actions") or {}))
-    studies = canonical(dict(config.get("studies") or {}))  # the strata each action must be itself at
+    judged = ("actions", "strata", "horizon", "evict_first_step")  # what kvdiv.config.actions judges an action by
+    studies = canonical(
+        {name: {k: spec.get(k) for k in judged} for name, spec in (config.get("studies") or {}).items()}
+    )
     sources = {path: hashlib.sha256(Path(path).read_bytes()).hexdigest() for path in press_modules}
     key = fingerprint(actions, studies, code_hash("kvdiv.config.actions"), version("kvpress"), sources)
     marker = Path(marker_dir) / f"actions-valid-{key}"
