@@ -9,7 +9,7 @@ from kvpress.utils import compute_n_kept
 
 from kvdiv.kernel.presses.registry import ratio_keeping
 from kvdiv.trajectories.job import run_documents
-from kvdiv.trajectories.store import read_document_store
+from kvdiv.trajectories.store import build_cube, read_attrs, read_document_store
 
 DOCUMENT = {
     "id": "d",
@@ -37,6 +37,8 @@ def test_stores_record_the_budget_each_press_ran_at(tiny_llama, tmp_path, compre
         "ratio": {"compressed_entries": n, "compression_ratio": 0.5, "kept_entries": compute_n_kept(n, 0.5)},
     }
     assert attrs["allow_degenerate"] == {}
+    cube = build_cube("s", tiny_llama.name, [out], tmp_path / "cube.zarr")
+    assert not {"press_budget", "allow_degenerate"} & set(read_attrs(cube))  # per document, not the cube's
 
 
 def test_an_action_that_cannot_act_at_a_documents_length_is_refused_before_any_prefill(tiny_llama, tmp_path):
