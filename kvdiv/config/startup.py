@@ -20,9 +20,10 @@ def check_actions(
     marker_dir: str | Path = ".snakemake/kvdiv",
 ) -> None:
     """Every configured action builds its press (it exists, accepts its arguments, their values are in range, it
-    evicts something), not inside a trajectory job hours later. Only in the main process (a cluster job re-reading
-    the workflow skips it), and once per actions section, press files, kvdiv registry code and kvpress version (a
-    marker under ``marker_dir`` spares the kvpress import on later starts)."""
+    evicts something) and is itself at every stratum of its studies (:mod:`kvdiv.config.actions`), not inside a
+    trajectory job hours later. Only in the main process (a cluster job re-reading the workflow skips it), and once
+    per actions and studies sections, press files, kvdiv code and kvpress version (a marker under ``marker_dir``
+    spares the kvpress import on later starts)."""
     from importlib.metadata import version
 
     from kvdiv.codehash import code_hash, fingerprint
@@ -31,8 +32,12 @@ def check_actions(
     if not main_process:
         return
     actions = canonical(dict(config.get("actions") or {}))
+    judged = ("actions", "strata", "horizon", "evict_first_step")  # what kvdiv.config.actions judges an action by
+    studies = canonical(
+        {name: {k: spec.get(k) for k in judged} for name, spec in (config.get("studies") or {}).items()}
+    )
     sources = {path: hashlib.sha256(Path(path).read_bytes()).hexdigest() for path in press_modules}
-    key = fingerprint(actions, code_hash("kvdiv.kernel.presses.registry"), version("kvpress"), sources)
+    key = fingerprint(actions, studies, code_hash("kvdiv.config.actions"), version("kvpress"), sources)
     marker = Path(marker_dir) / f"actions-valid-{key}"
     if marker.is_file():
         return
@@ -45,6 +50,9 @@ def check_actions(
             check_evicts(spec, name)  # a press that evicts nothing measures Q = P
         except ValueError as err:
             raise ConfigError(f"actions.{name}: {err}") from None
+    from kvdiv.config.actions import check_degenerate
+
+    check_degenerate(config)  # every (study, action, stratum): the action is itself (kvdiv.kernel.presses.degenerate)
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
 

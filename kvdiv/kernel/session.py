@@ -21,6 +21,7 @@ from kvdiv.kernel.chain_slots import Chain, ChainSlots
 from kvdiv.kernel.decoding import ChainState, match_rows, run_decoding_hooks
 from kvdiv.kernel.prefill import REFERENCE, Prefix, attention_layers, prefill_caches
 from kvdiv.kernel.presses.protocol import IndexedPress, SeededPress
+from kvdiv.kernel.presses.own_scores import watch_own_scores
 from kvdiv.kernel.presses.registry import build_press, decoding_press
 from kvdiv.settings import Generation
 
@@ -38,8 +39,9 @@ class KernelSession:
     prompt_ids : LongTensor [n] or [1, n]
         The prompt's token ids.
     actions : mapping name → action spec or press instance
-        ``{press: <name>, **arguments}`` (see :mod:`kvdiv.kernel.presses.registry`), or a kvpress press instance (a copy
-        is used); "reference" is reserved.
+        ``{press: <name>, **arguments}`` (see :mod:`kvdiv.kernel.presses.registry`; ``kept_entries``: the ratio keeping
+        that many of the entries compressed), or a kvpress press instance (a copy is used); "reference" is reserved.
+        Own presses' scores are checked on every call (:mod:`kvdiv.kernel.presses.own_scores`).
     generation : Generation
         The study's settings (:class:`kvdiv.settings.Generation`): next-token laws are softmax(logits / its
         ``temperature``) in float64; ``evict_first_step`` evaluates Q at step 1 through the evicted cache (module
@@ -87,12 +89,26 @@ class KernelSession:
             raise ValueError("the prompt needs at least 2 tokens")
         self.prompt_ids = ids
         self.prompt_length = int(ids.numel())
+        n_ids = int(ids.numel())
+        if compressed_length is not None and not 1 <= int(compressed_length) < n_ids:
+            raise ValueError(
+                f"compressed_length {compressed_length} must lie in 1..{n_ids - 1} (prompt of {n_ids} tokens)"
+            )
+        if compressed_length is not None:
+            self._compressed = int(compressed_length)
+        else:
+            self._compressed = n_ids - 1 if self.evict_first_step else n_ids
+        self.compressed_length = self._compressed
         self.actions = {name: spec if isinstance(spec, BasePress) else dict(spec) for name, spec in actions.items()}
-        # a press instance (kvdiv.compare) is copied: presses keep per-prefill state, one copy per session
+        # a press instance (kvdiv.compare) is copied: presses keep per-prefill state, one copy per session; a spec's
+        # kept_entries becomes the ratio keeping that many of the entries compressed
         self.presses = {
-            name: copy.deepcopy(spec) if isinstance(spec, BasePress) else build_press(spec, name=name)
+            name: copy.deepcopy(spec)
+            if isinstance(spec, BasePress)
+            else build_press(spec, name=name, prompt_length=self._compressed)
             for name, spec in self.actions.items()
         }
+        watch_own_scores(self.presses)  # own presses' scores checked on every call (NaN, all equal, mis-shaped)
         if document_id is not None:
             for name, press in self.presses.items():
                 if isinstance(press, SeededPress):
@@ -122,16 +138,6 @@ class KernelSession:
         self._kept_cache: dict[str, list[torch.Tensor | None]] = {}
         self._in_prompt = False
 
-        n_ids = int(ids.numel())
-        if compressed_length is not None and not 1 <= int(compressed_length) < n_ids:
-            raise ValueError(
-                f"compressed_length {compressed_length} must lie in 1..{n_ids - 1} (prompt of {n_ids} tokens)"
-            )
-        if compressed_length is not None:
-            self._compressed = int(compressed_length)
-        else:
-            self._compressed = n_ids - 1 if self.evict_first_step else n_ids
-        self.compressed_length = self._compressed
         self._prefixes, self._kept_lengths, logits = prefill_caches(
             self.model, self._attn, self.presses, ids[: self._compressed], self.device
         )

@@ -116,6 +116,8 @@ def run_documents(
     ids = [str(document["id"]) for document in documents]
     if len(set(ids)) != len(ids):
         raise ValueError(f"a document appears twice in one job: {ids}")
+    for doc_id, prompt_ids, context in zip(ids, prompts, contexts):
+        _check_actions_itself(actions, doc_id, _compressed(len(prompt_ids), context, g.evict_first_step), horizon)
     # what the stores record (the reference chain the trajectories used: per_action in swrb mode), and the cache key
     recorded = g.record()
     reused: list[dict[str, Piece]] = [{} for _ in documents]
@@ -252,6 +254,26 @@ def _generate(
     return list(zip(trajectories, sessions, prefill_s))
 
 
+def _compressed(prompt_tokens: int, context: int | None, evict_first_step: bool) -> int:
+    """The entries the presses compress: the context (``compress: context``), else the prompt (less its last token
+    with ``evict_first_step``)."""
+    return context if context is not None else prompt_tokens - int(bool(evict_first_step))
+
+
+def _check_actions_itself(actions: Mapping[str, Any], doc_id: str, n: int, horizon: int) -> None:
+    """Refuse an action that cannot act at this document's own length (it evicts nothing, its scores choose none of
+    the entries it keeps, a decoding press never cuts within H: kvdiv.kernel.presses.degenerate), unless it says
+    ``allow_degenerate: true``; the start-up check applied the full rules at each stratum's length."""
+    from kvdiv.kernel.presses.degenerate import action_reasons, allows_degenerate
+
+    for name, reason in action_reasons(actions, n, horizon, strict=False).items():
+        if not allows_degenerate(actions[name]):
+            raise ValueError(
+                f"document {doc_id!r}: action {name!r} at its {n} entries compressed: {reason} (give the action "
+                "allow_degenerate: true to run it anyway)"
+            )
+
+
 def _session_pieces(session: Any, trajectories: Mapping[str, Any], prefill_s: float) -> dict[str, Piece]:
     """The actions generated in this job as cache pieces (with the attributes their session knows)."""
     if session is None:
@@ -324,8 +346,22 @@ def _attributes(
         "eos_token_ids": list(loaded.eos_token_ids),
         "eos_folding": EOS_FOLDING if len(loaded.eos_token_ids) > 1 else None,
         "press_seeds": {name: press_seeds[name] for name in actions if name in press_seeds},
+        **_budgets(actions, compressed_length or len(prompt_ids), g.horizon),
         # presses that report what they kept (ProbabilisticPress: effective retention per layer/head)
         "effective_retention": {name: effective_retention[name] for name in actions if name in effective_retention},
+    }
+
+
+def _budgets(actions: Mapping[str, Any], n: int, horizon: int) -> dict[str, Any]:
+    """``press_budget`` (per action: entries compressed, the ratio its press ran at, entries kept) and
+    ``allow_degenerate`` (per action that says so: why it is not itself at this document, or None)."""
+    from kvdiv.kernel.presses.degenerate import action_reasons, allows_degenerate, budget_record
+
+    allowed = {name: spec for name, spec in actions.items() if allows_degenerate(spec)}
+    reasons = action_reasons(allowed, n, horizon, strict=True)
+    return {
+        "press_budget": {name: budget_record(spec, n) for name, spec in actions.items()},
+        "allow_degenerate": {name: reasons.get(name) for name in allowed},
     }
 
 

@@ -329,6 +329,8 @@ def build_cube(study: str, model: str, doc_stores: Sequence[str | Path], out: st
         "prompt_rendering",
         "press_seeds",
         "effective_retention",
+        "press_budget",
+        "allow_degenerate",
         "wall_time_s",
         "prefill_s",
         "wall_time_total_s",

@@ -9,6 +9,7 @@ import pytest
 
 from kvdiv.kernel.presses.press_files import press_module_classes, press_module_files
 from kvdiv.kernel.presses.registry import USER_PRESSES, build_press, describe, load_press_modules
+from kvdiv.settings import generation
 
 PRESS = """
 from dataclasses import dataclass
@@ -86,3 +87,59 @@ def test_files_an_action_set_uses_are_read_without_running_them(tmp_path):
     (tmp_path / "c.py").write_text("def broken(:\n")
     with pytest.raises(ValueError, match=r"c\.py' is not valid Python"):
         press_module_classes(tmp_path / "c.py")
+
+
+BAD_SCORES = """
+from dataclasses import dataclass
+
+import torch
+from kvpress import ScorerPress
+
+
+@dataclass
+class BadScoresPress(ScorerPress):
+    compression_ratio: float = 0.0
+    kind: str = "nan"
+
+    def score(self, module, hidden_states, keys, values, attentions, kwargs):
+        scores = -keys.norm(dim=-1)
+        if self.kind == "nan" and module.layer_idx == 1:
+            scores[0, 0, 3] = float("nan")
+        if self.kind == "constant":
+            scores = torch.ones_like(scores)
+        if self.kind == "short":
+            scores = scores[..., :-4]
+        return scores
+"""
+
+
+@pytest.mark.parametrize(
+    "kind, message",
+    [
+        ("nan", r"layer 1: score\(\) returned NaN scores \(1 of"),
+        ("constant", r"layer 0: score\(\) returned scores all equal \(1\) in KV head 0: torch's tie-break"),
+        ("short", r"layer 0: score\(\) returned scores of shape \[1, 2, 44\], not .* = \[1, 2, 48\] \(shorter"),
+        ("fine", None),
+    ],
+)
+def test_own_scores_are_checked_on_their_first_call(tmp_path, user_presses, tiny_llama, kind, message):
+    """NaN, constant or short scores used to run (kvpress's topk then decided by NaN order or tie-break, and a short
+    score row never keeps the last entries); now an error naming the press, its file and the layer, wrapped or not."""
+    import torch
+
+    from kvdiv.kernel.session import KernelSession
+
+    path = tmp_path / "bad_scores.py"
+    path.write_text(BAD_SCORES)
+    load_press_modules([path])
+    ids = torch.arange(20, 68)
+    for spec in (
+        {"press": "BadScoresPress", "compression_ratio": 0.5, "kind": kind},
+        {"press": "AdaKVPress", "wraps": {"press": "BadScoresPress", "compression_ratio": 0.5, "kind": kind}},
+    ):
+        if message is None:
+            session = KernelSession(tiny_llama, ids, {"a": spec}, generation(horizon=2))
+            assert session._kept_lengths["a"] == [24, 24] or spec["press"] == "AdaKVPress"
+            continue
+        with pytest.raises(ValueError, match=rf"own press BadScoresPress \({path}\), {message}"):
+            KernelSession(tiny_llama, ids, {"a": spec}, generation(horizon=2))

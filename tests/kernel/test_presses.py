@@ -168,7 +168,7 @@ def test_unknown_argument_lists_valid_arguments():
             },
             "scorer_kwargs",
         ),
-        ({"press": "ProbabilisticPress", "weighting": "cubic"}, "weighting must be one of linear, softmax"),
+        ({"press": "ProbabilisticPress", "weighting": "cubic"}, "weighting'? must be one of linear, softmax"),
         ("SnapKVPress", "expected a mapping"),
     ],
 )

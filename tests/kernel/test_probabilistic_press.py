@@ -561,11 +561,14 @@ def test_run_document_records_effective_retention(tiny_llama, tmp_path):
 @pytest.mark.parametrize(
     "spec, match",
     [
-        ({"design": "stratified"}, "design must be one of multinomial, pips"),
-        ({"proposal": "snapkv"}, "proposal must be one of min, h2o, min_h, h2o_h, scorer"),
-        ({"budget": "layer"}, "budget must be one of per_head, global"),
+        ({"design": "stratified"}, "design'? must be one of multinomial, pips"),
+        ({"proposal": "snapkv"}, "proposal'? must be one of min, h2o, min_h, h2o_h, scorer"),
+        ({"budget": "layer"}, "budget'? must be one of per_head, global"),
         ({"design": "pips", "budget": "global"}, "budget 'global' needs design 'multinomial'"),
-        ({"proposal": "min", "history_size": 8}, "history_size is only used by proposals"),
+        (
+            {"proposal": "min", "history_size": 8},
+            "history_size is only used with proposal 'h2o', 'min_h', 'h2o_h', not 'min'",
+        ),
         ({"proposal": "h2o", "history_size": 0}, "history_size.*(must be a positive integer|out of range)"),
         ({"scorer": "SnapKVPress"}, "scorer is only used with proposal 'scorer'"),
         ({"proposal": "scorer"}, "unknown scorer None"),
@@ -647,20 +650,56 @@ def test_global_budget_meets_the_target_on_smollm2(smollm2, smollm2_prompt):
 
 
 def test_schema_documents_the_press_arguments_and_defaults():
-    """kvdiv/data/schema.yaml's $defs/ProbabilisticPress lists every argument of the press with the press's default."""
+    """kvdiv/data/schema.yaml's $defs/ProbabilisticPress is the press's argument table (kvdiv.kernel.presses.arguments,
+    which the start-up check and the press read), and lists every argument of the press with the press's default."""
     import dataclasses
     from pathlib import Path
 
     import yaml
 
+    from kvdiv.kernel.presses.arguments import schema_properties
+
     schema = yaml.safe_load((Path(__file__).resolve().parents[2] / "kvdiv" / "data" / "schema.yaml").read_text())
     documented = schema["$defs"]["ProbabilisticPress"]["properties"]
+    expected = schema_properties("ProbabilisticPress")
+    lines = [
+        f"      {k}: " + yaml.safe_dump(v, default_flow_style=True, width=10**6).strip() for k, v in expected.items()
+    ]
+    assert documented == expected, "regenerate $defs/ProbabilisticPress/properties:\n" + "\n".join(lines)
     fields = {f.name: f for f in dataclasses.fields(ProbabilisticPress) if f.init}
     assert set(documented) == set(fields)
     for name, f in fields.items():
         default = f.default_factory() if f.default is dataclasses.MISSING else f.default
         assert documented[name]["default"] == default, name
         assert documented[name]["description"]
+
+
+@pytest.mark.parametrize(
+    "spec, match",
+    [
+        ({"budget": "layer"}, "budget' must be one of per_head, global"),
+        ({"history_size": 2.5, "proposal": "h2o"}, "history_size' must be an integer"),
+        ({"seed": -1}, r"seed' = -1 is out of range: it must lie in \[0, inf\)"),
+    ],
+)
+def test_the_start_up_check_reads_the_press_table(spec, match):
+    """check_argument (every argument of every action at start-up) applies the table's rules to ProbabilisticPress,
+    not the generic name-based ones: the same rules as the press's own __post_init__."""
+    from kvdiv.kernel.presses.arguments import check_argument
+
+    (field, value), *_ = spec.items()
+    with pytest.raises(ValueError, match=f"action 'p': ProbabilisticPress argument '{match}"):
+        check_argument(ProbabilisticPress, field, value, "p")
+    with pytest.raises(ValueError, match=match.split("'")[0]):
+        ProbabilisticPress(**spec)
+
+
+def test_scorer_kwargs_the_scorer_ignores_are_refused():
+    """compression_ratio in scorer_kwargs was silently dropped (the press's own budget sets the scorer's)."""
+    spec = {"proposal": "scorer", "scorer": "SnapKVPress", "compression_ratio": 0.5}
+    with pytest.raises(ValueError, match="scorer_kwargs.compression_ratio is ignored"):
+        ProbabilisticPress(**spec, scorer_kwargs={"window_size": 8, "compression_ratio": 0.9})
+    assert ProbabilisticPress(**spec, scorer_kwargs={"window_size": 8})._scorer.compression_ratio == 0.5
 
 
 # ------------------------------------------- the correction under `with press(model)` and in kvpress's pipeline

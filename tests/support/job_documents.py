@@ -14,11 +14,12 @@ ACTIONS = {
         "target_size": 40,
         "wraps": {"press": "KnormPress"},
     },
-    "keep_decoding": {
+    "keep_decoding": {  # a decoding press that never cuts (Q ≡ P), deliberately: the invariant's test case
         "press": "DecodingPress",
         "compression_interval": 3,
         "target_size": 10**6,
         "wraps": {"press": "KnormPress"},
+        "allow_degenerate": True,
     },
 }
 PROMPTS = [

@@ -13,17 +13,20 @@ the paper's: docs/probabilistic.md; the mathematics: docs/estimators.md#probabil
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 import torch
+from kvpress import ScorerPress
 from kvpress.presses.base_press import BasePress, is_prefilling
 from kvpress.utils import compute_n_kept, extract_keys_and_values
 from torch import nn
 from transformers import Gemma3ForConditionalGeneration
 
+from kvdiv.kernel.presses.arguments import check_arguments
 from kvdiv.kernel.presses.cache_layers import write_cache_layer
+from kvdiv.kernel.presses.discovery import kvpress_classes
 from kvdiv.kernel.presses.logit_bias import check_bias_supported, patch_attention_functions, set_logit_bias
 
 from kvdiv.kernel.presses.multinomial_design import (
@@ -33,20 +36,8 @@ from kvdiv.kernel.presses.multinomial_design import (
     multinomial_counts,
 )
 from kvdiv.kernel.presses.pips_design import inclusion_probabilities, systematic_sample
-from kvdiv.kernel.presses.proposals import (
-    H2O_NORMALIZATIONS,
-    HISTORY_PROPOSALS,
-    PROPOSALS,
-    WEIGHTINGS,
-    normalise,
-    proposal_distribution,
-    score_weights,
-    scorer_classes,
-)
+from kvdiv.kernel.presses.proposals import normalise, proposal_distribution, score_weights
 from kvdiv.seeds import derive_seed
-
-DESIGNS = ("multinomial", "pips")
-BUDGETS = ("per_head", "global")
 
 
 @dataclass
@@ -130,62 +121,27 @@ class ProbabilisticPress(BasePress):
     expected_kept: dict[int, torch.Tensor] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self):
-        if not isinstance(self.compression_ratio, (int, float)) or not 0 <= self.compression_ratio < 1:
-            raise ValueError(f"compression_ratio must be in [0, 1), got {self.compression_ratio!r}")
+        # the rules of every argument: kvdiv.kernel.presses.arguments (also read by the start-up check and the schema)
+        check_arguments(type(self).__name__, {f.name: getattr(self, f.name) for f in fields(self) if f.init})
         if self.budget is None:  # the paper's global budget; pips keeps exactly k per head
             self.budget = "global" if self.design == "multinomial" else "per_head"
-        for name, valid in (
-            ("design", DESIGNS),
-            ("proposal", PROPOSALS),
-            ("budget", BUDGETS),
-            ("weighting", WEIGHTINGS),
-            ("h2o_normalization", H2O_NORMALIZATIONS),
-        ):
-            if getattr(self, name) not in valid:
-                raise ValueError(f"{name} must be one of {', '.join(valid)}; got {getattr(self, name)!r}")
         if self.design == "pips" and self.budget != "per_head":
             raise ValueError(f"budget {self.budget!r} needs design 'multinomial' (pips keeps exactly k per head)")
-        if not isinstance(self.correction, bool):
-            raise ValueError(f"correction must be true or false, got {self.correction!r}")
-        t = self.is_temperature
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 1:
-            raise ValueError(f"is_temperature must be a number in [0, 1], got {t!r}")
-        if not self.correction and t != 1:
-            raise ValueError(f"is_temperature is only used with correction true (got is_temperature {t!r})")
-        if self.proposal != "h2o" and self.h2o_normalization != "queries":
-            raise ValueError(f"h2o_normalization is only used with proposal 'h2o', not {self.proposal!r}")
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
-        if self.history_size is not None:
-            if self.proposal not in HISTORY_PROPOSALS:
-                raise ValueError(
-                    f"history_size is only used by proposals {', '.join(HISTORY_PROPOSALS)}, not {self.proposal!r}"
-                )
-            if not isinstance(self.history_size, int) or isinstance(self.history_size, bool) or self.history_size < 1:
-                raise ValueError(f"history_size must be a positive integer, got {self.history_size!r}")
-        if not isinstance(self.score_temperature, (int, float)) or not self.score_temperature > 0:
-            raise ValueError(f"score_temperature must be > 0, got {self.score_temperature!r}")
         self._scorer = None
         if self.proposal != "scorer":
-            for name, default in (
-                ("scorer", None),
-                ("scorer_kwargs", {}),
-                ("weighting", "linear"),
-                ("score_temperature", 1.0),
-            ):
-                if getattr(self, name) != default:
-                    raise ValueError(f"{name} is only used with proposal 'scorer', not {self.proposal!r}")
             return
-        scorers = scorer_classes()
+        scorers = kvpress_classes(ScorerPress)
         if self.scorer not in scorers:
             raise ValueError(f"unknown scorer {self.scorer!r}; valid scorers: {', '.join(scorers)}")
-        if not isinstance(self.scorer_kwargs, dict):
-            raise ValueError(f"scorer_kwargs must be a mapping, got {self.scorer_kwargs!r}")
-        kwargs = {k: v for k, v in self.scorer_kwargs.items() if k != "compression_ratio"}
+        if "compression_ratio" in self.scorer_kwargs:
+            raise ValueError(
+                "scorer_kwargs.compression_ratio is ignored (the press's own compression_ratio sets the budget): "
+                "leave it out"
+            )
         try:
-            self._scorer = scorers[self.scorer](compression_ratio=self.compression_ratio, **kwargs)
+            self._scorer = scorers[self.scorer](compression_ratio=self.compression_ratio, **self.scorer_kwargs)
         except (TypeError, ValueError, AssertionError) as err:
-            raise ValueError(f"scorer_kwargs {kwargs} not accepted by {self.scorer}: {err}") from None
+            raise ValueError(f"scorer_kwargs {self.scorer_kwargs} not accepted by {self.scorer}: {err}") from None
 
     def set_document(self, *seed_parts: int | str, action: str) -> int:
         """Draw per document: ``draw_seed = derive_seed(*seed_parts, action, "ProbabilisticPress", seed)``

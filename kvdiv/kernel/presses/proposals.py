@@ -13,32 +13,15 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Iterator
 
-import kvpress
 import torch
-from kvpress import ScorerPress
 from kvpress.utils import get_prerope_query_states
 from torch import nn
 from transformers.models.llama.modeling_llama import rotate_half
 
-PROPOSALS = ("min", "h2o", "min_h", "h2o_h", "scorer")
-#: π_H2O: accumulated attention divided by the number of queries that see each key (kvpress), or not
-H2O_NORMALIZATIONS = ("queries", "none")
-WEIGHTINGS = ("linear", "softmax")
-#: proposals built from prompt-query attention rows, and those of them averaging a history of queries
-ATTENTION_PROPOSALS = ("min", "h2o", "min_h", "h2o_h")
-HISTORY_PROPOSALS = ("h2o", "min_h", "h2o_h")
+from kvdiv.kernel.presses.arguments import ATTENTION_PROPOSALS, H2O_NORMALIZATIONS, HISTORY_PROPOSALS, WEIGHTINGS
+
 #: float64 elements of attention computed at once by :func:`mean_attention` (bounds its memory)
 _CHUNK_ELEMENTS = 2**24
-
-
-def scorer_classes() -> dict[str, type[ScorerPress]]:
-    """kvpress's exported scorer presses (subclasses of ``ScorerPress``), by class name."""
-    out = {}
-    for name in dir(kvpress):
-        obj = getattr(kvpress, name)
-        if isinstance(obj, type) and issubclass(obj, ScorerPress) and obj is not ScorerPress:
-            out[name] = obj
-    return dict(sorted(out.items()))
 
 
 def score_weights(scores: torch.Tensor, weighting: str = "linear", score_temperature: float = 1.0) -> torch.Tensor:
@@ -197,17 +180,11 @@ def normalise(weights: torch.Tensor) -> torch.Tensor:
 
 
 __all__ = [
-    "ATTENTION_PROPOSALS",
-    "H2O_NORMALIZATIONS",
-    "HISTORY_PROPOSALS",
-    "PROPOSALS",
-    "WEIGHTINGS",
     "history_prior",
     "mean_attention",
     "normalise",
     "proposal_distribution",
     "queries_seeing",
     "score_weights",
-    "scorer_classes",
     "shared_proposals",
 ]

@@ -1,10 +1,11 @@
-"""What :class:`~kvdiv.kernel.session.KernelSession` asks of a press beyond kvpress's ``forward_hook``: three optional,
-duck-typed protocols (a press provides the members, no base class or registration), checked with ``isinstance``.
+"""What kvdiv asks of a press beyond kvpress's ``forward_hook``: optional, duck-typed protocols (a press provides the
+members, no base class or registration), checked with ``isinstance``.
 
 :class:`SeededPress` (the press draws at random: the session seeds it per document and reports its seeds),
 :class:`BiasedPress` (a decode-time logit bias on its kept entries) and :class:`IndexedPress` (it records which prompt
-positions it kept). kvdiv's ``ProbabilisticPress`` implements all three; a press implementing none is run as kvpress
-runs it. docs/internals.md#kernel-pairs, docs/own-presses.md.
+positions it kept) for :class:`~kvdiv.kernel.session.KernelSession`; kvdiv's ``ProbabilisticPress`` implements all
+three, a press implementing none is run as kvpress runs it. :class:`JudgedPress`: an own press states when it is not
+itself (:mod:`kvdiv.kernel.presses.degenerate`). docs/internals.md#kernel-pairs, docs/own-presses.md.
 """
 
 from __future__ import annotations
@@ -52,4 +53,16 @@ class IndexedPress(Protocol):
     kept_indices: dict[int, torch.Tensor]
 
 
-__all__ = ["BiasedPress", "IndexedPress", "SeededPress"]
+@runtime_checkable
+class JudgedPress(Protocol):
+    """A press that states its own degenerate cases (kvdiv's press kinds have theirs in
+    :data:`kvdiv.kernel.presses.degenerate.RULES`): checked for every (study, action, stratum) when the workflow starts
+    and for every document in its job."""
+
+    def degenerate_reason(self, prompt_length: int) -> str | None:
+        """Why the press, compressing ``prompt_length`` entries, is not itself (e.g. "keeps 40 entries, all of them
+        pinned by its window"), or None."""
+        ...
+
+
+__all__ = ["BiasedPress", "IndexedPress", "JudgedPress", "SeededPress"]

@@ -3,7 +3,7 @@
 Any press class :mod:`kvpress` exports, :class:`~kvdiv.kernel.presses.probabilistic_press.ProbabilisticPress`, or a
 press of the user's own ``press_modules`` files (:func:`load_press_modules`; docs/own-presses.md); the
 other keys are the press's dataclass fields; a wrapper takes its inner press under ``wraps``. Every argument is
-checked before the press is built (:func:`check_argument`, :func:`argument_bounds`), because kvpress accepts many
+checked before the press is built (:mod:`kvdiv.kernel.presses.arguments`), because kvpress accepts many
 out-of-range values silently. How: docs/internals.md#press-registry.
 
 >>> build_press({"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 64})
@@ -20,14 +20,14 @@ import math
 import os
 import re
 import sys
-import typing
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import kvpress
-from kvpress import BasePress, DecodingPress, PrefillDecodingPress
+from kvpress import BasePress, DecodingPress, PrefillDecodingPress, ScorerPress
 
+from kvdiv.kernel.presses.arguments import check_argument
+from kvdiv.kernel.presses.discovery import kvpress_classes
 from kvdiv.kernel.presses.probabilistic_press import ProbabilisticPress
 
 #: kvdiv's own presses, nameable beside kvpress's. Adding a method: write a kvpress-style ``@dataclass``
@@ -87,19 +87,16 @@ PRESS_KEY = "press"
 #: for kvpress's DecodingPress).
 WRAPS_KEY = "wraps"
 WRAPPED_FIELDS = ("press", "base_press")
+#: kvdiv's keys of an action spec, not the press's: a fixed number of kept entries (any spec of a scorer press) and a
+#: deliberate exception to the start-up check of degenerate actions (the action's top level only)
+KEPT_KEY = "kept_entries"
+ALLOW_KEY = "allow_degenerate"
 
 
-@lru_cache(maxsize=1)
 def builtin_press_classes() -> dict[str, type[BasePress]]:
-    """The press classes of kvpress (its exported ``BasePress`` subclasses) and kvdiv (``KVDIV_PRESSES``)."""
-    classes: dict[str, type[BasePress]] = {}
-    for name in dir(kvpress):
-        obj = getattr(kvpress, name)
-        if inspect.isclass(obj) and issubclass(obj, BasePress) and obj is not BasePress:
-            classes[name] = obj
-    for cls in KVDIV_PRESSES:
-        classes[cls.__name__] = cls
-    return dict(sorted(classes.items()))
+    """The press classes of kvpress (:func:`~kvdiv.kernel.presses.discovery.kvpress_classes`) and kvdiv
+    (``KVDIV_PRESSES``)."""
+    return dict(sorted({**kvpress_classes(), **{cls.__name__: cls for cls in KVDIV_PRESSES}}.items()))
 
 
 #: Presses of the user's own files (:func:`load_press_modules`): class name → (class, the file defining it).
@@ -181,95 +178,66 @@ def _is_spec(value: Any) -> bool:
     return isinstance(value, Mapping) and PRESS_KEY in value
 
 
-#: Integer fields that count something of which there must be at least one (a window, a chunk, a kernel).
-POSITIVE_INTEGERS = ("window", "beta", "num_samples", "sketch_dimension", "sample_seq_len")
-POSITIVE_INTEGER_SUFFIXES = ("_size", "_length", "_interval")
-#: Sizes that may be 0 (kvpress's DecodingPress: a buffer of 0 hidden states scores with the current one only).
-NONNEGATIVE_SIZES = ("hidden_states_buffer_size",)
-
-
-def argument_bounds(field: str, kind: type | None) -> tuple[float, float, bool, bool] | None:
-    """``(low, high, low_inclusive, high_inclusive)`` for a press argument named ``field`` of type ``kind``, or
-    None when kvdiv knows no range for it.
-
-    - ``*compression_ratio`` (and each of ``compression_ratios``): [0, 1) — the share of the cache evicted;
-    - other ``*_ratio`` and ``*_fraction`` arguments and ``alpha_safeguard``: [0, 1];
-    - ``epsilon``: ≥ 0; ``score_temperature``: > 0; ``is_temperature``: [0, 1];
-    - integer arguments: ≥ 0 (token counts, sinks, seeds), and ≥ 1 for sizes, lengths and intervals
-      (``window_size``, ``kernel_size``, ``chunk_length``, ...).
-    """
-    if field.endswith("compression_ratio") or field == "compression_ratios":
-        return (0.0, 1.0, True, False)
-    if field.endswith(("_ratio", "_fraction")) or field == "alpha_safeguard":
-        return (0.0, 1.0, True, True)
-    if field == "epsilon":
-        return (0.0, math.inf, True, False)
-    if field == "score_temperature":
-        return (0.0, math.inf, False, False)
-    if field == "is_temperature":
-        return (0.0, 1.0, True, True)
-    if field in NONNEGATIVE_SIZES:
-        return (0.0, math.inf, True, False)
-    if kind is int:
-        positive = field in POSITIVE_INTEGERS or field.endswith(POSITIVE_INTEGER_SUFFIXES)
-        return (1.0 if positive else 0.0, math.inf, True, False)
-    return None
-
-
-def _field_types(cls: type) -> dict[str, Any]:
-    try:
-        return typing.get_type_hints(cls)
-    except Exception:  # annotations naming types that do not resolve: fall back to the raw ones
-        return {f.name: f.type for f in dataclasses.fields(cls)}
-
-
-def _scalar_kind(annotation: Any) -> tuple[type | None, tuple | None]:
-    """(int/float/bool/str or None, the allowed values of a Literal or None) of a field's annotation."""
-    if typing.get_origin(annotation) in (typing.Union, getattr(__import__("types"), "UnionType", ())):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(args) != 1:
-            return None, None
-        annotation = args[0]
-    if typing.get_origin(annotation) is typing.Literal:
-        return None, typing.get_args(annotation)
-    if annotation in (int, float, bool, str):
-        return annotation, None
-    return None, None
-
-
-def check_argument(cls: type, field: str, value: Any, name: str = "action") -> None:
-    """Raise ``ValueError`` naming the action, the argument and the value unless ``value`` has the type the press
-    annotates ``field`` with and lies in :func:`argument_bounds`. ``None`` passes (an optional argument)."""
-    if value is None:
-        return
-    kind, allowed = _scalar_kind(_field_types(cls).get(field))
-    where = f"action {name!r}: {cls.__name__} argument {field!r}"
-    if allowed is not None and value not in allowed:
-        raise ValueError(f"{where} = {value!r} is not one of {', '.join(map(repr, allowed))}")
-    if kind is bool and not isinstance(value, bool):
-        raise ValueError(f"{where} must be true or false, got {value!r}")
-    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ValueError(f"{where} must be an integer, got {value!r}")
-    if kind is float and (isinstance(value, bool) or not isinstance(value, (int, float))):
-        raise ValueError(f"{where} must be a number, got {value!r}")
-    if kind is str and not isinstance(value, str):
-        raise ValueError(f"{where} must be a string, got {value!r}")
-    bounds = argument_bounds(field, kind)
-    if bounds is None:
-        return
-    values = value if isinstance(value, (list, tuple)) else [value]
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ValueError(f"{where} must be a number, got {v!r}")
-        low, high, low_in, high_in = bounds
-        if not ((v > low or (low_in and v == low)) and (v < high or (high_in and v == high))):
-            interval = f"{'[' if low_in else '('}{low:g}, {high:g}{']' if high_in else ')'}"
-            raise ValueError(f"{where} = {v!r} is out of range: it must lie in {interval}")
-
-
 def validate_action(spec: Mapping[str, Any], name: str = "action") -> None:
-    """Raise ``ValueError`` naming the action and the bad key unless ``spec`` builds a press."""
-    build_press(spec, name=name)
+    """Raise ``ValueError`` naming the action and the bad key unless ``spec`` builds a press (with ``kept_entries``:
+    at a prompt of twice its largest value; the entries a press keeps at each prompt length are judged by
+    :mod:`kvdiv.kernel.presses.degenerate`)."""
+    build_press(spec, name=name, prompt_length=any_prompt_length(spec))
+
+
+def any_prompt_length(spec: Any) -> int | None:
+    """A prompt length at which ``spec`` builds: twice the largest ``kept_entries`` in it, None without one."""
+    found = []
+    if isinstance(spec, Mapping):
+        if isinstance(spec.get(KEPT_KEY), int) and not isinstance(spec.get(KEPT_KEY), bool):
+            found.append(2 * spec[KEPT_KEY])
+        found += [n for v in spec.values() if (n := any_prompt_length(v)) is not None]
+    elif isinstance(spec, (list, tuple)):
+        found += [n for v in spec if (n := any_prompt_length(v)) is not None]
+    return max(found, default=None)
+
+
+def ratio_keeping(prompt_length: int, kept: int) -> float:
+    """The compression ratio r at which a press keeps exactly ``kept`` of ``prompt_length`` entries
+    (``int(n · (1 − r)) = kept``, kvpress's ``compute_n_kept``): 1 − kept/n, moved by float ulps where rounding would
+    miss it; 0.0 (evict nothing) when ``kept ≥ prompt_length``."""
+    n, k = int(prompt_length), int(kept)
+    if k >= n:
+        return 0.0
+    ratio = 1.0 - k / n
+    while int(n * (1 - ratio)) < k:
+        ratio = math.nextafter(ratio, 0.0)
+    while int(n * (1 - ratio)) > k:
+        ratio = math.nextafter(ratio, 1.0)
+    return ratio
+
+
+def _resolve_kept_entries(cls: type, spec: Mapping[str, Any], name: str, prompt_length: int | None) -> dict:
+    """``spec`` with ``kept_entries: K`` replaced by the compression ratio that keeps K of ``prompt_length`` entries
+    (:func:`ratio_keeping`): a scorer press (kvpress's ``ScorerPress`` subclasses, ProbabilisticPress) only, never
+    beside a compression_ratio."""
+    spec = dict(spec)
+    kept = spec.pop(KEPT_KEY)
+    where = f"action {name!r}: {KEPT_KEY}"
+    if isinstance(kept, bool) or not isinstance(kept, int) or kept < 1:
+        raise ValueError(f"{where} must be a positive integer (entries the press keeps), got {kept!r}")
+    if not issubclass(cls, (ScorerPress, ProbabilisticPress)):
+        wrapped = [f for f in WRAPPED_FIELDS if f in press_arguments(cls.__name__)]
+        hint = f"give it to the press it wraps ({WRAPS_KEY})" if wrapped else "it keeps no ratio of the prompt"
+        raise ValueError(
+            f"{where} applies to scorer presses (ScorerPress subclasses, ProbabilisticPress), not "
+            f"{cls.__name__}: {hint}"
+        )
+    if "compression_ratio" in spec:
+        raise ValueError(f"{where} and compression_ratio both given: give exactly one (a fixed budget or a ratio)")
+    if prompt_length is None:
+        raise ValueError(
+            f"{where}: the ratio depends on the prompt length; build the press for a prompt "
+            "(build_press(..., prompt_length=n), as KernelSession does; in a ComposedPress only its first press may "
+            "keep a fixed number of entries)"
+        )
+    spec["compression_ratio"] = ratio_keeping(prompt_length, kept)
+    return spec
 
 
 def evicts_nothing(press: BasePress) -> bool:
@@ -291,22 +259,28 @@ def evicts_nothing(press: BasePress) -> bool:
 def check_evicts(spec: Mapping[str, Any], name: str = "action") -> None:
     """Refuse an action whose press evicts nothing (:func:`evicts_nothing`): a study of it measures Q ≡ P, zero
     divergence by construction (the workflow calls this when it starts; library tests may use such presses)."""
-    if evicts_nothing(build_press(spec, name)):
+    if evicts_nothing(build_press(spec, name, any_prompt_length(spec))):
         raise ValueError(
             f"action {name!r}: {spec.get(PRESS_KEY)} with compression_ratio 0 evicts nothing: Q ≡ P and every TV is 0; "
             "give a compression_ratio in (0, 1)"
         )
 
 
-def build_press(spec: Mapping[str, Any], name: str = "action") -> BasePress:
+def build_press(spec: Mapping[str, Any], name: str = "action", prompt_length: int | None = None) -> BasePress:
     """Build the press an action spec names.
 
     Parameters
     ----------
     spec : mapping
-        ``{press: <class name>, **arguments}``; see the module docstring for nested presses.
+        ``{press: <class name>, **arguments}``; see the module docstring for nested presses. Two keys are kvdiv's,
+        not the press's: ``kept_entries`` (a scorer press keeps that many entries: its compression ratio is
+        :func:`ratio_keeping` at ``prompt_length``) and, at the top level, ``allow_degenerate`` (the start-up
+        check's business: :mod:`kvdiv.kernel.presses.degenerate`).
     name : str
         The action's name, used in error messages.
+    prompt_length : int, optional
+        The entries the press compresses (the prompt, or the context with ``compress: context``): needed by
+        ``kept_entries`` only.
 
     Returns
     -------
@@ -319,6 +293,14 @@ def build_press(spec: Mapping[str, Any], name: str = "action") -> BasePress:
         Unknown press (lists the valid presses), unknown argument (lists the press's arguments), or an
         argument value the press rejects.
     """
+    if isinstance(spec, Mapping) and ALLOW_KEY in spec:
+        if not isinstance(spec[ALLOW_KEY], bool):
+            raise ValueError(f"action {name!r}: {ALLOW_KEY} must be true or false, got {spec[ALLOW_KEY]!r}")
+        spec = {k: v for k, v in spec.items() if k != ALLOW_KEY}
+    return _build(spec, name, prompt_length)
+
+
+def _build(spec: Mapping[str, Any], name: str, prompt_length: int | None) -> BasePress:
     if not isinstance(spec, Mapping):
         raise ValueError(f"action {name!r}: expected a mapping {{press: <name>, ...}}, got {spec!r}")
     if PRESS_KEY not in spec:
@@ -329,6 +311,10 @@ def build_press(spec: Mapping[str, Any], name: str = "action") -> BasePress:
         raise ValueError(f"action {name!r}: {err}") from None
     if cls.__name__ in UNRUNNABLE:
         raise ValueError(f"action {name!r}: {cls.__name__} cannot run in kvdiv: it {UNRUNNABLE[cls.__name__]}")
+    if ALLOW_KEY in spec:
+        raise ValueError(f"action {name!r}: {ALLOW_KEY} applies to a whole action, not to a press inside one")
+    if KEPT_KEY in spec:
+        spec = _resolve_kept_entries(cls, spec, name, prompt_length)
     valid = press_arguments(cls.__name__)
     kwargs: dict[str, Any] = {}
     for key, value in spec.items():
@@ -343,9 +329,10 @@ def build_press(spec: Mapping[str, Any], name: str = "action") -> BasePress:
                 f"valid arguments: {', '.join(shown) if shown else '(none)'}"
             )
         if _is_spec(value):
-            value = build_press(value, name=f"{name}.{key}")
+            value = _build(value, f"{name}.{key}", prompt_length)
         elif isinstance(value, (list, tuple)) and value and all(_is_spec(v) for v in value):
-            value = [build_press(v, name=f"{name}.{key}[{i}]") for i, v in enumerate(value)]
+            # a ComposedPress's later presses compress what the earlier ones kept: no kept_entries there
+            value = [_build(v, f"{name}.{key}[{i}]", None if i else prompt_length) for i, v in enumerate(value)]
         else:
             check_argument(cls, field, value, name)
         kwargs[field] = value
@@ -390,6 +377,13 @@ def check_decoding_press(press: BasePress, name: str) -> None:
     part = decoding_press(press)
     if part is None:
         return
+    ignored = getattr(part.base_press, "compression_ratio", 0)
+    if ignored:
+        raise ValueError(
+            f"action {name!r}: the base press of {type(part).__name__} has compression_ratio {ignored!r} (or "
+            "kept_entries), which the decoding press overrides at every compression (target_size, "
+            "target_compression_ratio): leave it out"
+        )
     window = getattr(part.base_press, "window_size", None)
     if window is None:  # an AdaKVPress base press: its scorer's window
         window = getattr(getattr(part.base_press, "press", None), "window_size", None)
@@ -403,24 +397,25 @@ def check_decoding_press(press: BasePress, name: str) -> None:
             )
 
 
-def describe(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """Provenance record of an action: the press's full argument list (defaults filled) and its origin.
+def describe(spec: Mapping[str, Any], prompt_length: int | None = None) -> dict[str, Any]:
+    """Provenance record of an action (built for ``prompt_length``, which ``kept_entries`` needs): the press's full
+    argument list (defaults filled) and its origin.
 
     Returns a JSON-serialisable dict ``{press, module, arguments}`` (nested presses described recursively).
     """
-    return _describe_press(build_press(spec))
+    return describe_press(build_press(spec, prompt_length=prompt_length))
 
 
-def _describe_press(press: BasePress) -> dict[str, Any]:
+def describe_press(press: BasePress) -> dict[str, Any]:
     arguments: dict[str, Any] = {}
     for f in dataclasses.fields(press):
         if not f.init:
             continue
         value = getattr(press, f.name)
         if isinstance(value, BasePress):
-            value = _describe_press(value)
+            value = describe_press(value)
         elif isinstance(value, (list, tuple)) and value and all(isinstance(v, BasePress) for v in value):
-            value = [_describe_press(v) for v in value]
+            value = [describe_press(v) for v in value]
         elif not isinstance(value, (int, float, str, bool, type(None), list, dict)):
             value = repr(value)
         arguments[f.name] = value
