@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PATHS = ["kvdiv", "workflow_scripts", "tests", "benchmarks"]
+PATHS = ["kvdiv", "workflow_scripts", "tests", "benchmarks", "envs"]
 
 
 @pytest.mark.parametrize("command", [["check"], ["format", "--check"]], ids=["check", "format"])

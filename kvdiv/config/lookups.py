@@ -377,7 +377,10 @@ class Lookups:
             "confidence",
             "paper_actions",
         )
+        from kvdiv.environment import environment_record
+
         return {
+            "environment": environment_record(self.basedir),
             "models": models,
             "studies": studies,
             "figure_studies": dict(a["studies"]),

@@ -17,6 +17,7 @@ from pathlib import Path
 import polars as pl
 import yaml
 
+from kvdiv.environment import describe as describe_environment
 from kvdiv.results.claim_sources import Inputs
 from kvdiv.results.claims import claims_markdown, claims_table, verdict_counts
 from kvdiv.analysis.inputs import contrast_name
@@ -55,6 +56,8 @@ def _setting_section(setting: Mapping, paper: Mapping) -> str:
             f"{paper['horizon']}, – |"
         )
         lines.append(f"| {study}: actions | {', '.join(spec.get('actions', []))} | {paper['actions']} |")
+    if setting.get("environment"):
+        lines.append(f"| environment | {describe_environment(setting['environment'])} | – |")
     lines.append("")
     diffs = []
     model_names = set(setting.get("models", {}))

@@ -311,8 +311,11 @@ def _attributes(
     from kvdiv import __version__
 
     g = generation
+    from kvdiv.environment import environment_record
+
     return {
         "kvdiv_version": __version__,
+        "environment": environment_record(),  # package versions; whether this is the locked environment
         "model": loaded.name,
         "model_spec": dict(loaded.spec),
         "weight_hash": loaded.weight_hash,
