@@ -27,6 +27,8 @@ from kvdiv.analysis.profiles import branch_tv_profiles, late_minus_early
 from kvdiv.results.base import Plot, Result, Table
 
 
+#: The share of pairs still running (neither chain ended) by depth.
+RUNNING_COLOR = "#d62728"
 #: Shading of the early and late depth windows.
 WINDOW_COLORS = {"early": "#6baed6", "late": "#fd8d3c"}
 
@@ -64,6 +66,8 @@ def plot_profiles(
             lw=0,
         )
         ax.plot(pooled["depth"], pooled["tv"], color="black", lw=1.5)
+        if "running" in pooled.columns:  # the cohort's pairs with neither chain ended, by depth
+            ax.plot(pooled["depth"], pooled["running"], color=RUNNING_COLOR, lw=1.0, ls="--")
     for window, name in ((early, "early"), (late, "late")):
         ax.axvspan(window[0] - 0.5, window[1] + 0.5, color=WINDOW_COLORS[name], alpha=0.2, lw=0)
     ax.set_ylim(0, 1.02)
@@ -114,6 +118,7 @@ def legend_handles(strata: Sequence[str], early: Sequence[int], late: Sequence[i
 
     handles = [Line2D([], [], color=c, lw=1, label=s.replace("_", " ")) for s, c in strata_colors(strata).items()]
     handles.append(Line2D([], [], color="black", lw=1.5, label="pooled (band: 95% interval)"))
+    handles.append(Line2D([], [], color=RUNNING_COLOR, lw=1.0, ls="--", label="pairs still running (share)"))
     for window, name in ((early, "early"), (late, "late")):
         handles.append(
             Patch(color=WINDOW_COLORS[name], alpha=0.35, lw=0, label=f"{name} window, ℓ = {window[0]}–{window[1]}")
@@ -127,12 +132,14 @@ def plot_figure6(
     png: str | Path,
     early: Sequence[int],
     late: Sequence[int],
+    cohort_max_tau: int | None = None,
     dpi: int = 200,
     panel_width: float = PAGE_WIDTH / MAX_COLUMNS,
     row_height: float = 1.7,
 ) -> None:
     """Figure 6, one block per model: a profile panel per action (``panel_width`` × ``row_height`` inches, wrapped
-    three to a row), then the late − early contrasts, a row per action."""
+    three to a row) with the share of the cohort's pairs still running, then the late − early contrasts, a row per
+    action; the cohort and the windows are stated on the figure."""
     profiles, contrasts = frames["profiles"], frames["late_minus_early"]
     models = sorted(set(profiles["model"].to_list()) | set(contrasts["model"].to_list()))
     width = panel_width * MAX_COLUMNS
@@ -164,7 +171,12 @@ def plot_figure6(
                 ax.set_ylabel("branch TV δ")
             if k + cols >= len(actions):
                 ax.set_xlabel("depth ℓ = t − τ")
-        top.suptitle(f"{model}: branch TV by divergence-aligned depth, cohort of first divergences", fontsize=10)
+        cohort = f"τ ≤ {cohort_max_tau}" if cohort_max_tau is not None else "first divergences"
+        top.suptitle(
+            f"{model}: branch TV by depth, cohort {cohort}; "
+            f"early ℓ = {early[0]}–{early[1]}, late ℓ = {late[0]}–{late[1]}",
+            fontsize=10,
+        )
         plot_contrasts(bottom.add_subplot(), contrasts, model)
     strata = strata_of(pl.concat([profiles.select("stratum"), contrasts.select("stratum")]))
     legend_below(fig, legend_handles(strata, early, late), width=width)
@@ -237,7 +249,7 @@ RESULT = Result(
         "profiles": Table(branch_tv_profiles, {"cohort_max_tau": "cohort_max_tau"}),
         "late_minus_early": Table(late_minus_early, LATE_EARLY),
     },
-    plot=Plot(plot_figure6, {"early": "early", "late": "late"}),
+    plot=Plot(plot_figure6, {"early": "early", "late": "late", "cohort_max_tau": "cohort_max_tau"}),
     section=section,
     paper=("retention50",),
     study="retention50",

@@ -150,7 +150,7 @@ def test_settings_come_from_the_result_and_its_config_section():
     assert late_early == {"cohort_max_tau": 8, "early": [1, 2], "late": [3, 4]}
     assert get_result("table3").table_settings("numbers", analysis)["criterion"] == pytest.approx(0.02)  # pp -> share
     # only Figure 6's plot takes the depth windows: changing them reruns its figure job, no other figure's
-    assert get_result("figure6").plot_settings(analysis) == {"early": [1, 2], "late": [3, 4]}
+    assert get_result("figure6").plot_settings(analysis) == {"early": [1, 2], "late": [3, 4], "cohort_max_tau": 8}
     assert all(get_result(n).plot_settings(analysis) == {} for n in ("figure5", "figure7", "probabilistic"))
     assert {n for n in registry.NAMES if "early" in get_result(n).window_keys()} == {"figure6", "figure7"}
 
