@@ -59,30 +59,10 @@ if str(REPO) not in sys.path:  # run from a plain checkout (the device machine h
     sys.path.insert(0, str(REPO))
 
 
-def _placeholder_datasets() -> None:
-    """kvpress's ``__init__`` imports every press, and DuoAttentionPress/ExpectedAttentionStatsPress import
-    ``datasets`` (used only when those presses load their data, which this benchmark never does). Where
-    ``datasets`` cannot be imported (a machine without it), put a module whose ``load_dataset`` raises."""
-    try:
-        import datasets  # noqa: F401
-    except Exception as err:  # ImportError, or a version clash inside datasets
-        import types
-
-        module = types.ModuleType("datasets")
-        reason = str(err)  # `err` is unbound once the except block ends
-
-        def load_dataset(*args, **kwargs):
-            raise ImportError(f"datasets is not importable here ({reason}); gpu_coupled.py uses no press that needs it")
-
-        module.load_dataset = load_dataset
-        sys.modules["datasets"] = module
-        print(f"note: datasets not importable ({type(err).__name__}: {err}); using a placeholder", flush=True)
-
-
-_placeholder_datasets()
-
 import torch  # noqa: E402
 import yaml  # noqa: E402
+
+import kvdiv.kernel.presses  # noqa: E402,F401  (kvpress imports without `datasets`: kvdiv.kernel.presses.lazy_datasets)
 
 from kvdiv.trajectories.base import chains_needed  # noqa: E402
 from kvdiv.trajectories.generate import generate, generate_documents  # noqa: E402

@@ -49,3 +49,26 @@ def test_a_press_that_calls_datasets_gets_the_real_module():
         print(duo_attention_press.load_dataset("kmfoda/booksum", split="train"))
     """)
     assert out.strip() == "('real', ('kmfoda/booksum',), {'split': 'train'})"
+
+
+def test_kvpress_imports_without_datasets_and_a_press_that_needs_it_says_so():
+    """Where ``datasets`` is missing (here: an import hook refuses it), kvpress still imports through kvdiv, and a
+    calibrating press's load_dataset raises an ImportError that names the package."""
+    out = run_fresh("""
+        import sys
+
+        class NoDatasets:
+            def find_spec(self, name, path=None, target=None):
+                if name == "datasets" or name.startswith("datasets."):
+                    raise ModuleNotFoundError("No module named 'datasets'")
+                return None
+
+        sys.meta_path.insert(0, NoDatasets())
+        import kvdiv.kernel.presses.registry  # imports kvpress
+        from kvpress.presses import duo_attention_press
+        try:
+            duo_attention_press.load_dataset("kmfoda/booksum")
+        except ImportError as err:
+            print("refused:", err)
+    """)
+    assert out.startswith("refused: a kvpress press needs Hugging Face `datasets`") and "pip install datasets" in out

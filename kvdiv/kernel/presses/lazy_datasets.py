@@ -5,13 +5,13 @@ ExpectedAttentionStatsPress's calibration) do ``from datasets import load_datase
 they call it only when such a press calibrates. :func:`import_kvpress` imports kvpress with a placeholder
 ``datasets`` module in ``sys.modules`` whose attributes import the real ``datasets`` on first use, then
 removes the placeholder: a job that names no such press never imports ``datasets``; one that does gets the
-real ``load_dataset`` when the press calls it.
+real ``load_dataset`` when the press calls it, or, where ``datasets`` is missing or broken, an ``ImportError`` that
+says so (kvpress itself still imports).
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import sys
 import types
 from typing import Any
@@ -25,7 +25,13 @@ def _real() -> types.ModuleType:
     module = sys.modules.get(DEFERRED)
     if getattr(module, "__kvdiv_placeholder__", False):
         del sys.modules[DEFERRED]
-    return importlib.import_module(DEFERRED)
+    try:
+        return importlib.import_module(DEFERRED)
+    except Exception as err:  # not installed, or a version clash inside it
+        raise ImportError(
+            f"a kvpress press needs Hugging Face `datasets` to load its data, which does not import here "
+            f"({type(err).__name__}: {err}); install it (pip install datasets) or choose another press"
+        ) from err
 
 
 def _placeholder() -> types.ModuleType:
@@ -48,7 +54,7 @@ def _placeholder() -> types.ModuleType:
 
 def import_kvpress() -> types.ModuleType:
     """``import kvpress`` with ``datasets`` deferred until a press uses it (module docstring)."""
-    if "kvpress" in sys.modules or DEFERRED in sys.modules or importlib.util.find_spec(DEFERRED) is None:
+    if "kvpress" in sys.modules or DEFERRED in sys.modules:
         return importlib.import_module("kvpress")
     sys.modules[DEFERRED] = _placeholder()
     try:
