@@ -1,7 +1,8 @@
 """The complete-vs-swrb benchmark's tables (benchmarks/swrb_llm.py): both modes' replicates per (document, action)
 cell of :func:`kvdiv.metrics.trajectory_replicates` (:func:`comparison_table`), their agreement
-(:func:`agreement_table`), the enclosure of R_H per action (:func:`action_enclosures`) and the check of the
-complete coupling's Var(M) estimated from swrb draws (:func:`complete_variance_check`). The study's own analysis
+(:func:`agreement_table`), the enclosure of R_H per action (:func:`action_enclosures`), the check of the
+complete coupling's Var(M) estimated from swrb draws (:func:`complete_variance_check`), the summaries the record prints
+(:func:`summaries`) and all of them from the replicates at once (:func:`benchmark_tables`). The study's own analysis
 (the report's section SWRB) is :mod:`kvdiv.analysis.swrb_comparison`; the mathematics:
 docs/estimators.md#on-a-real-model. Imported by the benchmark as ``from swrb_analysis import ...`` (a script's folder
 is on ``sys.path``) and by tests/test_swrb_analysis_benchmark.py.
@@ -17,7 +18,7 @@ import polars as pl
 from scipy.stats import t as student_t
 
 from kvdiv.analysis.bootstrap import cluster_bootstrap, stat_seed
-from kvdiv.analysis.swrb_comparison import COSTS, ratio, study_cells
+from kvdiv.analysis.swrb_comparison import COSTS, ratio, retention_summary, study_cells
 from kvdiv.estimands import enclosure
 
 MODES = ("complete", "swrb")
@@ -264,3 +265,52 @@ def complete_variance_check(
             }
         )
     return pl.DataFrame(out, schema=schema)
+
+
+def summaries(cells: pl.DataFrame, n_boot: int, seed: int) -> dict[str, pl.DataFrame]:
+    """Every summary table the record prints (:func:`kvdiv.analysis.swrb_comparison.retention_summary` of the
+    :func:`comparison_table` cells with ``swrb_mean_D``): ``retention_{R_H, R_L, B_L}``, ``retention_{rows, wall_s}``
+    (R_H against those costs), ``action``, ``divergence`` (bins of D̄) and ``all``."""
+    d_bins = cells.with_columns(
+        pl.when(pl.col("swrb_mean_D") < 0.5)
+        .then(pl.lit("D < 0.5"))
+        .when(pl.col("swrb_mean_D") < 0.95)
+        .then(pl.lit("0.5 ≤ D < 0.95"))
+        .otherwise(pl.lit("D ≥ 0.95"))
+        .alias("divergence")
+    )
+    out = {}
+    for key in KEYS:
+        out[f"retention_{key}"] = retention_summary(cells, key=key, n_boot=n_boot, seed=seed)
+    for cost in ("rows", "wall_s"):
+        out[f"retention_{cost}"] = retention_summary(cells, cost=cost, n_boot=n_boot, seed=seed)
+    out["action"] = retention_summary(cells, by="action", n_boot=n_boot, seed=seed)
+    out["divergence"] = retention_summary(d_bins, by="divergence", n_boot=n_boot, seed=seed)
+    out["all"] = retention_summary(cells, by=None, n_boot=n_boot, seed=seed)
+    return out
+
+
+def benchmark_tables(
+    replicates: pl.DataFrame, retention: Mapping[str, float], horizon: int, n_boot: int, seed: int, alpha: float
+) -> dict[str, pl.DataFrame]:
+    """The benchmark's tables from both modes' replicates (``retention``: action → kept fraction): ``replicates``
+    (with ``P_div`` and ``M_path``), ``cells`` (:func:`comparison_table` with ``swrb_mean_D``), ``summaries``,
+    ``agreement``, ``enclosures`` and ``variance_check``."""
+    replicates = with_divergence(replicates)
+    if "M_path" not in replicates.columns:  # batches written before M_path existed lack it
+        replicates = replicates.with_columns(pl.lit(None, dtype=pl.Float64).alias("M_path"))
+    cells = comparison_table(replicates, retention, keys=(*KEYS, "P_div"))
+    d = (
+        replicates.filter(pl.col("mode") == "swrb")
+        .group_by("document", "action")
+        .agg(pl.col("D").mean().alias("swrb_mean_D"))
+    )
+    cells = cells.join(d, on=["document", "action"], how="left")
+    return {
+        "replicates": replicates,
+        "cells": cells,
+        "summaries": summaries(cells, n_boot, seed),
+        "agreement": agreement_table(cells, keys=(*KEYS, "P_div")),
+        "enclosures": action_enclosures(replicates, alpha=alpha),
+        "variance_check": complete_variance_check(replicates, horizon, retention, n_boot, seed),
+    }
