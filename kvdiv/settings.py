@@ -1,16 +1,18 @@
 """Typed, frozen settings the library takes from a checked config: :class:`Generation` (what a study's trajectories
 compute), :class:`Runtime` (how a job runs: never part of what is computed) and :class:`DocumentRequest` (which
-documents a job writes). Each ``__post_init__`` is the only place its values are checked; the defaults live in the
-config schema alone (package data; :func:`generation` fills them for library callers). Re-exported by kvdiv.config."""
+documents a job writes). Each one's constructor is the only place its values are checked; the defaults live in the
+config schema alone (package data; :func:`generation` fills them for library callers). Generation and DocumentRequest
+are rule params: named tuples, because Snakemake compares only builtin values' reprs between runs (any other object is
+"unrepresentable" and its change would rerun nothing). Re-exported by kvdiv.config."""
 
 from __future__ import annotations
 
 import functools
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -50,13 +52,7 @@ def _seed(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be an integer, got {value!r}")
 
 
-@dataclass(frozen=True)
-class Generation:
-    """A study's generation settings: seeds, H, R, the sampling temperature, the mode, whether Q is evaluated at
-    step 1, the TV round-off tolerance, the reference chain and what is compressed. Built once (from the config:
-    :meth:`from_study`; from keywords with the schema's defaults: :func:`generation`) and passed whole, as itself, from
-    the rule to the kernel session."""
-
+class _GenerationFields(NamedTuple):
     master_seed: int
     study_seed: int
     horizon: int
@@ -68,7 +64,37 @@ class Generation:
     reference_chain: str
     compress: str
 
-    def __post_init__(self) -> None:
+
+class _Checked:
+    """Validation on construction for the named-tuple settings (``_check`` raises ValueError naming the value), and
+    :meth:`replace` (also ``_replace``) that checks again."""
+
+    __slots__ = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any):
+        self = super().__new__(cls, *args, **kwargs)  # type: ignore[misc]
+        self._check()
+        return self
+
+    def _check(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def replace(self, **changes: Any):
+        """A copy with ``changes`` (checked like a new one)."""
+        return type(self)(**(self._asdict() | changes))  # type: ignore[attr-defined]
+
+    _replace = replace
+
+
+class Generation(_Checked, _GenerationFields):
+    """A study's generation settings: seeds, H, R, the sampling temperature, the mode, whether Q is evaluated at
+    step 1, the TV round-off tolerance, the reference chain and what is compressed. Built once (from the config:
+    :meth:`from_study`; from keywords with the schema's defaults: :func:`generation`) and passed whole, as itself, from
+    the rule to the kernel session."""
+
+    __slots__ = ()
+
+    def _check(self) -> None:
         _seed("master_seed", self.master_seed)
         _seed("study_seed", self.study_seed)
         _integer("horizon", self.horizon, 1)
@@ -111,7 +137,7 @@ class Generation:
     def record(self) -> dict[str, Any]:
         """The settings as a store records them (and the trajectory cache's key hashes them): every field, the
         reference chain as the trajectories used it (``per_action`` in swrb mode)."""
-        return asdict(self) | {"reference_chain": self.effective_reference_chain}
+        return self._asdict() | {"reference_chain": self.effective_reference_chain}
 
     @classmethod
     def from_study(cls, config: Mapping[str, Any], study: str) -> "Generation":
@@ -154,12 +180,7 @@ class Runtime:
         )
 
 
-@dataclass(frozen=True)
-class DocumentRequest:
-    """Documents ``first .. first + count - 1`` of one stratum of a study: where they come from (``source``, the
-    study's ``documents`` section; ``tasks`` of the stratum), the seeds, and the reference tokenizer's model, sized
-    to leave ``horizon`` tokens of its context free."""
-
+class _DocumentRequestFields(NamedTuple):
     study: str
     stratum: str
     first: int
@@ -172,14 +193,25 @@ class DocumentRequest:
     horizon: int
     tasks: tuple[str, ...] | None = None
 
-    def __post_init__(self) -> None:
+
+class DocumentRequest(_Checked, _DocumentRequestFields):
+    """Documents ``first .. first + count - 1`` of one stratum of a study: where they come from (``source``, the
+    study's ``documents`` section; ``tasks`` of the stratum), the seeds, and the reference tokenizer's model, sized
+    to leave ``horizon`` tokens of its context free."""
+
+    __slots__ = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any):
+        fields = _DocumentRequestFields(*args, **kwargs)._asdict()
+        fields["tasks"] = tuple(fields["tasks"]) or None if fields["tasks"] is not None else None
+        return super().__new__(cls, **fields)
+
+    def _check(self) -> None:
         _integer("first", self.first, 0)
         _integer("count", self.count, 1)
         _seed("master_seed", self.master_seed)
         _seed("study_seed", self.study_seed)
         _integer("horizon", self.horizon, 0)
-        if self.tasks is not None:
-            object.__setattr__(self, "tasks", tuple(self.tasks) or None)
 
 
 #: The config schema (JSON Schema in YAML, with defaults): package data, so the installed ``kvdiv`` validates as the

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import inspect
 import re
 from pathlib import Path
@@ -78,7 +77,7 @@ def test_a_library_call_couples_as_the_workflow():
     )
     config = _validated(SMOKE)
     study = next(iter(config["studies"]))
-    g = dataclasses.replace(Generation.from_study(config, study), horizon=6, replicates=3, master_seed=1, study_seed=2)
+    g = Generation.from_study(config, study).replace(horizon=6, replicates=3, master_seed=1, study_seed=2)
     kwargs = dict(document_id="doc", eos_token_ids=[eos], progress=False)
     a = generate(s_workflow, ["a", "b"], g, **kwargs)
     b = generate(s_library, ["a", "b"], generation(horizon=6, replicates=3, master_seed=1, study_seed=2), **kwargs)
@@ -86,7 +85,7 @@ def test_a_library_call_couples_as_the_workflow():
         for name in ("x", "y", "tv", "fixed_tv"):
             np.testing.assert_array_equal(getattr(a[action], name), getattr(b[action], name))
     assert np.all(a["b"].tv == 0) and np.any(a["a"].tv > 0)
-    exact = generate(s_exact, ["a", "b"], dataclasses.replace(g, tv_atol=0.0), **kwargs)
+    exact = generate(s_exact, ["a", "b"], g.replace(tv_atol=0.0), **kwargs)
     assert np.any(exact["b"].tv > 0)  # exact coupling: the tiny δ counts
     with pytest.raises(TypeError, match="unexpected keyword argument 'horizon'"):
         generate(s_library, ["a"], g, horizon=6, **kwargs)
@@ -168,3 +167,27 @@ def test_load_reads_validates_and_checks(tmp_path):
         loading.load(REPO / "config/smoke.yaml", bad, basedir=REPO)
     with pytest.raises(files.ConfigError, match="does not exist"):
         loading.load(tmp_path / "nowhere.yaml")
+
+
+def test_rule_params_are_values_snakemake_compares():
+    """Generation and DocumentRequest travel as rule params: Snakemake records only builtin values' reprs (any other
+    object is unrepresentable, and its change would rerun nothing), so both are named tuples whose repr holds every
+    field; they are checked on construction, on replace and after a pickle round trip."""
+    import pickle
+
+    from snakemake.persistence import UNREPRESENTABLE, PersistenceBase
+
+    from kvdiv.settings import DocumentRequest, generation
+
+    g = generation(horizon=8)
+    request = DocumentRequest("s", "ruler_512", 0, 2, 1, 2, "tiny", {"a": 1}, {"kind": "synthetic"}, 8, ["t"])
+    for value in (g, request):
+        serialized = PersistenceBase._serialize_param_builtin(None, value)
+        assert serialized is not UNREPRESENTABLE and serialized == repr(value)
+        assert pickle.loads(pickle.dumps(value)) == value and type(pickle.loads(pickle.dumps(value))) is type(value)
+    assert repr(g) != repr(g.replace(horizon=9)) and "horizon=8" in repr(g)
+    assert request.tasks == ("t",) and request.replace(first=1).first == 1
+    with pytest.raises(ValueError, match="horizon"):
+        g.replace(horizon=0)
+    with pytest.raises(ValueError, match="count"):
+        request._replace(count=0)

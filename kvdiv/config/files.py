@@ -94,20 +94,13 @@ def validate(config: dict, where: str = "config") -> None:
 def fill_result_defaults(config: dict) -> None:
     """``analysis.studies`` when the config does not give it, from the registry of results
     (:func:`kvdiv.results.registry.default_studies`: each result's default study), keeping the results whose default
-    study this config has; a config whose studies include none of them must name its own (a :class:`ConfigError`)."""
+    study this config has (a config of its own studies builds its cubes and names the results it wants here)."""
     from kvdiv.results.registry import default_studies
 
     if "studies" in config.setdefault("analysis", {}):  # given (the schema has no default for it)
         return
     studies = config.get("studies") or {}
-    defaults = default_studies()
-    chosen = {name: study for name, study in defaults.items() if study in studies}
-    if studies and not chosen:
-        raise ConfigError(
-            f"analysis.studies is not given and its default feeds the paper's studies "
-            f"({', '.join(sorted(set(defaults.values())))}), which this config lacks (studies: {', '.join(studies)}): "
-            "set analysis.studies to the study that feeds each result"
-        )
+    chosen = {name: study for name, study in default_studies().items() if study in studies}
     config.setdefault("analysis", {})["studies"] = chosen
 
 

@@ -7,7 +7,6 @@ model's context and chat template, and generates (source ``synthetic``) or loads
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 from pathlib import Path
@@ -113,7 +112,7 @@ def stratum_documents(
 
 def document_at(request: DocumentRequest, index: int, models_dir: str | os.PathLike) -> Document:
     """Document ``index`` of ``request``'s stratum: it does not depend on how many documents the stratum has."""
-    return stratum_documents(dataclasses.replace(request, first=index, count=1), models_dir, progress=False)[0]
+    return stratum_documents(request.replace(first=index, count=1), models_dir, progress=False)[0]
 
 
 def write_document_block(

@@ -291,11 +291,10 @@ print(json.dumps({"marked": marked, "torch_importable": importable, "transformer
 
 def tokenizer_only_block(block: DocumentRequest, out: Path, models_dir: Path) -> dict:
     """Write ``block`` in a fresh interpreter made tokenizer-only (what workflow_scripts/document.py does)."""
-    import dataclasses
     import subprocess
     import sys
 
-    fields = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(block).items()}
+    fields = {k: (list(v) if isinstance(v, tuple) else v) for k, v in block._asdict().items()}
     proc = subprocess.run(
         [sys.executable, "-c", TOKENIZER_ONLY_BLOCK, json.dumps(fields), str(out), str(models_dir)],
         capture_output=True,
