@@ -31,7 +31,7 @@ from kvdiv.documents import (
 from kvdiv.documents.generate import dumps_jsonl, task_cycle
 from kvdiv.documents.length import fit_length, largest_fitting
 from kvdiv.documents.loaders import own_documents, read_records, select_documents
-from kvdiv.documents.scoring import normalize_answer
+from kvdiv.documents.scoring import lcs_length, normalize_answer, ordered_recall, rouge_l_recall
 from kvdiv.documents.render import build_prompt, prompt_token_ids, render_prompt
 from kvdiv.settings import DocumentRequest
 from kvdiv.documents.study import stratum_documents
@@ -671,6 +671,60 @@ def test_scorers_on_known_cases():
     assert score("niah_multivalue", "1, 2", ["1", "2", "3", "4"]) == 0.5
     with pytest.raises(ValueError, match="at least one reference"):
         string_match_all("x", [])
+    items = ["amber lantern", "Quiet-Fox", "48213", "C-14"]
+    assert ordered_recall("1. The amber lantern\n2. quiet-fox, 48213, shelf C-14.", items) == 1.0
+    assert ordered_recall("C-14 48213 quiet-fox amber lantern", items) == 0.25  # all named, in reverse order
+    assert ordered_recall("48213 amber lantern 48213 quiet-fox", items) == 0.5  # the best ordered pick: 2 of 4
+    assert ordered_recall("bold lantern, amber lanterns", ["old lantern", "amber lantern"]) == 0.0  # whole words
+    assert ordered_recall("", items) == 0.0
+    assert rouge_l_recall("the cat sat on a mat", ["The cat sat.", "On the mat!"]) == 1.0  # articles, punctuation
+    assert rouge_l_recall("mat on cat", ["cat sat on mat"]) == 0.25  # LCS: one word of 4
+    assert rouge_l_recall("a cat on the mat, yes", ["cat sat on mat"]) == 0.75  # LCS "cat on mat"
+    assert lcs_length(list("abcbdab"), list("bdcaba")) == 4
+    with pytest.raises(ValueError, match="non-empty reference"):
+        rouge_l_recall("x", ["..."])
+
+
+def test_item_count_grows_with_the_target_and_fits_a_byte_budget():
+    from kvdiv.documents.base import OVERHEAD_BYTES, item_count
+
+    counts = [item_count(t, 80, 72) for t in range(64, 9000, 37)]
+    assert counts == sorted(counts) and min(counts) == 2 and max(counts) == 40
+    assert item_count(2048, 80, 56) == 25 and item_count(2048, 80, 72) == 23 and item_count(4096, 80, 56) == 40
+    for t in range(600, 4000, 61):  # above the floor of 2, the items and the overhead fit t bytes
+        n = item_count(t, 80, 72)
+        assert n == 2 or n * 72 + OVERHEAD_BYTES <= t
+
+
+#: The long-answer tasks: the metric that scores them.
+LONG_TASKS = {
+    "niah_multikey_list": "all",
+    "niah_multivalue_list": "all",
+    "variable_tracking_list": "all",
+    "common_words_list": "all",
+    "story_retelling": "ordered",
+    "register_listing": "ordered",
+    "passage_editing": "rouge_l",
+}
+
+
+@pytest.mark.parametrize("task", sorted(LONG_TASKS))
+def test_long_answers_score_one_zero_and_the_listed_fraction(task, byte_tok, byte_chat):
+    """A complete answer (a numbered list of every gold item) scores 1, an empty one 0, the first third of the items
+    a third (ROUGE-L: the third's share of the reference words), and for ordered recall the items in reverse order
+    one item's worth."""
+    _, _, answers, _ = generate_prompt(task, seed=5, target_length=2000, tokenizer=byte_tok, chat=byte_chat, horizon=0)
+    assert TASKS[task].metric == LONG_TASKS[task] and len(answers) >= 6
+    complete = "\n".join(f"{i}. {a}" for i, a in enumerate(answers, 1))
+    assert score(task, complete, answers) == 1.0 and score(task, "", answers) == 0.0
+    k = len(answers) // 3
+    if LONG_TASKS[task] == "rouge_l":
+        words = [len(normalize_answer(a).split()) for a in answers]
+        assert score(task, " ".join(answers[:k]), answers) == pytest.approx(sum(words[:k]) / sum(words))
+    else:
+        assert score(task, "\n".join(answers[:k]), answers) == pytest.approx(k / len(answers))
+    if LONG_TASKS[task] == "ordered":
+        assert score(task, "\n".join(reversed(answers)), answers) == pytest.approx(1 / len(answers))
 
 
 def test_document_record_round_trip():
