@@ -123,14 +123,16 @@ def build_needle_task(cfg: NeedleConfig, rng: np.random.Generator, target_length
 
 
 def _listing_question(cfg: NeedleConfig, plural: str, asked: list[str], n: int) -> tuple[str, str]:
-    """The question and answer prefix of a listing needle task (``n`` needles asked)."""
+    """The question and answer prefix of a listing needle task (``n`` needles asked); every key asked: the prefix opens
+    the first line in the needles' own words, so the list runs on in that form."""
+    singular = _KIND[cfg.value_kind][0]
     if cfg.queries > 1:
         if cfg.queries != cfg.keys or cfg.values != 1:
             raise ValueError("a listing needle task asks every key (queries == keys) with one value each")
         return (
-            f"List every secret {_KIND[cfg.value_kind][0]} hidden in the text above with its key, all {n} of them, "
-            f"in the order they appear, one numbered line each: 'key: {_KIND[cfg.value_kind][0]}'.",
-            f"Here are all {n} secret {plural}, in the order they appear:\n1.",
+            f"List every secret {singular} hidden in the text above with its key, all {n} of them, in the order they "
+            f"appear, one numbered line each.",
+            f"Here are all {n} secret {plural}, in the order they appear:\n1. The secret {singular} for",
         )
     return (
         f"List all {n} secret {plural} for {asked[0]} in the text above, in the order they appear, one numbered line "

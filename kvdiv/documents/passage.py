@@ -1,10 +1,11 @@
 """Passage editing (HELMET-style long generation, written for kvdiv): rewrite a passage in full with given edits.
 
-A letter of ``n`` sentences — ``Nora carried the amber lantern at the harbor.`` — stands at a random depth in filler
-text between the lines ``The letter begins here.`` and ``The letter ends here.`` (``n`` =
+A letter of ``n`` numbered lines — ``3. Nora carried the amber lantern at the harbor.`` — stands at a random depth in
+filler text between the lines ``The letter begins here.`` and ``The letter ends here.`` (``n`` =
 :func:`~kvdiv.documents.base.item_count` of the target length: 25 at 2048 tokens, 40 from 3200 on). The question asks
 to rewrite the whole letter with two edits: one character renamed and one place replaced, wherever they occur (each
-occurs at least once). A full answer runs to about 12 SmolLM2 tokens a sentence (~300 tokens at 2048). The gold
+occurs at least once); the answer prefix opens the rewritten letter as the letter opens. A full answer runs to about
+14 SmolLM2 tokens a line (~350 tokens at 2048). The gold
 answers are the edited sentences, in order, scored with ROUGE-L recall over words (metric ``rouge_l``): the longest
 common word subsequence of answer and edited letter over the letter's words — a copy that skips the edits misses
 the renamed words.
@@ -49,15 +50,16 @@ def build_passage_editing(rng: np.random.Generator, target_length: int) -> Insta
         f"Rewrite the whole letter above, all {n} sentences in their order, changing only this: write {new_name} "
         f"instead of {old_name} and {new_place} instead of {old_place}."
     )
-    prefix = "Here is the rewritten letter, sentence by sentence:\n"
-    letter = " ".join([BEGIN, *sentences, END])
+    prefix = f"Here is the rewritten letter:\n{BEGIN}\n1."
+    letter = "\n".join([BEGIN, *(f"{k}. {sentence}" for k, sentence in enumerate(sentences, 1)), END])
 
     def render(units_n: int, pad: int) -> str:
         body = units(units_n)
         at = int(round(depth * len(body)))
-        text = " ".join([*body[:at], letter, *body[at:]])
+        before, after = " ".join(body[:at]), " ".join(body[at:])
         if pad:
-            text = f"{text} {vocabulary.filler_pad(pad)}"
+            after = f"{after} {vocabulary.filler_pad(pad)}".lstrip()
+        text = "\n".join(part for part in (before, letter, after) if part)
         return f"{instruction}\n\n{text}\n\n{question}"
 
     return Instance(render=render, answers=edited, answer_prefix=prefix, pads=True)

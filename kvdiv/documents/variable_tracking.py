@@ -62,7 +62,7 @@ def build_variable_tracking(
             f"Follow the chain of variables that starts with the value {values[0]} in the text above: list all "
             f"{hops} of its assignments in order, one numbered line each, as 'VAR NAME = ...'."
         )
-        prefix = f"Here are all {hops} assignments of the chain, in order:\n1."
+        prefix = f"Here are all {hops} assignments of the chain, in order:\n1. VAR"
 
     def render(n: int, pad: int) -> str:
         text = " ".join(insert_at_depths(units(n), statements, depths))

@@ -66,9 +66,9 @@ def build_common_words_list(rng: np.random.Generator, target_length: int) -> Ins
     instruction = "Below is a numbered list of words. Some words appear several times; all others appear once."
     question = (
         f"List every word that appears more than once in the list above, all {n_common} of them, one numbered line "
-        f"each with the number of times it appears."
+        f"each saying how many times it appears."
     )
-    prefix = f"Here are all {n_common} words that appear more than once:\n1."
+    prefix = f"Here are all {n_common} words that appear more than once, with their counts:\n1. The word"
     recurring = [w for w, c in zip(common, repeats) for _ in range(c)]
 
     def render(n: int, pad: int) -> str:
