@@ -13,7 +13,6 @@ Complete mode only: swrb stores hold the residual branch path, not samples of P 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,18 +35,9 @@ def first_eos_step(eos: np.ndarray) -> np.ndarray:
     return np.where(eos.any(axis=-1), np.argmax(eos, axis=-1) + 1, 0).astype(np.int64)
 
 
-def _cube(cube: Any):
-    """The cube as an xarray Dataset (a path is opened and verified)."""
-    if isinstance(cube, (str, Path)):
-        from kvdiv.trajectories.store import open_cube
-
-        return open_cube(cube)
-    return cube
-
-
 def _pairs(cube: Any, by: Sequence[str]) -> tuple[pl.DataFrame, int]:
     """One row per pair: document, the ``by`` keys, replicate, first-EOS steps of x and y (0: none); and H."""
-    ds = _cube(cube)
+    ds = cube
     mode = ds.attrs.get("mode", "complete")
     if mode != "complete":
         raise ValueError(
@@ -103,7 +93,8 @@ def eos_summary(
     """Per group of ``by`` (the action, and any of :data:`GROUPS`): the documents and pairs, the shares of pairs whose
     x ended, whose y ended, and that reach H with neither ended (``neither_ended``, with its cluster-bootstrap interval
     ``neither_lower``/``neither_upper``), and per chain the first-EOS steps of the chains that end: their number, mean
-    and :data:`QUANTILES` (null when none ends). ``cube``: a cube path (verified) or its xarray Dataset."""
+    and :data:`QUANTILES` (null when none ends). ``cube``: the cube as an xarray Dataset
+    (:func:`kvdiv.trajectories.store.open_cube`, which verifies it)."""
     pairs, horizon = _pairs(cube, by)
     rows = []
     for keys, sub in _groups(pairs, by):

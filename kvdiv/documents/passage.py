@@ -1,14 +1,11 @@
 """Passage editing (HELMET-style long generation, written for kvdiv): rewrite a passage in full with given edits.
 
 A letter of ``n`` numbered lines — ``3. Nora carried the amber lantern at the harbor.`` — stands at a random depth in
-filler text between the lines ``The letter begins here.`` and ``The letter ends here.`` (``n`` =
-:func:`~kvdiv.documents.base.item_count` of the target length: 25 at 2048 tokens, 40 from 3200 on). The question asks
-to rewrite the whole letter with two edits: one character renamed and one place replaced, wherever they occur (each
-occurs at least once); the answer prefix opens the rewritten letter as the letter opens. A full answer runs to about
-14 SmolLM2 tokens a line (~350 tokens at 2048). The gold
-answers are the edited sentences, in order, scored with ROUGE-L recall over words (metric ``rouge_l``): the longest
-common word subsequence of answer and edited letter over the letter's words — a copy that skips the edits misses
-the renamed words.
+filler text between the lines ``The letter begins here.`` and ``The letter ends here.`` (``n`` = :func:`item_count` of
+the target length: 25 at 2048 tokens). The question asks to rewrite the whole letter with one character renamed and
+one place replaced (each occurs); the answer prefix opens the rewritten letter as the letter opens. A full answer runs
+to ~14 SmolLM2 tokens a line. The gold answers are the edited sentences, scored with ROUGE-L recall over words (metric
+``rouge_l``): a copy that skips the edits misses the renamed words.
 """
 
 from __future__ import annotations

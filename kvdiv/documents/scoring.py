@@ -1,17 +1,13 @@
 """Task accuracy of a generated answer: RULER string match (all / part), HELMET SubEM, and the recalls of long answers.
 
-- RULER (Hsieh et al., 2024): ``string_match_all`` = fraction of reference answers that occur in the
-  prediction (case-insensitive); ``string_match_part`` = 1 if any reference occurs.
-- HELMET (Yen et al., 2024): ``substring_exact_match`` = 1 if some normalised reference occurs in the
-  normalised prediction (lower case, punctuation and English articles removed, whitespace collapsed).
-- Long answers (kvdiv's long-form tasks): ``ordered_recall`` = the largest number of reference items (in their order)
-  that the normalised prediction names, as whole words, in that same order, over the number of items: an item-level
-  LCS recall (listing every item in order: 1; the first half only: 0.5; all of them in reverse order: 1/n);
-  ``rouge_l_recall`` = ROUGE-L recall over words, LCS(prediction words, reference words) / reference words, the
-  reference being the answers joined (a rewritten passage: its sentences).
+- RULER (Hsieh et al., 2024): ``string_match_all`` = fraction of the references found (case-insensitive);
+  ``string_match_part`` = 1 if any reference occurs.
+- HELMET (Yen et al., 2024): ``substring_exact_match`` = 1 if some normalised reference occurs in the normalised
+  prediction (lower case, punctuation and English articles removed, whitespace collapsed).
+- Long answers: ``ordered_recall`` (the most reference items named, as whole words, in their order, over the items: an
+  item-level LCS recall) and ``rouge_l_recall`` (word LCS with the joined references over their words).
 
-Scores are in [0, 1]; reports multiply by 100. :func:`answer_found` says whether a text already holds one gold
-answer under the task's matching (the test behind the "first answer span" of :mod:`kvdiv.trajectories.answers`).
+Scores in [0, 1] (docs/usage.md#documents); :func:`answer_found`: does a text hold one gold answer (answer spans).
 """
 
 from __future__ import annotations
