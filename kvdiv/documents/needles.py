@@ -123,8 +123,8 @@ def build_needle_task(cfg: NeedleConfig, rng: np.random.Generator, target_length
 
 
 def _listing_question(cfg: NeedleConfig, plural: str, asked: list[str], n: int) -> tuple[str, str]:
-    """The question and answer prefix of a listing needle task (``n`` needles asked); every key asked: the prefix opens
-    the first line in the needles' own words, so the list runs on in that form."""
+    """The question and answer prefix of a listing needle task (``n`` needles asked); every key asked, the prefix opens
+    the first line in the needles' own words, so the list runs on in that form (benchmarks/answer_lengths.md)."""
     singular = _KIND[cfg.value_kind][0]
     if cfg.queries > 1:
         if cfg.queries != cfg.keys or cfg.values != 1:

@@ -52,7 +52,7 @@ def build_register_listing(rng: np.random.Generator, target_length: int) -> Inst
         f"List every entry of the register above, from entry 1 to entry {n}, one numbered line per entry with all "
         f"its fields: owner, code and shelf."
     )
-    prefix = "Here are all the entries of the register:\n1. Owner"
+    prefix = "Here are all the entries of the register:\nRegister entry 1: owner"
 
     def render(units_n: int, pad: int) -> str:
         text = " ".join(insert_at_depths(units(units_n), lines, depths))
