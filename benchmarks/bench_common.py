@@ -110,9 +110,12 @@ def smollm2(models_dir: str | Path, config_path: str | Path = "config/config.yam
     return config, load_model("smollm2", spec, models_dir)
 
 
-def stratum_documents(loaded, config: Mapping, study: str, stratum: str, n: int, horizon: int) -> list[dict]:
+def stratum_documents(
+    loaded, config: Mapping, study: str, stratum: str, n: int, horizon: int, tasks: Sequence[str] | None = None
+) -> list[dict]:
     """The documents-JSONL records of the first ``n`` documents of ``stratum`` of ``study`` in ``config``, generated
-    in-process with kvdiv.documents as the workflow's document rule does (sized for ``loaded``'s rendering)."""
+    in-process with kvdiv.documents as the workflow's document rule does (sized for ``loaded``'s rendering; ``tasks``:
+    the stratum's task list, None for its family's default cycle)."""
     from kvdiv.documents import generate_stratum
     from kvdiv.models.tokenization import apply_chat_template
 
@@ -127,6 +130,7 @@ def stratum_documents(loaded, config: Mapping, study: str, stratum: str, n: int,
         tokenizer=loaded.tokenizer,
         tokenizer_name=loaded.name,
         chat=chat,
+        tasks=tasks,
         max_context=loaded.max_context,
         horizon=horizon,
     )

@@ -2,11 +2,12 @@
 
 Modules: :mod:`~kvdiv.documents.vocabulary` (word material), :mod:`~kvdiv.documents.needles`,
 :mod:`~kvdiv.documents.variable_tracking`, :mod:`~kvdiv.documents.word_frequency`, :mod:`~kvdiv.documents.json_kv`,
-:mod:`~kvdiv.documents.record_recall` (the task generators), :mod:`~kvdiv.documents.registry` (tasks by name and
-family), :mod:`~kvdiv.documents.length` (token-budget search), :mod:`~kvdiv.documents.generate` (documents and JSONL
-files), :mod:`~kvdiv.documents.render` (a document's message → the prompt one model is fed),
-:mod:`~kvdiv.documents.scoring` (RULER / HELMET metrics) and :mod:`~kvdiv.documents.loaders` (the real RULER / HELMET
-data, when a user has it).
+:mod:`~kvdiv.documents.record_recall`, :mod:`~kvdiv.documents.story`, :mod:`~kvdiv.documents.register`,
+:mod:`~kvdiv.documents.passage` (the task generators; :mod:`~kvdiv.documents.base`: what they share, the item count of
+long answers), :mod:`~kvdiv.documents.registry` (tasks by name and family), :mod:`~kvdiv.documents.length`
+(token-budget search), :mod:`~kvdiv.documents.generate` (documents and JSONL files), :mod:`~kvdiv.documents.render` (a
+document's message → the prompt one model is fed), :mod:`~kvdiv.documents.scoring` (RULER / HELMET metrics, the
+recalls of long answers) and :mod:`~kvdiv.documents.loaders` (the real RULER / HELMET data, when a user has it).
 """
 
 from kvdiv.documents.generate import Document, document_seed, generate_prompt, generate_stratum, read_jsonl, write_jsonl

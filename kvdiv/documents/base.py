@@ -92,3 +92,18 @@ def insert_at_depths(units: list[str], needles: list[str], depths: list[float]) 
         if i < n:
             out.append(units[i])
     return out
+
+
+#: Prompt bytes besides a long-answer task's items, at most: chat markup, instruction, question, answer prefix.
+OVERHEAD_BYTES = 360
+
+
+def item_count(target_length: int, spacing: int, item_bytes: int, most: int = 40) -> int:
+    """How many items a long-answer task lists at ``target_length`` prompt tokens.
+
+    One item per ``spacing`` tokens of prompt (the answer grows with the context: at 2048 tokens and ``spacing`` 80,
+    25 items), but never more than fit at one token per byte — ``item_bytes`` bytes each beside
+    :data:`OVERHEAD_BYTES` — so the prompt fits a byte-level tokenizer's budget (the tiny test models'; real tokenizers
+    pack several bytes per token); at least 2, at most ``most``.
+    """
+    return int(max(2, min(most, target_length // spacing, (target_length - OVERHEAD_BYTES) // item_bytes)))

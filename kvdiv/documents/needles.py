@@ -9,15 +9,18 @@ asked); multi-query (several needles with distinct keys, all of them asked).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 
 from kvdiv.documents import vocabulary
-from kvdiv.documents.base import Instance, Stream, insert_at_depths
+from kvdiv.documents.base import Instance, Stream, insert_at_depths, item_count
 
 _KIND = {"number": ("number", "numbers"), "uuid": ("UUID", "UUIDs")}
+#: Tokens of prompt per listed needle, and the most bytes a number needle takes, for :func:`item_count`.
+NEEDLE_SPACING, NEEDLE_BYTES = 80, 56
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,9 @@ class NeedleConfig:
     keys : needles with distinct keys placed in the text (the first ``queries`` of them are asked)
     values : needles (values) per queried key
     queries : keys asked
+    listing : ask for a complete numbered list of the asked needles in order of appearance (every needle with its key
+        when all keys are asked, every value of the key otherwise) instead of a question; the answers are then in
+        order of appearance
     """
 
     haystack: str = "noise"
@@ -38,6 +44,7 @@ class NeedleConfig:
     keys: int = 1
     values: int = 1
     queries: int = 1
+    listing: bool = False
 
 
 def _join_keys(keys: list[str]) -> str:
@@ -50,6 +57,7 @@ def build_needle_task(cfg: NeedleConfig, rng: np.random.Generator, target_length
     keys = vocabulary.distinct_word_keys(rng, cfg.keys)
     needles: list[str] = []
     answers: list[str] = []
+    asked_needles: list[int] = []  # indices of the needles whose values are answers
     used_values: set[str] = set()
     for j, key in enumerate(keys):
         for _ in range(cfg.values if j < cfg.queries else 1):
@@ -60,6 +68,7 @@ def build_needle_task(cfg: NeedleConfig, rng: np.random.Generator, target_length
             needles.append(f"The secret {singular} for {key} is: {val}.")
             if j < cfg.queries:
                 answers.append(val)
+                asked_needles.append(len(needles) - 1)
     depths = [float(d) for d in rng.uniform(0.0, 1.0, size=len(needles))]
     asked = keys[: cfg.queries]
 
@@ -89,7 +98,11 @@ def build_needle_task(cfg: NeedleConfig, rng: np.random.Generator, target_length
     instruction = (
         f"Some secret {plural} are hidden in the text below. Memorize them: you will be asked about them afterwards."
     )
-    if cfg.queries > 1:
+    if cfg.listing:
+        question, prefix = _listing_question(cfg, plural, asked, len(answers))
+        by_depth = sorted(range(len(answers)), key=lambda k: depths[asked_needles[k]])
+        answers = [answers[k] for k in by_depth]  # in order of appearance
+    elif cfg.queries > 1:
         question = f"What are the secret {plural} for {_join_keys(asked)} in the text above?"
         prefix = f"The secret {plural} for {_join_keys(asked)} in the text above are:"
     elif many:
@@ -107,6 +120,36 @@ def build_needle_task(cfg: NeedleConfig, rng: np.random.Generator, target_length
         return f"{instruction}\n\n{text}\n\n{question}"
 
     return Instance(render=render, answers=answers, answer_prefix=prefix, pads=True, max_units=max_units)
+
+
+def _listing_question(cfg: NeedleConfig, plural: str, asked: list[str], n: int) -> tuple[str, str]:
+    """The question and answer prefix of a listing needle task (``n`` needles asked); every key asked, the prefix opens
+    the first line in the needles' own words, so the list runs on in that form (benchmarks/answer_lengths.md)."""
+    singular = _KIND[cfg.value_kind][0]
+    if cfg.queries > 1:
+        if cfg.queries != cfg.keys or cfg.values != 1:
+            raise ValueError("a listing needle task asks every key (queries == keys) with one value each")
+        return (
+            f"List every secret {singular} hidden in the text above with its key, all {n} of them, in the order they "
+            f"appear, one numbered line each.",
+            f"Here are all {n} secret {plural}, in the order they appear:\n1. The secret {singular} for",
+        )
+    return (
+        f"List all {n} secret {plural} for {asked[0]} in the text above, in the order they appear, one numbered line "
+        f"each.",
+        f"Here are all {n} secret {plural} for {asked[0]}, in the order they appear:\n1.",
+    )
+
+
+def build_needle_list(cfg: NeedleConfig, rng: np.random.Generator, target_length: int) -> Instance:
+    """A listing needle task (``cfg.listing``) whose needle count is :func:`~kvdiv.documents.base.item_count` of the
+    target length (25 at 2048 tokens): every key asked when ``cfg.keys > 1``, every value of one key otherwise."""
+    n = item_count(target_length, NEEDLE_SPACING, NEEDLE_BYTES)
+    if cfg.keys > 1:
+        cfg = dataclasses.replace(cfg, keys=n, queries=n, values=1, listing=True)
+    else:
+        cfg = dataclasses.replace(cfg, keys=1, queries=1, values=n, listing=True)
+    return build_needle_task(cfg, rng, target_length)
 
 
 def _filler_units(n: int, offset: int) -> list[str]:
@@ -133,5 +176,17 @@ NEEDLE_TASKS: dict[str, tuple[NeedleConfig, str]] = {
     "niah_multiquery": (
         NeedleConfig("noise", "number", keys=4, queries=4),
         "4 number needles under distinct keys, all asked",
+    ),
+}
+
+#: Listing needle tasks (:func:`build_needle_list`): name → (shape, description).
+NEEDLE_LIST_TASKS: dict[str, tuple[NeedleConfig, str]] = {
+    "niah_multikey_list": (
+        NeedleConfig("noise", "number", keys=2, queries=2, listing=True),
+        "every keyed number needle in filler text with its key, in order (25 at 2048 tokens)",
+    ),
+    "niah_multivalue_list": (
+        NeedleConfig("noise", "number", values=2, listing=True),
+        "every number stored under one key, in order (25 at 2048 tokens)",
     ),
 }

@@ -11,10 +11,13 @@ from functools import partial
 
 from kvdiv.documents.base import Task
 from kvdiv.documents.json_kv import build_json_kv
-from kvdiv.documents.needles import NEEDLE_TASKS, build_needle_task
+from kvdiv.documents.needles import NEEDLE_LIST_TASKS, NEEDLE_TASKS, build_needle_list, build_needle_task
+from kvdiv.documents.passage import build_passage_editing
 from kvdiv.documents.record_recall import build_record_recall
-from kvdiv.documents.variable_tracking import build_variable_tracking
-from kvdiv.documents.word_frequency import build_common_words, build_frequent_words
+from kvdiv.documents.register import build_register_listing
+from kvdiv.documents.story import build_story_retelling
+from kvdiv.documents.variable_tracking import build_variable_tracking, build_variable_tracking_list
+from kvdiv.documents.word_frequency import build_common_words, build_common_words_list, build_frequent_words
 
 TASKS: dict[str, Task] = {
     name: Task(name, partial(build_needle_task, cfg), "all", description)
@@ -26,6 +29,39 @@ TASKS["variable_tracking"] = Task(
 TASKS["common_words"] = Task("common_words", build_common_words, "all", "the 10 recurring words of a list")
 TASKS["frequent_words"] = Task("frequent_words", build_frequent_words, "all", "the 3 most frequent coded words")
 TASKS["json_kv"] = Task("json_kv", build_json_kv, "subem", "the value under a UUID key in a JSON object of UUIDs")
+TASKS.update(
+    {
+        name: Task(name, partial(build_needle_list, cfg), "all", description)
+        for name, (cfg, description) in NEEDLE_LIST_TASKS.items()
+    }
+)
+TASKS["variable_tracking_list"] = Task(
+    "variable_tracking_list",
+    build_variable_tracking_list,
+    "all",
+    "every assignment of a VAR chain, in order (25 hops at 2048 tokens; a distractor chain interleaved)",
+)
+TASKS["common_words_list"] = Task(
+    "common_words_list",
+    build_common_words_list,
+    "all",
+    "every word recurring 2-4 times in a list, with its count (25 at 2048 tokens)",
+)
+TASKS["story_retelling"] = Task(
+    "story_retelling", build_story_retelling, "ordered", "retell every event of a story in order (25 at 2048 tokens)"
+)
+TASKS["register_listing"] = Task(
+    "register_listing",
+    build_register_listing,
+    "ordered",
+    "list every entry of a register with its three fields, in order (25 at 2048 tokens)",
+)
+TASKS["passage_editing"] = Task(
+    "passage_editing",
+    build_passage_editing,
+    "rouge_l",
+    "rewrite a letter in full with a character renamed and a place replaced (25 sentences at 2048 tokens)",
+)
 TASKS["record_recall"] = Task(
     "record_recall",
     build_record_recall,
@@ -33,24 +69,21 @@ TASKS["record_recall"] = Task(
     "every one of 24 codes of a register, in order: a long answer (decode-time compression)",
 )
 
+#: The tasks each family cycles through by default: tasks with complete, enumerated answers that run past H = 128
+#: tokens (SmolLM2-135M-Instruct reaches H without EOS in most full-cache chains at 2048 tokens:
+#: benchmarks/answer_lengths.md). The short-answer tasks (single needles, json_kv, the classic multi-value and
+#: aggregation tasks) and niah_multivalue_list (whose SmolLM2 lists end early more often) stay available through a
+#: stratum's ``tasks``.
 FAMILY_TASKS: dict[str, tuple[str, ...]] = {
     "ruler": (
-        "niah_single_noise_number",
-        "niah_single_noise_uuid",
-        "niah_multikey_noise_number",
-        "niah_multikey_needle_number",
-        "niah_multikey_needle_uuid",
-        "niah_multivalue",
-        "niah_multiquery",
-        "variable_tracking",
-        "common_words",
-        "frequent_words",
+        "niah_multikey_list",
+        "variable_tracking_list",
+        "common_words_list",
     ),
     "helmet": (
-        "json_kv",
-        "niah_multikey_needle_number",
-        "niah_multikey_needle_uuid",
-        "niah_multivalue",
+        "story_retelling",
+        "register_listing",
+        "passage_editing",
     ),
 }
 

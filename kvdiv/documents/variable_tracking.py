@@ -12,7 +12,7 @@ from functools import partial
 import numpy as np
 
 from kvdiv.documents import vocabulary
-from kvdiv.documents.base import Instance, insert_at_depths
+from kvdiv.documents.base import Instance, insert_at_depths, item_count
 from kvdiv.documents.needles import _filler_units
 
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -27,8 +27,11 @@ def _variable_names(rng: np.random.Generator, n: int) -> list[str]:
     return names
 
 
-def build_variable_tracking(rng: np.random.Generator, target_length: int, hops: int = 4, chains: int = 2) -> Instance:
-    """Draw ``chains`` assignment chains of ``hops`` variables each; the first chain is asked."""
+def build_variable_tracking(
+    rng: np.random.Generator, target_length: int, hops: int = 4, chains: int = 2, listing: bool = False
+) -> Instance:
+    """Draw ``chains`` assignment chains of ``hops`` variables each; the first chain is asked (``listing``: as a
+    complete numbered list of its assignments in order, the answers in chain order)."""
     names = _variable_names(rng, hops * chains)
     values: list[str] = []
     while len(values) < chains:
@@ -54,6 +57,12 @@ def build_variable_tracking(rng: np.random.Generator, target_length: int, hops: 
         f"in the text above? List all of them."
     )
     prefix = f"The variables that hold the value {values[0]} are:"
+    if listing:
+        question = (
+            f"Follow the chain of variables that starts with the value {values[0]} in the text above: list all "
+            f"{hops} of its assignments in order, one numbered line each, as 'VAR NAME = ...'."
+        )
+        prefix = f"Here are all {hops} assignments of the chain, in order:\n1. VAR"
 
     def render(n: int, pad: int) -> str:
         text = " ".join(insert_at_depths(units(n), statements, depths))
@@ -62,3 +71,14 @@ def build_variable_tracking(rng: np.random.Generator, target_length: int, hops: 
         return f"{instruction}\n\n{text}\n\n{question}"
 
     return Instance(render=render, answers=answers, answer_prefix=prefix, pads=True)
+
+
+#: Tokens of prompt per hop, and the most bytes a hop takes in both chains, for :func:`item_count`.
+HOP_SPACING, HOP_BYTES = 80, 48
+
+
+def build_variable_tracking_list(rng: np.random.Generator, target_length: int) -> Instance:
+    """Variable tracking asked as a complete list: chains of :func:`item_count` hops (25 at 2048 tokens)."""
+    return build_variable_tracking(
+        rng, target_length, hops=item_count(target_length, HOP_SPACING, HOP_BYTES), listing=True
+    )

@@ -44,6 +44,41 @@ NOUNS: tuple[str, ...] = tuple(
     """.split()
 )
 
+#: First names of the characters of stories and letters.
+NAMES: tuple[str, ...] = tuple(
+    """
+    Ada Alma Anton Bela Bruno Clara Dario Edith Elias Emil Flora Greta Hugo Ida Ines Ivo Jonas Juno Karl Lena
+    Linus Lotte Marta Mila Nils Nora Olga Oskar Paula Pavel Rosa Rudi Sara Selma Tilda Timo Ugo Vera Viktor Wanda
+    """.split()
+)
+
+#: Verbs of story events, in the past tense (``{name} {verb} the {object} at the {place}``).
+VERBS: tuple[str, ...] = tuple(
+    """
+    found lost carried painted repaired sold bought hid buried washed opened dropped borrowed polished weighed
+    measured wrapped hung guarded counted cleaned mended traded tested
+    """.split()
+)
+
+#: Places of story events.
+PLACES: tuple[str, ...] = tuple(
+    """
+    harbor market bakery bridge library orchard cellar garden meadow mill station tower quarry stable school
+    lighthouse cottage forest island chapel square workshop farm pier museum theater inn
+    """.split()
+)
+
+#: Things a character can carry (the nouns of story objects, ``{adjective} {noun}``).
+OBJECTS: tuple[str, ...] = tuple(
+    """
+    acorn anchor apple arrow badge balloon basket bell bicycle blanket boat bottle bucket camera candle canoe
+    chair clock compass crayon crown cup curtain diamond drum feather fiddle glove hammer harp hat helmet jacket
+    kettle kite ladder lamp lantern lemon magnet mirror needle paddle pebble pencil piano pillow puzzle radio
+    ribbon rocket saddle satchel scarf shell shovel sled spoon statue stove teapot trumpet umbrella violin wagon
+    walnut whistle
+    """.split()
+)
+
 FILLER_SENTENCES: tuple[str, ...] = (
     "The morning was quiet and the road was long.",
     "A light wind moved across the open field.",
@@ -87,6 +122,18 @@ def distinct_word_keys(rng: np.random.Generator, n: int, exclude: set[str] | Non
             taken.add(key)
             keys.append(key)
     return keys
+
+
+def distinct_objects(rng: np.random.Generator, n: int) -> list[str]:
+    """``n`` distinct story objects ``{adjective} {noun}`` (e.g. ``amber lantern``)."""
+    if n > len(ADJECTIVES) * len(OBJECTS) // 4:
+        raise ValueError(f"cannot draw {n} distinct objects: at most {len(ADJECTIVES) * len(OBJECTS) // 4}")
+    out: list[str] = []
+    while len(out) < n:
+        obj = f"{ADJECTIVES[rng.integers(len(ADJECTIVES))]} {OBJECTS[rng.integers(len(OBJECTS))]}"
+        if obj not in out:
+            out.append(obj)
+    return out
 
 
 def pseudo_word(rng: np.random.Generator, syllables: int = 3) -> str:

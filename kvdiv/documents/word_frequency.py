@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from kvdiv.documents import vocabulary
-from kvdiv.documents.base import Instance, Stream
+from kvdiv.documents.base import Instance, Stream, item_count
 
 
 def new_word_drawer(word_rng: np.random.Generator, seen: set[str]):
@@ -43,6 +43,36 @@ def build_common_words(rng: np.random.Generator, target_length: int, n_common: i
 
     def render(n: int, pad: int) -> str:
         words = common * repeats + rare.take(n)
+        order = np.random.default_rng([shuffle_seed, n]).permutation(len(words))
+        listing = "\n".join(f"{i + 1}. {words[j]}" for i, j in enumerate(order))
+        return f"{instruction}\n\n{listing}\n\n{question}"
+
+    return Instance(render=render, answers=list(common), answer_prefix=prefix, pads=False)
+
+
+#: Tokens of prompt per recurring word, and the most bytes its (up to 4) list entries take, for :func:`item_count`.
+COMMON_SPACING, COMMON_BYTES = 80, 56
+
+
+def build_common_words_list(rng: np.random.Generator, target_length: int) -> Instance:
+    """Common words asked as a complete list: :func:`item_count` words (25 at 2048 tokens) recur 2–4 times each (drawn
+    per word), every other word occurs once; the answer lists every recurring word with its count."""
+    n_common = item_count(target_length, COMMON_SPACING, COMMON_BYTES)
+    word_rng = np.random.default_rng(rng.integers(2**63))
+    common = vocabulary.distinct_pseudo_words(word_rng, n_common)
+    repeats = [int(c) for c in rng.integers(2, 5, size=n_common)]
+    rare = Stream(new_word_drawer(word_rng, set(common)))
+    shuffle_seed = int(rng.integers(2**63))
+    instruction = "Below is a numbered list of words. Some words appear several times; all others appear once."
+    question = (
+        f"List every word that appears more than once in the list above, all {n_common} of them, one numbered line "
+        f"each saying how many times it appears."
+    )
+    prefix = f"Here are all {n_common} words that appear more than once, with their counts:\n1. The word"
+    recurring = [w for w, c in zip(common, repeats) for _ in range(c)]
+
+    def render(n: int, pad: int) -> str:
+        words = recurring + rare.take(n)
         order = np.random.default_rng([shuffle_seed, n]).permutation(len(words))
         listing = "\n".join(f"{i + 1}. {words[j]}" for i, j in enumerate(order))
         return f"{instruction}\n\n{listing}\n\n{question}"

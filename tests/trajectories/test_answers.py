@@ -48,6 +48,14 @@ def test_answer_found_follows_each_tasks_metric():
     assert answer_found("json_kv", "The value: a-b.", ["ab"])
     assert not answer_found("niah_multivalue", "The value: a-b.", ["ab"])
     assert score("niah_multivalue", "7 then 12", ["7", "12", "5", "9"]) == 0.5  # string-match all: a fraction
+    # ordered recall: one whole item, normalised, as whole words
+    assert answer_found("story_retelling", "On day 1, Nora found the Amber Lantern.", ["amber lantern", "red cup"])
+    assert not answer_found("story_retelling", "the amber lanterns", ["amber lantern"])
+    assert answer_found("register_listing", "shelf C-14", ["quiet-fox", "48213", "C-14"])
+    # ROUGE-L (a rewritten passage): one whole sentence, not a shared word
+    sentences = ["Nora found the red cup at the mill.", "Ivo lost the old hat at the pier."]
+    assert answer_found("passage_editing", "1. Ivo lost the old hat at the pier", sentences)
+    assert not answer_found("passage_editing", "Ivo lost the old hat", sentences)
 
 
 def test_answer_text_stops_at_the_first_eos(tok):

@@ -1,0 +1,150 @@
+"""Where the chains end: per action, the first-EOS steps of x and y and the share of pairs that reach H with neither
+ended, from a cube.
+
+For a pair (document d, action a, replicate r) the **first-EOS step** of x is the smallest t in 1..H with
+``eos_x[d, a, r, t]`` (the chain emitted EOS at step t; none within H: no step), likewise y. The pair **reaches H with
+neither ended** when neither chain emits EOS in steps 1..H; it is **running at step t** (t = 0..H) while neither has
+emitted EOS in steps 1..t. Shares are over pairs, pooled over the group's documents as the mean of document means
+(each document weighs the same whatever its replicates), with cluster-bootstrap intervals over documents. With
+``reference_chain: shared`` every action of a replicate has the same x, so x's rows repeat across actions.
+Complete mode only: swrb stores hold the residual branch path, not samples of P and Q.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from kvdiv.analysis.bootstrap import cluster_bootstrap, stat_seed
+
+#: Quantiles of the first-EOS steps (among chains that end) that :func:`eos_summary` reports.
+QUANTILES = {"q25": 0.25, "median": 0.5, "q75": 0.75}
+#: Document coordinates a table may be grouped by besides the action.
+GROUPS = ("family", "task", "stratum", "target_length")
+
+
+def first_eos_step(eos: np.ndarray) -> np.ndarray:
+    """The 1-based step of the first EOS along the last axis of cumulative EOS flags (``eos_x``/``eos_y``), 0 where the
+    chain emits none within H (int64, the flags' shape without the step axis)."""
+    eos = np.asarray(eos, dtype=bool)
+    if eos.ndim == 0 or eos.shape[-1] == 0:
+        raise ValueError(f"EOS flags need a step axis of length >= 1, got shape {eos.shape}")
+    return np.where(eos.any(axis=-1), np.argmax(eos, axis=-1) + 1, 0).astype(np.int64)
+
+
+def _pairs(cube: Any, by: Sequence[str]) -> tuple[pl.DataFrame, int]:
+    """One row per pair: document, the ``by`` keys, replicate, first-EOS steps of x and y (0: none); and H."""
+    ds = cube
+    mode = ds.attrs.get("mode", "complete")
+    if mode != "complete":
+        raise ValueError(
+            f"endings: the cube of study {ds.attrs.get('study', '?')!r} ran in mode {mode!r}, whose stored chains are "
+            f"the residual branch path, not samples of P and Q; the first-EOS steps need a study in mode 'complete'"
+        )
+    unknown = [k for k in by if k != "action" and k not in GROUPS]
+    if unknown:
+        raise ValueError(f"endings: cannot group by {unknown[0]!r}; use 'action' and any of {', '.join(GROUPS)}")
+    dims = ("document", "action", "replicate", "step")
+    fx = first_eos_step(ds["eos_x"].transpose(*dims).values)
+    fy = first_eos_step(ds["eos_y"].transpose(*dims).values)
+    index = np.indices(fx.shape).reshape(3, -1)
+
+    def values(name: str) -> np.ndarray:  # a coordinate as plain numpy (zarr strings come as numpy.StringDType)
+        return np.array(ds[name].values.tolist())
+
+    columns: dict[str, Any] = {
+        "document": values("document")[index[0]],
+        "action": values("action")[index[1]],
+        "replicate": index[2],
+        "first_eos_x": fx.reshape(-1),
+        "first_eos_y": fy.reshape(-1),
+    }
+    for key in by:
+        if key != "action":
+            columns[key] = values(key)[index[0]]
+    return pl.DataFrame(columns), int(ds.sizes["step"])
+
+
+def _groups(pairs: pl.DataFrame, by: Sequence[str]):
+    keys = list(by)
+    for values, sub in sorted(pairs.group_by(keys, maintain_order=True), key=lambda kv: tuple(map(str, kv[0]))):
+        yield dict(zip(keys, values)), sub
+
+
+def _document_means(sub: pl.DataFrame, columns: dict[str, pl.Expr]) -> dict[str, np.ndarray]:
+    """Per document of ``sub``: the replicate means of each indicator in ``columns``, as arrays [n_documents]."""
+    means = sub.group_by("document", maintain_order=True).agg(
+        **{name: expr.cast(pl.Float64).mean() for name, expr in columns.items()}
+    )
+    return {name: means[name].to_numpy() for name in columns}
+
+
+def eos_summary(
+    cube: Any,
+    by: Sequence[str] = ("action",),
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> pl.DataFrame:
+    """Per group of ``by`` (the action, and any of :data:`GROUPS`): the documents and pairs, the shares of pairs whose
+    x ended, whose y ended, and that reach H with neither ended (``neither_ended``, with its cluster-bootstrap interval
+    ``neither_lower``/``neither_upper``), and per chain the first-EOS steps of the chains that end: their number, mean
+    and :data:`QUANTILES` (null when none ends). ``cube``: the cube as an xarray Dataset
+    (:func:`kvdiv.trajectories.store.open_cube`, which verifies it)."""
+    pairs, horizon = _pairs(cube, by)
+    rows = []
+    for keys, sub in _groups(pairs, by):
+        x_ended, y_ended = pl.col("first_eos_x") > 0, pl.col("first_eos_y") > 0
+        doc = _document_means(sub, {"x": x_ended, "y": y_ended, "neither": ~x_ended & ~y_ended})
+        res = cluster_bootstrap(doc, lambda m: dict(m), n_boot, stat_seed(seed, "endings", *keys.values()), confidence)
+        row = {**keys, "horizon": horizon, "n_documents": len(doc["x"]), "n_pairs": sub.height}
+        row.update(x_ended=float(res["x"][0]), y_ended=float(res["y"][0]))
+        row.update(
+            neither_ended=float(res["neither"][0]),
+            neither_lower=float(res["neither"][1]),
+            neither_upper=float(res["neither"][2]),
+        )
+        for chain in ("x", "y"):
+            steps = sub[f"first_eos_{chain}"].to_numpy()
+            steps = steps[steps > 0].astype(float)
+            row[f"{chain}_n_ended"] = int(steps.size)
+            row[f"{chain}_mean_step"] = float(steps.mean()) if steps.size else None
+            for name, q in QUANTILES.items():
+                row[f"{chain}_{name}_step"] = float(np.quantile(steps, q)) if steps.size else None
+        rows.append(row)
+    return pl.DataFrame(rows)
+
+
+def running_by_step(cube: Any, by: Sequence[str] = ("action",)) -> pl.DataFrame:
+    """Per group of ``by`` and step t = 0..H: the shares of pairs whose x, whose y, and whose both chains are still
+    running after step t (no EOS in steps 1..t; 1 at t = 0), means of document means — the survival functions of the
+    first-EOS steps; ``both_running`` at t = H is :func:`eos_summary`'s ``neither_ended``."""
+    pairs, horizon = _pairs(cube, by)
+    steps = np.arange(horizon + 1)
+    frames = []
+    for keys, sub in _groups(pairs, by):
+        fx, fy = sub["first_eos_x"].to_numpy(), sub["first_eos_y"].to_numpy()
+        x_run = (fx[:, None] == 0) | (fx[:, None] > steps[None, :])
+        y_run = (fy[:, None] == 0) | (fy[:, None] > steps[None, :])
+        docs, inverse = np.unique(sub["document"].to_numpy(), return_inverse=True)
+        counts = np.bincount(inverse, minlength=docs.size)[:, None]
+
+        def share(indicator: np.ndarray) -> np.ndarray:
+            per_doc = np.zeros((docs.size, steps.size))
+            np.add.at(per_doc, inverse, indicator.astype(float))
+            return (per_doc / counts).mean(axis=0)
+
+        frame = {
+            **{k: [v] * steps.size for k, v in keys.items()},
+            "step": steps,
+            "x_running": share(x_run),
+            "y_running": share(y_run),
+            "both_running": share(x_run & y_run),
+            "n_documents": [docs.size] * steps.size,
+        }
+        frames.append(pl.DataFrame(frame))
+    return pl.concat(frames)

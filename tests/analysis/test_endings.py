@@ -1,0 +1,98 @@
+"""Where the chains end (kvdiv.analysis.endings): exact values on hand-set EOS flags, the same through a written cube,
+agreement with the EOS hazard of a simulated cube within its standard error, and clear errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kvdiv.analysis.endings import eos_summary, first_eos_step, running_by_step
+from kvdiv.trajectories.store import open_cube
+from support.synthetic_cube import simulate_cube, write_cube
+
+H = 8
+
+
+def flags(first: int) -> np.ndarray:
+    """Cumulative EOS flags of a chain whose first EOS is at step ``first`` (0: none within H)."""
+    return np.arange(1, H + 1) >= first if first else np.zeros(H, dtype=bool)
+
+
+def hand_cube():
+    """Two actions, 3 documents (two ruler, one helmet), 2 replicates; first-EOS steps of x and y set by hand."""
+    ds = simulate_cube({"a": 0.1, "b": 0.3}, n_documents=3, replicates=2, horizon=H, seed=1)
+    # [document][action][replicate] = (first EOS of x, first EOS of y)
+    steps = [
+        [[(0, 0), (3, 0)], [(0, 5), (3, 3)]],
+        [[(0, 0), (0, 0)], [(0, 0), (0, 8)]],
+        [[(2, 2), (0, 1)], [(2, 0), (0, 0)]],
+    ]
+    ex, ey = ds["eos_x"].values.copy(), ds["eos_y"].values.copy()
+    for d, by_action in enumerate(steps):
+        for a, by_rep in enumerate(by_action):
+            for r, (fx, fy) in enumerate(by_rep):
+                ex[d, a, r], ey[d, a, r] = flags(fx), flags(fy)
+    ds["eos_x"] = (ds["eos_x"].dims, ex)
+    ds["eos_y"] = (ds["eos_y"].dims, ey)
+    return ds
+
+
+def test_first_eos_step_reads_cumulative_flags():
+    eos = np.array([flags(3), flags(0), flags(1), flags(H)])
+    assert first_eos_step(eos).tolist() == [3, 0, 1, H]
+    assert first_eos_step(eos.reshape(2, 2, H)).tolist() == [[3, 0], [1, H]]
+    with pytest.raises(ValueError, match="step axis of length >= 1"):
+        first_eos_step(np.zeros((2, 0), dtype=bool))
+
+
+def test_eos_summary_exact_on_hand_set_flags(tmp_path):
+    ds = hand_cube()
+    table = eos_summary(ds, n_boot=200, seed=3)
+    a, b = (table.filter(table["action"] == name).row(0, named=True) for name in ("a", "b"))
+    # action a: neither ended in pairs (d0,r0), (d1,r0), (d1,r1): document means 1/2, 1, 0 -> 1/2
+    assert a["neither_ended"] == pytest.approx(0.5) and a["n_documents"] == 3 and a["n_pairs"] == 6
+    assert a["x_ended"] == pytest.approx((0.5 + 0 + 0.5) / 3) and a["y_ended"] == pytest.approx((0 + 0 + 1) / 3)
+    assert (a["x_n_ended"], a["x_median_step"], a["x_mean_step"]) == (2, 2.5, 2.5)  # x ends at 3 and 2
+    assert (a["y_n_ended"], a["y_q25_step"], a["y_q75_step"]) == (2, 1.25, 1.75)  # y ends at 2 and 1
+    # action b: neither ended only in (d1,r0) and (d2,r1): document means 0, 1/2, 1/2 -> 1/3
+    assert b["neither_ended"] == pytest.approx(1 / 3)
+    assert b["y_n_ended"] == 3 and b["y_median_step"] == 5.0  # y ends at 5, 3 and 8
+    assert a["neither_lower"] <= a["neither_ended"] <= a["neither_upper"]
+    assert 0.0 <= a["neither_lower"] < a["neither_upper"] <= 1.0  # documents differ: a real interval
+    running = running_by_step(ds)
+    ra = running.filter(running["action"] == "a")
+    assert ra["step"].to_list() == list(range(H + 1))
+    assert ra["both_running"][0] == 1.0 and ra["both_running"][H] == pytest.approx(a["neither_ended"])
+    # after step 1: only y of (d2, r1) has ended -> document 2 at 1/2
+    assert ra["both_running"][1] == pytest.approx((1 + 1 + 0.5) / 3)
+    assert ra["x_running"][H] == pytest.approx(1 - a["x_ended"]) and ra["y_running"][2] == pytest.approx(1 - 1 / 3)
+    assert np.all(np.diff(running.filter(running["action"] == "b")["both_running"].to_numpy()) <= 0)
+    # the same numbers read from a written cube (verified on open), and grouped by family
+    write_cube(ds, tmp_path / "cube.zarr")
+    assert eos_summary(open_cube(tmp_path / "cube.zarr"), n_boot=200, seed=3).equals(table)
+    by_family = eos_summary(ds, ("action", "family"), n_boot=50)
+    helmet_a = by_family.filter((by_family["action"] == "a") & (by_family["family"] == "helmet")).row(0, named=True)
+    assert helmet_a["n_documents"] == 1 and helmet_a["neither_ended"] == pytest.approx(1.0)  # document 1 only
+
+
+def test_eos_shares_match_the_simulated_hazard():
+    """Independent EOS flags with hazard h: a chain runs through H with probability (1 - h)^H, a pair with its square;
+    the estimates lie within 4 standard errors (document means are independent across documents)."""
+    h, horizon, n_docs, reps = 0.01, 64, 300, 2
+    ds = simulate_cube({"a": 0.1}, n_documents=n_docs, replicates=reps, horizon=horizon, seed=5, eos_hazard=h)
+    row = eos_summary(ds, n_boot=100).row(0, named=True)
+    survive = (1 - h) ** horizon
+    for value, p in ((row["neither_ended"], survive**2), (1 - row["x_ended"], survive), (1 - row["y_ended"], survive)):
+        assert abs(value - p) < 4 * np.sqrt(p * (1 - p) / (n_docs * reps))
+    running = running_by_step(ds)
+    t = np.arange(horizon + 1)
+    assert np.max(np.abs(running["x_running"].to_numpy() - (1 - h) ** t)) < 4 * np.sqrt(0.25 / (n_docs * reps))
+    assert row["x_median_step"] is not None and 1 <= row["x_q25_step"] <= row["x_median_step"] <= row["x_q75_step"]
+
+
+def test_endings_refuse_swrb_cubes_and_unknown_groups():
+    swrb = simulate_cube({"a": 0.1}, n_documents=2, replicates=1, horizon=H, seed=2, swrb=True)
+    with pytest.raises(ValueError, match="mode 'swrb'.*residual branch path"):
+        eos_summary(swrb)
+    with pytest.raises(ValueError, match="cannot group by 'model'"):
+        running_by_step(hand_cube(), ("action", "model"))
