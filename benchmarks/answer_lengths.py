@@ -40,6 +40,7 @@ def sample_family(loaded, config, args, family: str) -> list[dict]:
     from kvdiv.documents.render import prompt_token_ids
     from kvdiv.documents.scoring import score
     from kvdiv.kernel.session import KernelSession
+    from kvdiv.settings import generation
     from kvdiv.trajectories.answers import answer_text, eos_step
     from kvdiv.trajectories.reference import reference_chains
 
@@ -53,9 +54,10 @@ def sample_family(loaded, config, args, family: str) -> list[dict]:
         batch = docs[b : b + args.batch]
         start = time.perf_counter()
         ids = [prompt_token_ids(d, loaded.tokenizer, loaded.chat_template) for d in batch]
-        sessions = [
-            KernelSession(loaded, torch.tensor(i), {}, horizon=args.horizon, max_chains=args.replicates) for i in ids
-        ]
+        settings = generation(
+            master_seed=config["seed"], study_seed=study["seed"], horizon=args.horizon, replicates=args.replicates
+        )
+        sessions = [KernelSession(loaded, torch.tensor(i), {}, settings, max_chains=args.replicates) for i in ids]
         parts = [(config["seed"], study["seed"], d["id"]) for d in batch]
         chains = reference_chains(sessions, parts, args.replicates, args.horizon, eos_token_ids=loaded.eos_token_ids)
         for d, n_ids, (x, eos) in zip(batch, ids, chains):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from kvdiv.kernel.session import KernelSession
+from kvdiv.settings import generation
 from kvdiv.trajectories.generate import generate
 from kvdiv.trajectories.reference import reference_chains
 from support.job_documents import ACTIONS, PROMPTS
@@ -23,19 +24,21 @@ def toy(seed: int) -> ToyKernelSession:
     return ToyKernelSession(p, {"a": mixture_kernel(p, history_kernel(V, seed + 100), 0.3)}, eos_token_ids=EOS)
 
 
-def coupled_x(session, parts, eos, horizon=H, actions=("a",)):
-    out = generate(
-        session,
-        list(actions),
+def shared(parts, horizon=H, replicates=R):
+    """The shared-reference settings of a document's ``parts`` = (master seed, study seed, document id)."""
+    return generation(
+        master_seed=parts[0],
+        study_seed=parts[1],
         horizon=horizon,
-        replicates=R,
-        seed_parts=parts,
-        eos_token_ids=eos,
+        replicates=replicates,
         mode="complete",
         reference_chain="shared",
         tv_atol=1e-6,
-        progress=False,
     )
+
+
+def coupled_x(session, parts, eos, actions=("a",)):
+    out = generate(session, list(actions), shared(parts), document_id=parts[2], eos_token_ids=eos, progress=False)
     return out[actions[0]]
 
 
@@ -67,20 +70,16 @@ def test_reference_chains_batched_on_a_tiny_llama(tiny_llama):
         eos = tiny_llama.eos_token_ids
 
         def session(i, actions):
-            return KernelSession(tiny_llama, i, actions, temperature=1.0, horizon=10)
+            return KernelSession(tiny_llama, i, actions, shared(parts[0], horizon=10, replicates=2))
 
         chains = reference_chains([session(i, {}) for i in ids], parts, 2, 10, eos_token_ids=eos)
         for d, (x, flags) in enumerate(chains):
             coupled = generate(
                 session(ids[d], {"recent_half": ACTIONS["recent_half"]}),
                 ["recent_half"],
-                horizon=10,
-                replicates=2,
-                seed_parts=parts[d],
+                shared(parts[d], horizon=10, replicates=2),
+                document_id=parts[d][2],
                 eos_token_ids=eos,
-                mode="complete",
-                reference_chain="shared",
-                tv_atol=1e-6,
                 progress=False,
             )["recent_half"]
             assert np.array_equal(x, coupled.x) and np.array_equal(flags, coupled.eos_x)
