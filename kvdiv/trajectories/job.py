@@ -25,6 +25,7 @@ from kvdiv.trajectories.base import EOS_FOLDING, chains_needed
 from kvdiv.trajectories.generate import generate_documents
 from kvdiv.trajectories.reuse import Piece, TrajectoryCache, piece_key, same_reference
 from kvdiv.trajectories.store import write_document_store
+from kvdiv.watchdog import doing
 
 log = logging.getLogger(__name__)
 
@@ -231,8 +232,8 @@ def _generate(
     sessions, prefill_s = [], []
     for d in members:
         start = time.perf_counter()
-        sessions.append(
-            KernelSession(
+        with doing(document=seed_parts[d][2], phase="prefill"):  # a press that hangs is named (kvdiv.watchdog)
+            session = KernelSession(
                 loaded,
                 torch.tensor(prompts[d], dtype=torch.long),
                 specs,
@@ -243,16 +244,17 @@ def _generate(
                 seed_parts=seed_parts[d],
                 compressed_length=contexts[d],
             )
-        )
+        sessions.append(session)
         prefill_s.append(time.perf_counter() - start)
-    trajectories = generate_documents(
-        sessions,
-        [seed_parts[d] for d in members],
-        list(specs),
-        g,
-        eos_token_ids=loaded.eos_token_ids,
-        progress=progress,
-    )
+    with doing(documents=[seed_parts[d][2] for d in members], phase="decoding"):
+        trajectories = generate_documents(
+            sessions,
+            [seed_parts[d] for d in members],
+            list(specs),
+            g,
+            eos_token_ids=loaded.eos_token_ids,
+            progress=progress,
+        )
     return list(zip(trajectories, sessions, prefill_s))
 
 
