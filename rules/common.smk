@@ -16,7 +16,7 @@ os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [str(Path(workflow.bas
 os.environ.update(KVDIV_WORKDIR=os.getcwd())
 
 from kvdiv import layout  # noqa: E402
-from kvdiv.config import checks, files, lookups, plan, startup  # noqa: E402
+from kvdiv.config import checks, files, lookups, plan, roots, startup  # noqa: E402
 from kvdiv.names import NAME_REGEX, check_config_names, check_results_root  # noqa: E402
 
 # The whole config is checked here, when the workflow starts, whatever it plans (kvdiv.config): every config file
@@ -33,6 +33,9 @@ paths = layout.Layout(check_results_root(config["results"]))
 LOOKUPS = lookups.Lookups(config, workflow.basedir, paths, workflow.resource_settings.overwrite_resources)
 startup.check_actions(config, LOOKUPS.press_modules(), main_process=workflow.is_main_process)
 startup.check_chat_templates(config, LOOKUPS.model_dir)
+if workflow.is_main_process:  # last: the root records its owner; another config's root, or a store, is refused
+    _owner = roots.owner_of(config, workflow.configfiles, os.getcwd(), workflow.basedir)
+    roots.claim_results_root(paths.root, _owner, config.get("studies") or {})
 
 ENV = "../envs/kvdiv.yaml"
 SHORT_JOB_PRIORITY = plan.SHORT_JOB_PRIORITY
@@ -55,6 +58,15 @@ def with_checksums(outputs):
 
 
 script_code = LOOKUPS.script_code
+
+
+def file_hash(path):
+    """SHA-256 of a workflow file read by a rule whose timestamp must not rerun it (an ``ancient`` input)."""
+    from kvdiv.io import sha256_file
+
+    return sha256_file(path)
+
+
 get_workflow_file = LOOKUPS.workflow_file
 
 # --- models (rules/models.smk) ---

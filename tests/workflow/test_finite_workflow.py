@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import polars as pl
@@ -56,6 +57,14 @@ def test_finite_state_stage_end_to_end(tmp_path):
     assert paper.filter(pl.col("quantity").str.contains("median"))["paper"].item() == pytest.approx(52.7)
 
     assert "Nothing to be done" in snakemake(work, TARGET, *common)
+    # a newer file time on the paper's values (a git checkout, a copy) reruns nothing; an edit of them does
+    paper_values = work / "kvdiv/data/paper_reported_values.yaml"
+    os.utime(paper_values, (time.time() + 60, time.time() + 60))
+    assert "Nothing to be done" in snakemake(work, TARGET, "-n", *common)
+    paper_values.write_text(paper_values.read_text() + "\n# edited\n")
+    out = snakemake(work, TARGET, "-n", "--quiet", "rules", *common)
+    assert "finite_compare" in out and "finite_figure4" in out and "finite_exact" not in out, out[-2000:]
+    paper_values.write_text(paper_values.read_text().removesuffix("\n# edited\n"))
 
     config["finite_state"]["window"] = 3
     (work / "config/finite_test.yaml").write_text(yaml.safe_dump(config))

@@ -42,6 +42,7 @@ class NegKnormPress(ScorerPress):
 
 CONFIG = {
     "seed": 7,
+    "results_owner": "own-press-tests",  # the variants below (bad.yaml, ...) edit one experiment
     "press_modules": ["presses/mine.py"],
     "models": {
         "tiny": {"source": "random", "architecture": "llama", "tokenizer": "bytes", "device": "cpu", "threads": 1}

@@ -24,6 +24,7 @@ from kvdiv.trajectories.store import open_cube, read_document_store, read_store_
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = {
     "seed": 7,
+    "results_owner": "trajectories-tests",  # the variants below (tiny_more.yaml, ...) edit one experiment
     "models": {
         "tiny": {"source": "random", "architecture": "llama", "tokenizer": "bytes", "device": "cpu", "threads": 1}
     },
