@@ -26,8 +26,8 @@ MAX_SECONDS = 10.0
 MAX_CHARS = 2_000_000
 #: Seconds one rendering of a probe message may take (a real template renders one in milliseconds).
 PROBE_SECONDS = 2.0
-#: The time is checked every this many template steps (a step that builds a large string takes milliseconds).
-CHECK_EVERY = 16
+#: A template step slower than this has its variables' sizes checked (building 2 MB of text takes longer).
+SLOW_STEP_S = 1e-4
 #: The instant ``strftime_now`` formats (a fixed date: renderings do not depend on when a job runs).
 FROZEN_CLOCK = datetime(2026, 1, 1, 0, 0, 0)
 #: Two user messages the probe renders (they differ in every word).
@@ -106,13 +106,30 @@ def compile_template(source: str):
     return environment().from_string(source)
 
 
+def _largest(variables: Mapping[str, Any]) -> int:
+    """The length of the longest string, list or tuple among ``variables`` and the attributes of the Jinja
+    namespaces among them (what a template builds without writing it out)."""
+    from jinja2.utils import Namespace
+
+    longest = 0
+    for value in variables.values():
+        if isinstance(value, Namespace):
+            values = object.__getattribute__(value, "_Namespace__attrs").values()
+        else:
+            values = (value,)
+        for item in values:
+            if isinstance(item, (str, list, tuple)):
+                longest = max(longest, len(item))
+    return longest
+
+
 class _Budget:
     """A trace function counting the compiled template's statements and output; raises past a limit."""
 
     def __init__(self, owner: str, max_steps: int, max_seconds: float, max_chars: int):
         self.owner, self.max_steps, self.max_seconds, self.max_chars = owner, max_steps, max_seconds, max_chars
         self.steps = self.chars = 0
-        self.start = time.perf_counter()
+        self.start = self.last = time.perf_counter()
 
     def __call__(self, frame, event, arg):  # the global trace function: trace template frames only
         if frame.f_code.co_filename != TEMPLATE_FILENAME:
@@ -124,8 +141,13 @@ class _Budget:
             self.steps += 1
             if self.steps > self.max_steps:
                 self.fail(f"{self.max_steps} template steps")
-            if not self.steps % CHECK_EVERY and time.perf_counter() - self.start > self.max_seconds:
+            now = time.perf_counter()
+            if now - self.start > self.max_seconds:
                 self.fail(f"{self.max_seconds:g} s")
+            # a step that took long may have built a large value (a string doubled in a loop, never output)
+            if (now - self.last > SLOW_STEP_S or not self.steps % 256) and _largest(frame.f_locals) > self.max_chars:
+                self.fail(f"{self.max_chars} characters in one variable")
+            self.last = now
         elif event == "return" and isinstance(arg, str):  # a generator frame yielding a piece of output
             self.chars += len(arg)
             if self.chars > self.max_chars:

@@ -21,6 +21,7 @@ import torch
 
 from kvdiv.settings import resolve
 from kvdiv.settings import Generation
+from kvdiv.trajectories import checks
 from kvdiv.trajectories.base import EOS_FOLDING, chains_needed
 from kvdiv.trajectories.generate import generate_documents
 from kvdiv.trajectories.reuse import Piece, TrajectoryCache, piece_key, same_reference
@@ -86,6 +87,9 @@ def run_documents(
     horizon, compress = g.horizon, g.compress
     if len(documents) != len(outs) or not documents:
         raise ValueError(f"one output per document: {len(documents)} documents, {len(outs)} outputs")
+    checks.check_action_values(actions)  # errors naming the bad thing, before any prefill (kvdiv.trajectories.checks)
+    checks.check_model(loaded.model)
+    vocab = checks.vocabulary_size(loaded.model)
     prompts, contexts = [], []
     for document in documents:
         for key in ("id", "prompt_ids" if "prompt_ids" in document else "prompt"):
@@ -94,7 +98,11 @@ def run_documents(
         if "prompt_ids" in document:  # token ids given by the caller (kvdiv.compare), fed unchanged
             prompt_ids = [int(t) for t in document["prompt_ids"]]
         else:
-            prompt_ids = prompt_token_ids(document, loaded.tokenizer, loaded.chat_template)
+            try:
+                prompt_ids = prompt_token_ids(document, loaded.tokenizer, loaded.chat_template)
+            except ValueError as err:  # a chat template's budget, a rendered prompt with an answer prefix
+                raise ValueError(f"document {document['id']!r}: {err}") from None
+        checks.check_prompt_ids(str(document["id"]), prompt_ids, vocab)
         n_prompt = len(prompt_ids)
         if n_prompt + horizon > loaded.max_context:
             raise ValueError(
@@ -116,6 +124,7 @@ def run_documents(
     ids = [str(document["id"]) for document in documents]
     if len(set(ids)) != len(ids):
         raise ValueError(f"a document appears twice in one job: {ids}")
+    checks.check_press_windows(actions, ids, prompts, contexts, evict_first_step=g.evict_first_step)
     seed_parts = [(g.master_seed, g.study_seed, doc_id) for doc_id in ids]
     # what the stores record: the reference chain the trajectories used (per_action in swrb mode)
     recorded = g.as_dict() | {"reference_chain": g.effective_reference_chain}

@@ -55,7 +55,7 @@ CONFIG = {
             "strata": [{"family": "ruler", "length": 512}],
         },
     },
-    "analysis": {"studies": {"figure5": "own"}},
+    "analysis": {"studies": {"accuracy": "own"}},
 }
 
 
