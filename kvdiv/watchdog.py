@@ -1,15 +1,10 @@
 """Wall-time budgets for jobs that run the user's code (own presses may never return: docs/security.md).
 
-- :func:`doing` notes what the process is doing now (document, action, press, layer, step): the kernel and the
-  trajectory job set it around prefills, press hooks and decoding steps; it costs a dict update.
-- :func:`time_budget` gives a block ``seconds`` of wall time (a trajectory job: config ``time_budget.trajectory_job``).
-  Past it, ``SIGALRM`` raises :class:`BudgetExceeded` in the main thread, naming the budget's key and what was being
-  done (so the job log says which press hung on which document), and the block's own cleanups run (temporary stores
-  are removed). Code stuck in C without returning to Python cannot be interrupted: :mod:`faulthandler` then writes
-  every thread's traceback (the user's file and line) to the log after :data:`GRACE_S` more seconds and ends the
-  process.
-
-Imports nothing of kvdiv: the kernel, the trajectory job and the workflow scripts use it.
+:func:`doing` notes what the process is doing (document, action, press, layer; the kernel and the trajectory job set
+it). :func:`time_budget` gives a block ``seconds`` of wall time: past it ``SIGALRM`` raises :class:`BudgetExceeded` in
+the main thread naming the budget's key and what was being done, and the block's cleanups run; code stuck in C, which
+a signal cannot interrupt, is ended :data:`GRACE_S` later by :mod:`faulthandler` with every thread's traceback in the
+log. Imports nothing of kvdiv.
 """
 
 from __future__ import annotations

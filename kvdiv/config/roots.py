@@ -1,22 +1,11 @@
 """Who owns an output root: each config's ``results`` root records its owner, and no root lies in another's outputs.
 
-A root holds one config's outputs, logs and cache; a second config planning into it would re-resolve its models and
-replace its results. When the workflow starts (rules/common.smk, main process) :func:`claim_results_root`:
-
-- refuses a root inside a zarr store or a resolved model directory (whose next rebuild would delete it);
-- reads the root's marker ``{root}/kvdiv-root.json`` (:data:`kvdiv.layout.ROOT_MARKER`): a root owned by another
-  config is an error naming both;
-- refuses a root that lies inside another root's outputs (a study directory or an entry such as ``models/`` of the
-  config owning an enclosing root), and a root whose outputs would hold another config's root (the roots this
-  working directory has seen are listed under :data:`REGISTRY`);
-- then writes the marker (atomically; only when it changes) and lists the root.
-
-The owner (:func:`owner_of`) is the ``results_owner`` config key when given (configs that deliberately share a root,
-e.g. variants of one experiment), else the config file that sets ``results`` (the last one when several do; else the
-first config file), named by its path relative to the working directory, or to the workflow's directory for a
-shipped config, else absolute. Identity is the file, not its content: editing your config keeps its root; a copy of
-it under another name is another config and needs its own root (or the same ``results_owner``). Handing a root over:
-delete its ``kvdiv-root.json``. docs/usage.md#output-roots.
+When the workflow starts (rules/common.smk, main process, after every other check) :func:`claim_results_root` refuses
+a root inside a zarr store or a resolved model directory, a root owned by another config (its marker
+``{root}/kvdiv-root.json``), a root inside another root's outputs and a root whose outputs would hold another root
+(the roots a working directory has seen are listed under :data:`REGISTRY`); then it writes the marker. The owner
+(:func:`owner_of`) is ``results_owner`` when given, else the config file that sets ``results``, by its path: editing a
+config keeps its root, a copy under another name is another config. docs/usage.md#output-roots.
 """
 
 from __future__ import annotations
