@@ -1,7 +1,7 @@
 """The config's lists of names checked when the workflow starts (:func:`kvdiv.config.checks.check_config` calls
-:func:`check_entries`): each model and action listed once per study, a study's actions within what one trajectory
-job can hold, and every figure or table that takes contrasts given at least one of its study's (the defaults name the
-paper's actions: a config with other action names would get figures without a contrast, silently).
+:func:`check_entries`): each model and action listed once per study, and every figure or table that takes contrasts
+given at least one of its study's (the defaults name the paper's actions: a config with other action names would get
+figures without a contrast, silently).
 """
 
 from __future__ import annotations
@@ -11,10 +11,6 @@ from collections.abc import Mapping
 from kvdiv.config.files import ConfigError
 from kvdiv.config.plan import _studies
 
-#: Most actions one study may run: every action of a document is one session's cache in one trajectory job (beside
-#: the reference), and each (action, replicate) a chain of every decode step; the paper's studies run 3 and 2, the
-#: press leaderboard 24.
-MAX_STUDY_ACTIONS = 128
 #: The `analysis` keys that name contrasts of actions (a builder setting ``contrasts``/``contrast``).
 CONTRAST_KEYS = ("contrasts", "table3_contrast")
 
@@ -22,7 +18,6 @@ CONTRAST_KEYS = ("contrasts", "table3_contrast")
 def check_entries(config: Mapping, given: Mapping | None = None) -> None:
     """Every check of this module (``given``: the config as written, before the schema's defaults)."""
     check_listed_once(config)
-    check_action_counts(config)
     check_contrasts_apply(config)
 
 
@@ -35,17 +30,6 @@ def check_listed_once(config: Mapping) -> None:
             twice = sorted({name for name in names if names.count(name) > 1})
             if twice:
                 raise ConfigError(f"studies.{study}.{key} lists {', '.join(map(repr, twice))} more than once")
-
-
-def check_action_counts(config: Mapping) -> None:
-    """A study runs at most :data:`MAX_STUDY_ACTIONS` actions."""
-    for study, spec in _studies(config).items():
-        n = len(spec.get("actions") or [])
-        if n > MAX_STUDY_ACTIONS:
-            raise ConfigError(
-                f"studies.{study}.actions: {n} actions, more than the {MAX_STUDY_ACTIONS} one study may run (each is a "
-                "cache and R chains of every trajectory job of the study); split them over several studies"
-            )
 
 
 def check_contrasts_apply(config: Mapping) -> None:
