@@ -60,13 +60,6 @@ def with_checksums(outputs):
 script_code = LOOKUPS.script_code
 
 
-def file_hash(path):
-    """SHA-256 of a workflow file read by a rule whose timestamp must not rerun it (an ``ancient`` input)."""
-    from kvdiv.io import sha256_file
-
-    return sha256_file(path)
-
-
 get_workflow_file = LOOKUPS.workflow_file
 
 # --- models (rules/models.smk) ---
