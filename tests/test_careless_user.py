@@ -398,15 +398,14 @@ def test_force_replaces_a_regular_file(tmp_path):
 
 def checked(edit) -> None:
     """What rules/common.smk checks at start-up of config/smoke.yaml changed by ``edit``."""
-    from snakemake.utils import validate
-
     from kvdiv.config.checks import check_config
+    from kvdiv.config.files import validate
     from kvdiv.names import check_config_names
 
     config = copy.deepcopy(SMOKE)
     edit(config)
     given = copy.deepcopy(config)
-    validate(config, str(REPO / "kvdiv/data/schema.yaml"))
+    validate(config)
     check_config_names(config)
     check_config(config, given, basedir=REPO)
 
@@ -441,6 +440,12 @@ def _rename_actions(c):
             lambda c: c["analysis"].update(contrasts=[["snapkv_half", "recent_hlaf"]]),
             r"'recent_hlaf' not a configured action",
         ),
+        (
+            lambda c: c.update(time_budget={"press_import": 0}),
+            r"minimum of 0 \(On instance\['time_budget'\]\['press_import'\]",
+        ),
+        (lambda c: c.update(time_budget={"trajectory_jobs": 10}), r"'trajectory_jobs' was unexpected"),
+        (lambda c: c.update(results_owner=""), r"'' should be non-empty \(On instance\['results_owner'\]"),
     ],
     ids=[
         "newline name",
@@ -449,6 +454,9 @@ def _rename_actions(c):
         "action twice",
         "defaults name no action",
         "typo'd contrast",
+        "no import budget",
+        "typo'd budget",
+        "empty owner",
     ],
 )
 def test_the_configs_lists_are_checked_at_start(edit, message):
