@@ -66,7 +66,7 @@ rule finite_compare:
         csv=report(paths.finite_file("paper_comparison.csv"), caption="../report/finite_state_table.rst", category="Finite-state study"),
         md=paths.finite_file("paper_comparison.md"),
     params:
-        # the paper's values are package data read by kvdiv.finite.study: in the code hash, not a path input (the
+        # the paper's values are package data read by kvdiv.finite.paper: in the code hash, not a path input (the
         # checkout's path, spelt another way or moved, would change the input set and rerun the comparison)
         code=script_code("finite_compare.py"),
     log:

@@ -2,7 +2,8 @@
 
 import logging
 
-from kvdiv.finite.study import comparison_table, paper_comparison, paper_finite_values, to_markdown
+from kvdiv.finite.paper import paper_finite_values
+from kvdiv.finite.study import comparison_table, paper_comparison, to_markdown
 from kvdiv.io import atomic_path, read_parquet, write_parquet
 from kvdiv.joblog import job_log
 

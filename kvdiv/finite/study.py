@@ -19,10 +19,6 @@ from kvdiv.finite.sampling import METHODS, sample, summarize
 from kvdiv.finite.system import FiniteSystem
 from kvdiv.seeds import derive_seed
 
-#: The paper's reported values (package data, also read by the report: kvdiv.outputs.report.PAPER_VALUES); naming it
-#: here puts its content in the code hash of the rules running this module (kvdiv.codehash).
-PAPER_VALUES = "data/paper_reported_values.yaml"
-
 EXACT_KEYS = ("R_H", "O_H", "Pi_H", "E_H", "C_H", "P_diverge", "R_L", "B_L")
 ESTIMATE_KEYS = ("R_H", "O_H", "Pi_H", "E_H", "C_H", "P_diverge", "R_L", "T_L", "B_L")
 
@@ -174,12 +170,3 @@ def to_markdown(table: pl.DataFrame, digits: int = 3) -> str:
         cells = [f"{v:.{digits}g}" if isinstance(v, float) else str(v) for v in row]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
-
-
-def paper_finite_values() -> dict:
-    """The paper's finite-state values (section ``finite_state`` of :data:`PAPER_VALUES`)."""
-    from importlib import resources
-
-    import yaml
-
-    return yaml.safe_load(resources.files("kvdiv").joinpath(PAPER_VALUES).read_text(encoding="utf-8"))["finite_state"]
