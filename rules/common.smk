@@ -33,9 +33,13 @@ paths = layout.Layout(check_results_root(config["results"]))
 LOOKUPS = lookups.Lookups(config, workflow.basedir, paths, workflow.resource_settings.overwrite_resources)
 startup.check_actions(config, LOOKUPS.press_modules(), main_process=workflow.is_main_process)
 startup.check_chat_templates(config, LOOKUPS.model_dir)
-if workflow.is_main_process:  # last: the root records its owner; another config's root, or a store, is refused
+if workflow.is_main_process:  # last: another config's root, a store or another's outputs is refused (kvdiv.config.roots)
     _owner = roots.owner_of(config, workflow.configfiles, os.getcwd(), workflow.basedir)
-    roots.claim_results_root(paths.root, _owner, config.get("studies") or {})
+    roots.claim_results_root(paths.root, _owner, config.get("studies") or {}, record=False)
+
+    onstart:  # a run (never a dry run) records the root's owner
+        roots.claim_results_root(paths.root, _owner, config.get("studies") or {})
+
 
 ENV = "../envs/kvdiv.yaml"
 SHORT_JOB_PRIORITY = plan.SHORT_JOB_PRIORITY

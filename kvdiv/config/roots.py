@@ -3,7 +3,8 @@
 When the workflow starts (rules/common.smk, main process, after every other check) :func:`claim_results_root` refuses
 a root inside a zarr store or a resolved model directory, a root owned by another config (its marker
 ``{root}/kvdiv-root.json``), a root inside another root's outputs and a root whose outputs would hold another root
-(the roots a working directory has seen are listed under :data:`REGISTRY`); then it writes the marker. The owner
+(the roots a working directory has seen are listed under :data:`REGISTRY`); then, unless a dry run, it writes the
+marker. The owner
 (:func:`owner_of`) is ``results_owner`` when given, else the config file that sets ``results``, by its path: editing a
 config keeps its root, a copy under another name is another config. docs/usage.md#output-roots.
 """
@@ -81,9 +82,12 @@ def _registered(workdir: Path) -> list[str]:
     return out
 
 
-def claim_results_root(root: str, owner: str, studies: Iterable[str], workdir: str | Path = ".") -> None:
+def claim_results_root(
+    root: str, owner: str, studies: Iterable[str], workdir: str | Path = ".", *, record: bool = True
+) -> None:
     """Check that ``root`` (checked by :func:`kvdiv.names.check_results_root`) may hold the outputs of ``owner``'s
-    config, whose studies are ``studies``, then record the ownership (see the module docstring)."""
+    config, whose studies are ``studies``, then record the ownership unless ``record`` is false (a dry run writes
+    nothing; see the module docstring)."""
     from kvdiv.io import atomic_path
 
     workdir = Path(workdir).resolve()
@@ -116,24 +120,26 @@ def claim_results_root(root: str, owner: str, studies: Iterable[str], workdir: s
                 f"results: {root!r} lies inside {'/'.join(parts[: i + 1])!r}, an output of {other['owner']} (the "
                 f"results root {'/'.join(parts[:i])!r}), which that config replaces; choose a root outside it"
             )
-    mine = _outputs(studies)
+    outputs = _outputs(studies)
     for other_root in _registered(workdir):
         other_parts = other_root.split("/")
         if other_root == root or other_parts[: len(parts)] != parts or len(other_parts) == len(parts):
             continue
         marker = workdir / other_root / ROOT_MARKER
-        if marker.is_file() and other_parts[len(parts)].lower() in mine:
+        if marker.is_file() and other_parts[len(parts)].lower() in outputs:
             owner_other = read_marker(marker)["owner"]
             raise ConfigError(
                 f"results: {root!r} would hold {'/'.join(other_parts[: len(parts) + 1])!r} as an output of "
                 f"{owner}, but {owner_other} keeps its results root {other_root!r} there; rename that study or "
                 "move one of the roots"
             )
+    if not record:
+        return
     marker = workdir / Layout(root).owner_marker
-    record = {"owner": owner, "studies": sorted(studies)}
-    if not marker.is_file() or read_marker(marker) != record:
+    mine = {"owner": owner, "studies": sorted(studies)}
+    if not marker.is_file() or read_marker(marker) != mine:
         with atomic_path(marker) as tmp:
-            tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+            tmp.write_text(json.dumps(mine, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     entry = workdir / REGISTRY / f"{hashlib.sha256(root.encode()).hexdigest()[:16]}.json"
     if not entry.is_file():
         with atomic_path(entry) as tmp:

@@ -111,13 +111,15 @@ def test_two_configs_in_one_directory_keep_their_outputs(tmp_path):
 
 @pytest.mark.workflow
 def test_a_second_config_in_a_root_is_refused_naming_both(tmp_path):
-    """Each root records its owner (kvdiv.config.roots): planning a copy of a config (another file) into the same
-    root is refused naming both files; the owner itself, edited, still plans; results_owner shares a root on
-    purpose."""
+    """Each root records its owner (kvdiv.config.roots) when a run starts (a dry run writes nothing): planning a copy
+    of a config (another file) into the same root is refused naming both files; the owner itself, edited, still
+    plans."""
     work = tmp_path / "run"
     work.mkdir()
     a = tiny_config(tmp_path, "a.yaml", "results/a", 7)
     snakemake(work, a, "-n")
+    assert not (work / "results/a").exists()
+    snakemake(work, a, "results/a/models/tiny/provenance.json", "--cores", "1")  # a real run (seconds) claims it
     assert yaml.safe_load((work / "results/a/kvdiv-root.json").read_text())["owner"] == f"config file {a}"
     copy = tmp_path / "copy.yaml"
     copy.write_text(a.read_text())
