@@ -6,7 +6,8 @@ library plus a Snakemake workflow. One package per pipeline stage: :mod:`kvdiv.d
 :mod:`kvdiv.trajectories`, :mod:`kvdiv.metrics`, :mod:`kvdiv.finite`, :mod:`kvdiv.analysis`, :mod:`kvdiv.outputs`,
 :mod:`kvdiv.show`, :mod:`kvdiv.compare` (the trajectory job from Python: docs/python-api.md); shared by all:
 :mod:`kvdiv.layout`, :mod:`kvdiv.names`, :mod:`kvdiv.estimands`, :mod:`kvdiv.seeds`, :mod:`kvdiv.io`,
-:mod:`kvdiv.joblog`, :mod:`kvdiv.codehash`, :mod:`kvdiv.cli`. The package map: docs/internals.md#the-packages.
+:mod:`kvdiv.joblog`, :mod:`kvdiv.codehash`, :mod:`kvdiv.watchdog`, :mod:`kvdiv.cli`. The package map:
+docs/internals.md#the-packages.
 """
 
 __version__ = "0.1.0"

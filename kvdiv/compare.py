@@ -47,13 +47,25 @@ def _documents(prompts: Sequence[Any], ids: Sequence[str] | None, tokenizer: Any
     for i, prompt in enumerate(prompts):
         doc_id = str(ids[i]) if ids is not None else _prompt_id(i)
         if isinstance(prompt, str):
+            if not prompt.strip():
+                raise ValueError(f"compare: prompt {i} is empty (a user message of whitespace only)")
             record: dict[str, Any] = {"prompt": prompt, "answer_prefix": "", "rendered": False}
         elif isinstance(prompt, Mapping):
             if "prompt" not in prompt and "prompt_ids" not in prompt:
                 raise ValueError(f"compare: prompt {i} is a mapping without 'prompt' (a documents-JSONL record)")
             record = dict(prompt)
         else:
-            record = {"prompt_ids": [int(t) for t in prompt]}
+            try:
+                record = {"prompt_ids": [int(t) for t in prompt]}
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"compare: prompt {i} is a {type(prompt).__name__}, not a string, a documents-JSONL record or a "
+                    "list of token ids"
+                ) from None
+            if len(record["prompt_ids"]) < 2:
+                raise ValueError(
+                    f"compare: prompt {i} has {len(record['prompt_ids'])} token id(s); at least 2 are needed"
+                )
         if "prompt_ids" not in record and tokenizer is None:
             raise ValueError(f"compare: prompt {i} is text, which needs a tokenizer (tokenizer=None takes token ids)")
         record["id"] = str(record.get("id", doc_id)) if ids is None else doc_id

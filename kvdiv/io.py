@@ -1,9 +1,9 @@
 """File output and input that never leaves or reads a half-written or corrupt artifact silently.
 
-- :func:`atomic_path`: write to a temporary sibling, rename it into place only if the block succeeds, so a
-  killed job or a raised error never leaves a half-written artifact at the final path. It replaces nothing but
-  the final path itself (a plain entry of its parent directory: never ``.``, ``..`` or a symbolic link), and
-  the result gets the ordinary permissions of the process's umask (not the 0600/0700 of temporary files).
+- :func:`atomic_path`: write to a temporary sibling, rename it into place only if the block succeeds, so a killed
+  job or a raised error never leaves a half-written artifact at the final path. It replaces only the final path (a
+  regular file or directory: never ``.``, ``..``, a symbolic link, a device, a pipe or a socket), with the umask's
+  permissions (not the 0600/0700 of temporary files).
 - :func:`write_parquet` / :func:`read_parquet`: Parquet with a ``sha256sum``-style sidecar ``{file}.sha256``;
   reading checks it, so a truncated or altered file is an error naming it.
 - :func:`jsonl_records`: the objects of a JSONL file; bad bytes, bad JSON or a non-object line is an error
@@ -42,6 +42,8 @@ def _check_replaceable(final: str | os.PathLike) -> Path:
         )
     if path.is_symlink():
         raise ValueError(f"refusing to replace {raw!r}: it is a symbolic link (to {os.readlink(path)!r})")
+    if path.exists() and not (path.is_file() or path.is_dir()):
+        raise ValueError(f"refusing to replace {raw!r}: not a regular file or directory (a device, pipe or socket)")
     return path
 
 

@@ -42,7 +42,10 @@ RESULTS_ENTRIES = (
     "report.md",
     "report.html",
     "README.md",
+    "kvdiv-root.json",
 )
+#: The file in an output root naming the config that owns it (:mod:`kvdiv.config.roots`).
+ROOT_MARKER = "kvdiv-root.json"
 
 #: A task family, and a stratum name (Snakemake wildcard constraint): family, ``_``, target length.
 FAMILY_REGEX = r"[A-Za-z0-9]+"
@@ -89,6 +92,11 @@ class Layout:
     def models_dir(self) -> str:
         """Where resolved models live (``{root}/models``)."""
         return f"{self.root}/models"
+
+    @property
+    def owner_marker(self) -> str:
+        """The file naming the config that owns this root (``{root}/kvdiv-root.json``, :mod:`kvdiv.config.roots`)."""
+        return f"{self.root}/{ROOT_MARKER}"
 
     @property
     def report(self) -> str:

@@ -99,7 +99,7 @@ def check_name(name: object, kind: str = "name", max_length: int = MAX_LENGTH) -
         raise ValueError(f"{kind} name {name!r} is not a string")
     if len(name) > max_length:
         raise ValueError(f"{kind} name {name[:20]!r}... has {len(name)} characters; at most {max_length} are allowed")
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise ValueError(
             f"{kind} name {name!r} is not allowed: names become file and directory names, so they use only "
             "letters, digits, '_', '.' and '-' and start with a letter or digit (no '.', '..', '/', hidden names)"
@@ -155,7 +155,7 @@ def check_results_root(root: object) -> str:
         raise ValueError(f"results: {root!r} must be a relative path with '/' separators, inside the working directory")
     parts = root.rstrip("/").split("/")
     for i, part in enumerate(parts):
-        if not _NAME.match(part):
+        if not _NAME.fullmatch(part):
             raise ValueError(
                 f"results: {root!r}: component {part!r} is not allowed (letters, digits, '_', '.', '-', starting "
                 "with a "

@@ -16,7 +16,7 @@ os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [str(Path(workflow.bas
 os.environ.update(KVDIV_WORKDIR=os.getcwd())
 
 from kvdiv import layout  # noqa: E402
-from kvdiv.config import checks, files, lookups, plan, startup  # noqa: E402
+from kvdiv.config import checks, files, lookups, plan, roots, startup  # noqa: E402
 from kvdiv.names import NAME_REGEX, check_config_names, check_results_root  # noqa: E402
 
 # The whole config is checked here, when the workflow starts, whatever it plans (kvdiv.config): every config file
@@ -34,6 +34,13 @@ paths = layout.Layout(check_results_root(config["results"]))
 LOOKUPS = lookups.Lookups(config, workflow.basedir, paths, workflow.resource_settings.overwrite_resources)
 startup.check_actions(config, LOOKUPS.press_modules(), main_process=workflow.is_main_process)
 startup.check_chat_templates(config, LOOKUPS.model_dir)
+if workflow.is_main_process:  # last: another config's root, a store or another's outputs is refused (kvdiv.config.roots)
+    _owner = roots.owner_of(config, workflow.configfiles, os.getcwd(), workflow.basedir)
+    roots.claim_results_root(paths.root, _owner, config.get("studies") or {}, record=False)
+
+    onstart:  # a run (never a dry run) records the root's owner
+        roots.claim_results_root(paths.root, _owner, config.get("studies") or {})
+
 
 ENV = "../envs/kvdiv.yaml"
 SHORT_JOB_PRIORITY = plan.SHORT_JOB_PRIORITY
@@ -56,6 +63,8 @@ def with_checksums(outputs):
 
 
 script_code = LOOKUPS.script_code
+
+
 get_workflow_file = LOOKUPS.workflow_file
 
 # --- models (rules/models.smk) ---

@@ -279,13 +279,17 @@ def test_start_up_refuses_actions_whose_press_cannot_run(tmp_path, edit, message
 
 
 def test_given_contrasts_only_are_checked():
-    """The schema's default contrasts name the paper's actions; a config without them runs those its studies have."""
+    """The schema's default contrasts name the paper's actions; a config without them runs those its studies have,
+    as long as each item that takes contrasts keeps one (Table 3's single default contrast is then gone: refused at
+    start-up, not inside its analysis job)."""
 
     def edit(c):
         del c["actions"]["snapkv_512"]
         c["studies"]["retention50"]["actions"].remove("snapkv_512")
 
-    checked(edit)
+    with pytest.raises(ConfigError, match=r"analysis\.table3_contrast = .*feeds table3"):
+        checked(edit)
+    checked(lambda c: (edit(c), c["analysis"].update(table3_contrast=["recent_half", "snapkv_half"])))
 
 
 def test_two_batches_with_one_rule_name_are_refused():

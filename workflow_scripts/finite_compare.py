@@ -2,8 +2,7 @@
 
 import logging
 
-import yaml
-
+from kvdiv.finite.paper import paper_finite_values
 from kvdiv.finite.study import comparison_table, paper_comparison, to_markdown
 from kvdiv.io import atomic_path, read_parquet, write_parquet
 from kvdiv.joblog import job_log
@@ -12,9 +11,7 @@ snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 
 with job_log(snakemake.log[0]):
     comparison = comparison_table(read_parquet(snakemake.input.exact), read_parquet(snakemake.input.estimates))
-    with open(snakemake.input.paper) as fh:
-        paper = yaml.safe_load(fh)["finite_state"]
-    table = paper_comparison(comparison, paper)
+    table = paper_comparison(comparison, paper_finite_values())
     out = snakemake.output
     write_parquet(comparison, out.comparison)
     with atomic_path(out.csv) as tmp:

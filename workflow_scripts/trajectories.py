@@ -17,10 +17,16 @@ from kvdiv.kernel.presses.registry import load_press_modules  # noqa: E402
 from kvdiv.layout import Layout  # noqa: E402
 from kvdiv.trajectories.job import run_documents  # noqa: E402
 from kvdiv.trajectories.reuse import TrajectoryCache  # noqa: E402
+from kvdiv.watchdog import doing, time_budget  # noqa: E402
+
+KEY = "time_budget.trajectory_job"
 
 snakemake = snakemake  # noqa: F821, PLW0127 - injected by Snakemake
 
-with job_log(snakemake.log[0]):  # tqdm progress and errors go to the log
+# the job's wall-time budget (config time_budget.trajectory_job; deliberately not a param: values do not depend on
+# it): a press that never returns ends the job with an error naming the press, action and document (kvdiv.watchdog)
+budget = snakemake.config["time_budget"]["trajectory_job"]
+with job_log(snakemake.log[0]) as log, time_budget(budget, f"trajectory job {snakemake.rule}", KEY, log):
     params = snakemake.params
     records = {d.id: d for path in snakemake.input.documents for d in read_jsonl(path)}  # the blocks holding them
     missing = [doc_id for doc_id in params.documents if doc_id not in records]
@@ -28,7 +34,8 @@ with job_log(snakemake.log[0]):  # tqdm progress and errors go to the log
         raise ValueError(f"{', '.join(snakemake.input.documents)}: no document with id {', '.join(map(repr, missing))}")
     documents = [records[doc_id].to_record() for doc_id in params.documents]
 
-    load_press_modules(snakemake.input.press_modules)  # the user's own presses these actions name
+    with doing(importing=", ".join(map(repr, snakemake.input.press_modules))):
+        load_press_modules(snakemake.input.press_modules)  # the user's own presses these actions name
     # as scheduled; documents_per_batch from the config, deliberately not a param (values do not depend on it, so
     # changing it must not rerun the job)
     batch = Runtime.split(snakemake.config["models"][params.model])[1].documents_per_batch

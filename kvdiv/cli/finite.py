@@ -44,15 +44,11 @@ def _sample(args: argparse.Namespace) -> int:
 
 
 def _suite(args: argparse.Namespace) -> int:
-    import yaml
-
+    from kvdiv.config.sections import finite_state_section
     from kvdiv.finite.suite import build_suite
     from kvdiv.finite.system import save_system
 
-    params = {}
-    if args.config is not None:
-        config = yaml.safe_load(Path(args.config).read_text()) or {}
-        params = config.get("finite_state") or {}
+    params = {} if args.config is None else finite_state_section(args.config)  # a typo is an error naming the file
     outdir = Path(args.outdir)
     for system in build_suite(params):
         save_system(system, outdir / f"{system.name}.json")

@@ -46,6 +46,9 @@ def check_config(config: Mapping, given: Mapping | None = None, *, basedir: str 
     check_sizes(config)
     check_decoding_actions(config)
     check_plan(config)
+    from kvdiv.config.entries import check_entries  # lists of names: once each, within limits, contrasts that apply
+
+    check_entries(config, given)
 
 
 def check_shapes(config: Mapping) -> None:

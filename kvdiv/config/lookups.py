@@ -240,11 +240,18 @@ class Lookups:
 
     @functools.cache
     def trajectory_code(self, study: str) -> str:
-        """The ``code`` param of a study's trajectory jobs, with the kvdiv modules its press files import."""
+        """The ``code`` param of a study's trajectory jobs (and part of the key of their cached results): with press
+        files, also the bytes of each file and of the user's own modules it imports, and the kvdiv modules all of
+        them import (:func:`kvdiv.kernel.presses.press_files.press_files_hash`)."""
         modules = self.study_press_modules(study)
         if not modules:
             return self.script_code("trajectories.py")
-        return code_hash(str(self.basedir / "workflow_scripts" / "trajectories.py"), *modules)
+        from kvdiv.codehash import fingerprint
+        from kvdiv.kernel.presses.press_files import press_files_hash, press_sources
+
+        sources = press_sources(modules, ["."])
+        kvdiv_code = code_hash(str(self.basedir / "workflow_scripts" / "trajectories.py"), *sources)
+        return fingerprint(kvdiv_code, press_files_hash(modules, ["."]))
 
     def trajectory_batches(self, study: str, model: str) -> list[tuple[str, list[str]]]:
         return plan.trajectory_batches(self.config, study, model)

@@ -1,15 +1,13 @@
-"""The start-up checks that need more than the config: every action builds its press (kvpress imported, once per
-actions section and code version: a marker file remembers a passed check), and every chat template known at start-up
-renders within its budget. rules/common.smk runs them after :func:`kvdiv.config.checks.check_config`."""
+"""The start-up checks that need more than the config: every action builds its press (in a process of its own within
+a time budget, once per actions section and code version: a marker file remembers a passed check), and every chat
+template known at start-up renders within its budget. rules/common.smk runs them after
+:func:`kvdiv.config.checks.check_config`."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
-
-from kvdiv.config.files import ConfigError
 
 
 def check_actions(
@@ -22,12 +20,16 @@ def check_actions(
     """Every configured action builds its press (it exists, accepts its arguments, their values are in range, it
     evicts something) and is itself at every stratum of its studies (:mod:`kvdiv.config.actions`), not inside a
     trajectory job hours later. Only in the main process (a cluster job re-reading the workflow skips it), and once
-    per actions and studies sections, press files, kvdiv code and kvpress version (a marker under ``marker_dir``
-    spares the kvpress import on later starts)."""
+    per actions and studies sections, press files (and the user's modules they import), kvdiv code and kvpress
+    version (a marker under ``marker_dir`` spares the check on later starts). The check runs in a process of its own
+    whose every step that runs the user's code has ``time_budget.press_import`` seconds
+    (:mod:`kvdiv.config.action_check`): a press file whose import never returns is an error naming it."""
     from importlib.metadata import version
 
     from kvdiv.codehash import code_hash, fingerprint
+    from kvdiv.config.action_check import check_in_subprocess
     from kvdiv.config.lookups import canonical
+    from kvdiv.kernel.presses.press_files import press_files_hash
 
     if not main_process:
         return
@@ -36,23 +38,13 @@ def check_actions(
     studies = canonical(
         {name: {k: spec.get(k) for k in judged} for name, spec in (config.get("studies") or {}).items()}
     )
-    sources = {path: hashlib.sha256(Path(path).read_bytes()).hexdigest() for path in press_modules}
-    key = fingerprint(actions, studies, code_hash("kvdiv.config.actions"), version("kvpress"), sources)
+    sources = press_files_hash(press_modules, ["."])  # the files and the user's own modules they import
+    code = code_hash("kvdiv.config.action_check")  # the check, the registry and kvdiv.config.actions it imports
+    key = fingerprint(actions, studies, code, version("kvpress"), sources)
     marker = Path(marker_dir) / f"actions-valid-{key}"
     if marker.is_file():
         return
-    from kvdiv.kernel.presses.registry import check_evicts, load_press_modules, validate_action
-
-    load_press_modules(press_modules)  # imports the user's files: errors name the file (and the class of a clash)
-    for name, spec in actions.items():
-        try:
-            validate_action(spec, name)  # unknown or unrunnable presses (registry.UNRUNNABLE), bad arguments
-            check_evicts(spec, name)  # a press that evicts nothing measures Q = P
-        except ValueError as err:
-            raise ConfigError(f"actions.{name}: {err}") from None
-    from kvdiv.config.actions import check_degenerate
-
-    check_degenerate(config)  # every (study, action, stratum): the action is itself (kvdiv.kernel.presses.degenerate)
+    check_in_subprocess(config, press_modules, config["time_budget"]["press_import"])
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
 

@@ -78,10 +78,14 @@ class Document:
     n_tokens: int = 0
     tokenizer: str = ""
     seed: int = 0
+    question: str | None = None
 
     def to_record(self) -> dict:
-        """The record as a dict in the documented key order."""
-        return asdict(self)
+        """The record as a dict in the documented key order (``question`` only when the document has one)."""
+        record = asdict(self)
+        if record["question"] is None:
+            del record["question"]
+        return record
 
     @classmethod
     def from_record(cls, record: dict, where: str = "record", rendered: bool | None = None) -> "Document":
@@ -119,7 +123,10 @@ class Document:
             check_name(record["id"], "document id", MAX_COMPOSED_LENGTH)  # the id names the document's files
         except ValueError as err:
             raise ValueError(f"{where}: field 'id': {err}") from None
-        return cls(**{k: record[k] for k in RECORD_KEYS})
+        question = record.get("question")
+        if question is not None and (not isinstance(question, str) or not question.strip()):
+            raise ValueError(f"{where}: field 'question' must be a non-empty string (or absent), got {question!r}")
+        return cls(**{k: record[k] for k in RECORD_KEYS}, question=question)
 
 
 def check_answers(answers: Sequence[str], where: str) -> None:

@@ -20,9 +20,14 @@ from kvdiv.documents.generate import Document, check_answers
 from kvdiv.documents.length import check_context, count_tokens
 from kvdiv.documents.render import render_with
 from kvdiv.io import jsonl_records
+from kvdiv.models.chat_templates import MAX_CHARS
 from kvdiv.layout import document_id, parse_stratum, stratum_name
 
 TEXT_FIELDS = ("input", "prompt", "context", "text")
+#: Fewest tokens a document's rendered prompt may have (a trajectory prefills all but the last, then feeds it).
+MIN_PROMPT_TOKENS = 2
+#: Most characters a document's prompt may have: what one chat-template rendering may produce.
+MAX_PROMPT_CHARS = MAX_CHARS
 ANSWER_FIELDS = ("outputs", "answers", "answer", "output")
 
 
@@ -47,10 +52,12 @@ def normalise_record(record: dict, task: str, where: str) -> dict:
     """``{"task", "text", "answers"}`` from a RULER-style (``input``/``outputs``) or HELMET-style
     (``context`` + ``question`` / ``answer``) record."""
     text = _first(record, TEXT_FIELDS, "text", where)
+    question = None
     if "question" in record and "input" not in record:
-        text = f"{text}\n\n{record['question']}"
+        question = str(record["question"])
+        text = f"{text}\n\n{question}"
     answers = _as_answers(_first(record, ANSWER_FIELDS, "answer", where), where)
-    return {"task": str(record.get("task", task)), "text": str(text), "answers": answers}
+    return {"task": str(record.get("task", task)), "text": str(text), "answers": answers, "question": question}
 
 
 def read_records(path: str | os.PathLike, task: str) -> Iterator[dict]:
@@ -104,7 +111,7 @@ def select_documents(
     scored = []
     for rec, tie in zip(records, rng.permutation(len(records))):
         n = count_tokens(tokenizer, render_with({"prompt": rec["text"], "rendered": rendered}, chat))
-        if n <= length:
+        if MIN_PROMPT_TOKENS <= n <= length:  # a record that renders to nothing cannot be a prompt
             scored.append((length - n, int(tie), rec, rec["text"], n))
     if len(scored) < n_documents:
         raise ValueError(
@@ -125,6 +132,7 @@ def select_documents(
             n_tokens=n,
             tokenizer=tokenizer_name,
             seed=seed,
+            question=rec.get("question") or None,
         )
         for i, (_, _, rec, prompt, n) in enumerate(scored[:n_documents])
     ]
@@ -158,6 +166,13 @@ def own_record(record: dict, where: str, rendered: bool | None = None) -> Docume
     record.setdefault("tokenizer", "")
     doc = Document.from_record(record, where=where, rendered=rendered)
     check_own_stratum(doc, where)
+    if not doc.prompt.strip():
+        raise ValueError(f"{where}: field 'prompt' is empty")
+    if len(doc.prompt) > MAX_PROMPT_CHARS:
+        raise ValueError(
+            f"{where}: field 'prompt' has {len(doc.prompt)} characters, more than the {MAX_PROMPT_CHARS} a prompt may "
+            "have (a rendering's budget, kvdiv.models.chat_templates.MAX_CHARS)"
+        )
     return doc
 
 
@@ -231,6 +246,11 @@ def own_documents(
     for i, (lineno, d) in enumerate(docs[:n_documents]):
         where = f"{path}:{lineno}"
         n = count_tokens(tokenizer, render_with(d.to_record(), chat))
+        if n < MIN_PROMPT_TOKENS:
+            raise ValueError(
+                f"{where}: field 'prompt' renders to {n} token(s) of {tokenizer_name!r}; a prompt needs at least "
+                f"{MIN_PROMPT_TOKENS}"
+            )
         if n > length:
             raise ValueError(
                 f"{where}: field 'prompt' has {n} tokens of {tokenizer_name!r} (rendered), more than the stratum's "
@@ -252,6 +272,7 @@ def own_documents(
                 n_tokens=n,
                 tokenizer=tokenizer_name,
                 seed=d.seed,
+                question=d.question,
             )
         )
     return out

@@ -51,18 +51,41 @@ def prompt_token_ids(document: Mapping[str, Any], tokenizer, chat_template: bool
 
 
 def question_text(document: Mapping[str, Any]) -> str:
-    """The document's question: its ``question`` field, else the message's last paragraph (the text after its last
-    blank line: kvdiv's synthetic tasks and RULER/HELMET records end their message with the question so)."""
-    if document.get("question"):
-        return str(document["question"])
+    """The document's question, which ``compress: context`` keeps out of compression: its ``question`` field, which
+    must end its message (for a ``rendered`` prompt: come after most of it), else the message's last paragraph (the
+    text after its last blank line: kvdiv's synthetic tasks and RULER/HELMET records end their message with the
+    question so) when that paragraph is shorter than the text before it. Anything else is ambiguous: an error naming
+    the document, never a guess that would leave most of the context uncompressed."""
+    doc = document.get("id")
     message = str(document["prompt"]).rstrip()
+    question = document.get("question")
+    if question:
+        question = str(question).strip()
+        start = message.rfind(question)
+        if start < 0:
+            raise ValueError(f"document {doc!r}: its 'question' field does not occur in its prompt")
+        after = message[start + len(question) :]
+        if (not document.get("rendered", False) and after.strip()) or len(after) > start:
+            raise ValueError(
+                f"document {doc!r}: its question does not end its message ({len(after)} characters follow it): "
+                "compress: context compresses only what precedes the question and would leave the rest "
+                "uncompressed; put the question last, or use compress: prompt"
+            )
+        return question
     if document.get("rendered", False) or "\n\n" not in message:
         raise ValueError(
-            f"document {document.get('id')!r}: compress: context needs the question kept out of compression; give the "
+            f"document {doc!r}: compress: context needs the question kept out of compression; give the "
             f"record a 'question' field (text that ends its prompt)"
             f"{'' if document.get('rendered') else ' or end the message with it after a blank line'}"
         )
-    return message.rsplit("\n\n", 1)[1]
+    context, last = message.rsplit("\n\n", 1)
+    if len(last) >= len(context):
+        raise ValueError(
+            f"document {doc!r}: compress: context would take its last paragraph ({len(last)} characters) for the "
+            f"question, but it is not shorter than the {len(context)} characters before it: where the question "
+            "starts is ambiguous; give the record a 'question' field"
+        )
+    return last
 
 
 def context_length(document: Mapping[str, Any], tokenizer, chat_template: bool, prompt_ids: list[int]) -> int:

@@ -3,5 +3,6 @@
 Modules: :mod:`~kvdiv.finite.system` (the system file format and :class:`~kvdiv.finite.system.FiniteSystem`),
 :mod:`~kvdiv.finite.exact` (exact values by enumerating the coupled process), :mod:`~kvdiv.finite.sampling` (the
 naive and SWRB Monte Carlo samplers, Numba), :mod:`~kvdiv.finite.suite` (the 24 systems of the study),
-:mod:`~kvdiv.finite.study` (the tables the workflow writes); ``kvdiv finite`` is :mod:`kvdiv.cli.finite`.
+:mod:`~kvdiv.finite.study` (the tables the workflow writes), :mod:`~kvdiv.finite.paper` (the paper's values); ``kvdiv
+finite`` is :mod:`kvdiv.cli.finite`.
 """

@@ -17,6 +17,8 @@ from kvdiv.finite.system import FiniteSystem
 
 # Exact enumeration keeps dense pair tables of size (V^d)^2 per depth; refuse what would not fit.
 MAX_PAIR_STATES = 1 << 20
+#: Most values one of its arrays may hold: the pair TV at depth d builds (V^d)^2 × V (256 MB of float64).
+MAX_PAIR_VALUES = 1 << 25
 
 
 def _pair_tv(p: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -164,6 +166,13 @@ def _check_size(system: FiniteSystem, depth: int) -> None:
         raise ValueError(
             f"system {system.name!r}: exact enumeration needs {states} history pairs at depth {depth} "
             f"(vocab {system.vocab}, horizon {system.horizon}); at most {MAX_PAIR_STATES} are supported"
+        )
+    values = states * system.vocab
+    if values > MAX_PAIR_VALUES:
+        raise ValueError(
+            f"system {system.name!r}: exact enumeration needs arrays of {states} history pairs × {system.vocab} "
+            f"tokens = {values:.3g} values at depth {depth} (vocab {system.vocab}, horizon {system.horizon}); at most "
+            f"{MAX_PAIR_VALUES} are supported (use `kvdiv finite sample` for larger systems)"
         )
 
 

@@ -20,6 +20,8 @@ from kvdiv.estimands import tv
 ROW_SUM_TOL = 1e-9
 #: Most histories a system file may describe (checked from V and H before anything is counted or allocated).
 MAX_HISTORIES = 5_000_000
+#: Most values (histories × vocabulary) one kernel table may hold: 160 MB of float64 per table (two per system).
+MAX_TABLE_VALUES = 20_000_000
 _HISTORY_KEY = re.compile(r"(0|[1-9][0-9]*)(,(0|[1-9][0-9]*))*")
 
 
@@ -202,6 +204,12 @@ def system_from_dict(data: dict, source: str = "<dict>") -> FiniteSystem:
     if n_nodes is None:
         raise ValueError(
             f"{source}: vocab {V} and horizon {H} give more than {MAX_HISTORIES} histories, too many to enumerate"
+        )
+    if n_nodes * V > MAX_TABLE_VALUES:
+        raise ValueError(
+            f"{source}: vocab {V} and horizon {H} give {n_nodes} histories × {V} tokens = {n_nodes * V:.3g} values per "
+            f"kernel table, more than {MAX_TABLE_VALUES:.0e} (kvdiv.finite.system.MAX_TABLE_VALUES): too large a "
+            "system to hold"
         )
     tables = {}
     for label in ("reference", "intervention"):

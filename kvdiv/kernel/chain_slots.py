@@ -58,6 +58,7 @@ class ChainSlots:
         n_slots, capacity = max(n_slots, self.n_slots), max(capacity, self.capacity)
         if n_slots == self.n_slots and capacity == self.capacity:
             return
+        check_memory(self, n_slots, capacity)
         shape = (n_slots, self.kv_heads, capacity, self.head_dim)
         for layer in range(self.n_layers):
             kt, v = self._unwritten((n_slots, self.kv_heads, self.head_dim, capacity)), self._unwritten(shape)
@@ -141,3 +142,35 @@ class ChainSlots:
 
 
 __all__ = ["Chain", "ChainSlots"]
+
+
+def available_bytes(device: torch.device) -> int | None:
+    """Memory free for new tensors on ``device`` (CUDA: the driver's free memory; CPU: MemAvailable), or None."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    if device.type != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def check_memory(slots: ChainSlots, n_slots: int, capacity: int) -> None:
+    """Refuse, naming the sizes, slot buffers that cannot fit in the memory free now (instead of ``Allocation
+    failed`` or the kernel's OOM killer): per layer the keys and values [slots, kv_heads, capacity, head_dim] and the
+    float32 bias [slots, kv_heads, capacity], the old buffers still held while copied."""
+    item = torch.empty((), dtype=slots.dtype).element_size()
+    need = slots.n_layers * n_slots * slots.kv_heads * capacity * (2 * slots.head_dim * item + 4)
+    free = available_bytes(slots.device)
+    if free is not None and need > free:
+        raise MemoryError(
+            f"the chains of one document need {need / 2**30:.1f} GiB of cache ({n_slots} chains: the reference and "
+            f"each action's, times the replicates; {slots.n_layers} layers, {capacity} entries each) and "
+            f"{slots.device} has {free / 2**30:.1f} GiB free: run fewer actions per study or fewer replicates, or "
+            "fewer documents per batch (models.*.documents_per_batch)"
+        )

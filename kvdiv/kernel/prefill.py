@@ -20,6 +20,7 @@ from kvdiv.kernel.presses.logit_bias import clear_logit_bias
 from kvdiv.kernel.presses.protocol import BiasedPress
 from kvdiv.kernel.presses.proposals import shared_proposals
 from kvdiv.kernel.presses.window_attention import exact_window_attention
+from kvdiv.watchdog import doing, press_label
 
 # kvpress after kvdiv.kernel.presses (which imports it behind the lazy `datasets` placeholder)
 from kvpress import BasePress  # noqa: E402,I001
@@ -98,7 +99,8 @@ def prefill_caches(
             module.masked_key_indices = None
             press_kwargs = dict(kwargs)
             press_kwargs["past_key_values"] = capture
-            press.forward_hook(module, args, press_kwargs, output)
+            with doing(action=name, press=press_label(press), layer=layer):  # a hang names them (kvdiv.watchdog)
+                press.forward_hook(module, args, press_kwargs, output)
             if getattr(module, "masked_key_indices", None) is not None:
                 masked[name][layer] = module.masked_key_indices
             module.masked_key_indices = None

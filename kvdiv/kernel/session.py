@@ -24,6 +24,7 @@ from kvdiv.kernel.presses.protocol import IndexedPress, SeededPress
 from kvdiv.kernel.presses.own_scores import watch_own_scores
 from kvdiv.kernel.presses.registry import build_press, decoding_press
 from kvdiv.settings import Generation
+from kvdiv.watchdog import doing, press_label
 
 # kvpress after kvdiv.kernel.decode_attention (which imports it behind the lazy `datasets` placeholder)
 from kvpress import BasePress  # noqa: E402,I001
@@ -328,20 +329,21 @@ class KernelSession:
         for r, (slot, _, ch, _) in enumerate(part.active):
             if ch.decode is None:
                 continue
-            length = run_decoding_hooks(
-                self._decoding[ch.cache],
-                ch.decode,
-                self._attn,
-                inputs,
-                row0 + r,
-                ch.position - 1,
-                self._slots.keys,
-                self._slots.values,
-                self._slots.bias,
-                slot,
-                ch.length,
-                ch.cache,
-            )
+            with doing(action=ch.cache, press=press_label(self._decoding[ch.cache])):  # kvdiv.watchdog
+                length = run_decoding_hooks(
+                    self._decoding[ch.cache],
+                    ch.decode,
+                    self._attn,
+                    inputs,
+                    row0 + r,
+                    ch.position - 1,
+                    self._slots.keys,
+                    self._slots.values,
+                    self._slots.bias,
+                    slot,
+                    ch.length,
+                    ch.cache,
+                )
             if length is not None:
                 ch.length = length
 

@@ -22,8 +22,12 @@ from typing import Any, Callable, Mapping
 MAX_STEPS = 200_000
 #: Seconds one rendering may take.
 MAX_SECONDS = 10.0
-#: Characters one rendering may produce.
+#: Characters one rendering may produce (also the largest string or list a template's ``*`` may build).
 MAX_CHARS = 2_000_000
+#: Seconds one rendering of a probe message may take (a real template renders one in milliseconds).
+PROBE_SECONDS = 2.0
+#: A template step slower than this has its variables' sizes checked (building 2 MB of text takes longer).
+SLOW_STEP_S = 1e-4
 #: The instant ``strftime_now`` formats (a fixed date: renderings do not depend on when a job runs).
 FROZEN_CLOCK = datetime(2026, 1, 1, 0, 0, 0)
 #: Two user messages the probe renders (they differ in every word).
@@ -38,6 +42,10 @@ class TemplateBudgetError(ValueError):
 
 class TemplateProbeError(ValueError):
     """A chat template whose rendering does not depend on the message, or depends on something else."""
+
+
+class _TooLarge(Exception):
+    """A template's ``*`` or ``**`` would build a value past :data:`MAX_CHARS` (turned into a budget error)."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -70,9 +78,22 @@ def environment():
     def strftime_now(fmt):
         return FROZEN_CLOCK.strftime(fmt)
 
-    env = ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols]
-    )
+    class BoundedSandbox(ImmutableSandboxedEnvironment):
+        """Refuses ``"x" * 10**9`` and ``9 ** 10**9`` before building them (one step the trace cannot stop)."""
+
+        intercepted_binops = frozenset({"*", "**"})
+
+        def call_binop(self, context, operator, left, right):
+            if operator == "*":
+                for seq, n in ((left, right), (right, left)):
+                    if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > MAX_CHARS:
+                        raise _TooLarge(f"{MAX_CHARS} characters or items built by one '*'")
+            elif operator == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1:
+                if right * max(abs(left), 2).bit_length() > 8 * MAX_CHARS:
+                    raise _TooLarge(f"a number of more than {8 * MAX_CHARS} bits built by one '**'")
+            return super().call_binop(context, operator, left, right)
+
+    env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
@@ -85,13 +106,30 @@ def compile_template(source: str):
     return environment().from_string(source)
 
 
+def _largest(variables: Mapping[str, Any]) -> int:
+    """The length of the longest string, list or tuple among ``variables`` and the attributes of the Jinja
+    namespaces among them (what a template builds without writing it out)."""
+    from jinja2.utils import Namespace
+
+    longest = 0
+    for value in variables.values():
+        if isinstance(value, Namespace):
+            values = object.__getattribute__(value, "_Namespace__attrs").values()
+        else:
+            values = (value,)
+        for item in values:
+            if isinstance(item, (str, list, tuple)):
+                longest = max(longest, len(item))
+    return longest
+
+
 class _Budget:
     """A trace function counting the compiled template's statements and output; raises past a limit."""
 
     def __init__(self, owner: str, max_steps: int, max_seconds: float, max_chars: int):
         self.owner, self.max_steps, self.max_seconds, self.max_chars = owner, max_steps, max_seconds, max_chars
         self.steps = self.chars = 0
-        self.start = time.perf_counter()
+        self.start = self.last = time.perf_counter()
 
     def __call__(self, frame, event, arg):  # the global trace function: trace template frames only
         if frame.f_code.co_filename != TEMPLATE_FILENAME:
@@ -103,8 +141,13 @@ class _Budget:
             self.steps += 1
             if self.steps > self.max_steps:
                 self.fail(f"{self.max_steps} template steps")
-            if not self.steps % 1024 and time.perf_counter() - self.start > self.max_seconds:
+            now = time.perf_counter()
+            if now - self.start > self.max_seconds:
                 self.fail(f"{self.max_seconds:g} s")
+            # a step that took long may have built a large value (a string doubled in a loop, never output)
+            if (now - self.last > SLOW_STEP_S or not self.steps % 256) and _largest(frame.f_locals) > self.max_chars:
+                self.fail(f"{self.max_chars} characters in one variable")
+            self.last = now
         elif event == "return" and isinstance(arg, str):  # a generator frame yielding a piece of output
             self.chars += len(arg)
             if self.chars > self.max_chars:
@@ -143,24 +186,42 @@ def render(
             add_generation_prompt=add_generation_prompt,
             **dict(variables or {}),
         )
+    except _TooLarge as err:
+        text, too_large = "", str(err)
+    else:
+        too_large = None
     finally:
         sys.settrace(previous)
+    if too_large is not None:
+        budget.fail(too_large)
     if len(text) > max_chars:
         budget.fail(f"{max_chars} characters of output")
     return text
 
 
-def render_user_message(source: str, text: str, *, owner: str, variables: Mapping[str, Any] | None = None) -> str:
+def render_user_message(
+    source: str, text: str, *, owner: str, variables: Mapping[str, Any] | None = None, max_seconds: float = MAX_SECONDS
+) -> str:
     """One user message with the generation prompt (what a document's prompt is)."""
-    return render(source, [{"role": "user", "content": text}], owner=owner, variables=variables)
+    if len(text) > MAX_CHARS:
+        raise TemplateBudgetError(
+            f"{owner}: the message itself has {len(text)} characters, more than a rendering may produce "
+            f"({MAX_CHARS}, kvdiv.models.chat_templates.MAX_CHARS): the prompt is too long, not the template"
+        )
+    return render(
+        source, [{"role": "user", "content": text}], owner=owner, variables=variables, max_seconds=max_seconds
+    )
 
 
 def probe_template(source: str, *, owner: str, variables: Mapping[str, Any] | None = None) -> None:
     """Render :data:`PROBE_MESSAGES` twice each; raise :class:`TemplateProbeError` naming ``owner`` if renderings of
     one message differ or renderings of different messages are equal (and any render or budget error)."""
     try:
-        first = [render_user_message(source, m, owner=owner, variables=variables) for m in PROBE_MESSAGES]
-        again = [render_user_message(source, m, owner=owner, variables=variables) for m in PROBE_MESSAGES]
+        renderings = [
+            render_user_message(source, m, owner=owner, variables=variables, max_seconds=PROBE_SECONDS)
+            for m in PROBE_MESSAGES * 2
+        ]
+        first, again = renderings[: len(PROBE_MESSAGES)], renderings[len(PROBE_MESSAGES) :]
     except TemplateBudgetError:
         raise
     except Exception as err:  # jinja2 syntax and runtime errors

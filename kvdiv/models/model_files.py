@@ -114,8 +114,15 @@ def model_dir(name: str, models_dir: str | os.PathLike = MODELS_DIR) -> Path:
 
 
 def read_provenance(path: str | os.PathLike) -> dict:
-    """The provenance record of a resolved model directory."""
-    return json.loads((Path(path) / PROVENANCE).read_text())
+    """The provenance record of a resolved model directory (an unreadable one is an error naming the file)."""
+    file = Path(path) / PROVENANCE
+    try:
+        record = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{file} is not valid JSON ({err}); resolve the model again") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{file} is not a provenance record (a JSON object); resolve the model again")
+    return record
 
 
 def load_tokenizer(name: str, spec: dict, models_dir: str | os.PathLike = MODELS_DIR):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import os
+import stat
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -271,7 +272,7 @@ def _protected_tree(path: Path) -> Path | None:
 def check_html_target(path: str | os.PathLike, force: bool = False) -> Path:
     """The path ``kvdiv show --html`` may write, or ``ValueError`` naming it: never an empty path, never inside a
     zarr store or a results tree (the workflow's outputs), and an existing file only if it is an earlier kvdiv
-    page (or with ``force``); a directory never."""
+    page (or, with ``force``, any regular file); never a directory, a symbolic link, a device, a pipe or a socket."""
     if not str(path).strip():
         raise ValueError("--html needs a file path (got an empty one)")
     path = Path(path)
@@ -279,8 +280,15 @@ def check_html_target(path: str | os.PathLike, force: bool = False) -> Path:
     if tree is not None:
         kind = "zarr store" if tree.name.endswith(".zarr") or (tree / "zarr.json").is_file() else "results tree"
         raise ValueError(f"--html {path}: refusing to write inside the {kind} {tree} (write the page elsewhere)")
+    if path.is_symlink():
+        raise ValueError(f"--html {path} is a symbolic link; refusing to replace it or its target (even with --force)")
     if path.is_dir():
         raise ValueError(f"--html {path} is a directory; give a file name such as {path / 'pair.html'}")
+    if path.exists() and not stat.S_ISREG(path.stat().st_mode):
+        raise ValueError(
+            f"--html {path} is not a regular file (a device, pipe or socket); refusing to replace it (even with "
+            "--force, which replaces only regular files)"
+        )
     if path.exists() and not force and not is_kvdiv_html(path):
         raise ValueError(
             f"--html {path} exists and is not a page kvdiv wrote; refusing to replace it (--force replaces it)"

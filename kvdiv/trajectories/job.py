@@ -20,10 +20,12 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from kvdiv.settings import Generation
+from kvdiv.trajectories import checks
 from kvdiv.trajectories.base import EOS_FOLDING, chains_needed
 from kvdiv.trajectories.generate import generate_documents
 from kvdiv.trajectories.reuse import Piece, TrajectoryCache, piece_key, same_reference
 from kvdiv.trajectories.store import write_document_store
+from kvdiv.watchdog import doing
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +88,9 @@ def run_documents(
     horizon, compress = g.horizon, g.compress
     if len(documents) != len(outs) or not documents:
         raise ValueError(f"one output per document: {len(documents)} documents, {len(outs)} outputs")
+    checks.check_action_values(actions)  # errors naming the bad thing, before any prefill (kvdiv.trajectories.checks)
+    checks.check_model(loaded.model)
+    vocab = checks.vocabulary_size(loaded.model)
     prompts, contexts = [], []
     for document in documents:
         for key in ("id", "prompt_ids" if "prompt_ids" in document else "prompt"):
@@ -94,7 +99,11 @@ def run_documents(
         if "prompt_ids" in document:  # token ids given by the caller (kvdiv.compare), fed unchanged
             prompt_ids = [int(t) for t in document["prompt_ids"]]
         else:
-            prompt_ids = prompt_token_ids(document, loaded.tokenizer, loaded.chat_template)
+            try:
+                prompt_ids = prompt_token_ids(document, loaded.tokenizer, loaded.chat_template)
+            except ValueError as err:  # a chat template's budget, a rendered prompt with an answer prefix
+                raise ValueError(f"document {document['id']!r}: {err}") from None
+        checks.check_prompt_ids(str(document["id"]), prompt_ids, vocab)
         n_prompt = len(prompt_ids)
         if n_prompt + horizon > loaded.max_context:
             raise ValueError(
@@ -116,6 +125,7 @@ def run_documents(
     ids = [str(document["id"]) for document in documents]
     if len(set(ids)) != len(ids):
         raise ValueError(f"a document appears twice in one job: {ids}")
+    checks.check_press_windows(actions, ids, prompts, contexts, evict_first_step=g.evict_first_step)
     for doc_id, prompt_ids, context in zip(ids, prompts, contexts):
         _check_actions_itself(actions, doc_id, _compressed(len(prompt_ids), context, g.evict_first_step), horizon)
     # what the stores record (the reference chain the trajectories used: per_action in swrb mode), and the cache key
@@ -231,8 +241,8 @@ def _generate(
     sessions, prefill_s = [], []
     for d in members:
         start = time.perf_counter()
-        sessions.append(
-            KernelSession(
+        with doing(document=ids[d], phase="prefill"):  # a press that hangs is named (kvdiv.watchdog)
+            session = KernelSession(
                 loaded,
                 torch.tensor(prompts[d], dtype=torch.long),
                 specs,
@@ -241,16 +251,17 @@ def _generate(
                 max_chains=chains_needed(len(specs), g.replicates, g.mode, g.effective_reference_chain),
                 compressed_length=contexts[d],
             )
-        )
+        sessions.append(session)
         prefill_s.append(time.perf_counter() - start)
-    trajectories = generate_documents(
-        sessions,
-        [ids[d] for d in members],
-        list(specs),
-        g,
-        eos_token_ids=loaded.eos_token_ids,
-        progress=progress,
-    )
+    with doing(documents=[ids[d] for d in members], phase="decoding"):
+        trajectories = generate_documents(
+            sessions,
+            [ids[d] for d in members],
+            list(specs),
+            g,
+            eos_token_ids=loaded.eos_token_ids,
+            progress=progress,
+        )
     return list(zip(trajectories, sessions, prefill_s))
 
 

@@ -2,7 +2,8 @@
 (``cache/trajectories/<study>/<model>/<document>/<action>-<key>.zarr``: a one-action per-document store), so a job
 rerun because an action or a document was added generates only what is new. The key (:func:`piece_key`) hashes
 everything the result depends on: document and prompt ids, model, generation settings, the action's spec, the job's
-code hash. An action's values do not depend on the other actions or documents of its job (seeded streams,
+code hash (the user's press files and their own modules included) and the versions of the packages computing the
+kernels. An action's values do not depend on the other actions or documents of its job (seeded streams,
 row-invariant forwards, attention spans: :func:`kvdiv.kernel.session.attention_runs`). A piece is read verified; a
 missing, damaged or foreign one is recomputed. With a shared reference chain the job checks the recomputed chain
 equals every reused piece's, and recomputes everything otherwise. Details: docs/internals.md#paths.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import logging
 import shutil
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -37,7 +39,10 @@ def piece_key(
     action: Mapping[str, Any],
     code: str,
 ) -> str:
-    """The fingerprint (:func:`kvdiv.codehash.fingerprint`) of everything one (document, action) result depends on."""
+    """The fingerprint (:func:`kvdiv.codehash.fingerprint`) of everything one (document, action) result depends on:
+    ``code`` is the job's code hash (the workflow's: kvdiv's modules the job runs and the bytes of the user's press
+    files and of their own modules, :meth:`kvdiv.config.lookups.Lookups.trajectory_code`); the versions of the
+    packages that compute the kernels (:func:`software`) are added here."""
     from kvdiv.codehash import fingerprint
 
     return fingerprint(
@@ -48,8 +53,27 @@ def piece_key(
             "generation": dict(generation),
             "action": dict(action),
             "code": str(code),
+            "software": software(),
         }
     )
+
+
+#: The installed packages whose code computes a cached result (an upgrade may change its bits).
+SOFTWARE = ("torch", "transformers", "kvpress", "numpy")
+
+
+@lru_cache(maxsize=1)
+def software() -> dict[str, str]:
+    """{package: installed version} of :data:`SOFTWARE`."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in SOFTWARE:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "absent"
+    return out
 
 
 @dataclass

@@ -41,6 +41,7 @@ def dry_run(work: Path, configfile: str, timeout: int = 600) -> subprocess.Compl
 
 def variant(work: Path, name: str, edit) -> str:
     config = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+    config["results_owner"] = "config-tests"  # every variant edits one experiment (kvdiv.config.roots)
     edit(config)
     (work / name).write_text(yaml.safe_dump(config, sort_keys=False))
     return name

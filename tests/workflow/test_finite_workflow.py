@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from support.checkout import checkout_ignore
 
@@ -55,6 +56,28 @@ def test_finite_state_stage_end_to_end(tmp_path):
     assert paper.filter(pl.col("quantity").str.contains("median"))["paper"].item() == pytest.approx(52.7)
 
     assert "Nothing to be done" in snakemake(work, TARGET, *common)
+    # the checkout's path spelt another way (snakemake -s ../wf/Snakefile -d wf, a moved or linked checkout) reruns
+    # nothing: the paper's values used to be a path input of finite_compare, whose changed input set replanned it and
+    # finite_figure4; a newer file time on them reruns nothing either; an edit of them does (the code hash)
+    (tmp_path / "elsewhere").mkdir()
+    config_path = str(work / "config/finite_test.yaml")
+    other = subprocess.run(
+        [sys.executable, "-m", "snakemake", TARGET, "-n", "--cores", "2", "-s", "../wf/Snakefile", "-d", str(work)]
+        + ["--configfile", config_path],
+        cwd=tmp_path / "elsewhere",
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONPATH=str(work)),
+    )
+    assert "Nothing to be done" in other.stdout + other.stderr, (other.stdout + other.stderr)[-3000:]
+    paper_values = work / "kvdiv/data/paper_reported_values.yaml"
+    os.utime(paper_values, (time.time() + 60, time.time() + 60))
+    assert "Nothing to be done" in snakemake(work, TARGET, "-n", *common)
+    paper_values.write_text(paper_values.read_text() + "\n# edited\n")
+    out = snakemake(work, TARGET, "-n", "--quiet", "rules", *common)
+    assert "finite_compare" in out and "finite_figure4" in out and "finite_exact" not in out, out[-2000:]
+    paper_values.write_text(paper_values.read_text().removesuffix("\n# edited\n"))
 
     config["finite_state"]["window"] = 3
     (work / "config/finite_test.yaml").write_text(yaml.safe_dump(config))

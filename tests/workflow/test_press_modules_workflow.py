@@ -42,6 +42,7 @@ class NegKnormPress(ScorerPress):
 
 CONFIG = {
     "seed": 7,
+    "results_owner": "own-press-tests",  # the variants below (bad.yaml, ...) edit one experiment
     "press_modules": ["presses/mine.py"],
     "models": {
         "tiny": {"source": "random", "architecture": "llama", "tokenizer": "bytes", "device": "cpu", "threads": 1}
@@ -188,3 +189,49 @@ def test_compare_gives_the_workflows_arrays_with_the_own_press(work):
     assert ours["prompt_tokens"].values.tolist() == theirs["prompt_tokens"].values.tolist()
     summary = result.summary()
     assert summary["action"].to_list() == ["mine", "ada_mine", "knorm"] and summary["n_documents"].to_list() == [1] * 3
+
+
+def test_an_edited_press_reruns_to_a_fresh_runs_arrays(work, tmp_path):
+    """Edit one line of the press (keep the smallest norms instead of the largest) and rerun: the job reruns (its
+    file is an input) and must compute with the edited press, not reuse the cached pieces of the old one (their key
+    now covers the file's bytes: tests/trajectories/test_cache_keys.py). Its cube equals kvdiv.compare's with the
+    edited class, action for action; with a key blind to the file the rebuilt stores equalled the pre-edit ones."""
+    import kvdiv
+    from kvpress import AdaKVPress
+
+    from kvdiv.documents import read_jsonl
+    from kvdiv.kernel.presses.registry import load_press_modules
+    from kvdiv.models.loading import load_model
+
+    before = open_cube(work / CUBE)["tv"].sel(action="mine").values.copy()
+    edited = PRESS.format(edit="").replace("return keys.norm", "return -keys.norm")
+    (work / "presses/mine.py").write_text(edited)
+    out = snakemake(work, CUBE, "--cores", "2", "--configfile", "own.yaml", "--quiet", "rules")
+    assert "trajectories_own_" in out, out[-3000:]
+    ours = open_cube(work / CUBE)
+    assert not np.array_equal(ours["tv"].sel(action="mine").values, before)
+
+    (tmp_path / "edited.py").write_text(edited.replace("NegKnormPress", "EditedNegKnormPress"))
+    mine = load_press_modules([tmp_path / "edited.py"])["EditedNegKnormPress"]
+    config = yaml.safe_load((work / "own.yaml").read_text())
+    loaded = load_model("tiny", {**config["models"]["tiny"], "dtype": "float32"}, work / "results/models")
+    doc_id = "own-ruler_512-0000"
+    record = next(d for d in read_jsonl(work / "results/own/documents/ruler_512.jsonl") if d.id == doc_id).to_record()
+    fresh = kvdiv.compare(
+        loaded.model,
+        loaded.tokenizer,
+        [record],
+        actions={"mine": mine(compression_ratio=0.5), "ada_mine": AdaKVPress(press=mine(compression_ratio=0.5))},
+        horizon=4,
+        replicates=2,
+        temperature=config["studies"]["own"]["temperature"],
+        seed=config["seed"],
+        study_seed=config["studies"]["own"]["seed"],
+        progress=False,
+    ).dataset
+    for action in ("mine", "ada_mine"):
+        for name in ("x", "y", "tv"):
+            np.testing.assert_array_equal(
+                fresh[name].sel(action=action).values, ours[name].sel(action=action).values, err_msg=(action, name)
+            )
+    (work / "presses/mine.py").write_text(PRESS.format(edit=""))

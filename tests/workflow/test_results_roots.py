@@ -107,3 +107,32 @@ def test_two_configs_in_one_directory_keep_their_outputs(tmp_path):
     # b plans its own jobs (a's outputs do not satisfy it), and planning b leaves a complete
     assert "Nothing to be done" not in snakemake(work, b, *(t.replace("results/a", "results/b") for t in targets), "-n")
     assert "Nothing to be done" in snakemake(work, a, *targets, "-n")
+
+
+@pytest.mark.workflow
+def test_a_second_config_in_a_root_is_refused_naming_both(tmp_path):
+    """Each root records its owner (kvdiv.config.roots) when a run starts (a dry run writes nothing): planning a copy
+    of a config (another file) into the same root is refused naming both files; the owner itself, edited, still
+    plans."""
+    work = tmp_path / "run"
+    work.mkdir()
+    a = tiny_config(tmp_path, "a.yaml", "results/a", 7)
+    snakemake(work, a, "-n")
+    assert not (work / "results/a").exists()
+    snakemake(work, a, "results/a/models/tiny/provenance.json", "--cores", "1")  # a real run (seconds) claims it
+    assert yaml.safe_load((work / "results/a/kvdiv-root.json").read_text())["owner"] == f"config file {a}"
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(a.read_text())
+    cmd = [sys.executable, "-m", "snakemake", "-n", "-s", str(REPO / "Snakefile"), "-d", str(work)]
+    proc = subprocess.run(
+        [*cmd, "--configfile", str(copy)],
+        cwd=REPO.parent,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and f"belongs to config file {a}" in out and f"config file {copy} plans" in out, out
+    a.write_text(a.read_text().replace("seed: 7", "seed: 9"))  # the owner edited: still its root
+    snakemake(work, a, "-n")

@@ -25,6 +25,7 @@ from support.checkout import checkout_ignore
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = {
     "seed": 7,
+    "results_owner": "trajectories-tests",  # the variants below (tiny_more.yaml, ...) edit one experiment
     "models": {
         "tiny": {"source": "random", "architecture": "llama", "tokenizer": "bytes", "device": "cpu", "threads": 1}
     },

@@ -84,12 +84,14 @@ def planned_jobs(out: str) -> dict[str, int]:
     return jobs
 
 
-def write_variant(work: Path, name: str, edit) -> str:
-    """A copy of config/smoke.yaml changed by ``edit(config)``, written as ``name``."""
-    config = yaml.safe_load((work / "config/smoke.yaml").read_text())
+def write_variant(work: Path, edit) -> str:
+    """config/smoke.yaml (as shipped) changed by ``edit(config)``, written over the working copy's
+    config/smoke.yaml: the user editing their config (a copy under another name is another config, which may not
+    plan into this config's root: kvdiv.config.roots)."""
+    config = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
     edit(config)
-    (work / name).write_text(yaml.safe_dump(config, sort_keys=False))
-    return name
+    (work / "config/smoke.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return "config/smoke.yaml"
 
 
 @pytest.mark.workflow
@@ -142,12 +144,12 @@ def test_smoke_study_end_to_end_and_reruns(tmp_path):
         for section in ("models", "actions"):
             config[section] = {name: dict(reversed(list(spec.items()))) for name, spec in config[section].items()}
 
-    reordered = write_variant(work, "smoke_reordered.yaml", reverse_keys)
+    reordered = write_variant(work, reverse_keys)
     out = run_snakemake(work, "-n", "--cores", "2", "--configfile", reordered).stdout
     assert "Nothing to be done" in out
 
     # a plotting option: only figure rules rerun
-    dpi = write_variant(work, "smoke_dpi.yaml", lambda c: c["plotting"].update(dpi=90))
+    dpi = write_variant(work, lambda c: c["plotting"].update(dpi=90))
     jobs = planned_jobs(run_snakemake(work, "-n", "--cores", "2", "--configfile", dpi, "--quiet", "rules").stdout)
     assert jobs and set(jobs) - {"all"} <= {"figure", "finite_figure4", "report_page"}, jobs  # the page inlines them
     assert jobs.get("figure", 0) == 3
@@ -156,7 +158,7 @@ def test_smoke_study_end_to_end_and_reruns(tmp_path):
     def add_document(config):
         config["studies"]["retention50"]["documents_per_stratum"] = 3
 
-    more = write_variant(work, "smoke_more.yaml", add_document)
+    more = write_variant(work, add_document)
     jobs = planned_jobs(run_snakemake(work, "-n", "--cores", "2", "--configfile", more, "--quiet", "rules").stdout)
     # one new document per stratum: its block's document job and trajectory job (documents 0-3 of the stratum)
     assert jobs.get("document") == 2 and jobs.get("trajectories") == 2, jobs
@@ -232,7 +234,7 @@ def test_conda_env_pins_match_pyproject():
 )
 def test_bad_config_is_a_clear_error(tmp_path, edit, message):
     work = copy_repo(tmp_path / "wf")
-    bad = write_variant(work, "bad.yaml", edit)
+    bad = write_variant(work, edit)
     proc = subprocess.run(
         [*SNAKEMAKE, "-n", "--cores", "1", "--configfile", bad],
         cwd=work,
@@ -251,7 +253,7 @@ def test_a_changed_action_is_validated_again(tmp_path):
     work = copy_repo(tmp_path / "wf")
     run_snakemake(work, "-n", "--cores", "1", "--configfile", "config/smoke.yaml")
     assert len(list((work / ".snakemake/kvdiv").glob("actions-valid-*"))) == 1
-    bad = write_variant(work, "bad.yaml", lambda c: c["actions"]["snapkv_half"].update(window_size=-1))
+    bad = write_variant(work, lambda c: c["actions"]["snapkv_half"].update(window_size=-1))
     proc = subprocess.run(
         [*SNAKEMAKE, "-n", "--cores", "1", "--configfile", bad],
         cwd=work,
