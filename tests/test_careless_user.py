@@ -90,8 +90,7 @@ def _nan_model(loaded):
             lambda m: compare(
                 m, [[5, 6, 7, 8, 9]], actions={"snap": SnapKVPress(compression_ratio=0.5, window_size=8)}
             ),
-            r"action 'snap' \(SnapKVPress\): window_size = 8 needs more tokens than it covers, but document "
-            r"'prompt-0000' gives it 5 \(its prompt\)",
+            r"document 'prompt-0000': action 'snap' at its 5 entries compressed: its observation window of 8 cover",
         ),
         (
             "StreamingLLM's n_sink longer than the prompt (a spec)",
@@ -100,7 +99,7 @@ def _nan_model(loaded):
                 [[5, 6, 7, 8, 9]],
                 actions={"r": {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 6}},
             ),
-            r"action 'r' \(StreamingLLMPress\): n_sink = 6 needs more tokens .* 'prompt-0000' gives it 5",
+            r"document 'prompt-0000': action 'r' at its 5 entries compressed: its n_sink = 6 sinks cover all 5",
         ),
         (
             "a wrapped window longer than the prompt",
@@ -148,8 +147,13 @@ def test_nan_weights_are_refused_in_every_call(tiny_llama):
 
 
 def test_a_window_the_prompt_exceeds_runs(tiny_llama):
-    result = compare(tiny_llama, [[5, 6, 7, 8, 9, 10]], actions={"snap": SnapKVPress(0.5, window_size=5)})
+    """A window one token shorter than the prompt runs where the action allows being a positional rule (kvpress's
+    limit is the window covering every entry; kvdiv's own refusal of a degenerate action is waived)."""
+    snap = {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 5, "allow_degenerate": True}
+    result = compare(tiny_llama, [[5, 6, 7, 8, 9, 10]], actions={"snap": snap})
     assert result.actions == ["snap"]
+    with pytest.raises(ValueError, match="positional rule"):
+        compare(tiny_llama, [[5, 6, 7, 8, 9, 10]], actions={"snap": SnapKVPress(0.5, window_size=5)})
 
 
 # ------------------------------------------------------------------------- own documents and compress: context

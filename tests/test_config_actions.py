@@ -184,7 +184,7 @@ def test_a_passed_check_is_not_reused_for_other_strata(tmp_path):
         at_704(config)
         if not run_it:
             config["studies"]["retention50"]["actions"].remove("snapkv_512")
-            config["analysis"]["contrasts"] = [["recent_half", "snapkv_half"]]
+            config["analysis"]["contrasts"] = [["recent_half", "snapkv_half"], ["recent_90", "snapkv_90"]]
             config["analysis"]["table3_contrast"] = ["recent_half", "snapkv_half"]
 
     started(lambda c: edit(c, run_it=False), tmp_path)

@@ -13,6 +13,7 @@ from kvdiv.config.action_check import check_in_subprocess
 from kvdiv.config.files import ConfigError
 from kvdiv.kernel.presses.registry import USER_PRESSES, load_press_modules
 from kvdiv.trajectories.job import run_documents
+from kvdiv.settings import generation
 from kvdiv.watchdog import BudgetExceeded, describe, doing, now, time_budget
 from support.job_documents import record
 
@@ -62,7 +63,7 @@ def test_a_score_that_never_returns_ends_the_job_naming_press_action_document(ti
     actions = {"knorm": {"press": "KnormPress", "compression_ratio": 0.5}, "mine": stuck(compression_ratio=0.5)}
     with pytest.raises(BudgetExceeded) as err:
         with time_budget(3, "trajectory job t", "time_budget.trajectory_job"):
-            run_documents(tiny_llama, [record(0)], actions, [tmp_path / "s.zarr"], horizon=4, replicates=1)
+            run_documents(tiny_llama, [record(0)], actions, [tmp_path / "s.zarr"], generation(horizon=4, replicates=1))
     message = str(err.value)
     assert "time_budget.trajectory_job" in message and "press StuckPress of action 'mine'" in message, message
     assert "on document 'st-ruler_64-0000' (prefill)" in message, message

@@ -37,7 +37,7 @@ def check_config(config: Mapping, given: Mapping | None = None, *, basedir: str 
     wrote it (before the defaults): keys checked only when given explicitly (``analysis.contrasts``). Relative
     paths are read from ``basedir`` (the working directory)."""
     given = config if given is None else given
-    check_shapes(config)
+    check_shapes(config, given)
     check_study_seeds(config)
     check_references(config, given)
     check_model_sources(config, basedir)
@@ -51,9 +51,10 @@ def check_config(config: Mapping, given: Mapping | None = None, *, basedir: str 
     check_entries(config, given)
 
 
-def check_shapes(config: Mapping) -> None:
+def check_shapes(config: Mapping, given: Mapping | None = None) -> None:
     """Sections the rest of the workflow needs non-empty (an empty one would fail inside Snakemake with an
-    IndexError or ``max() arg is an empty sequence``)."""
+    IndexError or ``max() arg is an empty sequence``); ``analysis.studies`` only when written empty (its default
+    holds the results whose default study the config has: none, for a config of its own studies)."""
     for study, spec in (config.get("studies") or {}).items():
         if "models" in spec and not spec["models"]:
             raise ConfigError(f"studies.{study}.models is empty: leave it out (all models) or name at least one model")
@@ -63,7 +64,7 @@ def check_shapes(config: Mapping) -> None:
     analysis = config.get("analysis") or {}
     if "blocks" in analysis and not analysis["blocks"]:
         raise ConfigError("analysis.blocks is empty: give at least one position block [first, last]")
-    if config.get("studies") and not (analysis.get("studies") or {}):
+    if "studies" in ((given or {}).get("analysis") or {}) and not (analysis.get("studies") or {}):
         raise ConfigError("analysis.studies is empty: name the study of at least one figure or table")
 
 

@@ -35,17 +35,18 @@ def check_listed_once(config: Mapping) -> None:
 def check_contrasts_apply(config: Mapping) -> None:
     """Each figure or table built (``analysis.studies``) whose tables take contrasts has at least one contrast
     (``analysis.contrasts``, or ``analysis.table3_contrast`` for Table 3) whose two actions its study runs."""
-    from kvdiv.analysis import items
+    from kvdiv.results import registry
 
     studies, analysis = _studies(config), config["analysis"]
     for item, study in analysis["studies"].items():
-        if study not in studies or item not in items.STUDIED:
+        if study not in studies or item not in registry.studied():
             continue  # named by the reference checks
+        result = registry.get_result(item)
         keys = {
             key
-            for table in items.get_item(item).tables.values()
+            for table in result.tables.values()
             for key in table.settings.values()
-            if key in CONTRAST_KEYS
+            if key in CONTRAST_KEYS and result.config == "analysis"
         }
         actions = set(studies[study]["actions"])
         for key in sorted(keys):

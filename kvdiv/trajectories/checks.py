@@ -138,7 +138,7 @@ def check_press_windows(
 
     from kvdiv.kernel.presses.registry import build_press
 
-    built = {name: spec if isinstance(spec, BasePress) else build_press(spec, name) for name, spec in actions.items()}
+    built: dict[tuple[str, int], Any] = {}  # a spec's press at a length (kept_entries: its ratio depends on it)
     for doc, prompt_ids, context in zip(doc_ids, prompts, contexts):
         if context is not None:
             n, what = int(context), "its context, compress: context"
@@ -146,5 +146,9 @@ def check_press_windows(
             n, what = len(prompt_ids) - 1, "its prompt but the last token, evict_first_step"
         else:
             n, what = len(prompt_ids), "its prompt"
-        for name, press in built.items():
+        for name, spec in actions.items():
+            if isinstance(spec, BasePress):
+                press = spec
+            else:
+                press = built.get((name, n)) or built.setdefault((name, n), build_press(spec, name, n))
             check_press_lengths(name, press, doc, n, what)

@@ -125,9 +125,9 @@ def run_documents(
     ids = [str(document["id"]) for document in documents]
     if len(set(ids)) != len(ids):
         raise ValueError(f"a document appears twice in one job: {ids}")
-    checks.check_press_windows(actions, ids, prompts, contexts, evict_first_step=g.evict_first_step)
     for doc_id, prompt_ids, context in zip(ids, prompts, contexts):
         _check_actions_itself(actions, doc_id, _compressed(len(prompt_ids), context, g.evict_first_step), horizon)
+    checks.check_press_windows(actions, ids, prompts, contexts, evict_first_step=g.evict_first_step)
     # what the stores record (the reference chain the trajectories used: per_action in swrb mode), and the cache key
     recorded = g.record()
     reused: list[dict[str, Piece]] = [{} for _ in documents]

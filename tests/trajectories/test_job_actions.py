@@ -4,7 +4,6 @@ at (``press_budget``), an action that cannot act at a document's real length ref
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 from kvpress.utils import compute_n_kept
@@ -34,7 +33,7 @@ def test_stores_record_the_budget_each_press_ran_at(tiny_llama, tmp_path, compre
         [DOCUMENT],
         {"kept": KEPT, "ratio": RATIO},
         [tmp_path / "d.zarr"],
-        dataclasses.replace(SETTINGS, compress=compress),
+        SETTINGS.replace(compress=compress),
         progress=False,
     )[0]
     attrs, _ = read_document_store(out)

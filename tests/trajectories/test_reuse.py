@@ -4,7 +4,6 @@ computed everything; a piece that is truncated, edited or of another key is reco
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import shutil
 
@@ -58,7 +57,7 @@ def generated(monkeypatch):
 def test_an_added_action_and_document_compute_only_what_is_new(
     tiny_qwen2, tmp_path, generated, caplog, mode, reference_chain
 ):
-    settings = dataclasses.replace(SETTINGS, mode=mode, reference_chain=reference_chain)
+    settings = SETTINGS.replace(mode=mode, reference_chain=reference_chain)
     cache = TrajectoryCache(tmp_path / "cache")
     docs = [record(d) for d in (0, 1, 2)]
     ids = [doc["id"] for doc in docs]
@@ -96,7 +95,7 @@ def test_an_added_action_and_document_compute_only_what_is_new(
         docs[:1],
         FIRST,
         [tmp_path / "d.zarr"],
-        dataclasses.replace(settings, temperature=1.2),
+        settings.replace(temperature=1.2),
         cache=cache,
         progress=False,
     )
