@@ -17,6 +17,11 @@ import torch
 from kvdiv.kernel.decoding import ChainState
 from kvdiv.kernel.prefill import Prefix
 
+#: A decode step's attention reads each chain's keys in spans of this many entries (its length + 1 rounded up), so a
+#: chain's bits do not depend on which other chains share its attention call (kvdiv.trajectories.reuse relies on it);
+#: the buffers' capacity is a multiple of it.
+ATTENTION_SPAN = 64
+
 
 @dataclass
 class Chain:
@@ -56,6 +61,9 @@ class ChainSlots:
     def grow(self, n_slots: int, capacity: int) -> None:
         """Make room for at least ``n_slots`` slots of ``capacity`` entries, keeping every slot's contents."""
         n_slots, capacity = max(n_slots, self.n_slots), max(capacity, self.capacity)
+        # a multiple of the span, so that a span capped at the capacity keeps every row of decode attention's products
+        # aligned as in any other run (a misaligned row's first logits round differently: issue 39, item 8)
+        capacity = -(-capacity // ATTENTION_SPAN) * ATTENTION_SPAN
         if n_slots == self.n_slots and capacity == self.capacity:
             return
         shape = (n_slots, self.kv_heads, capacity, self.head_dim)
@@ -140,4 +148,4 @@ class ChainSlots:
         self.finite[slot] = max(self.finite[slot], length)
 
 
-__all__ = ["Chain", "ChainSlots"]
+__all__ = ["ATTENTION_SPAN", "Chain", "ChainSlots"]

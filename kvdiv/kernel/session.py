@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import torch
 
 from kvdiv.kernel.batched_step import StepPart, step_sessions
-from kvdiv.kernel.chain_slots import Chain, ChainSlots
+from kvdiv.kernel.chain_slots import ATTENTION_SPAN, Chain, ChainSlots
 from kvdiv.kernel.decoding import ChainState, match_rows, run_decoding_hooks
 from kvdiv.kernel.prefill import REFERENCE, Prefix, attention_layers, prefill_caches
 from kvdiv.kernel.presses.protocol import IndexedPress, SeededPress
@@ -381,10 +381,6 @@ class KernelSession:
 
 
 __all__ = ["KernelSession", "REFERENCE", "step_sessions"]
-
-#: A decode step's attention reads each chain's keys in spans of this many entries (its length + 1 rounded up), so a
-#: chain's bits do not depend on which other chains share its attention call (kvdiv.trajectories.reuse relies on it).
-ATTENTION_SPAN = 64
 
 
 def attention_runs(slots: Sequence[int], lengths: Sequence[int], capacity: int) -> list[tuple[int, int, int, int, int]]:
