@@ -92,7 +92,7 @@ def test_prefill_caches_equal_kvpress_own_window_attention(tiny_llama, monkeypat
     monkeypatch.setattr(prefill_module, "exact_window_attention", contextlib.nullcontext)
     theirs = KernelSession(tiny_llama, prompt, actions, horizon=4)
     for cache in ours.caches:
-        a, b = ours._prefixes[cache], theirs._prefixes[cache]
+        a, b = ours.prompt_cache(cache), theirs.prompt_cache(cache)
         assert a.length == b.length
         for layer in range(ours.n_layers):
             assert torch.equal(a.keys[layer], b.keys[layer]) and torch.equal(a.values[layer], b.values[layer])

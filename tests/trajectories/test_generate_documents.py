@@ -98,7 +98,7 @@ def test_batched_documents_equal_each_document_alone(model, mode, one_thread, re
         reference_chain=reference_chain,
         progress=False,
     )
-    assert all(session._slots.chains == {} for session in batch)  # every chain released
+    assert all(session._chains.chains == {} for session in batch)  # every chain released
     diverged = decoded_tv = False
     for d, out in enumerate(together):
         assert_same(out, alone(loaded, d, mode, reference_chain), f"document {d}")
