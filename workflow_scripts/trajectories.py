@@ -29,10 +29,15 @@ with job_log(snakemake.log[0]):  # tqdm progress and errors go to the log
     documents = [records[doc_id].to_record() for doc_id in params.documents]
 
     load_press_modules(snakemake.input.press_modules)  # the user's own presses these actions name
-    # as scheduled; documents_per_batch from the config, deliberately not a param (values do not depend on it, so
-    # changing it must not rerun the job)
-    batch = Runtime.split(snakemake.config["models"][params.model])[1].documents_per_batch
-    runtime = Runtime(threads=snakemake.threads, documents_per_job=len(documents), documents_per_batch=batch)
+    # as scheduled; documents_per_batch (and its memory budget) from the config, deliberately not a param (values do
+    # not depend on it, so changing it must not rerun the job)
+    configured = Runtime.split(snakemake.config["models"][params.model])[1]
+    runtime = Runtime(
+        threads=snakemake.threads,
+        documents_per_job=len(documents),
+        documents_per_batch=configured.documents_per_batch,
+        memory_budget_gb=configured.memory_budget_gb,
+    )
     generation = Generation(**params.settings)
     study, model = params.study, params.model
     logging.info("loading model %s (%s)", model, runtime)
@@ -58,6 +63,6 @@ with job_log(snakemake.log[0]):  # tqdm progress and errors go to the log
         generation,
         cache=cache,
         code=params.code,
-        documents_per_batch=runtime.documents_per_batch,
+        documents_per_batch=runtime.batching,
     )
     logging.info("wrote %s", list(snakemake.output))

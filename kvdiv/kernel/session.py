@@ -25,10 +25,10 @@ from kvdiv.kernel.presses.registry import build_press, decoding_press
 from kvdiv.kernel.shared_prompt import SharedPrompt, share_prompt
 from kvdiv.kernel.step_plan import StepPart, plan_step
 
-#: Where a session keeps its caches: ``shared`` (default) the document's prompt K/V once, each action a bias over it
-#: where its cache is a subset of the reference's (:mod:`kvdiv.kernel.shared_prompt`), a slot per chain for what
-#: follows the prompt; ``slots`` a whole copy of its cache per chain (kvdiv before issue 40: laws differ from
-#: ``shared`` by float round-off only). :attr:`KernelSession.layout` selects it.
+#: Where a session keeps its caches (the model spec's ``kv_layout``): ``shared`` (default) the document's prompt K/V
+#: once, each action a bias over it where its cache is a subset of the reference's (:mod:`kvdiv.kernel.shared_prompt`),
+#: a slot per chain for what follows the prompt; ``slots`` a whole copy of its cache per chain (kvdiv before issue 40:
+#: laws differ from ``shared`` by float round-off only).
 LAYOUTS = ("shared", "slots")
 
 # kvpress after kvdiv.kernel.decode_attention (which imports it behind the lazy `datasets` placeholder)
@@ -41,7 +41,8 @@ class KernelSession:
     Parameters
     ----------
     loaded : LoadedModel
-        Anything with ``.model`` (a kvpress-supported causal LM in eval mode) and ``.eos_token_ids``.
+        Anything with ``.model`` (a kvpress-supported causal LM in eval mode) and ``.eos_token_ids``; its ``.spec``'s
+        ``kv_layout`` (:data:`LAYOUTS`, default ``shared``) says how the caches are kept.
     prompt_ids : LongTensor [n] or [1, n]
         The prompt's token ids.
     actions : mapping name → action spec or press instance
@@ -132,8 +133,9 @@ class KernelSession:
         self._configs = {id(m.config): m.config for m in self.model.modules() if hasattr(m, "config")}
         self._kept_cache: dict[str, list[torch.Tensor | None]] = {}
         self._in_prompt = False
+        self.layout = (getattr(loaded, "spec", None) or {}).get("kv_layout", LAYOUTS[0])
         if self.layout not in LAYOUTS:
-            raise ValueError(f"KernelSession.layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+            raise ValueError(f"model spec kv_layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
 
         n_ids = int(ids.numel())
         if compressed_length is not None and not 1 <= int(compressed_length) < n_ids:
@@ -175,9 +177,6 @@ class KernelSession:
             self._initial = {name: law for name in self._cache_names}
         else:
             self._initial = self._feed_prompt_tail(ids[self._compressed :])
-
-    #: :data:`LAYOUTS`: read when a session is built (a class attribute: set it on the class, or on a subclass)
-    layout: str = "shared"
 
     def _shared_names(self) -> list[str]:
         return [] if self._prompt is None else list(self._prompt.index)
@@ -256,8 +255,9 @@ class KernelSession:
         caches' prompt copies and the shared caches' fed tails), ``tail_slots`` and ``private_slots`` (the slot
         buffers as allocated)."""
 
-        def size(prefixes) -> int:
-            return sum(t.numel() * t.element_size() for p in prefixes for ts in (p.keys, p.values, p.bias) for t in ts)
+        def size(prefixes) -> int:  # (with the transposed keys a prefix keeps once a chain has loaded it)
+            parts = [ts for p in prefixes for ts in (p.keys, p.values, p.bias, p._keys_t or [])]
+            return sum(t.numel() * t.element_size() for ts in parts for t in ts)
 
         return {
             "prompt": 0 if self._prompt is None else self._prompt.nbytes(),

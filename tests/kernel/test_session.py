@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 from default_presses import DEFAULT_PRESSES, NO_EVICTION
+from support.layouts import with_layout
 from kvpress import RandomPress, ScorerPress
 from transformers import DynamicCache
 
@@ -322,15 +323,10 @@ def test_other_architectures(arch, tiny_model_factory):
     assert tv(got[0], got[1]).max() > 1e-4
 
 
-@pytest.fixture(params=LAYOUTS)
-def layout(request, monkeypatch):
-    """Each cache layout in turn (KernelSession.layout)."""
-    monkeypatch.setattr(KernelSession, "layout", request.param)
-    return request.param
-
-
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_slots_and_capacity_grow(llama, layout):
     """Starting with 1 slot and room for 1 new token, buffers grow on demand without changing laws."""
+    llama = with_layout(llama, layout)
     ids = prompt(llama, seed=6)
     actions = {"snapkv": PRESS_SPECS["snapkv"]}
     small = KernelSession(llama, ids, actions, max_chains=1, horizon=0)
@@ -468,10 +464,12 @@ def _nan_or_zero_filled_run(loaded, fill, monkeypatch) -> list[torch.Tensor]:
     return laws
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_laws_never_read_unwritten_buffer_entries(llama, layout, monkeypatch):
     """Slot buffers are allocated uninitialised; only the entries a chain's attention span reads past its length
     are zeroed (kvdiv.kernel.chain_slots). With new buffers full of NaN every law is finite and bit-identical to the
     laws with zero-filled buffers: nothing reads an entry that was neither written nor zeroed."""
+    llama = with_layout(llama, layout)
     nan = _nan_or_zero_filled_run(llama, float("nan"), monkeypatch)
     zero = _nan_or_zero_filled_run(llama, 0.0, monkeypatch)
     uninitialised = _nan_or_zero_filled_run(llama, None, monkeypatch)
@@ -480,11 +478,12 @@ def test_laws_never_read_unwritten_buffer_entries(llama, layout, monkeypatch):
         assert torch.equal(a, b) and torch.equal(a, c)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_without_ensure_finite_nan_buffers_poison_the_laws(llama, layout, monkeypatch):
     """The invariant's test can fail: skip the zeroing and the NaN-filled entries inside the attention spans reach
     the laws."""
     from kvdiv.kernel.chain_slots import ChainSlots
 
     monkeypatch.setattr(ChainSlots, "ensure_finite", lambda self, slot, end: None)
-    laws = _nan_or_zero_filled_run(llama, float("nan"), monkeypatch)
+    laws = _nan_or_zero_filled_run(with_layout(llama, layout), float("nan"), monkeypatch)
     assert not all(torch.isfinite(law).all() for law in laws)
