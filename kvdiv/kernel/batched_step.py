@@ -66,6 +66,7 @@ def step_sessions(
             plan.parts.append(
                 DecodePart(row, row + n, slots.keys_t, slots.values, slots.bias, g.slots, g.lengths, g.runs, prompt)
             )
+            s.kv_entries_read += plan.parts[-1].entries_read()
             row += n
         ids.extend([a[3]] for a in p.active)
         positions.extend([a[2].position] for a in p.active)

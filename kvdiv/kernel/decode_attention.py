@@ -32,9 +32,9 @@ _ACTIVE: dict[str, Any] = {"plan": None}
 
 def prompt_block(device: torch.device) -> int:
     """Chains per product over the shared prompt: a fixed number (the last block padded with zero queries), so a
-    chain's logits come from products of one shape whatever other chains share its step. 4 on CPUs (little padding
-    at the few chains of a document), 16 on accelerators (fewer reads of the prompt)."""
-    return 4 if device.type == "cpu" else 16
+    chain's logits come from products of one shape whatever other chains share its step. 8 on CPUs (a document's
+    chains for three actions and a shared reference chain read the prompt once per step), 16 on accelerators."""
+    return 8 if device.type == "cpu" else 16
 
 
 @dataclass
@@ -66,6 +66,15 @@ class DecodePart:
     lengths: torch.Tensor
     runs: list[tuple[int, int, int, int, int]]
     prompt: PromptPass | None = None
+
+    def entries_read(self) -> int:
+        """K/V entries (per layer and KV head) its attention's products read: each run's slots over their span and,
+        with a shared prompt, the prompt once per block of chains."""
+        read = sum((s1 - s0) * span for _, _, s0, s1, span in self.runs)
+        if self.prompt is not None:
+            blocks = -(-(self.row1 - self.row0) // self.prompt.block)
+            read += blocks * self.prompt.values[0].shape[1]
+        return read
 
 
 @dataclass

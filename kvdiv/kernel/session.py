@@ -133,6 +133,8 @@ class KernelSession:
         self._configs = {id(m.config): m.config for m in self.model.modules() if hasattr(m, "config")}
         self._kept_cache: dict[str, list[torch.Tensor | None]] = {}
         self._in_prompt = False
+        #: K/V entries (per layer and KV head) its decode steps' attention products have read (benchmarks count it)
+        self.kv_entries_read = 0
         self.layout = (getattr(loaded, "spec", None) or {}).get("kv_layout", LAYOUTS[0])
         if self.layout not in LAYOUTS:
             raise ValueError(f"model spec kv_layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")

@@ -18,7 +18,6 @@ from typing import Mapping
 
 import torch
 
-from kvdiv.kernel.decoding import match_rows
 from kvdiv.kernel.prefill import REFERENCE, Prefix
 from kvdiv.kernel.presses.protocol import IndexedPress
 
@@ -71,38 +70,53 @@ class SharedPrompt:
         return Prefix(keys, values, bias, self.entries[name], self.length)
 
 
+class _Lookup:
+    """One layer's reference keys, projected and sorted once, to find many actions' keys among them (as
+    :func:`kvdiv.kernel.decoding.match_rows`, with the reference's side shared)."""
+
+    def __init__(self, keys: torch.Tensor):
+        self.keys = keys
+        gen = torch.Generator().manual_seed(0)
+        self.r = torch.randn(keys.shape[-1], dtype=torch.float64, generator=gen).to(keys.device)
+        projected = keys.to(torch.float64) @ self.r
+        self.order = torch.argsort(projected, dim=-1)
+        self.sorted = projected.gather(-1, self.order).contiguous()
+
+    def find(self, sub: torch.Tensor) -> torch.Tensor:
+        """Per head, the reference position nearest each of ``sub``'s keys (to be verified by the caller)."""
+        b = (sub.to(torch.float64) @ self.r).contiguous()
+        hi = torch.searchsorted(self.sorted, b).clamp(max=self.sorted.shape[-1] - 1)
+        lo = (hi - 1).clamp(min=0)
+        closer_lo = (self.sorted.gather(-1, lo) - b).abs() < (self.sorted.gather(-1, hi) - b).abs()
+        return self.order.gather(-1, torch.where(closer_lo, lo, hi))
+
+
 def _kept_positions(
-    press, layer: int, ref: Prefix, act: Prefix, kept_length: int
+    press, layer: int, lookup: _Lookup, ref: Prefix, act: Prefix, kept_length: int
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """Per head, the reference positions of the action's entries in its own order ([kv_heads, entries], −1 on
     padding) and whether each entry is real; None when the entries are not a duplicate-free subset of the reference's
     (same keys and values) with −inf bias on every padding entry."""
-    n = ref.length
-    entries = act.keys[layer].shape[1]
+    n, entries = ref.length, act.keys[layer].shape[1]
     if isinstance(press, IndexedPress) and layer in press.kept_indices:
         idx = press.kept_indices[layer][0].to(ref.keys[layer].device)
-        if idx.shape[-1] != kept_length:
+        if idx.shape[-1] != kept_length or bool((idx >= n).any()):
             return None
     else:
-        idx = match_rows(ref.keys[layer], act.keys[layer][:, :kept_length])
-        if idx is None:
-            return None
+        idx = lookup.find(act.keys[layer][:, :kept_length])
     full = torch.full((idx.shape[0], entries), -1, dtype=torch.long, device=idx.device)
     full[:, :kept_length] = idx
     real = full >= 0
-    bias = act.bias[layer]
-    if not bool(torch.isneginf(bias[~real]).all()):
+    if not bool(real.all()) and not bool(torch.isneginf(act.bias[layer][~real]).all()):
         return None  # a padding entry that would be attended
-    safe = full.clamp(min=0)
-    gather = safe.unsqueeze(-1).expand(-1, -1, ref.keys[layer].shape[-1])
-    mask = real.unsqueeze(-1)
+    gather = full.clamp(min=0).unsqueeze(-1).expand(-1, -1, ref.keys[layer].shape[-1])
     for mine, theirs in ((ref.keys[layer], act.keys[layer]), (ref.values[layer], act.values[layer])):
-        if not torch.equal(mine.gather(1, gather) * mask, theirs * mask):
+        got = mine.gather(1, gather)
+        if not (torch.equal(got, theirs) if bool(real.all()) else torch.equal(got[real], theirs[real])):
             return None
-    for h in range(full.shape[0]):
-        kept = full[h][real[h]]
-        if kept.numel() != kept.unique().numel() or (kept >= n).any():
-            return None
+    kept = full.masked_fill(~real, -1).sort(dim=-1).values
+    if bool(((kept[:, 1:] == kept[:, :-1]) & (kept[:, 1:] >= 0)).any()):
+        return None  # an entry kept twice: not a mask
     return full, real
 
 
@@ -118,15 +132,16 @@ def share_prompt(
     n = ref.length
     n_pad = -(-n // PROMPT_ALIGN) * PROMPT_ALIGN
     shared: dict[str, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
-    for name, prefix in prefixes.items():
-        if name == REFERENCE:
-            continue
-        layers = [
-            _kept_positions(presses[name], layer, ref, prefix, kept_lengths[name][layer])
-            for layer in range(len(ref.keys))
-        ]
-        if all(found is not None for found in layers):
-            shared[name] = ([found[0] for found in layers], [found[1] for found in layers])
+    found: dict[str, list] = {name: [] for name in prefixes if name != REFERENCE}
+    for layer in range(len(ref.keys)):
+        lookup = _Lookup(ref.keys[layer])
+        for name, layers in found.items():
+            if layers is not None:
+                kept = _kept_positions(presses[name], layer, lookup, ref, prefixes[name], kept_lengths[name][layer])
+                found[name] = None if kept is None else layers + [kept]
+    for name, layers in found.items():
+        if layers is not None:
+            shared[name] = ([kept[0] for kept in layers], [kept[1] for kept in layers])
     names = [REFERENCE, *shared]
     keys_t, values, bias = [], [], []
     for layer in range(len(ref.keys)):
