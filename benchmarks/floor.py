@@ -115,27 +115,39 @@ def _threads(n: int) -> Iterator[None]:
 
 def gemm_rate(shape: ModelShape, threads: int = 1, rows: int = 512, repeats: int = 5) -> float:
     """FLOP/s of fp32 products at the model's prefill shapes: ``rows`` prompt rows through q/k/v/o and the MLP's three
-    projections (best of ``repeats``)."""
+    projections, with torch's default kernels and with kvdiv's packed oneDNN weights (kvdiv.models.prepacked), the
+    faster of the two (best of ``repeats``)."""
     import torch
+
+    from kvdiv.models.prepacked import prepack_linears
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(rows, shape.hidden, generator=g)
     h = torch.randn(rows, shape.intermediate, generator=g)
-    weights = [
-        (x, torch.randn(shape.heads * shape.head_dim, shape.hidden, generator=g)),
-        (x, torch.randn(2 * shape.kv_heads * shape.head_dim, shape.hidden, generator=g)),
-        (x, torch.randn(2 * shape.intermediate, shape.hidden, generator=g)),
-        (h, torch.randn(shape.hidden, shape.intermediate, generator=g)),
+    sizes = [
+        (shape.hidden, shape.heads * shape.head_dim),
+        (shape.hidden, 2 * shape.kv_heads * shape.head_dim),
+        (shape.hidden, 2 * shape.intermediate),
+        (shape.intermediate, shape.hidden),
     ]
-    flops = sum(2.0 * a.shape[0] * w.shape[0] * w.shape[1] for a, w in weights)
-    best = float("inf")
-    with _threads(threads), torch.no_grad():
+    layers = torch.nn.ModuleList(torch.nn.Linear(i, o, bias=False) for i, o in sizes)
+    inputs = [x, x, x, h]
+    flops = sum(2.0 * rows * i * o for i, o in sizes)
+
+    def best() -> float:
+        fastest = float("inf")
         for _ in range(repeats):
             start = time.perf_counter()
-            for a, w in weights:
-                torch.nn.functional.linear(a, w)
-            best = min(best, time.perf_counter() - start)
-    return flops / best
+            for layer, a in zip(layers, inputs):
+                layer(a)
+            fastest = min(fastest, time.perf_counter() - start)
+        return fastest
+
+    with _threads(threads), torch.no_grad():
+        plain = best()
+        prepack_linears(layers)
+        packed = best()
+    return flops / min(plain, packed)
 
 
 def read_bandwidth(threads: int = 1, megabytes: int = 512, repeats: int = 3) -> float:

@@ -18,11 +18,11 @@ import torch
 
 from kvdiv.kernel.batched_step import step_sessions
 from kvdiv.kernel.chain_slots import PRIVATE, TAIL, Chain, Chains, ChainSlots
-from kvdiv.kernel.decoding import ChainState, Entries, match_rows, real_entries, run_decoding_hooks
+from kvdiv.kernel.decoding import ChainState, Entries, real_entries, run_decoding_hooks
 from kvdiv.kernel.prefill import REFERENCE, Prefix, attention_layers, prefill_caches
-from kvdiv.kernel.presses.protocol import IndexedPress, SeededPress
+from kvdiv.kernel.presses.protocol import SeededPress
 from kvdiv.kernel.presses.registry import build_press, decoding_press
-from kvdiv.kernel.shared_prompt import SharedPrompt, share_prompt
+from kvdiv.kernel.shared_prompt import SharedPrompt, kept_positions, share_prompt
 from kvdiv.kernel.step_plan import StepPart, plan_step
 
 #: Where a session keeps its caches (the model spec's ``kv_layout``): ``shared`` (default) the document's prompt K/V
@@ -414,31 +414,16 @@ class KernelSession:
             raise KeyError(f"unknown action {action!r}; actions: {', '.join(self.presses)}")
         if action in self._kept_cache:
             return self._kept_cache[action]
-        press = self.presses[action]
-        ref = self._prefixes[REFERENCE]
-        shared = action in self._tails
-        act = None if shared else self._prefixes[action]
-        n = self._compressed
-        out: list[torch.Tensor | None] = []
-        for layer in range(self.n_layers):
-            kept = self._kept_lengths[action][layer]
-            if shared:  # the positions the shared prompt's bias row was built from
-                idx = self._prompt.kept[action][layer][:, :kept]
-            elif isinstance(press, IndexedPress) and layer in press.kept_indices:
-                idx = press.kept_indices[layer][0].to(ref.keys[layer].device)
-            else:
-                idx = match_rows(ref.keys[layer][:, :n], act.keys[layer][:, :kept])
-            if idx is not None:
-                bias = (self._prompt.entry_bias[action] if shared else act.bias)[layer][:, : idx.shape[1]]
-                masked = torch.isinf(bias) & (bias < 0)
-                if masked.any():
-                    idx = torch.stack(
-                        [
-                            torch.cat([h[~m], torch.full((int(m.sum()),), -1, dtype=h.dtype, device=h.device)])
-                            for h, m in zip(idx, masked)
-                        ]
-                    )
-            out.append(idx)
+        act = None if action in self._tails else self._prefixes[action]
+        out = kept_positions(
+            self.presses[action],
+            self._prefixes[REFERENCE],
+            act,
+            self._prompt,
+            action,
+            self._kept_lengths[action],
+            self._compressed,
+        )
         self._kept_cache[action] = out
         return out
 

@@ -18,6 +18,7 @@ from typing import Mapping
 
 import torch
 
+from kvdiv.kernel.decoding import match_rows
 from kvdiv.kernel.prefill import REFERENCE, Prefix
 from kvdiv.kernel.presses.protocol import IndexedPress
 
@@ -178,4 +179,33 @@ def share_prompt(
     return prompt
 
 
-__all__ = ["PROMPT_ALIGN", "SharedPrompt", "share_prompt"]
+def kept_positions(
+    press, ref: Prefix, act: Prefix | None, prompt: SharedPrompt | None, name: str, kept_lengths: list[int], n: int
+) -> list[torch.Tensor | None]:
+    """Per layer, the prompt positions action ``name`` keeps ([kv_heads, kept], in its cache's order): a shared cache's
+    recorded positions, else the press's own (``IndexedPress``) or its keys matched against the reference's first
+    ``n`` (None for a layer whose keys are not among them); entries a head masks reported as −1 after its others."""
+    out: list[torch.Tensor | None] = []
+    for layer, kept in enumerate(kept_lengths):
+        if act is None:  # the positions the shared prompt's bias row was built from
+            idx, bias = prompt.kept[name][layer][:, :kept], prompt.entry_bias[name][layer]
+        else:
+            if isinstance(press, IndexedPress) and layer in press.kept_indices:
+                idx = press.kept_indices[layer][0].to(ref.keys[layer].device)
+            else:
+                idx = match_rows(ref.keys[layer][:, :n], act.keys[layer][:, :kept])
+            bias = act.bias[layer]
+        if idx is not None:
+            masked = torch.isneginf(bias[:, : idx.shape[1]])
+            if masked.any():
+                idx = torch.stack(
+                    [
+                        torch.cat([h[~m], torch.full((int(m.sum()),), -1, dtype=h.dtype, device=h.device)])
+                        for h, m in zip(idx, masked)
+                    ]
+                )
+        out.append(idx)
+    return out
+
+
+__all__ = ["PROMPT_ALIGN", "SharedPrompt", "kept_positions", "share_prompt"]
