@@ -82,7 +82,10 @@ def run(layout: str, prompts_file: Path, out: Path) -> dict:
         [sys.executable, "-c", JOB, str(prompts_file), layout, str(out)], env=env, capture_output=True, text=True
     )
     if proc.returncode:
-        raise RuntimeError(proc.stderr[-3000:])
+        raise RuntimeError(
+            f"the {layout} job ended with code {proc.returncode} (-9: killed, e.g. out of memory):\n"
+            f"{proc.stderr[-3000:]}"
+        )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 

@@ -1,16 +1,12 @@
 """The decode attention of :class:`kvdiv.kernel.session.KernelSession`: one new query per chain against the
 document's shared prompt (where its cache is a bias over it) and its slot buffers.
 
-Per layer, preallocated K/V buffers (keys stored transposed, [slots, kv_heads, head_dim, capacity]: the logits are
-then a plain matrix product over contiguous key columns; values [slots, kv_heads, capacity, head_dim]) with per-chain
-valid lengths and an additive logit bias [slots, kv_heads, capacity]. The model is handed a :class:`SlotCache`;
-:func:`decode_attention`, registered with transformers' ``AttentionInterface`` as ``"kvdiv_decode"``, reads the
-contiguous slot ranges (views) that the step's :class:`DecodePlan` lists (one or two :class:`DecodePart` per session;
-set with :func:`planned`). A part with a :class:`PromptPass` (the chains of caches stored as a bias over the
-document's one prompt copy, :mod:`kvdiv.kernel.shared_prompt`) first computes its chains' logits over the prompt in
-fixed blocks of :func:`prompt_block` chains — one product per KV head and block reads the prompt for all of them —
-adds each chain's cache bias, and takes one softmax per chain over [prompt, its slot's span] (shared-prefix or cascade
-attention: Hydragen, arXiv 2402.05099; FlashInfer's cascade attention). How: docs/internals.md#kernel-pairs.
+:func:`decode_attention`, registered with transformers' ``AttentionInterface`` as ``"kvdiv_decode"``, reads the slot
+buffers (views) that the step's :class:`DecodePlan` lists (one or two :class:`DecodePart` per session; set with
+:func:`planned`) and the model is handed a :class:`SlotCache`. A part with a :class:`PromptPass` computes its chains'
+logits over the one prompt copy in fixed blocks of :func:`prompt_block` chains, adds each chain's cache bias and takes
+one softmax per chain over [prompt, its slot's span] (shared-prefix or cascade attention: Hydragen, arXiv
+2402.05099; FlashInfer's cascade attention). How: docs/internals.md#kernel-pairs.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Bytes a document's :class:`~kvdiv.kernel.session.KernelSession` holds, by cache layout, and batches of documents
-sized by a memory budget (``documents_per_batch: auto``, docs/usage.md#batches).
+sized by a memory budget (``documents_per_batch: auto``, docs/usage.md#how-jobs-run).
 
-Counted from the model's shapes alone (:class:`CacheShape`), as the session allocates (docs/internals.md#kernel-pairs):
-
-- ``shared``: the prompt's K/V once (its length rounded up to 64), one bias row per cache over it, and per chain a slot
-  for what follows the prompt (the fed prompt tail, H tokens and the rounding); a decoding action's chains as private
-  copies of the whole prompt (a conservative bound: kvdiv moves one there at its first cut, of the size it kept);
-- ``slots`` (kvdiv before issue 40): every cache's prompt part kept by the session (the reference's whole, an action's
-  kept share, each with a transposed copy of its keys) and, per chain, a slot holding a whole copy of its cache.
-
-A prefill needs more for a while (the prefill cache, every action's compressed copy, the forward's activations, a
-SnapKV-style window's attention): counted once per batch, for its largest document. Not counted: the model's
-weights (the budget is what is free after loading it) and a step's few-megabyte transients.
+Counted from the model's shapes, as the session allocates (docs/internals.md#kernel-pairs): ``shared`` one prompt copy,
+a bias row per cache, a slot of ≈ H entries per chain (a decoding action's chains bounded by whole copies); ``slots``
+every cache's prompt part (with transposed keys) and a whole copy per chain. A prefill needs more for a while (its
+cache, every action's compressed copy, activations, a SnapKV window's attention): counted once per batch, for its
+largest document. Not counted: the model's weights (the budget is what is free after loading it).
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """A document's prompt K/V stored once, and each action's evicted cache as a logit bias over it.
 
 After the prefill (:mod:`kvdiv.kernel.prefill`) every action's compressed prompt cache is matched against the
-reference's entries: where, per layer and KV head, it keeps a subset of them with their keys and values unchanged (what
-kvpress's scorer presses, head-wise masks, PyramidKV's padding and ProbabilisticPress do), the cache becomes a row of
-:attr:`SharedPrompt.bias` — 0 on kept entries, the press's own bias where it sets one (ProbabilisticPress's log
-importance weights), −inf on evicted entries and padding — over the one copy of the prompt (keys stored transposed,
-[kv_heads, head_dim, n_pad], values [kv_heads, n_pad, head_dim], ``n_pad`` the prompt length rounded up to
-:data:`PROMPT_ALIGN`). A cache whose entries are not such a subset (a press that transforms keys or values, or keeps
-an entry twice) stays a private copy. How decoding reads it: :mod:`kvdiv.kernel.decode_attention`;
-docs/internals.md#kernel-pairs.
+reference's entries: where, per layer and KV head, it keeps a duplicate-free subset of them with keys and values
+unchanged (kvpress's scorer presses, head-wise masks, PyramidKV's padding, ProbabilisticPress), the cache becomes a row
+of :attr:`SharedPrompt.bias` — 0 on kept entries, the press's own bias where it sets one, −inf on evicted entries and
+padding — over the one prompt copy (its length rounded up to :data:`PROMPT_ALIGN`). Any other cache stays a private
+copy. How decoding reads it: :mod:`kvdiv.kernel.decode_attention`; docs/internals.md#kernel-pairs.
 """
 
 from __future__ import annotations
