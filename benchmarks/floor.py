@@ -11,8 +11,9 @@ bandwidth (a sum over a buffer far larger than the caches). :class:`Floor` turns
   K/V bytes being one prompt copy per document plus each chain's generated tail (the shared-prompt layout's count;
   a layout that reads more is above the floor by that much).
 
-Run it for the probe's own numbers on SmolLM2 (``PYTHONPATH=. python benchmarks/floor.py``); other scripts import
-:func:`machine_floor`, :class:`ModelShape` and :func:`job_floor` (benchmarks/bench_common.py's job helpers).
+Run it for the probe's own numbers on SmolLM2 (``PYTHONPATH=. python benchmarks/floor.py [--prefill-rounds 3]``:
+with prefills of SmolLM2 timed against it, round by round); other scripts import :func:`machine_floor`,
+:class:`ModelShape` and :func:`job_floor` (benchmarks/bench_common.py's job helpers).
 """
 
 from __future__ import annotations
@@ -186,12 +187,48 @@ def job_floor(
     return {"prefill": prefill, "decode": decode, "total": prefill + decode}
 
 
+def prefill_rounds(lengths: Sequence[int], rounds: int, threads: int) -> None:
+    """SmolLM2 prefills of helmet documents at ``lengths`` tokens (config/replication.yaml's retention50 actions, and
+    none), each round beside a fresh floor probe: seconds and seconds / floor."""
+    import statistics
+
+    import torch
+    from bench_common import smollm2, stratum_prompts
+
+    from kvdiv.kernel.session import KernelSession
+
+    config, loaded = smollm2("results/models", "config/replication.yaml")
+    shape = ModelShape.from_config(loaded.model.config)
+    actions = {a: config["actions"][a] for a in config["studies"]["retention50"]["actions"]}
+    print(
+        "| prompt | floor s (median) | prefill s, no action (min, median) | / floor | prefill s, 3 actions | / floor |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|")
+    for n in lengths:
+        prompt = torch.tensor(stratum_prompts(loaded, config, "retention50", f"helmet_{n}", 1, 128)[1][0])
+        floors, bare, full = [], [], []
+        for r in range(rounds):
+            floor = machine_floor(shape, threads)
+            floors.append(floor.prefill_s(shape, len(prompt)))
+            for kind in ("bare", "full") if r % 2 == 0 else ("full", "bare"):
+                start = time.perf_counter()
+                KernelSession(loaded, prompt, {} if kind == "bare" else actions, horizon=128)
+                (bare if kind == "bare" else full).append(time.perf_counter() - start)
+        f = statistics.median(floors)
+        ratios = lambda xs: statistics.median(x / y for x, y in zip(xs, floors))  # noqa: E731
+        print(
+            f"| {len(prompt)} | {f:.1f} | {min(bare):.1f}, {statistics.median(bare):.1f} | {ratios(bare):.2f} | "
+            f"{min(full):.1f}, {statistics.median(full):.1f} | {ratios(full):.2f} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--lengths", type=int, nargs="+", default=[704, 2048, 4096, 8192])
     parser.add_argument("--horizon", type=int, default=128)
     parser.add_argument("--actions", type=int, default=3)
+    parser.add_argument("--prefill-rounds", type=int, default=0, help="also time SmolLM2 prefills against the floor")
     args = parser.parse_args()
     from transformers import AutoConfig
 
@@ -210,6 +247,9 @@ def main() -> None:
     for n in args.lengths:
         one = job_floor(floor, shape, [n], chains, args.horizon, retention)
         print(f"| {n} | {one['prefill']:.1f} | {one['decode']:.1f} |")
+    if args.prefill_rounds:
+        print()
+        prefill_rounds([n for n in args.lengths if n <= 4096], args.prefill_rounds, args.threads)
 
 
 if __name__ == "__main__":

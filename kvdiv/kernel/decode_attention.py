@@ -28,9 +28,10 @@ _ACTIVE: dict[str, Any] = {"plan": None}
 
 def prompt_block(device: torch.device) -> int:
     """Chains per product over the shared prompt: a fixed number (the last block padded with zero queries), so a
-    chain's logits come from products of one shape whatever other chains share its step. 8 on CPUs (a document's
-    chains for three actions and a shared reference chain read the prompt once per step), 16 on accelerators."""
-    return 8 if device.type == "cpu" else 16
+    chain's logits come from products of one shape whatever other chains share its step. 4 on CPUs, where these
+    products are bound by arithmetic (a block of 8 pads a document's 4 chains before their first divergence to 8;
+    benchmarks/shared_prompt.md), 16 on accelerators, where reading the prompt is the cost."""
+    return 4 if device.type == "cpu" else 16
 
 
 @dataclass
