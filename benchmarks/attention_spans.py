@@ -1,4 +1,4 @@
-"""Benchmark: decode attention in spans (kvdiv.kernel.session.attention_runs: each chain attends over its length + 1
+"""Benchmark: decode attention in spans (kvdiv.kernel.step_plan.attention_runs: each chain attends over its length + 1
 rounded up to 64 entries, so its bits do not depend on the other chains) against the runs it replaced (consecutive
 slots with lengths within 20 % + 32 padded to the run's longest: an action's values moved by round-off with the
 other actions of its job).
@@ -28,7 +28,7 @@ from pathlib import Path  # noqa: E402
 
 from bench_common import busy_process, coupled_job, smollm2, stratum_prompts  # noqa: E402
 
-from kvdiv.kernel import session as session_module  # noqa: E402
+from kvdiv.kernel import step_plan as session_module  # noqa: E402  (where a step looks its planner up)
 
 REPO = Path(__file__).resolve().parents[1]
 SPANS = session_module.attention_runs

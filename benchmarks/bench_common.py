@@ -9,6 +9,7 @@ threads_under_load.py) do not pay torch's and kvpress's imports for :func:`busy_
 from __future__ import annotations
 
 import contextlib
+import functools
 import subprocess
 import sys
 import time
@@ -153,30 +154,62 @@ def coupled_job(
     """Seconds of one coupled job over ``prompts`` (documents ``ids``; complete mode, R = 1): every document
     prefilled, then the chains of all of them in one forward per step (:func:`generate_documents`). ``seeds`` =
     (master, study) seed each document's sampling streams and any ProbabilisticPress draw. Returns ``prefill``,
-    ``coupled`` and ``total`` seconds."""
+    ``coupled`` and ``total`` seconds, and the machine's ``floor`` for the job (:func:`job_floor_seconds`, not counted
+    in them)."""
+    floor = job_floor_seconds(loaded, [len(p) for p in prompts], actions, horizon)
     start = time.perf_counter()
     sessions = coupled_sessions(loaded, prompts, ids, actions, horizon, seeds=seeds)
     prefill = time.perf_counter() - start
     coupled_generate(sessions, ids, list(actions), horizon, seeds=seeds, eos=loaded.eos_token_ids)
     total = time.perf_counter() - start
-    return {"prefill": prefill, "coupled": total - prefill, "total": total}
+    return {"prefill": prefill, "coupled": total - prefill, "total": total, "floor": floor}
+
+
+def job_floor_seconds(loaded, lengths: Sequence[int], actions: Mapping, horizon: int) -> float:
+    """This machine's floor (benchmarks/floor.py, measured once per process and model shape) for a coupled job of
+    prompts of ``lengths`` tokens, ``actions`` (complete mode, R = 1, a shared reference chain) and H = ``horizon``."""
+    from floor import ModelShape, job_floor
+
+    from kvdiv.kernel.memory_plan import retention
+
+    shape = ModelShape.from_config(loaded.model.config, next(loaded.model.parameters()).element_size())
+    chains = 2 * len(actions) + 1
+    kept = (1 + 2 * sum(retention(spec) for spec in actions.values())) / chains
+    return job_floor(_machine_floor(shape), shape, lengths, chains, horizon, kept)["total"]
+
+
+@functools.cache
+def _machine_floor(shape):
+    from floor import machine_floor
+
+    return machine_floor(shape)
 
 
 def job_table(runs: Mapping[str, Sequence[Mapping]], time_key: str, label: str, ratio: tuple[str, str]) -> None:
-    """Print alternating job runs (each a dict with ``time_key`` seconds, ``sys_s``, ``minflt``, ``max_rss_gb`` and
-    per-document ``digests``) as a table: per variant min and median seconds, median system seconds and page faults,
-    max peak RSS; then the per-round ratio ``ratio[0] / ratio[1]`` and whether every run computed the same laws."""
+    """Print alternating job runs (each a dict with ``time_key`` seconds, ``sys_s``, ``minflt``, ``max_rss_gb``,
+    per-document ``digests`` and, when every run has one, its ``floor`` seconds) as a table: per variant min and
+    median seconds (and seconds / floor), median system seconds and page faults, max peak RSS; then the per-round
+    ratio ``ratio[0] / ratio[1]`` and whether every run computed the same laws."""
     import json
     import statistics
 
-    print(f"| {label} | {time_key} s (min, median) | system s (median) | page faults (median) | peak RSS GB (max) |")
-    print("|---|---:|---:|---:|---:|")
+    floors = all("floor" in run for rs in runs.values() for run in rs)  # (benchmarks/floor.py, per process)
+    extra = " | s / floor (median)" if floors else ""
+    print(
+        f"| {label} | {time_key} s (min, median){extra} | system s (median) | page faults (median) | "
+        "peak RSS GB (max) |"
+    )
+    print("|---|---:|---:|---:|---:|" + ("---:|" if floors else ""))
     for variant, rs in runs.items():
         t = [run[time_key] for run in rs]
         sys_s = statistics.median(run["sys_s"] for run in rs)
         faults = statistics.median(run["minflt"] for run in rs) / 1e6
         rss = max(run["max_rss_gb"] for run in rs)
-        print(f"| {variant} | {min(t):.1f}, {statistics.median(t):.1f} | {sys_s:.1f} | {faults:.2f} M | {rss:.2f} |")
+        ratio = f" | {statistics.median(run[time_key] / run['floor'] for run in rs):.2f}" if floors else ""
+        print(
+            f"| {variant} | {min(t):.1f}, {statistics.median(t):.1f}{ratio} | {sys_s:.1f} | {faults:.2f} M | "
+            f"{rss:.2f} |"
+        )
     a, b = ratio
     print_ratios([x[time_key] for x in runs[a]], [y[time_key] for y in runs[b]], ratio)
     digests = {json.dumps(run["digests"], sort_keys=True) for rs in runs.values() for run in rs}

@@ -167,8 +167,9 @@ def weight_bytes(model) -> tuple[int, int]:
 
 class StepRecorder:
     """While in use, wraps :func:`kvdiv.kernel.session.step_sessions`, the one forward behind ``KernelSession.step``
-    (one document) and ``KernelSession.step_together`` (several): per call, the rows the model runs, their valid K/V
-    entries (the new one included), and wall seconds."""
+    (one document) and ``KernelSession.step_together`` (several): per call, the rows the model runs, the K/V entries
+    its attention's products read (``KernelSession.kv_entries_read``: the shared prompt once per block of chains, each
+    chain's slot over its span), and wall seconds."""
 
     def __init__(self):
         self.calls: list[tuple[int, int, float]] = []  # (rows run, K/V entries read incl. the new one, seconds)
@@ -176,19 +177,20 @@ class StepRecorder:
 
     def __enter__(self) -> "StepRecorder":
         def wrapped(requests):
-            rows = entries = 0
+            rows = 0
             for s, chains, tokens in requests:
                 toks = [int(t) for t in (tokens.tolist() if isinstance(tokens, torch.Tensor) else tokens)]
                 for c, t in zip(chains, toks):
                     ch = s._chain(c)
                     if not (ch.done or t in s._eos_set):
                         rows += 1
-                        entries += ch.length + 1
+            read = sum(s.kv_entries_read for s, _, _ in requests)  # (what the step's attention products read)
             device = requests[0][0].device
             sync(device)
             start = time.perf_counter()
             out = self._original(requests)
             sync(device)
+            entries = sum(s.kv_entries_read for s, _, _ in requests) - read
             self.calls.append((rows, entries, time.perf_counter() - start))
             return out
 
@@ -257,7 +259,7 @@ def run_coupled(
     }
     return {
         "prompt_tokens": int(ids.numel()),
-        "cache_lengths": {name: session._prefixes[name].length for name in session.caches},
+        "cache_lengths": {name: session.prompt_cache(name).length for name in session.caches},
         "prefill_s": prefill_s,
         "coupled_s": coupled_s,
         "rows_advanced": int(rows_advanced),

@@ -33,6 +33,7 @@ def run(variant: str, args: argparse.Namespace) -> dict:
         "sys_s": sum(j["sys_s"] for j in jobs),
         "minflt": sum(j["minflt"] for j in jobs),
         "max_rss_gb": max(j["max_rss_gb"] for j in jobs),
+        "floor": sum(j["floor"] for j in jobs),  # (each job's floor, measured in its process: benchmarks/floor.py)
         "digests": {k: v for j in jobs for k, v in j["digests"].items()},
     }
 

@@ -64,7 +64,10 @@ for b in range(0, n, batch):
     del sessions, results
 total = time.perf_counter() - start
 usage = resource.getrusage(resource.RUSAGE_SELF)
+from bench_common import job_floor_seconds  # (this checkout's benchmarks: the machine's floor, measured here)
+floor = job_floor_seconds(loaded, [len(p) for p in prompts], actions, horizon)
 print(json.dumps({"total": total, "prefill": prefill, "coupled": total - prefill, "kvdiv": kvdiv.__file__,
+                  "floor": floor,
                   "max_rss_gb": usage.ru_maxrss / 2**20, "sys_s": usage.ru_stime, "minflt": usage.ru_minflt,
                   "digests": digests}))
 """

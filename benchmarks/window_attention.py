@@ -38,7 +38,7 @@ def prefills(loaded, prompts, actions, horizon: int) -> tuple[float, list[Kernel
 
 def same(a: KernelSession, b: KernelSession) -> bool:
     for cache in a.caches:
-        pa, pb = a._prefixes[cache], b._prefixes[cache]
+        pa, pb = a.prompt_cache(cache), b.prompt_cache(cache)
         for layer in range(a.n_layers):
             if not (
                 torch.equal(pa.keys[layer], pb.keys[layer])

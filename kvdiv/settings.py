@@ -146,27 +146,64 @@ class Generation(_Checked, _GenerationFields):
         return cls(master_seed=config["seed"], study_seed=spec["seed"], **{key: spec[key] for key in STUDY_KEYS})
 
 
+#: ``documents_per_batch: auto``: batches sized by a memory budget (:class:`AutoBatch`).
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class AutoBatch:
+    """``documents_per_batch: auto``: a job's documents generated in consecutive batches that fit ``budget_bytes``
+    (None: a share of the memory free when the job starts, :mod:`kvdiv.kernel.memory_plan`)."""
+
+    budget_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.budget_bytes is not None:
+            _integer("budget_bytes", self.budget_bytes, 1)
+
+
 @dataclass(frozen=True)
 class Runtime:
-    """How a model's jobs run: CPU threads (None: torch's own choice), documents per job, strata per job and
-    documents generated together (None: all of a job's). Changing it reruns nothing (it is not part of a model's
-    identity, nor of its rules' params)."""
+    """How a model's jobs run: CPU threads (None: torch's own choice), documents per job, strata per job, documents
+    generated together (None: all of a job's; ``auto``: as many as fit the memory budget) and that budget (GB; None:
+    a share of the free memory). Changing it reruns nothing (it is not part of a model's identity, nor of its rules'
+    params)."""
 
     threads: int | None
     documents_per_job: int
     strata_per_job: int = 1
-    documents_per_batch: int | None = None
+    documents_per_batch: int | str | None = None
+    memory_budget_gb: float | None = None
 
     def __post_init__(self) -> None:
         if self.threads is not None:
             _integer("threads", self.threads, 1)
         _integer("documents_per_job", self.documents_per_job, 1)
         _integer("strata_per_job", self.strata_per_job, 1)
-        if self.documents_per_batch is not None:
+        if self.documents_per_batch is not None and self.documents_per_batch != AUTO:
+            if isinstance(self.documents_per_batch, str):
+                raise ValueError(
+                    f"documents_per_batch must be an integer >= 1 or {AUTO!r}, got {self.documents_per_batch!r}"
+                )
             _integer("documents_per_batch", self.documents_per_batch, 1)
+        budget = self.memory_budget_gb
+        if budget is not None and (
+            isinstance(budget, bool) or not isinstance(budget, (int, float)) or not math.isfinite(budget) or budget <= 0
+        ):
+            raise ValueError(f"memory_budget_gb must be a number > 0, got {budget!r}")
+        if budget is not None and self.documents_per_batch != AUTO:
+            raise ValueError(f"memory_budget_gb sizes documents_per_batch: {AUTO}, not {self.documents_per_batch!r}")
 
     #: The keys of a model's config spec that are runtime, not model.
-    KEYS = ("threads", "documents_per_job", "strata_per_job", "documents_per_batch")
+    KEYS = ("threads", "documents_per_job", "strata_per_job", "documents_per_batch", "memory_budget_gb")
+
+    @property
+    def batching(self) -> int | AutoBatch | None:
+        """What :func:`kvdiv.trajectories.job.run_documents` takes as ``documents_per_batch``."""
+        if self.documents_per_batch != AUTO:
+            return self.documents_per_batch
+        budget = None if self.memory_budget_gb is None else int(self.memory_budget_gb * 1e9)
+        return AutoBatch(budget)
 
     @classmethod
     def split(cls, spec: Mapping[str, Any]) -> tuple[dict[str, Any], "Runtime"]:
@@ -177,6 +214,7 @@ class Runtime:
             documents_per_job=spec["documents_per_job"],
             strata_per_job=spec.get("strata_per_job", 1),
             documents_per_batch=spec.get("documents_per_batch"),
+            memory_budget_gb=spec.get("memory_budget_gb"),
         )
 
 

@@ -18,7 +18,7 @@ from snakemake.utils import validate
 from kvdiv.config import files, plan, startup
 from kvdiv.config.checks import check_config
 from kvdiv.config.files import ConfigError, fill_result_defaults, load_yaml_strict
-from kvdiv.settings import Runtime
+from kvdiv.settings import AutoBatch, Runtime
 from kvdiv.config.plan import trajectory_rule_name
 from kvdiv.names import check_config_names, check_results_root
 
@@ -68,6 +68,12 @@ def study(name="retention50"):
         (lambda c: c["studies"]["retention50"].update(tv_atol=0.9), "0.9 is greater than the maximum of 0.001"),
         (lambda c: c["plotting"].update(dpi=100000), "100000 is greater than the maximum"),
         (lambda c: next(iter(c["models"].values())).update(documents_per_batch=0), "0 is less than the minimum of 1"),
+        (lambda c: next(iter(c["models"].values())).update(documents_per_batch="all"), "'all' does not match '\\^auto"),
+        (
+            lambda c: next(iter(c["models"].values())).update(memory_budget_gb=0),
+            "0 is less than or equal to the minimum",
+        ),
+        (lambda c: next(iter(c["models"].values())).update(kv_layout="paged"), "'paged' is not one of"),
     ],
 )
 def test_schema_refuses(edit, message):
@@ -490,6 +496,17 @@ def test_strata_per_job_groups_the_same_block_of_consecutive_strata():
     assert (
         runtime.documents_per_batch == 16 and Runtime.split(config["models"]["smollm2"])[1].documents_per_batch is None
     )
+    assert runtime.batching == 16 and Runtime.split(config["models"]["smollm2"])[1].batching is None
+    auto = Runtime.split({**config["models"]["smollm2"], "documents_per_batch": "auto"})[1]
+    assert auto.batching == AutoBatch(None)
+    budget = Runtime.split({**config["models"]["smollm2"], "documents_per_batch": "auto", "memory_budget_gb": 2.5})
+    assert budget[1].batching == AutoBatch(2_500_000_000) and "memory_budget_gb" not in budget[0]
+    with pytest.raises(ValueError, match="documents_per_batch must be an integer >= 1 or 'auto', got 'all'"):
+        Runtime(threads=1, documents_per_job=1, documents_per_batch="all")
+    with pytest.raises(ValueError, match="memory_budget_gb sizes documents_per_batch: auto, not 16"):
+        Runtime(threads=1, documents_per_job=1, documents_per_batch=16, memory_budget_gb=2)
+    with pytest.raises(ValueError, match="memory_budget_gb must be a number > 0, got -1"):
+        Runtime(threads=1, documents_per_job=1, documents_per_batch="auto", memory_budget_gb=-1)
 
 
 def test_a_batch_of_many_strata_keeps_a_short_name():

@@ -36,10 +36,15 @@ with job_log(snakemake.log[0]) as log, time_budget(budget, f"trajectory job {sna
 
     with doing(importing=", ".join(map(repr, snakemake.input.press_modules))):
         load_press_modules(snakemake.input.press_modules)  # the user's own presses these actions name
-    # as scheduled; documents_per_batch from the config, deliberately not a param (values do not depend on it, so
-    # changing it must not rerun the job)
-    batch = Runtime.split(snakemake.config["models"][params.model])[1].documents_per_batch
-    runtime = Runtime(threads=snakemake.threads, documents_per_job=len(documents), documents_per_batch=batch)
+    # as scheduled; documents_per_batch (and its memory budget) from the config, deliberately not a param (values do
+    # not depend on it, so changing it must not rerun the job)
+    configured = Runtime.split(snakemake.config["models"][params.model])[1]
+    runtime = Runtime(
+        threads=snakemake.threads,
+        documents_per_job=len(documents),
+        documents_per_batch=configured.documents_per_batch,
+        memory_budget_gb=configured.memory_budget_gb,
+    )
     generation = params.generation  # the study's kvdiv.settings.Generation, built once at start-up
     study, model = params.study, params.model
     logging.info("loading model %s (%s)", model, runtime)
@@ -65,6 +70,6 @@ with job_log(snakemake.log[0]) as log, time_budget(budget, f"trajectory job {sna
         generation,
         cache=cache,
         code=params.code,
-        documents_per_batch=runtime.documents_per_batch,
+        documents_per_batch=runtime.batching,
     )
     logging.info("wrote %s", list(snakemake.output))

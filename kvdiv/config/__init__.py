@@ -17,6 +17,7 @@ _EXPORTS = {
     "check_config": "kvdiv.config.checks",
     "Generation": "kvdiv.settings",
     "Runtime": "kvdiv.settings",
+    "AutoBatch": "kvdiv.settings",
     "DocumentRequest": "kvdiv.settings",
     "generation": "kvdiv.settings",
     "SCHEMA": "kvdiv.settings",

@@ -9,31 +9,23 @@ runs decode-time compression. docs/internals.md#kernel-pairs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 import torch
 
-from kvdiv.kernel.chain_slots import Chain
-from kvdiv.kernel.decode_attention import ATTN_IMPLEMENTATION, DecodePart, DecodePlan, SlotCache, planned
+from kvdiv.kernel.chain_slots import TAIL
+from kvdiv.kernel.decode_attention import (
+    ATTN_IMPLEMENTATION,
+    DecodePart,
+    DecodePlan,
+    PromptPass,
+    SlotCache,
+    planned,
+    prompt_block,
+)
 from kvdiv.kernel.decoding import HiddenCapture
+from kvdiv.kernel.step_plan import Session
 from kvdiv.models.prepacked import min_rows
-
-#: a :class:`kvdiv.kernel.session.KernelSession` (not imported: the session module imports this one)
-Session = Any
-
-
-@dataclass
-class StepPart:
-    """One session's rows of a (possibly shared) decode step: ``out`` [chains, V] laws (EOS rows filled),
-    ``active`` (slot, row in out, chain, token) of the rows run through the model, sorted by slot."""
-
-    session: Session
-    out: torch.Tensor
-    active: list[tuple[int, int, Chain, int]]
-    runs: list[tuple[int, int, int, int, int]]
-    slots: torch.Tensor | None = None
-    lengths: torch.Tensor | None = None
 
 
 @torch.no_grad()
@@ -60,13 +52,22 @@ def step_sessions(
         return [p.out for p in parts]
     plan = DecodePlan(parts=[])
     ids, positions, row = [], [], 0
+    starts = []  # each session's first row
     for p in running:
         s = p.session
-        slots = s._slots
-        plan.parts.append(
-            DecodePart(row, row + len(p.active), slots.keys_t, slots.values, slots.bias, p.slots, p.lengths, p.runs)
-        )
-        row += len(p.active)
+        starts.append(row)
+        for g in p.groups:
+            slots = s._chains.pools[g.pool]
+            prompt = None
+            if g.pool == TAIL:
+                sp = s._prompt
+                prompt = PromptPass(sp.keys_t, sp.values, sp.bias, g.prompt_rows, prompt_block(s.device))
+            n = len(g.active)
+            plan.parts.append(
+                DecodePart(row, row + n, slots.keys_t, slots.values, slots.bias, g.slots, g.lengths, g.runs, prompt)
+            )
+            s.kv_entries_read += plan.parts[-1].entries_read()
+            row += n
         ids.extend([a[3]] for a in p.active)
         positions.extend([a[2].position] for a in p.active)
     first = running[0].session
@@ -104,14 +105,14 @@ def step_sessions(
         finally:
             for k, cfg in configs.items():
                 cfg._attn_implementation = saved[k]
-    for p, dp in zip(running, plan.parts):  # (the padding part, if any, comes last and is dropped)
-        laws = p.session._law(logits[dp.row0 : dp.row1])
+    for p, row0 in zip(running, starts):  # (the padding part, if any, comes last and is dropped)
+        laws = p.session._law(logits[row0 : row0 + len(p.active)])
         for r, (_, i, ch, _) in enumerate(p.active):
             ch.length += 1
             ch.position += 1
             p.out[i] = laws[r]
         if id(p) in decoding:
-            p.session._compress_during_decoding(p, dp.row0, capture.inputs)
+            p.session._compress_during_decoding(p, row0, capture.inputs)
     return [p.out for p in parts]
 
 
@@ -136,4 +137,4 @@ def _padding_part(session: Session, row0: int, n: int) -> DecodePart:
     return DecodePart(row0, row0 + n, keys_t, values, bias, slots, torch.zeros_like(slots), [(0, n, 0, n, 1)])
 
 
-__all__ = ["StepPart", "step_sessions"]
+__all__ = ["step_sessions"]

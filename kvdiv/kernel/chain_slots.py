@@ -1,26 +1,39 @@
 """A :class:`~kvdiv.kernel.session.KernelSession`'s chains and the slot buffers holding their caches.
 
-Per layer, preallocated K/V buffers [slots, kv_heads, capacity, head_dim] (the keys stored transposed, ``keys_t``
-[slots, kv_heads, head_dim, capacity], for decode attention's logits) and an additive logit bias [slots, kv_heads,
-capacity] (−inf where nothing is attended); each live chain (:class:`Chain`) owns one slot, takes the lowest free one
-and grows the buffers on demand. The K/V buffers are allocated uninitialised and each slot tracks how far its entries
-are finite (:meth:`ChainSlots.ensure_finite`): docs/internals.md#kernel-pairs.
+A pool (:class:`ChainSlots`) holds, per layer, preallocated K/V buffers [slots, kv_heads, capacity, head_dim] (the
+keys stored transposed, ``keys_t`` [slots, kv_heads, head_dim, capacity], for decode attention's logits) and an
+additive logit bias [slots, kv_heads, capacity] (−inf where nothing is attended); each live chain (:class:`Chain`)
+owns one slot of one pool, takes the lowest free one and grows the buffers on demand. A session has two pools
+(:class:`Chains`): ``tail`` — the chains of a cache stored as a bias over the document's one prompt copy
+(:mod:`kvdiv.kernel.shared_prompt`) keep only what follows the prompt there — and ``private``, each chain a whole
+copy of its cache. The K/V buffers are allocated uninitialised and each slot tracks how far its entries are finite
+(:meth:`ChainSlots.ensure_finite`): docs/internals.md#kernel-pairs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import torch
 
 from kvdiv.kernel.decoding import ChainState
 from kvdiv.kernel.prefill import Prefix
 
+#: A decode step's attention reads each chain's keys in spans of this many entries (its length + 1 rounded up), so a
+#: chain's bits do not depend on which other chains share its attention call (kvdiv.trajectories.reuse relies on it);
+#: the buffers' capacity is a multiple of it.
+ATTENTION_SPAN = 64
+
+
+#: The pool of chains reading the shared prompt (their slots hold what follows it) and of chains with a private copy.
+TAIL, PRIVATE = "tail", "private"
+
 
 @dataclass
 class Chain:
-    """One chain: its slot, the cache it decodes with, its cache length and RoPE position, whether it emitted EOS."""
+    """One chain: its slot, the cache it decodes with, the entries in its slot and its RoPE position, whether it
+    emitted EOS, its decode-time compression state and its pool (:data:`TAIL` or :data:`PRIVATE`)."""
 
     slot: int
     cache: str
@@ -28,10 +41,11 @@ class Chain:
     position: int
     done: bool
     decode: ChainState | None = None  # an action with decode-time compression: its per-chain state
+    pool: str = PRIVATE
 
 
 class ChainSlots:
-    """The slot buffers of ``n_layers`` layers and the live chains by id (ids are never reused)."""
+    """One pool: the slot buffers of ``n_layers`` layers and its free slots."""
 
     #: What fills new K/V buffers: None leaves them uninitialised; tests set NaN, so that a read of an entry that was
     #: neither written nor zeroed would show in the laws.
@@ -50,12 +64,13 @@ class ChainSlots:
         self.bias: list[torch.Tensor] = []
         self.free: list[int] = []
         self.finite: list[int] = []  # per slot: its entries [0, finite) hold finite keys and values in every layer
-        self.chains: dict[int, Chain] = {}
-        self.next_id = 0
 
     def grow(self, n_slots: int, capacity: int) -> None:
         """Make room for at least ``n_slots`` slots of ``capacity`` entries, keeping every slot's contents."""
         n_slots, capacity = max(n_slots, self.n_slots), max(capacity, self.capacity)
+        # a multiple of the span, so that a span capped at the capacity keeps every row of decode attention's products
+        # aligned as in any other run (a misaligned row's first logits round differently: issue 39, item 8)
+        capacity = -(-capacity // ATTENTION_SPAN) * ATTENTION_SPAN
         if n_slots == self.n_slots and capacity == self.capacity:
             return
         check_memory(self, n_slots, capacity)
@@ -97,8 +112,71 @@ class ChainSlots:
     def take(self) -> int:
         """The lowest free slot (the slots double when none is free)."""
         if not self.free:
-            self.grow(2 * self.n_slots, self.capacity)
+            self.grow(max(2 * self.n_slots, 1), self.capacity)
         return self.free.pop(0)
+
+    def give_back(self, slot: int) -> None:
+        """Free ``slot``."""
+        self.free.append(slot)
+        self.free.sort()
+
+    def nbytes(self) -> int:
+        """Bytes of the buffers (allocated, whether written or not)."""
+        return sum(t.numel() * t.element_size() for ts in (self.keys_t, self.values, self.bias) for t in ts)
+
+    def load(self, slot: int, prefix: Prefix) -> None:
+        """Write a prompt cache into ``slot``: its keys, values and bias, −inf beyond it."""
+        L = prefix.length
+        keys_t = prefix.keys_transposed()  # (rows of L entries: writing through the transposed view is strided)
+        for layer in range(self.n_layers):
+            self.keys_t[layer][slot, :, :, :L] = keys_t[layer]
+            self.values[layer][slot, :, :L] = prefix.values[layer]
+            self.bias[layer][slot].fill_(float("-inf"))
+            self.bias[layer][slot, :, :L] = prefix.bias[layer]
+        self.finite[slot] = max(self.finite[slot], L)
+
+    def write(self, slot: int, entries: Sequence[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> None:
+        """Make ``slot`` hold ``entries`` (per layer keys, values [kv_heads, m, head_dim], bias [kv_heads, m]; −inf
+        bias past each layer's m)."""
+        for layer, (k, v, b) in enumerate(entries):
+            m = k.shape[1]
+            self.keys[layer][slot, :, :m] = k
+            self.values[layer][slot, :, :m] = v
+            self.bias[layer][slot].fill_(float("-inf"))
+            self.bias[layer][slot, :, :m] = b
+            self.finite[slot] = max(self.finite[slot], m)
+
+    def copy(self, source: int, slot: int, length: int) -> None:
+        """Copy slot ``source``'s first ``length`` entries and its whole bias into ``slot``."""
+        for layer in range(self.n_layers):
+            self.keys_t[layer][slot, :, :, :length] = self.keys_t[layer][source, :, :, :length]
+            self.values[layer][slot, :, :length] = self.values[layer][source, :, :length]
+            self.bias[layer][slot] = self.bias[layer][source]
+        self.finite[slot] = max(self.finite[slot], length)
+
+
+def attention_runs(slots: Sequence[int], lengths: Sequence[int], capacity: int) -> list[tuple[int, int, int, int, int]]:
+    """The attention calls of a decode step: runs ``(row0, row1, slot0, slot1, span)`` of consecutive slots (sorted)
+    whose spans are equal, one matmul/softmax/matmul each on buffer views. A chain of ``n`` entries in its slot attends
+    over its span, ``n + 1`` rounded up to :data:`ATTENTION_SPAN` entries (at most ``capacity``, a multiple of it;
+    −inf bias past its length), whatever chains share its run: its bits do not depend on the other chains (actions,
+    replicates)."""
+    spans = [min(-(-(n + 1) // ATTENTION_SPAN) * ATTENTION_SPAN, capacity) for n in lengths]
+    runs, start = [], 0
+    for j in range(1, len(slots) + 1):
+        if j == len(slots) or slots[j] != slots[j - 1] + 1 or spans[j] != spans[start]:
+            runs.append((start, j, slots[start], slots[j - 1] + 1, spans[start]))
+            start = j
+    return runs
+
+
+class Chains:
+    """A session's live chains by id (ids are never reused) and its two pools of slots."""
+
+    def __init__(self, pools: dict[str, ChainSlots]):
+        self.pools = pools
+        self.chains: dict[int, Chain] = {}
+        self.next_id = 0
 
     def register(self, chain: Chain) -> int:
         """A new chain id for ``chain``."""
@@ -118,30 +196,20 @@ class ChainSlots:
         for c in chains:
             ch = self.chains.pop(c, None)
             if ch is not None:
-                self.free.append(ch.slot)
-        self.free.sort()
-
-    def load(self, slot: int, prefix: Prefix) -> None:
-        """Write a prompt cache into ``slot``: its keys, values and bias, −inf beyond it."""
-        L = prefix.length
-        keys_t = prefix.keys_transposed()  # (rows of L entries: writing through the transposed view is strided)
-        for layer in range(self.n_layers):
-            self.keys_t[layer][slot, :, :, :L] = keys_t[layer]
-            self.values[layer][slot, :, :L] = prefix.values[layer]
-            self.bias[layer][slot].fill_(float("-inf"))
-            self.bias[layer][slot, :, :L] = prefix.bias[layer]
-        self.finite[slot] = max(self.finite[slot], L)
-
-    def copy(self, source: int, slot: int, length: int) -> None:
-        """Copy slot ``source``'s first ``length`` entries and its whole bias into ``slot``."""
-        for layer in range(self.n_layers):
-            self.keys_t[layer][slot, :, :, :length] = self.keys_t[layer][source, :, :, :length]
-            self.values[layer][slot, :, :length] = self.values[layer][source, :, :length]
-            self.bias[layer][slot] = self.bias[layer][source]
-        self.finite[slot] = max(self.finite[slot], length)
+                self.pools[ch.pool].give_back(ch.slot)
 
 
-__all__ = ["Chain", "ChainSlots"]
+__all__ = [
+    "ATTENTION_SPAN",
+    "Chain",
+    "ChainSlots",
+    "Chains",
+    "PRIVATE",
+    "TAIL",
+    "attention_runs",
+    "available_bytes",
+    "check_memory",
+]
 
 
 def available_bytes(device: torch.device) -> int | None:

@@ -1,12 +1,12 @@
-"""The decode attention of :class:`kvdiv.kernel.session.KernelSession`: one new query per chain against its slot
-buffers.
+"""The decode attention of :class:`kvdiv.kernel.session.KernelSession`: one new query per chain against the
+document's shared prompt (where its cache is a bias over it) and its slot buffers.
 
-Per layer, preallocated K/V buffers (keys stored transposed, [slots, kv_heads, head_dim, capacity]: the logits are
-then a plain matrix product over contiguous key columns; values [slots, kv_heads, capacity, head_dim]) with per-chain
-valid lengths and an additive logit bias [slots, kv_heads, capacity]. The model is handed a :class:`SlotCache`;
-:func:`decode_attention`, registered with transformers' ``AttentionInterface`` as ``"kvdiv_decode"``, reads the
-contiguous slot ranges (views) that the step's :class:`DecodePlan` lists (one :class:`DecodePart` per session; set
-with :func:`planned`). How: docs/internals.md#kernel-pairs.
+:func:`decode_attention`, registered with transformers' ``AttentionInterface`` as ``"kvdiv_decode"``, reads the slot
+buffers (views) that the step's :class:`DecodePlan` lists (one or two :class:`DecodePart` per session; set with
+:func:`planned`) and the model is handed a :class:`SlotCache`. A part with a :class:`PromptPass` computes its chains'
+logits over the one prompt copy in fixed blocks of :func:`prompt_block` chains, adds each chain's cache bias and takes
+one softmax per chain over [prompt, its slot's span] (shared-prefix or cascade attention: Hydragen, arXiv
+2402.05099; FlashInfer's cascade attention). How: docs/internals.md#kernel-pairs.
 """
 
 from __future__ import annotations
@@ -26,12 +26,33 @@ ATTN_IMPLEMENTATION = "kvdiv_decode"
 _ACTIVE: dict[str, Any] = {"plan": None}
 
 
+def prompt_block(device: torch.device) -> int:
+    """Chains per product over the shared prompt: a fixed number (the last block padded with zero queries), so a
+    chain's logits come from products of one shape whatever other chains share its step. 4 on CPUs, where these
+    products are bound by arithmetic (a block of 8 pads a document's 4 chains before their first divergence to 8;
+    benchmarks/shared_prompt.md), 16 on accelerators, where reading the prompt is the cost."""
+    return 4 if device.type == "cpu" else 16
+
+
+@dataclass
+class PromptPass:
+    """The shared prompt a part's rows read before their slots: per layer ``keys_t`` [kv_heads, head_dim, n_pad],
+    ``values`` [kv_heads, n_pad, head_dim] and ``bias`` [caches, kv_heads, n_pad]; ``rows`` [part rows]: each row's
+    cache (its row of ``bias``); ``block``: chains per product (:func:`prompt_block`)."""
+
+    keys_t: list[torch.Tensor]
+    values: list[torch.Tensor]
+    bias: list[torch.Tensor]
+    rows: torch.Tensor
+    block: int
+
+
 @dataclass
 class DecodePart:
-    """One session's share of a decode step: its batch rows ``row0:row1``, its per-layer buffers (``keys_t``
+    """One pool's share of a session's decode step: its batch rows ``row0:row1``, its per-layer buffers (``keys_t``
     [slots, kv_heads, head_dim, capacity], ``values`` [slots, kv_heads, capacity, head_dim], ``bias``), the slot and
-    valid length each row writes its new key/value at, and ``runs`` of (row0, row1, slot0, slot1, valid length)
-    with rows relative to the part."""
+    valid length each row writes its new key/value at, ``runs`` of (row0, row1, slot0, slot1, valid length)
+    with rows relative to the part, and the shared prompt its rows read first (None: their slots hold everything)."""
 
     row0: int
     row1: int
@@ -41,6 +62,16 @@ class DecodePart:
     slots: torch.Tensor
     lengths: torch.Tensor
     runs: list[tuple[int, int, int, int, int]]
+    prompt: PromptPass | None = None
+
+    def entries_read(self) -> int:
+        """K/V entries (per layer and KV head) its attention's products read: each run's slots over their span and,
+        with a shared prompt, the prompt once per block of chains."""
+        read = sum((s1 - s0) * span for _, _, s0, s1, span in self.runs)
+        if self.prompt is not None:
+            blocks = -(-(self.row1 - self.row0) // self.prompt.block)
+            read += blocks * self.prompt.values[0].shape[1]
+        return read
 
 
 @dataclass
@@ -84,6 +115,9 @@ def decode_attention(module, query, key, value, attention_mask, dropout=0.0, sca
         # (slot, kv head) pairs of a run are one batch dimension of views into the buffers
         q = query[part.row0 : part.row1].reshape((part.row1 - part.row0) * kv_heads, groups, head_dim)
         o = out[part.row0 : part.row1].view(-1, groups, head_dim)
+        if part.prompt is not None:
+            _cascade(part, layer, q, o, scale)
+            continue
         for row0, row1, s0, s1, length in part.runs:
             rows = slice(row0 * kv_heads, row1 * kv_heads)
             kt = keys_t[s0:s1].view(-1, head_dim, capacity)[:, :, :length]
@@ -97,6 +131,52 @@ def decode_attention(module, query, key, value, attention_mask, dropout=0.0, sca
             weights = torch.softmax(logits, dim=-1).to(values.dtype)
             torch.bmm(weights, v, out=o[rows])
     return out.view(batch, n_heads, 1, head_dim).transpose(1, 2).contiguous(), None
+
+
+def _cascade(part: DecodePart, layer: int, q: torch.Tensor, o: torch.Tensor, scale: float) -> None:
+    """A part whose rows read the shared prompt, then their slots: ``q`` [rows × kv_heads, groups, head_dim]
+    (row-major), ``o`` the same shape, written. Per row and head one softmax over [its logits over the prompt + its
+    cache's bias, its slot's span]; the prompt's products in fixed blocks of chains (:func:`prompt_block`), the
+    slots' per run."""
+    pp = part.prompt
+    keys_p, values_p = pp.keys_t[layer], pp.values[layer]
+    keys_t, values, bias = part.keys_t[layer], part.values[layer], part.bias[layer]
+    kv_heads, n_pad, head_dim = values_p.shape
+    capacity = values.shape[2]
+    groups = q.shape[1]
+    rows = part.row1 - part.row0
+    block = pp.block
+    n_blocks = -(-rows // block)
+    # queries by block and KV head: [blocks, kv_heads, block × groups, head_dim] (zero rows pad the last block)
+    qb = q.new_zeros(n_blocks * block, kv_heads, groups, head_dim)
+    qb[:rows] = q.view(rows, kv_heads, groups, head_dim)
+    qb = qb.view(n_blocks, block, kv_heads, groups, head_dim).transpose(1, 2).reshape(n_blocks, kv_heads, -1, head_dim)
+    # the prompt's logits (then, in place, its weights) by row: [blocks × block, kv_heads, groups, n_pad]
+    prompt = torch.empty(n_blocks * block, kv_heads, groups, n_pad, dtype=torch.float32, device=q.device)
+    for b in range(n_blocks):
+        prompt[b * block : (b + 1) * block] = (
+            torch.bmm(qb[b], keys_p).view(kv_heads, block, groups, n_pad).transpose(0, 1)
+        )
+    prompt[:rows].mul_(scale).add_(pp.bias[layer].index_select(0, pp.rows).unsqueeze(2))
+    logits_p = prompt.view(-1, groups, n_pad)
+    for row0, row1, s0, s1, span in part.runs:
+        items = slice(row0 * kv_heads, row1 * kv_heads)
+        kt = keys_t[s0:s1].view(-1, head_dim, capacity)[:, :, :span]
+        v = values[s0:s1].view(-1, capacity, head_dim)[:, :span]
+        b = bias[s0:s1].view(-1, 1, capacity)[:, :, :span]
+        both = torch.empty(items.stop - items.start, groups, n_pad + span, dtype=torch.float32, device=q.device)
+        both[:, :, :n_pad] = logits_p[items]
+        both[:, :, n_pad:] = torch.bmm(q[items], kt)
+        both[:, :, n_pad:].mul_(scale).add_(b)
+        weights = torch.softmax(both, dim=-1)
+        torch.bmm(weights[:, :, n_pad:].to(values.dtype), v, out=o[items])
+        logits_p[items] = weights[:, :, :n_pad]
+    o4 = o.view(rows, kv_heads, groups, head_dim)
+    for b in range(n_blocks):
+        w = prompt[b * block : (b + 1) * block].transpose(0, 1).reshape(kv_heads, -1, n_pad).to(values_p.dtype)
+        mine = min(block, rows - b * block)
+        ob = torch.bmm(w, values_p).view(kv_heads, block, groups, head_dim).transpose(0, 1)
+        o4[b * block : b * block + mine] += ob[:mine]
 
 
 # kvpress, when imported, wraps every attention function registered by then (kvpress.attention_patch: a wrapper that

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -122,6 +122,11 @@ def _row_kwargs(inputs: dict[str, Any], row: int, position_ids: torch.Tensor, ca
     }
 
 
+#: A chain's cache at one layer as a decoding press sees it: keys, values [kv_heads, n, head_dim] and logit bias
+#: [kv_heads, n] of its entries in the cache's own order (entries no head attends left out).
+Entries = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
 @torch.no_grad()
 def run_decoding_hooks(
     press: DecodingPress,
@@ -130,28 +135,31 @@ def run_decoding_hooks(
     inputs: dict[int, dict[str, Any]],
     row: int,
     position: int,
-    keys: list[torch.Tensor],
-    values: list[torch.Tensor],
-    bias: list[torch.Tensor],
-    slot: int,
-    length: int,
+    entries: Callable[[int], Entries],
     action: str,
-) -> int | None:
+) -> list[Entries] | None:
     """Run ``press``'s ``forward_hook`` for one chain (its ``row`` of the batched forward, the token it just appended at
-    RoPE ``position``) on every layer, with the chain's ``state``; when a layer compresses, write the kept entries back
-    into the chain's ``slot`` of the session's buffers (``keys``/``values``/``bias`` per layer, ``length`` entries in
-    use). Returns the chain's new common length (the longest layer; shorter layers padded with −inf bias), or None
-    when no layer compressed."""
+    RoPE ``position``) on every layer, with the chain's ``state`` and its cache (``entries(layer)``, read only if the
+    press reads it). Returns None when no layer compressed (or every compressed layer kept all its entries in place:
+    still counted in ``state.compressions``), else every layer's new entries (a compressed layer's as the press left
+    them, carrying each kept entry's bias; the others as they were)."""
     saved = press.hidden_states_buffer, press.layer_step_counts
     layers: dict[int, _ChainCacheLayer] = {}
-    position_ids = torch.tensor([[position]], dtype=torch.long, device=keys[0].device)
+    read: dict[int, Entries] = {}
+
+    def load(layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        read[layer] = entries(layer)
+        k, v, _ = read[layer]
+        return k.unsqueeze(0).contiguous(), v.unsqueeze(0)
+
+    position_ids = torch.tensor(
+        [[position]], dtype=torch.long, device=inputs[modules[0].layer_idx]["hidden_states"].device
+    )
     try:
         press.hidden_states_buffer, press.layer_step_counts = state.buffers, state.counts
         for module in modules:
             layer = module.layer_idx
-            cache_layer = _ChainCacheLayer(
-                lambda layer=layer: _entries(keys[layer], values[layer], bias[layer], slot, length)
-            )
+            cache_layer = _ChainCacheLayer(lambda layer=layer: load(layer))
             layers[layer] = cache_layer
             kwargs = _row_kwargs(inputs[layer], row, position_ids, _ChainCache(layers))
             press.forward_hook(module, (), kwargs, (None, None))
@@ -161,36 +169,30 @@ def run_decoding_hooks(
     if not compressed:
         return None
     state.compressions += 1
-    new_lengths = []
-    for layer in range(len(keys)):
-        real = _real_positions(bias[layer], slot, length)
-        if layer not in compressed and real.numel() == length:
-            new_lengths.append(length)  # nothing to move
+    out: list[Entries] = []
+    moved = False
+    for layer in range(len(modules)):
+        k_old, v_old, b_old = read[layer] if layer in read else entries(layer)
+        if layer not in compressed:
+            out.append((k_old, v_old, b_old))
             continue
-        if layer in compressed:
-            k_new = compressed[layer].keys[0].clone()
-            v_new = compressed[layer].values[0].clone()
-            b_old = bias[layer][slot][:, real]
-            if bool((b_old == 0).all()):
-                b_new = torch.zeros(k_new.shape[:2], dtype=bias[layer].dtype, device=b_old.device)
-            else:  # entries carrying a bias (a press's correction, head-wise masks): follow them to where they went
-                idx = match_rows(keys[layer][slot][:, real], k_new)
-                if idx is None:
-                    raise RuntimeError(
-                        f"action {action!r}: decode-time compression at layer {layer} returned keys that "
-                        "are not a subset of the cache's; kvdiv cannot carry their attention bias"
-                    )
-                b_new = b_old.gather(1, idx)
-        else:  # a layer with padding: compact it like the compressed ones
-            k_new, v_new = keys[layer][slot][:, real].clone(), values[layer][slot][:, real].clone()
-            b_new = bias[layer][slot][:, real].clone()
-        m = int(k_new.shape[1])
-        keys[layer][slot, :, :m] = k_new
-        values[layer][slot, :, :m] = v_new
-        bias[layer][slot, :, :m] = b_new
-        bias[layer][slot, :, m:length] = float("-inf")
-        new_lengths.append(m)
-    return max(new_lengths)
+        moved = moved or not (
+            torch.equal(compressed[layer].keys[0], k_old) and torch.equal(compressed[layer].values[0], v_old)
+        )
+        k_new = compressed[layer].keys[0].clone()
+        v_new = compressed[layer].values[0].clone()
+        if bool((b_old == 0).all()):
+            b_new = torch.zeros(k_new.shape[:2], dtype=b_old.dtype, device=b_old.device)
+        else:  # entries carrying a bias (a press's correction, head-wise masks): follow them to where they went
+            idx = match_rows(k_old, k_new)
+            if idx is None:
+                raise RuntimeError(
+                    f"action {action!r}: decode-time compression at layer {layer} returned keys that "
+                    "are not a subset of the cache's; kvdiv cannot carry their attention bias"
+                )
+            b_new = b_old.gather(1, idx)
+        out.append((k_new, v_new, b_new))
+    return out if moved else None  # (a cut that keeps every entry in place changes nothing)
 
 
 def match_rows(ref: torch.Tensor, sub: torch.Tensor) -> torch.Tensor | None:
@@ -212,17 +214,14 @@ def match_rows(ref: torch.Tensor, sub: torch.Tensor) -> torch.Tensor | None:
     return idx
 
 
-def _real_positions(bias: torch.Tensor, slot: int, length: int) -> torch.Tensor:
-    """Positions < ``length`` of the slot that some head attends to (not padding of a shorter layer)."""
-    return torch.isfinite(bias[slot, :, :length]).any(0).nonzero().flatten()
+def real_entries(keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor) -> Entries:
+    """The entries of a chain's cache ([kv_heads, n, head_dim], bias [kv_heads, n]) that some head attends to (not
+    the padding of a shorter layer), as a decoding press sees them."""
+    real = torch.isfinite(bias).any(0)
+    if bool(real.all()):
+        return keys, values, bias
+    idx = real.nonzero().flatten()
+    return keys[:, idx], values[:, idx], bias[:, idx]
 
 
-def _entries(keys, values, bias, slot: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-    real = _real_positions(bias, slot, length)
-    if real.numel() == length:  # no padding: views of the buffers (the hook reads them, a compression copies)
-        # (the keys are a transposed view of their storage: handed to a press contiguous, as a cache holds them)
-        return keys[slot : slot + 1, :, :length].contiguous(), values[slot : slot + 1, :, :length]
-    return keys[slot : slot + 1][:, :, real], values[slot : slot + 1][:, :, real]
-
-
-__all__ = ["ChainState", "HiddenCapture", "match_rows", "run_decoding_hooks"]
+__all__ = ["ChainState", "Entries", "HiddenCapture", "match_rows", "real_entries", "run_decoding_hooks"]

@@ -16,15 +16,23 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import torch
 
-from kvdiv.kernel.batched_step import StepPart, step_sessions
-from kvdiv.kernel.chain_slots import Chain, ChainSlots
-from kvdiv.kernel.decoding import ChainState, match_rows, run_decoding_hooks
+from kvdiv.kernel.batched_step import step_sessions
+from kvdiv.kernel.chain_slots import PRIVATE, TAIL, Chain, Chains, ChainSlots
+from kvdiv.kernel.decoding import ChainState, Entries, real_entries, run_decoding_hooks
 from kvdiv.kernel.prefill import REFERENCE, Prefix, attention_layers, prefill_caches
-from kvdiv.kernel.presses.protocol import IndexedPress, SeededPress
 from kvdiv.kernel.presses.own_scores import watch_own_scores
+from kvdiv.kernel.presses.protocol import SeededPress
 from kvdiv.kernel.presses.registry import build_press, decoding_press
+from kvdiv.kernel.shared_prompt import SharedPrompt, kept_positions, share_prompt
+from kvdiv.kernel.step_plan import StepPart, plan_step
 from kvdiv.settings import Generation
 from kvdiv.watchdog import doing, press_label
+
+#: Where a session keeps its caches (the model spec's ``kv_layout``): ``shared`` (default) the document's prompt K/V
+#: once, each action a bias over it where its cache is a subset of the reference's (:mod:`kvdiv.kernel.shared_prompt`),
+#: a slot per chain for what follows the prompt; ``slots`` a whole copy of its cache per chain (kvdiv before issue 40:
+#: laws differ from ``shared`` by float round-off only).
+LAYOUTS = ("shared", "slots")
 
 # kvpress after kvdiv.kernel.decode_attention (which imports it behind the lazy `datasets` placeholder)
 from kvpress import BasePress  # noqa: E402,I001
@@ -36,7 +44,8 @@ class KernelSession:
     Parameters
     ----------
     loaded : LoadedModel
-        Anything with ``.model`` (a kvpress-supported causal LM in eval mode) and ``.eos_token_ids``.
+        Anything with ``.model`` (a kvpress-supported causal LM in eval mode) and ``.eos_token_ids``; its ``.spec``'s
+        ``kv_layout`` (:data:`LAYOUTS`, default ``shared``) says how the caches are kept.
     prompt_ids : LongTensor [n] or [1, n]
         The prompt's token ids.
     actions : mapping name → action spec or press instance
@@ -138,29 +147,63 @@ class KernelSession:
         self._configs = {id(m.config): m.config for m in self.model.modules() if hasattr(m, "config")}
         self._kept_cache: dict[str, list[torch.Tensor | None]] = {}
         self._in_prompt = False
+        #: K/V entries (per layer and KV head) its decode steps' attention products have read (benchmarks count it)
+        self.kv_entries_read = 0
+        self.layout = (getattr(loaded, "spec", None) or {}).get("kv_layout", LAYOUTS[0])
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"model spec kv_layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
 
         self._prefixes, self._kept_lengths, logits = prefill_caches(
             self.model, self._attn, self.presses, ids[: self._compressed], self.device
         )
         self.kv_heads = self._prefixes[REFERENCE].keys[0].shape[0]
         self.head_dim = self._prefixes[REFERENCE].keys[0].shape[-1]
+        self._cache_names = list(self._prefixes)
+        # the shared prompt (layout "shared"): every cache whose entries are a subset of the reference's (a decoding
+        # action's chain moves to a private copy at its first cut: _compress_during_decoding)
+        self._prompt: SharedPrompt | None = None
+        if self.layout == "shared":
+            self._prompt = share_prompt(self._prefixes, self._kept_lengths, self.presses)
+        # per shared cache, the prompt tokens fed after the compressed ones (evict_first_step, compress: context)
+        self._tails: dict[str, Prefix] = {name: self._empty_tail() for name in self._shared_names()}
 
-        n_caches = 1 + len(self.presses)
-        self._slots = ChainSlots(self.n_layers, self.kv_heads, self.head_dim, self.dtype, self.device)
-        longest = max(p.length for p in self._prefixes.values())
-        self._slots.grow(max_chains or 2 * n_caches + 1, longest + 1 + max(generation.horizon + 1, 1))
+        def pool(caches: int, longest: int) -> ChainSlots:
+            slots = ChainSlots(self.n_layers, self.kv_heads, self.head_dim, self.dtype, self.device)
+            if caches:  # (the chains split over the pools as the caches do; a pool grows on demand)
+                room = longest + (n_ids - self._compressed) + 1 + max(int(generation.horizon) + 1, 1)
+                slots.grow(-(-(max_chains or 2 * n_caches + 1) * caches // n_caches), room)
+            return slots
+
+        n_caches = len(self._cache_names)
+        private = [p.length for name, p in self._prefixes.items() if name not in self._tails]
+        self._chains = Chains({TAIL: pool(len(self._tails), 0), PRIVATE: pool(len(private), max(private, default=0))})
 
         if self._compressed == n_ids:
             law = self._law(logits)
-            self._initial = {name: law for name in self._prefixes}
+            self._initial = {name: law for name in self._cache_names}
         else:
             self._initial = self._feed_prompt_tail(ids[self._compressed :])
+
+    def _shared_names(self) -> list[str]:
+        return [] if self._prompt is None else list(self._prompt.index)
+
+    def _empty_tail(self) -> Prefix:
+        def empty() -> list[torch.Tensor]:
+            return [torch.empty(self.kv_heads, 0, self.head_dim, dtype=self.dtype, device=self.device)] * self.n_layers
+
+        bias = [torch.empty(self.kv_heads, 0, dtype=torch.float32, device=self.device)] * self.n_layers
+        return Prefix(empty(), empty(), bias, length=0, position=self._compressed)
+
+    @property
+    def _slots(self) -> ChainSlots:
+        """The private pool (every chain of the ``slots`` layout)."""
+        return self._chains.pools[PRIVATE]
 
     @torch.no_grad()
     def _feed_prompt_tail(self, tail: torch.Tensor) -> dict[str, torch.Tensor]:
         """evict_first_step (the last prompt token) or compress: context (the question and answer prefix): feed the
         tail through every cache, one token per batched step; extend each prefix by it."""
-        names = list(self._prefixes)
+        names = list(self._cache_names)
         chains = [self.new_chain(name) for name in names]
         token = int(tail[-1])
         if token in self._eos_set:
@@ -174,15 +217,16 @@ class KernelSession:
         laws = self.step(chains, [token] * len(chains))
         initial = {}
         for i, (name, c) in enumerate(zip(names, chains)):
-            ch = self._slots.chains[c]
-            L = ch.length
-            self._prefixes[name] = Prefix(
-                keys=[k[ch.slot, :, :L].clone(memory_format=torch.contiguous_format) for k in self._slots.keys],
-                values=[v[ch.slot, :, :L].clone() for v in self._slots.values],
-                bias=[b[ch.slot, :, :L].clone() for b in self._slots.bias],
+            ch = self._chain(c)
+            slots, L = self._chains.pools[ch.pool], ch.length
+            prefix = Prefix(
+                keys=[k[ch.slot, :, :L].clone(memory_format=torch.contiguous_format) for k in slots.keys],
+                values=[v[ch.slot, :, :L].clone() for v in slots.values],
+                bias=[b[ch.slot, :, :L].clone() for b in slots.bias],
                 length=L,
                 position=ch.position,
             )
+            (self._tails if ch.pool == TAIL else self._prefixes)[name] = prefix
             initial[name] = laws[i]
         self.release(chains)
         if token in self._eos_set:
@@ -190,13 +234,43 @@ class KernelSession:
         return initial
 
     def _chain(self, c: int) -> Chain:
-        return self._slots.chain(c)
+        return self._chains.chain(c)
 
     # ------------------------------------------------------------------ public API
     @property
     def caches(self) -> list[str]:
         """Cache names: "reference" then the actions."""
-        return list(self._prefixes)
+        return list(self._cache_names)
+
+    def prompt_cache(self, cache: str) -> Prefix:
+        """Cache ``cache`` before generation as one private copy holds it: per layer its prompt entries in the press's
+        own order (then any prompt tokens fed after compression), with their bias (a copy for a shared cache)."""
+        if cache not in self._tails:
+            return self._prefixes[cache]
+        prompt, tail = self._prompt.cache_prefix(cache), self._tails[cache]
+        if not tail.length:
+            return prompt
+        cat = [
+            [torch.cat([a, b], dim=1) for a, b in zip(x, y)]
+            for x, y in zip((prompt.keys, prompt.values, prompt.bias), (tail.keys, tail.values, tail.bias))
+        ]
+        return Prefix(*cat, length=prompt.length + tail.length, position=tail.position)
+
+    def memory(self) -> dict[str, int]:
+        """Bytes the session holds for its caches: ``prompt`` (the shared prompt copy and biases), ``prefixes`` (private
+        caches' prompt copies and the shared caches' fed tails), ``tail_slots`` and ``private_slots`` (the slot
+        buffers as allocated)."""
+
+        def size(prefixes) -> int:  # (with the transposed keys a prefix keeps once a chain has loaded it)
+            parts = [ts for p in prefixes for ts in (p.keys, p.values, p.bias, p._keys_t or [])]
+            return sum(t.numel() * t.element_size() for ts in parts for t in ts)
+
+        return {
+            "prompt": 0 if self._prompt is None else self._prompt.nbytes(),
+            "prefixes": size(p for n, p in self._prefixes.items() if n not in self._tails) + size(self._tails.values()),
+            "tail_slots": self._chains.pools[TAIL].nbytes(),
+            "private_slots": self._chains.pools[PRIVATE].nbytes(),
+        }
 
     def press_seeds(self) -> dict[str, dict[str, Any]]:
         """Per random action (its press a :class:`~kvdiv.kernel.presses.protocol.SeededPress`): its ``seed``, the
@@ -220,26 +294,29 @@ class KernelSession:
     @torch.no_grad()
     def new_chain(self, cache: str = REFERENCE) -> int:
         """A new chain whose history is the prompt only, decoding with ``cache``."""
-        if cache not in self._prefixes:
-            raise KeyError(f"unknown cache {cache!r}; caches: {', '.join(self._prefixes)}")
-        prefix = self._prefixes[cache]
-        slot = self._slots.take()
-        self._slots.load(slot, prefix)
+        if cache not in self._cache_names:
+            raise KeyError(f"unknown cache {cache!r}; caches: {', '.join(self._cache_names)}")
+        pool = TAIL if cache in self._tails else PRIVATE
+        prefix = (self._tails if pool == TAIL else self._prefixes)[cache]
+        slots = self._chains.pools[pool]
+        slot = slots.take()
+        slots.load(slot, prefix)
         state = ChainState() if cache in self._decoding else None
-        return self._slots.register(Chain(slot, cache, prefix.length, prefix.position, False, state))
+        return self._chains.register(Chain(slot, cache, prefix.length, prefix.position, False, state, pool))
 
     @torch.no_grad()
     def fork(self, c: int) -> int:
         """An independent copy of chain ``c`` (same cache and generated history)."""
         src = self._chain(c)
-        slot = self._slots.take()
-        self._slots.copy(src.slot, slot, src.length)
+        slots = self._chains.pools[src.pool]
+        slot = slots.take()
+        slots.copy(src.slot, slot, src.length)
         state = None if src.decode is None else src.decode.copy()
-        return self._slots.register(Chain(slot, src.cache, src.length, src.position, src.done, state))
+        return self._chains.register(Chain(slot, src.cache, src.length, src.position, src.done, state, src.pool))
 
     def release(self, chains: Iterable[int]) -> None:
         """Free the slots of ``chains``."""
-        self._slots.release(chains)
+        self._chains.release(chains)
 
     def chain_cache(self, c: int) -> str:
         """The cache name chain ``c`` decodes with."""
@@ -256,7 +333,8 @@ class KernelSession:
     def cache_length(self, c: int) -> int:
         """Entries in chain ``c``'s cache (its longest layer): the prompt cache plus what it appended, less what
         decode-time compression removed."""
-        return self._chain(c).length
+        ch = self._chain(c)
+        return ch.length + (self._prompt.entries[ch.cache] if ch.pool == TAIL else 0)
 
     def compressions(self, c: int) -> int:
         """How many times decode-time compression has cut chain ``c``'s cache (0 for a prefill-only action)."""
@@ -283,69 +361,51 @@ class KernelSession:
         return step_sessions(requests)
 
     def _prepare(self, chains: Sequence[int], tokens: Sequence[int] | torch.Tensor) -> StepPart:
-        """Check a step's chains and tokens, absorb EOS, grow the buffers if needed and plan the attention runs."""
-        tokens = [int(t) for t in (tokens.tolist() if isinstance(tokens, torch.Tensor) else tokens)]
-        if len(tokens) != len(chains):
-            raise ValueError(f"{len(chains)} chains but {len(tokens)} tokens")
-        if len(set(chains)) != len(chains):
-            raise ValueError("a chain appears twice in one step")
-        vocab = self.vocab_size
-        out = torch.empty(len(chains), vocab, dtype=torch.float64)
-        active: list[tuple[int, int, Chain, int]] = []  # (slot, row in out, chain, token)
-        for i, (c, t) in enumerate(zip(chains, tokens)):
-            ch = self._chain(c)
-            if not 0 <= t < vocab:
-                raise ValueError(f"token {t} outside the vocabulary [0, {vocab})")
-            if ch.done or (t in self._eos_set and not self._in_prompt):
-                ch.done = True
-                out[i] = self._eos_law
-            else:
-                active.append((ch.slot, i, ch, t))
-        part = StepPart(self, out, active, [])
-        if not active:
-            return part
-        if self._window is not None and max(ch.position for _, _, ch, _ in active) >= self._window:
-            raise NotImplementedError(
-                f"position {max(ch.position for _, _, ch, _ in active)} reaches the model's sliding window "
-                f"({self._window}); kvdiv decoding supports sliding-window layers only inside the window"
-            )
-        if max(ch.length for _, _, ch, _ in active) >= self._slots.capacity:
-            self._slots.grow(self._slots.n_slots, self._slots.capacity + 128)
-        active.sort(key=lambda a: a[0])
-        slots = [a[0] for a in active]
-        lengths = [a[2].length for a in active]
-        part.runs = attention_runs(slots, lengths, self._slots.capacity)
-        for slot0, slot1, span in ((r[2], r[3], r[4]) for r in part.runs):  # what each run's attention reads
-            for slot in range(slot0, slot1):
-                self._slots.ensure_finite(slot, span)
-        part.slots = torch.tensor(slots, dtype=torch.long, device=self.device)
-        part.lengths = torch.tensor(lengths, dtype=torch.long, device=self.device)
-        for b in self._slots.bias:
-            b[part.slots, :, part.lengths] = 0
-        return part
+        """Check a step's chains and tokens, absorb EOS, grow the buffers if needed and plan the attention
+        (:func:`kvdiv.kernel.step_plan.plan_step`)."""
+        return plan_step(self, chains, tokens)
 
     def _compress_during_decoding(self, part: StepPart, row0: int, inputs: dict) -> None:
-        """After a decode forward: run each decoding action's hook for its chains (:mod:`kvdiv.kernel.decoding`)."""
-        for r, (slot, _, ch, _) in enumerate(part.active):
+        """After a decode forward: run each decoding action's hook for its chains (:mod:`kvdiv.kernel.decoding`); a
+        chain its press cuts holds what it kept in a private slot (a chain reading the shared prompt moves there)."""
+        for r, (_, _, ch, _) in enumerate(part.active):
             if ch.decode is None:
                 continue
             with doing(action=ch.cache, press=press_label(self._decoding[ch.cache])):  # kvdiv.watchdog
-                length = run_decoding_hooks(
+                new = run_decoding_hooks(
                     self._decoding[ch.cache],
                     ch.decode,
                     self._attn,
                     inputs,
                     row0 + r,
                     ch.position - 1,
-                    self._slots.keys,
-                    self._slots.values,
-                    self._slots.bias,
-                    slot,
-                    ch.length,
+                    lambda layer, ch=ch: self._chain_entries(ch, layer),
                     ch.cache,
                 )
-            if length is not None:
-                ch.length = length
+            if new is not None:
+                self._keep_private(ch, new)
+
+    def _chain_entries(self, ch: Chain, layer: int) -> Entries:
+        """Chain ``ch``'s cache at ``layer`` as a decoding press sees it (:func:`kvdiv.kernel.decoding.real_entries`):
+        a private slot's entries, or the shared prompt's entries in its cache's order followed by its tail slot's."""
+        slots = self._chains.pools[ch.pool]
+        k, v, b = (x[ch.slot, :, : ch.length] for x in (slots.keys[layer], slots.values[layer], slots.bias[layer]))
+        if ch.pool == TAIL:
+            pk, pv, pb = self._prompt.cache_entries(ch.cache, layer)
+            k, v, b = torch.cat([pk, k], 1), torch.cat([pv, v], 1), torch.cat([pb, b], 1)
+        return real_entries(k, v, b)
+
+    def _keep_private(self, ch: Chain, entries: list[Entries]) -> None:
+        """Write ``entries`` (per layer) into a private slot of chain ``ch`` (its own, or a new one it moves to)."""
+        slots = self._chains.pools[PRIVATE]
+        m = max(k.shape[1] for k, _, _ in entries)
+        if m >= slots.capacity or (ch.pool == TAIL and not slots.free):
+            slots.grow(max(slots.n_slots, 1), m + 128)
+        if ch.pool == TAIL:
+            self._chains.pools[TAIL].give_back(ch.slot)
+            ch.slot, ch.pool = slots.take(), PRIVATE
+        slots.write(ch.slot, entries)
+        ch.length = m
 
     def kept_indices(self, action: str) -> list[torch.Tensor | None]:
         """Per layer, LongTensor [kv_heads, kept] of the prompt positions the action's cache keeps.
@@ -359,48 +419,18 @@ class KernelSession:
             raise KeyError(f"unknown action {action!r}; actions: {', '.join(self.presses)}")
         if action in self._kept_cache:
             return self._kept_cache[action]
-        press = self.presses[action]
-        ref, act = self._prefixes[REFERENCE], self._prefixes[action]
-        n = self._compressed
-        out: list[torch.Tensor | None] = []
-        for layer in range(self.n_layers):
-            k_ref = ref.keys[layer][:, :n]
-            k_act = act.keys[layer][:, : self._kept_lengths[action][layer]]
-            if isinstance(press, IndexedPress) and layer in press.kept_indices:
-                idx = press.kept_indices[layer][0].to(k_ref.device)
-            else:
-                idx = match_rows(k_ref, k_act)
-            if idx is not None:
-                bias = act.bias[layer][:, : idx.shape[1]]
-                masked = torch.isinf(bias) & (bias < 0)
-                if masked.any():
-                    idx = torch.stack(
-                        [
-                            torch.cat([h[~m], torch.full((int(m.sum()),), -1, dtype=h.dtype, device=h.device)])
-                            for h, m in zip(idx, masked)
-                        ]
-                    )
-            out.append(idx)
+        act = None if action in self._tails else self._prefixes[action]
+        out = kept_positions(
+            self.presses[action],
+            self._prefixes[REFERENCE],
+            act,
+            self._prompt,
+            action,
+            self._kept_lengths[action],
+            self._compressed,
+        )
         self._kept_cache[action] = out
         return out
 
 
-__all__ = ["KernelSession", "REFERENCE", "step_sessions"]
-
-#: A decode step's attention reads each chain's keys in spans of this many entries (its length + 1 rounded up), so a
-#: chain's bits do not depend on which other chains share its attention call (kvdiv.trajectories.reuse relies on it).
-ATTENTION_SPAN = 64
-
-
-def attention_runs(slots: Sequence[int], lengths: Sequence[int], capacity: int) -> list[tuple[int, int, int, int, int]]:
-    """The attention calls of a decode step: runs ``(row0, row1, slot0, slot1, span)`` of consecutive slots (sorted)
-    whose spans are equal, one matmul/softmax/matmul each on buffer views. A chain of cache length ``n`` attends over
-    its span, ``n + 1`` rounded up to :data:`ATTENTION_SPAN` entries (at most ``capacity``; −inf bias past its
-    length), whatever chains share its run: its bits do not depend on the other chains (actions, replicates)."""
-    spans = [min(-(-(n + 1) // ATTENTION_SPAN) * ATTENTION_SPAN, capacity) for n in lengths]
-    runs, start = [], 0
-    for j in range(1, len(slots) + 1):
-        if j == len(slots) or slots[j] != slots[j - 1] + 1 or spans[j] != spans[start]:
-            runs.append((start, j, slots[start], slots[j - 1] + 1, spans[start]))
-            start = j
-    return runs
+__all__ = ["LAYOUTS", "KernelSession", "REFERENCE", "step_sessions"]

@@ -4,7 +4,7 @@ rerun because an action or a document was added generates only what is new. The 
 everything the result depends on: document and prompt ids, model, generation settings, the action's spec, the job's
 code hash (the user's press files and their own modules included) and the versions of the packages computing the
 kernels. An action's values do not depend on the other actions or documents of its job (seeded streams,
-row-invariant forwards, attention spans: :func:`kvdiv.kernel.session.attention_runs`). A piece is read verified; a
+row-invariant forwards, attention spans: :func:`kvdiv.kernel.chain_slots.attention_runs`). A piece is read verified; a
 missing, damaged or foreign one is recomputed. With a shared reference chain the job checks the recomputed chain
 equals every reused piece's, and recomputes everything otherwise. Details: docs/internals.md#paths.
 """

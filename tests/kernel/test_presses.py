@@ -273,7 +273,7 @@ def test_zero_one_probabilities_equal_deterministic_eviction(llama):
     s = KernelSession(llama, ids, actions, generation(horizon=128))
     for layer, (a, b) in enumerate(zip(s.kept_indices("streaming"), s.kept_indices("prob"))):
         assert torch.equal(a.sort(-1).values, b)
-        assert (s._prefixes["prob"].bias[layer] == 0).all()  # log ρ = 0: the correction is void
+        assert (s.prompt_cache("prob").bias[layer] == 0).all()  # log ρ = 0: the correction is void
     chains = [s.new_chain(name) for name in actions]
     laws = s.step(chains, [33, 33, 33])
     torch.testing.assert_close(laws[1], laws[0], atol=1e-6, rtol=0)
@@ -303,11 +303,11 @@ def test_probabilistic_press_bias_and_seed(llama):
     )
     press = s.presses["a"]
     for layer in range(s.n_layers):
-        bias = s._prefixes["a"].bias[layer]
+        bias = s.prompt_cache("a").bias[layer]
         rho = press.probabilities[layer][0].gather(-1, press.kept_indices[layer][0])
         torch.testing.assert_close(bias, (-torch.log(rho)).to(bias.dtype))
         assert (bias >= 0).all() and (bias > 0).any()
-        assert (s._prefixes["nc"].bias[layer] == 0).all()
+        assert (s.prompt_cache("nc").bias[layer] == 0).all()
     assert all(torch.equal(x, y) for x, y in zip(s.kept_indices("a"), s.kept_indices("b")))
     assert not all(torch.equal(x, y) for x, y in zip(s.kept_indices("a"), s.kept_indices("c")))
     chains = [s.new_chain(n) for n in ("a", "nc", REFERENCE)]
@@ -407,7 +407,7 @@ def test_correction_equals_independently_recomputed_attention(llama):
         out = {}
         for layer in range(s.n_layers):
             ref = cache.layers[layer].keys[0].to(torch.float64)  # [kv, n, d]
-            own = s._prefixes[action].keys[layer].to(torch.float64)  # [kv, k, d]: what the evicted cache holds
+            own = s.prompt_cache(action).keys[layer].to(torch.float64)  # [kv, k, d]: what the evicted cache holds
             dist = (own[:, :, None, :] - ref[:, None, :, :]).abs().amax(-1)  # [kv, k, n]
             idx = dist.argmin(-1)
             assert dist.amin(-1).max() < 1e-5 and idx.shape == (s.kv_heads, k)

@@ -402,13 +402,14 @@ def test_correction_attention_equals_independent_recomputation(session, name, mo
     monkeypatch.setitem(AttentionInterface._global_mapping, ATTN_IMPLEMENTATION, spy)
     press = session.presses[name]
     chain = session.new_chain(name)
-    slot, prefix = session._slots.chains[chain].slot, session._prefixes[name].length
+    ch = session._chains.chain(chain)
+    slots, at = session._chains.pools[ch.pool], ch.length  # where its slot takes the new token's key and value
     session.step([chain], [42])
-    ref = session._prefixes[REFERENCE]
+    ref = session.prompt_cache(REFERENCE)
     for layer in range(session.n_layers):
         query, out, scale = captured[layer]
-        new_key = session._slots.keys[layer][slot, :, prefix].double()
-        new_value = session._slots.values[layer][slot, :, prefix].double()
+        new_key = slots.keys[layer][ch.slot, :, at].double()
+        new_value = slots.values[layer][ch.slot, :, at].double()
         for h in range(session.kv_heads):
             kept, bias = independent_bias(press, layer, h)
             keys = torch.cat([ref.keys[layer][h, kept].double(), new_key[h][None]])
@@ -430,13 +431,13 @@ def test_correction_off_is_plain_sampled_eviction(session):
     for layer in range(session.n_layers):
         assert torch.equal(on.kept_indices[layer], off.kept_indices[layer])
         assert torch.equal(on.counts[layer], off.counts[layer])
-        assert torch.equal(session._prefixes["mn"].keys[layer], session._prefixes["mn_off"].keys[layer])
-        bias = session._prefixes["mn_off"].bias[layer]
+        assert torch.equal(session.prompt_cache("mn").keys[layer], session.prompt_cache("mn_off").keys[layer])
+        bias = session.prompt_cache("mn_off").bias[layer]
         padding = torch.zeros_like(bias, dtype=torch.bool)
         padding[:, : on.kept_indices[layer].shape[-1]] = on.kept_indices[layer][0] < 0
         padding[:, on.kept_indices[layer].shape[-1] :] = True
         assert torch.isinf(bias[padding]).all() and (bias[~padding] == 0).all()
-        assert (session._prefixes["mn"].bias[layer][~padding] != 0).any()
+        assert (session.prompt_cache("mn").bias[layer][~padding] != 0).any()
     chains = [session.new_chain("mn"), session.new_chain("mn_off")]
     laws = session.step(chains, [42, 42])
     session.release(chains)
@@ -456,8 +457,8 @@ def test_is_temperature_interpolates_the_correction(session):
     for layer in range(session.n_layers):
         for name in ("mn_t1", "mn_t0", "mn_off", "mn_thalf"):
             assert torch.equal(session.presses[name].log_weights[layer], session.presses["mn"].log_weights[layer])
-        assert torch.equal(session._prefixes["mn_t1"].bias[layer], session._prefixes["mn"].bias[layer])
-        assert torch.equal(session._prefixes["mn_t0"].bias[layer], session._prefixes["mn_off"].bias[layer])
+        assert torch.equal(session.prompt_cache("mn_t1").bias[layer], session.prompt_cache("mn").bias[layer])
+        assert torch.equal(session.prompt_cache("mn_t0").bias[layer], session.prompt_cache("mn_off").bias[layer])
         log_w = session.presses["mn"].log_weights[layer]
         kept = torch.isfinite(log_w)
         half = session.presses["mn_thalf"].attention_bias(layer)

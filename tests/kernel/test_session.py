@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 from default_presses import DEFAULT_PRESSES, NO_EVICTION
+from support.layouts import with_layout
 from kvpress import RandomPress, ScorerPress
 from transformers import DynamicCache
 
 from kvdiv.kernel.presses.registry import build_press
 from kvdiv.estimands import tv
-from kvdiv.kernel.session import KernelSession
+from kvdiv.kernel.session import LAYOUTS, KernelSession
 from kvdiv.kernel.prefill import REFERENCE
 from kvdiv.seeds import derive_seed
 from kvdiv.settings import generation
@@ -79,8 +80,8 @@ def test_one_prefill_equals_kvpress_prefill(session, llama, name):
     """Each action's cache == the press's own kvpress prefill: same tensors, same kept positions."""
     ids = session.prompt_ids
     cache, press = kvpress_prefill(llama, ids, PRESS_SPECS[name])
-    prefix = session._prefixes[name]
-    ref = session._prefixes[REFERENCE]
+    prefix = session.prompt_cache(name)
+    ref = session.prompt_cache(REFERENCE)
     kept = session.kept_indices(name)
     attn = [layer.self_attn for layer in llama.model.model.layers]
     for layer in range(session.n_layers):
@@ -143,7 +144,7 @@ def full_cache(loaded, ids):
 def test_reference_cache_never_mutated(session, llama):
     """After deriving every action, the reference cache equals a fresh plain prefill bit for bit."""
     fresh = full_cache(llama, session.prompt_ids)
-    ref = session._prefixes[REFERENCE]
+    ref = session.prompt_cache(REFERENCE)
     for layer in range(session.n_layers):
         assert torch.equal(ref.keys[layer], fresh.layers[layer].keys[0])
         assert torch.equal(ref.values[layer], fresh.layers[layer].values[0])
@@ -328,17 +329,23 @@ def test_other_architectures(arch, tiny_model_factory):
     assert tv(got[0], got[1]).max() > 1e-4
 
 
-def test_slots_and_capacity_grow(llama):
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_slots_and_capacity_grow(llama, layout):
     """Starting with 1 slot and room for 1 new token, buffers grow on demand without changing laws."""
+    llama = with_layout(llama, layout)
     ids = prompt(llama, seed=6)
     actions = {"snapkv": PRESS_SPECS["snapkv"]}
     small = KernelSession(llama, ids, actions, generation(horizon=1), max_chains=1)
-    big = KernelSession(llama, ids, actions, generation(horizon=15), max_chains=8)
+    big = KernelSession(llama, ids, actions, generation(horizon=70), max_chains=8)
     out = []
     for s in (small, big):
         chains = [s.new_chain(REFERENCE), s.new_chain("snapkv"), s.new_chain("snapkv")]
-        out.append(torch.stack([s.step(chains, [30 + t, 40 + t, 50 + t]) for t in range(6)]))
-    assert small._slots.n_slots >= 3 and small._slots.capacity >= small._prefixes[REFERENCE].length + 6
+        pool = s._chains.pools[s._chains.chain(chains[0]).pool]
+        capacity = pool.capacity
+        out.append(torch.stack([s.step(chains, [30 + t % 50, 40 + t % 50, 50 + t % 50]) for t in range(70)]))
+    assert pool.capacity == capacity  # big: room for every token
+    pool = small._chains.pools[small._chains.chain(0).pool]
+    assert pool.n_slots >= 3 and pool.capacity >= small._chains.chain(0).length + 1
     torch.testing.assert_close(out[0], out[1], atol=1e-6, rtol=0)
 
 
@@ -426,8 +433,8 @@ def test_a_press_of_the_session_protocol_is_seeded_biased_and_indexed(llama):
     }
     mine, plain = s.kept_indices("mine"), s.kept_indices("plain")
     for layer in range(s.n_layers):
-        assert torch.equal(s._prefixes["mine"].keys[layer], s._prefixes["plain"].keys[layer])
-        assert (s._prefixes["mine"].bias[layer] == -0.5).all() and (s._prefixes["plain"].bias[layer] == 0).all()
+        assert torch.equal(s.prompt_cache("mine").keys[layer], s.prompt_cache("plain").keys[layer])
+        assert (s.prompt_cache("mine").bias[layer] == -0.5).all() and (s.prompt_cache("plain").bias[layer] == 0).all()
         assert torch.equal(mine[layer], s.presses["mine"].kept_indices[layer][0]) and plain[layer] is None
     # the bias acts at decode time: the two caches hold the same entries, only the bias differs
     c_mine, c_plain = s.new_chain("mine"), s.new_chain("plain")
@@ -450,21 +457,25 @@ def _nan_or_zero_filled_run(loaded, fill, monkeypatch) -> list[torch.Tensor]:
     g = torch.Generator().manual_seed(5)
     vocab = session.initial_probs().numel()
     laws = []
-    capacity = session._slots.capacity
-    for t in range(10):  # horizon 2: the capacity is exceeded and regrown after 3 steps
+    pools = session._chains.pools
+    capacity = {name: pool.capacity for name, pool in pools.items()}
+    for t in range(70):  # horizon 2: the pools' capacity is exceeded and regrown
         if t == 3:
             session.release([chains.pop(1)])  # its slot is taken again by the fork
             chains.append(session.fork(chains[2]))
         laws.append(session.step(chains, torch.randint(10, vocab, (len(chains),), generator=g)))
-    assert session._slots.capacity > capacity and session._slots.n_slots > 3  # regrown, and slots doubled
+    assert any(pool.capacity > capacity[name] for name, pool in pools.items())  # regrown
+    assert sum(pool.n_slots for pool in pools.values()) > 3  # slots doubled
     assert session.compressions(chains[2]) > 0 and session.compressions(chains[3]) > 0  # decode-time cuts happened
     return laws
 
 
-def test_laws_never_read_unwritten_buffer_entries(llama, monkeypatch):
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_laws_never_read_unwritten_buffer_entries(llama, layout, monkeypatch):
     """Slot buffers are allocated uninitialised; only the entries a chain's attention span reads past its length
     are zeroed (kvdiv.kernel.chain_slots). With new buffers full of NaN every law is finite and bit-identical to the
     laws with zero-filled buffers: nothing reads an entry that was neither written nor zeroed."""
+    llama = with_layout(llama, layout)
     nan = _nan_or_zero_filled_run(llama, float("nan"), monkeypatch)
     zero = _nan_or_zero_filled_run(llama, 0.0, monkeypatch)
     uninitialised = _nan_or_zero_filled_run(llama, None, monkeypatch)
@@ -473,11 +484,12 @@ def test_laws_never_read_unwritten_buffer_entries(llama, monkeypatch):
         assert torch.equal(a, b) and torch.equal(a, c)
 
 
-def test_without_ensure_finite_nan_buffers_poison_the_laws(llama, monkeypatch):
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_without_ensure_finite_nan_buffers_poison_the_laws(llama, layout, monkeypatch):
     """The invariant's test can fail: skip the zeroing and the NaN-filled entries inside the attention spans reach
     the laws."""
     from kvdiv.kernel.chain_slots import ChainSlots
 
     monkeypatch.setattr(ChainSlots, "ensure_finite", lambda self, slot, end: None)
-    laws = _nan_or_zero_filled_run(llama, float("nan"), monkeypatch)
+    laws = _nan_or_zero_filled_run(with_layout(llama, layout), float("nan"), monkeypatch)
     assert not all(torch.isfinite(law).all() for law in laws)

@@ -57,16 +57,17 @@ def test_a_wrong_mask_would_show(tiny_llama, monkeypatch):
     """The equality above can fail: a mask one diagonal off changes the weights."""
     attn, hidden, keys, embeddings = _layer_inputs(tiny_llama, 48, seed=1)
     theirs = KVPRESS_WINDOW_ATTENTION(attn, hidden, keys, 8, embeddings)
-    off_by_one = lambda w, n, device: torch.ones(w, n, dtype=torch.bool, device=device).triu_(n - w + 2)  # noqa: E731
+    off_by_one = lambda w, device: torch.ones(w, w, dtype=torch.bool, device=device).triu_(2)  # noqa: E731
     monkeypatch.setattr("kvdiv.kernel.presses.window_attention.future_mask", off_by_one)
     assert not torch.equal(window_attention(attn, hidden, keys, 8, embeddings), theirs)
 
 
 def test_future_mask_is_kvpress_triu():
-    mask = future_mask(4, 10, torch.device("cpu"))
+    """kvpress's mask over all k_len keys masks only the window's own columns, as future_mask does."""
+    mask = future_mask(4, torch.device("cpu"))
     expected = torch.triu(torch.ones(4, 10) * float("-inf"), diagonal=7) == float("-inf")
-    assert torch.equal(mask, expected)
-    assert mask[-1].sum() == 0 and mask[0].tolist() == [False] * 7 + [True] * 3
+    assert not expected[:, :6].any() and torch.equal(mask, expected[:, 6:])
+    assert mask[-1].sum() == 0 and mask[0].tolist() == [False, True, True, True]
 
 
 def test_exact_window_attention_installs_and_restores():
@@ -93,7 +94,7 @@ def test_prefill_caches_equal_kvpress_own_window_attention(tiny_llama, monkeypat
     monkeypatch.setattr(prefill_module, "exact_window_attention", contextlib.nullcontext)
     theirs = KernelSession(tiny_llama, prompt, actions, generation(horizon=4))
     for cache in ours.caches:
-        a, b = ours._prefixes[cache], theirs._prefixes[cache]
+        a, b = ours.prompt_cache(cache), theirs.prompt_cache(cache)
         assert a.length == b.length
         for layer in range(ours.n_layers):
             assert torch.equal(a.keys[layer], b.keys[layer]) and torch.equal(a.values[layer], b.values[layer])

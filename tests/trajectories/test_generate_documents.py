@@ -9,6 +9,7 @@ import torch
 
 from kvdiv.kernel.session import KernelSession
 from kvdiv.kernel.batched_step import step_sessions
+from kvdiv.settings import AutoBatch
 from kvdiv.trajectories.base import chains_needed
 from kvdiv.trajectories.generate import generate, generate_documents
 from support.job_documents import ACTIONS, PROMPTS, record
@@ -101,7 +102,7 @@ def test_batched_documents_equal_each_document_alone(model, mode, one_thread, re
         eos_token_ids=loaded.eos_token_ids,
         progress=False,
     )
-    assert all(session._slots.chains == {} for session in batch)  # every chain released
+    assert all(session._chains.chains == {} for session in batch)  # every chain released
     diverged = decoded_tv = False
     for d, out in enumerate(together):
         assert_same(out, alone(loaded, d, mode, reference_chain), f"document {d}")
@@ -178,10 +179,22 @@ def test_a_batch_job_writes_the_stores_of_one_document_jobs(tiny_qwen2, tmp_path
         assert attrs_b["wall_time_total_s"] >= attrs_b["prefill_s"] > 0
 
 
-@pytest.mark.parametrize("per_batch", [1, 2])
-def test_a_job_in_batches_writes_the_stores_of_one_batch(tiny_llama, tmp_path, one_thread, monkeypatch, per_batch):
-    """documents_per_batch: the job generates its documents in consecutive batches of that many (each batch's stores
-    written before the next batch starts) and every store has the values of the job run as one batch."""
+@pytest.mark.parametrize(
+    "per_batch, expected",
+    [
+        (1, [[0], [1], [2]]),
+        (2, [[0, 1], [2]]),
+        (AutoBatch(1), [[0], [1], [2]]),  # documents_per_batch auto: a document that fits no budget runs alone
+        (AutoBatch(10**15), [[0, 1, 2]]),
+        ("auto", [[0, 1, 2]]),  # 60 % of the machine's available memory: tiny documents, one batch
+    ],
+)
+def test_a_job_in_batches_writes_the_stores_of_one_batch(
+    tiny_llama, tmp_path, one_thread, monkeypatch, per_batch, expected
+):
+    """documents_per_batch: the job generates its documents in consecutive batches of that many, or as many as the
+    memory budget holds (each batch's stores written before the next batch starts) and every store has the values of
+    the job run as one batch."""
     import kvdiv.trajectories.job as job
     from kvdiv.trajectories.store import ATTRS_CHECKSUM, read_document_store
 
@@ -197,14 +210,17 @@ def test_a_job_in_batches_writes_the_stores_of_one_batch(tiny_llama, tmp_path, o
     monkeypatch.setattr(job, "_generate", recording)
     outs = [tmp_path / f"p{d}.zarr" for d in range(3)]
     parts = job.run_documents(tiny_llama, docs, ACTIONS, outs, g, documents_per_batch=per_batch, progress=False)
-    assert [members for members, _ in batches] == ([[0], [1], [2]] if per_batch == 1 else [[0, 1], [2]])
+    assert [members for members, _ in batches] == expected
     assert batches[-1][1] == sorted(p.name for p in outs[: batches[-1][0][0]])  # earlier batches already written
     arrays = lambda path: {  # noqa: E731
         k: v for k, v in read_document_store(path)[0]["checksums"].items() if k != ATTRS_CHECKSUM
     }
     assert parts == outs and [arrays(p) for p in parts] == [arrays(p) for p in whole]
-    with pytest.raises(ValueError, match="documents_per_batch must be a positive integer or None, got 0"):
-        job.run_documents(tiny_llama, docs, ACTIONS, outs, g, documents_per_batch=0, progress=False)
+    for bad in (0, "sometimes", 1.5):
+        with pytest.raises(
+            ValueError, match=f"documents_per_batch must be a positive integer, 'auto' or None, got {bad!r}"
+        ):
+            job.run_documents(tiny_llama, docs, ACTIONS, outs, g, documents_per_batch=bad, progress=False)
 
 
 def test_a_batch_job_checks_every_document_before_running(tiny_llama, tmp_path):

@@ -47,7 +47,7 @@ def run(loaded, actions, mode="complete", seed=("doc3",), temperature=1.0, ids=N
 @pytest.mark.parametrize("mode", ["complete", "swrb"])
 def test_store_invariants_on_a_tiny_model(tiny_llama, mode):
     session, out = run(tiny_llama, list(ACTIONS), mode=mode, temperature=1.5)
-    assert session._slots.chains == {}  # every chain released
+    assert session._chains.chains == {}  # every chain released
     diverged_any = False
     for name, t in out.items():
         assert np.array_equal(t.match, t.x == t.y)

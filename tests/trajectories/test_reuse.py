@@ -168,7 +168,7 @@ def test_same_reference_compares_every_reused_chain():
 def test_an_actions_values_do_not_depend_on_the_other_actions(model, request):
     """What the cache relies on: an action's arrays are the same bits whether its job runs it alone or beside
     actions whose chains have lengths close to its own (they share its attention calls: each chain still attends
-    over its own span, kvdiv.kernel.session.ATTENTION_SPAN), and whatever their order."""
+    over its own span, kvdiv.kernel.chain_slots.ATTENTION_SPAN), and whatever their order."""
     from kvdiv.trajectories.base import chains_needed
     from kvdiv.trajectories.generate import generate
     from kvdiv.kernel.session import KernelSession

@@ -2,10 +2,11 @@
 SimLayerKV) with the same bits and without its full-size mask tensors.
 
 kvpress builds the causal mask of the window's queries as ``ones_like(weights) × −inf``, ``triu`` and ``+=``: three
-tensors of the weights' size per layer and press. :func:`window_attention` masks in place with a boolean mask cached
-per (window, keys, device) instead; adding 0 or −inf to a finite logit and filling −inf there are the same values,
-so the softmax sees the same input. :func:`exact_window_attention` installs it for the length of a block
-(the prefill, :func:`kvdiv.kernel.prefill.prefill_caches`). tests/kernel/test_window_attention.py holds the bits equal.
+tensors of the weights' size per layer and press. :func:`window_attention` masks in place, only the window's own
+columns (no earlier key is ever masked), with a boolean mask cached per (window, device) instead; adding 0 or −inf
+to a finite logit and filling −inf there are the same values, so the softmax sees the same input.
+:func:`exact_window_attention` installs it for the length of a block (the prefill,
+:func:`kvdiv.kernel.prefill.prefill_caches`). tests/kernel/test_window_attention.py holds the bits equal.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ KVPRESS_WINDOW_ATTENTION = SnapKVPress.__dict__["compute_window_attention"]
 
 
 @lru_cache(maxsize=64)
-def future_mask(window_size: int, k_len: int, device: torch.device) -> torch.Tensor:
-    """Bool [window_size, k_len]: True where window query i (prompt position k_len − window_size + i) would see a
-    later key, i.e. kvpress's ``triu(…, diagonal=k_len − window_size + 1)``."""
-    return torch.ones(window_size, k_len, dtype=torch.bool, device=device).triu_(k_len - window_size + 1)
+def future_mask(window_size: int, device: torch.device) -> torch.Tensor:
+    """Bool [window_size, window_size]: True where window query i would see a later key among the window's own keys
+    (the last ``window_size`` of k_len), i.e. kvpress's ``triu(…, diagonal=k_len − window_size + 1)`` on those
+    columns; every earlier column is False."""
+    return torch.ones(window_size, window_size, dtype=torch.bool, device=device).triu_(1)
 
 
 def window_attention(module, hidden_states, keys, window_size, position_embeddings):
@@ -44,7 +46,7 @@ def window_attention(module, hidden_states, keys, window_size, position_embeddin
     query_states = (query_states * cos.unsqueeze(1)) + (rotate_half(query_states) * sin.unsqueeze(1))
     weights = torch.matmul(query_states, repeat_kv(keys, groups).transpose(2, 3))
     weights.div_(math.sqrt(head_dim))
-    weights.masked_fill_(future_mask(window_size, k_len, weights.device), float("-inf"))
+    weights[..., k_len - window_size :].masked_fill_(future_mask(window_size, weights.device), float("-inf"))
     weights = nn.functional.softmax(weights, dim=-1, dtype=torch.float32).to(query_states.dtype)
     return weights[..., :-window_size]
 

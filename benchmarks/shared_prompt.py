@@ -1,0 +1,164 @@
+"""The shared-prompt cache layout (model spec ``kv_layout: shared``) against the slots layout it replaced: one coupled
+job per layout and round, in fresh processes in alternating order, SmolLM2 at 1 thread.
+
+Each process prefills B documents of ``helmet_{n}`` (the study's actions; prompts made once by the parent) and
+generates H steps of all their chains in one forward per step (what a trajectory rule runs, without writing stores);
+it reports prefill and decode seconds, its peak RSS and its RSS after loading the model, the bytes each session holds
+for its caches (``KernelSession.memory``), the K/V entries its decode attention read per step
+(``KernelSession.kv_entries_read``), the machine's floor for the job (benchmarks/floor.py, measured in the process),
+and every δ_t and token, so the parent compares the layouts' values:
+
+    PYTHONPATH=. python benchmarks/shared_prompt.py --rounds 2 --documents 4 --length 4096 --horizon 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from bench_common import busy_process, print_ratios, require_smollm2, smollm2, stratum_prompts
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: One job in a fresh process; argv: prompts JSON, layout, output npz. Prints one JSON line.
+JOB = r"""
+import json, os, resource, sys, time
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import numpy as np, torch
+repo = os.environ["KVDIV_REPO"]
+sys.path.insert(0, os.path.join(repo, "benchmarks"))
+from bench_common import smollm2
+from floor import ModelShape, job_floor, machine_floor
+from kvdiv.kernel.session import KernelSession
+from kvdiv.trajectories.base import chains_needed
+from kvdiv.trajectories.generate import generate_documents
+
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+job = json.load(open(sys.argv[1]))
+config, loaded = smollm2(os.path.join(repo, "results/models"), os.path.join(repo, "config/replication.yaml"))
+loaded.spec["kv_layout"] = sys.argv[2]
+shape = ModelShape.from_config(loaded.model.config)
+floor = machine_floor(shape)
+base = rss()
+actions, horizon = job["actions"], job["horizon"]
+chains = chains_needed(len(actions), 1, "complete", "shared")
+start = time.perf_counter()
+sessions = [KernelSession(loaded, torch.tensor(p), actions, horizon=horizon, max_chains=chains, seed_parts=s)
+            for p, s in zip(job["prompts"], job["seeds"])]
+prefill = time.perf_counter() - start
+held = [sum(s.memory().values()) for s in sessions]
+start = time.perf_counter()
+out = generate_documents(sessions, [tuple(s) for s in job["seeds"]], list(actions), horizon=horizon, replicates=1,
+                         eos_token_ids=loaded.eos_token_ids, tv_atol=0.0, progress=False)
+decode = time.perf_counter() - start
+arrays = {f"{d}/{a}/{k}": np.asarray(getattr(t, k)) for d, doc in enumerate(out) for a, t in doc.items()
+          for k in ("x", "y", "tv")}
+np.savez(sys.argv[3], **arrays)
+retention = (1 + 2 * len(actions) * 0.5) / (2 * len(actions) + 1)
+lengths = [len(p) for p in job["prompts"]]
+fl = job_floor(floor, shape, lengths, 2 * len(actions) + 1, horizon, retention)
+steps = max(1, sum(len(t.x[0]) for t in out[0].values()) // len(actions))
+print(json.dumps({
+    "prefill": prefill, "decode": decode, "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    "base_rss": base, "held": held, "kv_entries_per_step": sum(s.kv_entries_read for s in sessions) / steps,
+    "entry_bytes": 2 * shape.layers * shape.kv_heads * shape.head_dim * 4,
+    "floor": fl, "gemm": floor.gemm_flops, "bandwidth": floor.bandwidth, "steps": steps,
+}))
+"""
+
+
+def run(layout: str, prompts_file: Path, out: Path) -> dict:
+    env = {**os.environ, "KVDIV_REPO": str(REPO), "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-c", JOB, str(prompts_file), layout, str(out)], env=env, capture_output=True, text=True
+    )
+    if proc.returncode:
+        raise RuntimeError(
+            f"the {layout} job ended with code {proc.returncode} (-9: killed, e.g. out of memory):\n"
+            f"{proc.stderr[-3000:]}"
+        )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--documents", type=int, default=4)
+    parser.add_argument("--length", type=int, default=4096)
+    parser.add_argument("--horizon", type=int, default=128)
+    parser.add_argument("--study", default="retention50")
+    parser.add_argument("--busy", action="store_true", help="beside one busy process")
+    args = parser.parse_args()
+    require_smollm2(REPO)
+    config, loaded = smollm2(REPO / "results/models", REPO / "config/replication.yaml")
+    stratum = f"helmet_{args.length}"
+    ids, prompts = stratum_prompts(loaded, config, args.study, stratum, args.documents, args.horizon)
+    seeds = [(config["seed"], config["studies"][args.study]["seed"], i) for i in ids]
+    actions = {a: config["actions"][a] for a in config["studies"][args.study]["actions"]}
+    runs: dict[str, list[dict]] = {"slots": [], "shared": []}
+    with tempfile.TemporaryDirectory() as tmp, busy_process(args.busy):
+        job = Path(tmp) / "job.json"
+        job.write_text(json.dumps({"prompts": prompts, "seeds": seeds, "actions": actions, "horizon": args.horizon}))
+        values = {}
+        for r in range(args.rounds):
+            for layout in ("slots", "shared") if r % 2 == 0 else ("shared", "slots"):
+                out = Path(tmp) / f"{layout}{r}.npz"
+                runs[layout].append(run(layout, job, out))
+                values.setdefault(layout, dict(np.load(out)))
+    gb = 1e9
+    print(
+        f"{args.documents} documents of {stratum} ({[len(p) for p in prompts]} tokens), H = {args.horizon}, "
+        f"actions {list(actions)}, SmolLM2 at 1 thread; {args.rounds} rounds"
+    )
+    print()
+    print(
+        "| layout | prefill s (median) | decode s per document (min, median) | decode / floor | job / floor | "
+        "peak RSS GB | peak − model GB per document | held GB per document | K/V MB read per step and document |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for layout, rs in runs.items():
+        d = args.documents
+        decode = [x["decode"] / d for x in rs]
+        floor_decode = statistics.median(x["floor"]["decode"] for x in rs) / d
+        job = statistics.median((x["prefill"] + x["decode"]) / x["floor"]["total"] for x in rs)
+        peak = max(x["peak_rss"] for x in rs)
+        per_doc = max((x["peak_rss"] - x["base_rss"]) / d for x in rs)
+        held = statistics.median(sum(x["held"]) / d for x in rs)
+        kv = statistics.median(x["kv_entries_per_step"] * x["entry_bytes"] / d for x in rs) / 1e6
+        print(
+            f"| {layout} | {statistics.median(x['prefill'] for x in rs):.1f} | {min(decode):.2f}, "
+            f"{statistics.median(decode):.2f} | {statistics.median(decode) / floor_decode:.2f} | {job:.2f} | "
+            f"{peak / gb:.2f} | {per_doc / gb:.3f} | {held / gb:.3f} | {kv:.1f} |"
+        )
+    print()
+    print_ratios([x["decode"] for x in runs["shared"]], [x["decode"] for x in runs["slots"]], ("shared", "slots"))
+    peaks = [
+        (a["peak_rss"] - a["base_rss"]) / (b["peak_rss"] - b["base_rss"]) for a, b in zip(runs["shared"], runs["slots"])
+    ]
+    print(f"peak RSS above the model, shared / slots per round: {', '.join(f'{p:.3f}' for p in peaks)}")
+    floor = runs["shared"][0]
+    print(
+        f"floor probe: GEMM {floor['gemm'] / 1e9:.1f} GFLOP/s, read bandwidth {floor['bandwidth'] / 1e9:.1f} GB/s; "
+        f"prompt copy {sum(len(p) for p in prompts) / d * floor['entry_bytes'] / 1e6:.1f} MB per document"
+    )
+    a, b = values["shared"], values["slots"]
+    arrays = sorted({k.rsplit("/", 1)[0] for k in a})
+    same = [k for k in arrays if np.array_equal(a[f"{k}/x"], b[f"{k}/x"]) and np.array_equal(a[f"{k}/y"], b[f"{k}/y"])]
+    tv = max((float(np.max(np.abs(a[f"{k}/tv"] - b[f"{k}/tv"]))) for k in same), default=float("nan"))
+    print(
+        f"values: {len(same)} of {len(arrays)} (document, action) pairs drew the same tokens in both layouts, their "
+        f"δ_t within {tv:.2e}; the others left the common path at a draw that round-off moved"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""kvdiv.kernel.memory_plan: what an action keeps, which actions decode, and batches cut by a memory budget (the bytes
+themselves are checked against real sessions in tests/kernel/test_shared_prompt.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvdiv.kernel.memory_plan import CacheShape, batch_sizes, decodes, document_bytes, retention
+
+SHAPE = CacheShape(
+    layers=30, kv_heads=3, head_dim=64, heads=9, hidden=576, intermediate=1536, vocab=49152, element_bytes=4
+)
+ACTIONS = {
+    "snapkv_half": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 64},
+    "snapkv_512": {"press": "SnapKVPress", "compression_ratio": 0.5, "window_size": 512},
+    "recent_half": {"press": "StreamingLLMPress", "compression_ratio": 0.5, "n_sink": 0},
+}
+
+
+@pytest.mark.parametrize(
+    "held, peak, budget, sizes",
+    [
+        ([1, 1, 1], [0, 0, 0], 2, [2, 1]),
+        ([1, 1, 1], [0, 0, 0], 0, [1, 1, 1]),  # nothing fits: each document alone
+        ([1, 1], [5, 1], 7, [2]),  # the largest prefill counts once per batch
+        ([1, 1], [5, 1], 6, [1, 1]),
+        ([1, 1, 1, 1], [1, 3, 1, 1], 5, [2, 2]),
+    ],
+)
+def test_batches_fit_the_budget(held, peak, budget, sizes):
+    assert batch_sizes(held, peak, budget) == sizes
+
+
+def test_what_an_action_keeps_and_whether_it_decodes():
+    assert retention(ACTIONS["snapkv_half"]) == 0.5
+    assert retention({"press": "AdaKVPress", "wraps": {"press": "SnapKVPress", "compression_ratio": 0.25}}) == 0.75
+    assert retention({"press": "ProbabilisticPress", "compression_ratio": 0.9}) == pytest.approx(0.1)
+    assert retention({"press": "DecodingPress", "target_size": 40, "wraps": {"press": "KnormPress"}}) == 1.0
+    assert not decodes(ACTIONS["snapkv_half"])
+    assert decodes(
+        {"press": "DecodingPress", "compression_interval": 4, "target_size": 40, "wraps": {"press": "KnormPress"}}
+    )
+    prefill_decoding = {
+        "press": "PrefillDecodingPress",
+        "prefilling_press": {"press": "SnapKVPress", "compression_ratio": 0.5},
+        "decoding_press": {
+            "press": "DecodingPress",
+            "compression_interval": 4,
+            "target_size": 20,
+            "wraps": {"press": "KnormPress"},
+        },
+    }
+    assert decodes(prefill_decoding)
+
+
+def test_the_shared_layout_needs_a_fraction_of_the_slots_layout():
+    """At 4096 tokens, SmolLM2's shapes, three actions and seven chains: the shared layout's document needs under 0.15
+    of the slots layout's bytes, and more prompt needs more bytes in both."""
+    for layout in ("shared", "slots"):
+        assert document_bytes(SHAPE, 8192, 8192, ACTIONS, 7, 128, layout) > document_bytes(
+            SHAPE, 4096, 4096, ACTIONS, 7, 128, layout
+        )
+    shared = document_bytes(SHAPE, 4096, 4096, ACTIONS, 7, 128, "shared")
+    slots = document_bytes(SHAPE, 4096, 4096, ACTIONS, 7, 128, "slots")
+    assert shared < 0.15 * slots
+    # one prompt copy: 4096 entries of 2 × 30 layers × 3 heads × 64 × 4 bytes, and no more than twice that in all
+    assert 4096 * SHAPE.entry_bytes < shared < 2 * 4096 * SHAPE.entry_bytes
