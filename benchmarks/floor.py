@@ -196,6 +196,7 @@ def prefill_rounds(lengths: Sequence[int], rounds: int, threads: int) -> None:
     from bench_common import smollm2, stratum_prompts
 
     from kvdiv.kernel.session import KernelSession
+    from kvdiv.settings import generation
 
     config, loaded = smollm2("results/models", "config/replication.yaml")
     shape = ModelShape.from_config(loaded.model.config)
@@ -212,7 +213,7 @@ def prefill_rounds(lengths: Sequence[int], rounds: int, threads: int) -> None:
             floors.append(floor.prefill_s(shape, len(prompt)))
             for kind in ("bare", "full") if r % 2 == 0 else ("full", "bare"):
                 start = time.perf_counter()
-                KernelSession(loaded, prompt, {} if kind == "bare" else actions, horizon=128)
+                KernelSession(loaded, prompt, {} if kind == "bare" else actions, generation(horizon=128))
                 (bare if kind == "bare" else full).append(time.perf_counter() - start)
         f = statistics.median(floors)
         ratios = lambda xs: statistics.median(x / y for x, y in zip(xs, floors))  # noqa: E731

@@ -34,11 +34,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import numpy as np, torch
 repo = os.environ["KVDIV_REPO"]
 sys.path.insert(0, os.path.join(repo, "benchmarks"))
-from bench_common import smollm2
+from bench_common import coupled_generate, coupled_sessions, smollm2
 from floor import ModelShape, job_floor, machine_floor
-from kvdiv.kernel.session import KernelSession
-from kvdiv.trajectories.base import chains_needed
-from kvdiv.trajectories.generate import generate_documents
 
 def rss():
     return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -50,15 +47,13 @@ shape = ModelShape.from_config(loaded.model.config)
 floor = machine_floor(shape)
 base = rss()
 actions, horizon = job["actions"], job["horizon"]
-chains = chains_needed(len(actions), 1, "complete", "shared")
+seeds, ids = tuple(job["seeds"][0][:2]), [s[2] for s in job["seeds"]]
 start = time.perf_counter()
-sessions = [KernelSession(loaded, torch.tensor(p), actions, horizon=horizon, max_chains=chains, seed_parts=s)
-            for p, s in zip(job["prompts"], job["seeds"])]
+sessions = coupled_sessions(loaded, job["prompts"], ids, actions, horizon, seeds=seeds)
 prefill = time.perf_counter() - start
 held = [sum(s.memory().values()) for s in sessions]
 start = time.perf_counter()
-out = generate_documents(sessions, [tuple(s) for s in job["seeds"]], list(actions), horizon=horizon, replicates=1,
-                         eos_token_ids=loaded.eos_token_ids, tv_atol=0.0, progress=False)
+out = coupled_generate(sessions, ids, list(actions), horizon, seeds=seeds, eos=loaded.eos_token_ids)
 decode = time.perf_counter() - start
 arrays = {f"{d}/{a}/{k}": np.asarray(getattr(t, k)) for d, doc in enumerate(out) for a, t in doc.items()
           for k in ("x", "y", "tv")}

@@ -8,6 +8,7 @@ import torch
 
 from kvdiv.kernel.prefill import REFERENCE
 from kvdiv.kernel.session import KernelSession
+from kvdiv.settings import generation
 
 #: Actions that evict nothing (a ProbabilisticPress at ratio 0 under each budget and design, SnapKV at ratio 0)
 NOTHING_EVICTED = {
@@ -25,7 +26,7 @@ EVICTING = {
 def _laws_beside_company(loaded, ids: torch.Tensor, steps: int) -> dict[str, list[torch.Tensor]]:
     """Every no-op chain's laws and the reference's, stepped together with evicting chains and two more reference
     chains, interleaved so that no-op and reference chains sit at many positions of the step."""
-    s = KernelSession(loaded, ids, {**EVICTING, **NOTHING_EVICTED}, horizon=steps)
+    s = KernelSession(loaded, ids, {**EVICTING, **NOTHING_EVICTED}, generation(horizon=steps))
     names = [REFERENCE, "recent_half", *NOTHING_EVICTED, REFERENCE, "prob_half", *reversed(NOTHING_EVICTED), REFERENCE]
     chains = [s.new_chain(n) for n in names]
     laws: dict[str, list[torch.Tensor]] = {}

@@ -99,7 +99,7 @@ def test_kept_entries_is_kvpress_at_the_per_prompt_ratio(sessions, llama, name):
     own = kvpress_cache(llama, kept.prompt_ids, with_ratio(KEPT_SPECS[name], ratio))
     for layer in range(kept.n_layers):
         k_own = own.layers[layer].keys[0]
-        assert torch.equal(kept._prefixes[name].keys[layer][:, : k_own.shape[1]], k_own)
+        assert torch.equal(kept.prompt_cache(name).keys[layer][:, : k_own.shape[1]], k_own)
     chains = [s.new_chain(name) for s in (kept, ratios)]
     for token in (17, 42, 99):
         a, b = kept.step([chains[0]], [token])[0], ratios.step([chains[1]], [token])[0]

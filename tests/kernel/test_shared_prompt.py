@@ -17,6 +17,7 @@ from kvdiv.estimands import tv
 from kvdiv.kernel import memory_plan
 from kvdiv.kernel.prefill import REFERENCE
 from kvdiv.kernel.session import LAYOUTS, KernelSession
+from kvdiv.settings import generation
 
 
 @dataclass
@@ -49,7 +50,9 @@ def ids(n: int, seed: int = 0) -> torch.Tensor:
 
 def teacher_forced(loaded, prompt, actions, layout, steps=10, **kwargs):
     """Every cache's chain along the same tokens: (names, laws [caches, steps + 1, V], session)."""
-    s = KernelSession(with_layout(loaded, layout), prompt, actions, horizon=steps, **kwargs)
+    evict_first_step = kwargs.pop("evict_first_step", False)
+    g = generation(horizon=steps, evict_first_step=evict_first_step)
+    s = KernelSession(with_layout(loaded, layout), prompt, actions, g, **kwargs)
     names = s.caches
     chains = [s.new_chain(n) for n in names]
     tokens = torch.randint(10, 200, (steps,), generator=torch.Generator().manual_seed(1)).tolist()
@@ -81,8 +84,8 @@ def test_shared_layout_equals_the_slots_layout_up_to_round_off(arch, kwargs, req
 def test_each_cache_is_the_presses_own(llama):
     """The shared layout keeps an action's cache as positions into the prompt copy: rebuilt, it is the slots layout's
     copy (what kvpress's prefill left, tests/kernel/test_session.py) bit for bit: keys, values, bias, order."""
-    shared = KernelSession(with_layout(llama, "shared"), ids(90, 3), DEFAULT_PRESSES, horizon=4)
-    slots = KernelSession(with_layout(llama, "slots"), ids(90, 3), DEFAULT_PRESSES, horizon=4)
+    shared = KernelSession(with_layout(llama, "shared"), ids(90, 3), DEFAULT_PRESSES, generation(horizon=4))
+    slots = KernelSession(with_layout(llama, "slots"), ids(90, 3), DEFAULT_PRESSES, generation(horizon=4))
     for name in shared.caches:
         a, b = shared.prompt_cache(name), slots.prompt_cache(name)
         assert a.length == b.length and a.position == b.position, name
@@ -100,7 +103,7 @@ def test_a_chain_has_the_same_bits_alone_and_in_a_crowd(llama, layout):
     products come in fixed blocks of chains: here 1 chain against 13 over 4 blocks, at several positions)."""
     loaded = with_layout(llama, layout)
     actions = {name: DEFAULT_PRESSES[name] for name in ("snapkv", "streaming", "prob", "adakv", "pyramid")}
-    s = KernelSession(loaded, ids(130, 5), actions, horizon=8)
+    s = KernelSession(loaded, ids(130, 5), actions, generation(horizon=8))
     tokens = [40 + t for t in range(6)]
     alone = {}
     for name in s.caches:
@@ -126,7 +129,7 @@ def test_the_shared_layout_holds_a_fraction_of_the_memory_and_the_plan_counts_it
     held = {}
     shape = memory_plan.CacheShape.from_model(llama.model)
     for layout in LAYOUTS:
-        s = KernelSession(with_layout(llama, layout), ids(600, 7), actions, horizon=128, max_chains=7)
+        s = KernelSession(with_layout(llama, layout), ids(600, 7), actions, generation(horizon=128), max_chains=7)
         s.release([s.new_chain(name) for name in s.caches])  # (a chain of each cache: what a job has loaded)
         held[layout] = sum(s.memory().values())
         laws = 3 * 7 * shape.vocab * 8
