@@ -150,3 +150,12 @@ def variance_cost_aggregates(naive_variance, swrb_variance, naive_cost, swrb_cos
             "advantage_median": float(np.median(vr / er)),
             "variance_ratio_of_means": float(vn.mean() / vs.mean()),
         }
+
+
+def first_eos_step(eos: np.ndarray) -> np.ndarray:
+    """The 1-based step of the first EOS along the last axis of cumulative EOS flags (``eos_x``/``eos_y``), 0 where the
+    chain emits none within H (int64, the flags' shape without the step axis)."""
+    eos = np.asarray(eos, dtype=bool)
+    if eos.ndim == 0 or eos.shape[-1] == 0:
+        raise ValueError(f"EOS flags need a step axis of length >= 1, got shape {eos.shape}")
+    return np.where(eos.any(axis=-1), np.argmax(eos, axis=-1) + 1, 0).astype(np.int64)

@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 import xarray as xr
 
-from kvdiv.estimands import COMPLETE_COLUMNS, SWRB_COLUMNS, pair_evaluations
+from kvdiv.estimands import COMPLETE_COLUMNS, SWRB_COLUMNS, first_eos_step, pair_evaluations
 from kvdiv.io import read_parquet, write_parquet
 from kvdiv.layout import METRIC_TABLES
 from kvdiv.metric_kernels import (
@@ -145,7 +145,13 @@ def compute_metrics(
         "risk_window": complete["risk_window"],
         "capacity": complete["capacity"],
     }
+    # each chain's own first EOS step (null: none within H), the endings result's input (kvdiv.analysis.endings)
+    own_eos = {
+        f"first_eos_{chain}": first_eos_step(arrays[f"eos_{chain}"].astype(bool).reshape(n, horizon))
+        for chain in ("x", "y")
+    }
     replicates = pl.DataFrame(columns).with_columns(
+        *[pl.Series(name, steps, dtype=pl.Int32).set(pl.Series(steps == 0), None) for name, steps in own_eos.items()],
         pl.Series("tau", np.where(diverged, tau, 0), dtype=pl.Int32).set(pl.Series(~diverged), None),
         pl.Series("first_eos", np.where(first_eos <= horizon, first_eos, 0), dtype=pl.Int32).set(
             pl.Series(first_eos > horizon), None

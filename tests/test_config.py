@@ -453,12 +453,13 @@ def test_trajectory_batch_priority_orders_batches_by_cost_and_documents_first():
     config["models"]["smollm2"]["documents_per_job"] = 2  # blocks of 2: the last block of 3 documents holds one
     config["models"]["smollm2"]["strata_per_job"] = 1
     study = config["studies"]["retention50"]
+    study["documents_per_stratum"] = 3
     batches = dict(plan.trajectory_batches(config, "retention50", "smollm2"))
     priority = {name: plan.trajectory_batch_priority(config, "retention50", ids) for name, ids in batches.items()}
     actions = len(study["actions"]) + 1
-    assert priority["ruler_832-0000-0001"] == round(2 * (832 + 128) * actions / 1000)
-    assert priority["ruler_832-0002-0003"] == round(1 * (832 + 128) * actions / 1000)
-    assert priority["helmet_832-0000-0001"] > priority["helmet_704-0000-0001"] > priority["helmet_576-0000-0001"]
+    assert priority["ruler_4096-0000-0001"] == round(2 * (4096 + 128) * actions / 1000)
+    assert priority["ruler_4096-0002-0003"] == round(1 * (4096 + 128) * actions / 1000)
+    assert priority["helmet_4096-0000-0001"] > priority["helmet_3072-0000-0001"] > priority["helmet_2176-0000-0001"]
     assert max(priority.values()) < plan.SHORT_JOB_PRIORITY
 
 
@@ -467,24 +468,25 @@ def test_strata_per_job_groups_the_same_block_of_consecutive_strata():
     block of each of them; every document in exactly one batch; adding documents adds batches and changes none."""
     config = yaml.safe_load((REPO / "config/config.yaml").read_text())
     config["models"]["smollm2"].update(documents_per_job=2, strata_per_job=4)  # 6 strata: groups of 4 and 2
+    config["models"]["smollm2"].pop("documents_per_batch", None)
     study = config["studies"]["retention50"]
     study["documents_per_stratum"] = 4
     batches = plan.trajectory_batches(config, "retention50", "smollm2")
-    group = "ruler_576+ruler_704+ruler_832+helmet_576"
+    group = "ruler_2176+ruler_3072+ruler_4096+helmet_2176"
     assert [name for name, _ in batches] == [
         f"{group}-0000-0001",
         f"{group}-0002-0003",
-        "helmet_704+helmet_832-0000-0001",
-        "helmet_704+helmet_832-0002-0003",
+        "helmet_3072+helmet_4096-0000-0001",
+        "helmet_3072+helmet_4096-0002-0003",
     ]
     assert dict(batches)[f"{group}-0002-0003"] == [
-        f"retention50-{s}-{i:04d}" for s in ("ruler_576", "ruler_704", "ruler_832", "helmet_576") for i in (2, 3)
+        f"retention50-{s}-{i:04d}" for s in ("ruler_2176", "ruler_3072", "ruler_4096", "helmet_2176") for i in (2, 3)
     ]
     every = [doc for _, ids in batches for doc in ids]
     blocks = [doc for *_, ids in plan.document_blocks(config, "retention50", 2) for doc in ids]
     assert sorted(every) == sorted(blocks) and len(set(every)) == len(every) == 6 * 4
     cost = plan.trajectory_batch_priority(config, "retention50", dict(batches)[f"{group}-0000-0001"])
-    assert cost == round(2 * ((576 + 704 + 832 + 576) + 4 * 128) * (len(study["actions"]) + 1) / 1000)
+    assert cost == round(2 * ((2176 + 3072 + 4096 + 2176) + 4 * 128) * (len(study["actions"]) + 1) / 1000)
     study["documents_per_stratum"] = 6  # two more documents per stratum: one new block per group, the others kept
     grown = dict(plan.trajectory_batches(config, "retention50", "smollm2"))
     assert all(grown[name] == ids for name, ids in batches) and len(grown) == len(batches) + 2

@@ -74,7 +74,7 @@ def test_the_shipped_configs_start_and_list_their_degenerate_actions(tmp_path):
         check_config(config, given)
         startup.check_actions(config, list(config["press_modules"]), marker_dir=tmp_path / path.stem)
         flagged = {study: sorted(actions) for study, actions in degenerate_actions(config).items()}
-        degenerate = path.stem in ("config", "replication", "smoke", "trajectories_smollm2")
+        degenerate = path.stem in ("smoke", "trajectories_smollm2")
         assert flagged == ({"retention50": ["snapkv_512"]} if degenerate else {}), path.name
 
 

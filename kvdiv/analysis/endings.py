@@ -1,5 +1,5 @@
 """Where the chains end: per action, the first-EOS steps of x and y and the share of pairs that reach H with neither
-ended, from a cube.
+ended, from a cube or from a study's metrics (their replicates' ``first_eos_x``/``first_eos_y``, rule ``metrics``).
 
 For a pair (document d, action a, replicate r) the **first-EOS step** of x is the smallest t in 1..H with
 ``eos_x[d, a, r, t]`` (the chain emitted EOS at step t; none within H: no step), likewise y. The pair **reaches H with
@@ -19,25 +19,22 @@ import numpy as np
 import polars as pl
 
 from kvdiv.analysis.bootstrap import cluster_bootstrap, stat_seed
+from kvdiv.analysis.inputs import is_swrb
+from kvdiv.estimands import first_eos_step
 
 #: Quantiles of the first-EOS steps (among chains that end) that :func:`eos_summary` reports.
 QUANTILES = {"q25": 0.25, "median": 0.5, "q75": 0.75}
-#: Document coordinates a table may be grouped by besides the action.
-GROUPS = ("family", "task", "stratum", "target_length")
+#: Document coordinates a table may be grouped by besides the action (``model``: metrics only).
+GROUPS = ("model", "family", "task", "stratum", "target_length")
 
 
-def first_eos_step(eos: np.ndarray) -> np.ndarray:
-    """The 1-based step of the first EOS along the last axis of cumulative EOS flags (``eos_x``/``eos_y``), 0 where the
-    chain emits none within H (int64, the flags' shape without the step axis)."""
-    eos = np.asarray(eos, dtype=bool)
-    if eos.ndim == 0 or eos.shape[-1] == 0:
-        raise ValueError(f"EOS flags need a step axis of length >= 1, got shape {eos.shape}")
-    return np.where(eos.any(axis=-1), np.argmax(eos, axis=-1) + 1, 0).astype(np.int64)
-
-
-def _pairs(cube: Any, by: Sequence[str]) -> tuple[pl.DataFrame, int]:
-    """One row per pair: document, the ``by`` keys, replicate, first-EOS steps of x and y (0: none); and H."""
-    ds = cube
+def _pairs(source: Any, by: Sequence[str]) -> tuple[pl.DataFrame, int]:
+    """One row per pair: document, the ``by`` keys, replicate, first-EOS steps of x and y (0: none); and H.
+    ``source``: a cube (xarray Dataset), or metrics (:class:`kvdiv.analysis.inputs.Metrics` or its replicates)."""
+    replicates = getattr(source, "replicates", source)
+    if isinstance(replicates, pl.DataFrame):
+        return _metric_pairs(replicates, by)
+    ds = source
     mode = ds.attrs.get("mode", "complete")
     if mode != "complete":
         raise ValueError(
@@ -63,9 +60,35 @@ def _pairs(cube: Any, by: Sequence[str]) -> tuple[pl.DataFrame, int]:
         "first_eos_y": fy.reshape(-1),
     }
     for key in by:
-        if key != "action":
+        if key == "model":  # a cube holds one model (its attribute)
+            columns[key] = np.full(fx.size, str(ds.attrs.get("model", "unknown")))
+        elif key != "action":
             columns[key] = values(key)[index[0]]
     return pl.DataFrame(columns), int(ds.sizes["step"])
+
+
+def _metric_pairs(replicates: pl.DataFrame, by: Sequence[str]) -> tuple[pl.DataFrame, int]:
+    """:func:`_pairs` from a study's metric replicates (one row per document × action × replicate)."""
+    if is_swrb(replicates):
+        raise ValueError(
+            "endings: these metrics come from a study in mode 'swrb', whose stored chains are the residual branch "
+            "path, not samples of P and Q; the first-EOS steps need a study in mode 'complete'"
+        )
+    missing = [c for c in ("first_eos_x", "first_eos_y", "horizon", *by) if c not in replicates.columns]
+    if missing:
+        raise ValueError(f"endings: the metrics lack column {missing[0]!r} (metrics written by an older kvdiv?)")
+    horizons = replicates["horizon"].unique().to_list()
+    if len(horizons) != 1:
+        raise ValueError(f"endings: the metrics mix horizons {sorted(horizons)}; one study has one H")
+    keys = [k for k in by if k != "document"]
+    pairs = replicates.select(
+        "document",
+        *keys,
+        "replicate",
+        pl.col("first_eos_x").fill_null(0).cast(pl.Int64),
+        pl.col("first_eos_y").fill_null(0).cast(pl.Int64),
+    )
+    return pairs, int(horizons[0])
 
 
 def _groups(pairs: pl.DataFrame, by: Sequence[str]):
@@ -94,7 +117,7 @@ def eos_summary(
     x ended, whose y ended, and that reach H with neither ended (``neither_ended``, with its cluster-bootstrap interval
     ``neither_lower``/``neither_upper``), and per chain the first-EOS steps of the chains that end: their number, mean
     and :data:`QUANTILES` (null when none ends). ``cube``: the cube as an xarray Dataset
-    (:func:`kvdiv.trajectories.store.open_cube`, which verifies it)."""
+    (:func:`kvdiv.trajectories.store.open_cube`, which verifies it), or the study's metrics."""
     pairs, horizon = _pairs(cube, by)
     rows = []
     for keys, sub in _groups(pairs, by):

@@ -137,15 +137,19 @@ class ChainSlots:
 
     def write(self, slot: int, entries: Sequence[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> None:
         """Make ``slot`` hold ``entries`` (per layer keys, values [kv_heads, m, head_dim], bias [kv_heads, m]; −inf
-        bias past each layer's m). The slot's finite entries are those every layer wrote (a layer that keeps fewer, as
-        PyramidKV's, leaves the others' entries past its m unwritten)."""
+        bias past each layer's m). A layer that keeps fewer than the longest (PyramidKV's per-layer budgets) gets
+        zeros up to it, so that every layer's entries are finite up to the slot's longest m."""
+        longest = max((k.shape[1] for k, _, _ in entries), default=0)
         for layer, (k, v, b) in enumerate(entries):
             m = k.shape[1]
             self.keys[layer][slot, :, :m] = k
             self.values[layer][slot, :, :m] = v
+            if m < longest and self.finite[slot] < longest:
+                self.keys_t[layer][slot, :, :, m:longest] = 0
+                self.values[layer][slot, :, m:longest] = 0
             self.bias[layer][slot].fill_(float("-inf"))
             self.bias[layer][slot, :, :m] = b
-        self.finite[slot] = max(self.finite[slot], min((k.shape[1] for k, _, _ in entries), default=0))
+        self.finite[slot] = max(self.finite[slot], longest)
 
     def copy(self, source: int, slot: int, length: int) -> None:
         """Copy slot ``source``'s first ``length`` entries and its whole bias into ``slot``."""

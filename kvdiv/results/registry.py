@@ -27,6 +27,7 @@ NAMES: tuple[str, ...] = (
     "table3",
     "probabilistic",
     "accuracy",
+    "endings",
     "swrb",
     "leaderboard",
 )

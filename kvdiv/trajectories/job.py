@@ -19,8 +19,8 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from kvdiv.settings import AUTO, AutoBatch, Generation
-from kvdiv.trajectories import checks
+from kvdiv.settings import AutoBatch, Generation
+from kvdiv.trajectories import batching, checks
 from kvdiv.trajectories.base import EOS_FOLDING, chains_needed
 from kvdiv.trajectories.generate import generate_documents
 from kvdiv.trajectories.reuse import Piece, TrajectoryCache, piece_key, same_reference
@@ -197,19 +197,12 @@ def run_documents(
         groups.setdefault(tuple(a for a in actions if a not in reused[d]), []).append(d)
     # documents generated together, in batches of `documents_per_batch`: each batch's stores are written and its
     # sessions freed before the next batch starts (one model load, and memory reused, for the whole job)
-    if documents_per_batch == AUTO:
-        documents_per_batch = AutoBatch()
-    if documents_per_batch is not None and not isinstance(documents_per_batch, AutoBatch):
-        if isinstance(documents_per_batch, bool) or not isinstance(documents_per_batch, int) or documents_per_batch < 1:
-            raise ValueError(
-                f"documents_per_batch must be a positive integer, 'auto' or None, got {documents_per_batch!r}"
-            )
+    documents_per_batch = batching.batching(documents_per_batch)
     for needed, members in groups.items():
         if not needed:
             continue
-        for batch in _batches(
-            loaded, members, prompts, contexts, {a: actions[a] for a in needed}, g, documents_per_batch
-        ):
+        needed_actions = {a: actions[a] for a in needed}
+        for batch in batching.batches(loaded, members, prompts, contexts, needed_actions, g, documents_per_batch):
             for d, result in zip(batch, _generate(loaded, batch, ids, prompts, contexts, actions, needed, g, progress)):
                 if reused[d] and g.shared_reference and not same_reference(reused[d], result[0]):
                     log.warning(
@@ -226,50 +219,6 @@ def run_documents(
         if paths[d] is None:  # every action reused
             write(d, {})
     return [p for p in paths if p is not None]
-
-
-def _batches(
-    loaded: Any,
-    members: Sequence[int],
-    prompts: Sequence[Sequence[int]],
-    contexts: Sequence[int | None],
-    actions: Mapping[str, Any],
-    g: Generation,
-    documents_per_batch: int | AutoBatch | None,
-) -> list[list[int]]:
-    """Documents ``members`` in consecutive batches: of ``documents_per_batch`` (None: one batch), or as many as fit
-    its budget (:class:`AutoBatch`; the bytes of :mod:`kvdiv.kernel.memory_plan`, logged)."""
-    if not isinstance(documents_per_batch, AutoBatch):
-        size = documents_per_batch or len(members)
-        return [list(members[i : i + size]) for i in range(0, len(members), size)]
-    from kvdiv.kernel import memory_plan
-
-    shape = memory_plan.CacheShape.from_model(loaded.model)
-    layout = (getattr(loaded, "spec", None) or {}).get("kv_layout", "shared")
-    chains = chains_needed(len(actions), g.replicates, g.mode, g.effective_reference_chain)
-    held, peak = [], []
-    for d in members:
-        n = len(prompts[d])
-        compressed = contexts[d] if contexts[d] is not None else n - int(g.evict_first_step)
-        held.append(memory_plan.document_bytes(shape, n, compressed, actions, chains, g.horizon, layout))
-        peak.append(memory_plan.prefill_bytes(shape, compressed, actions))
-    device = getattr(loaded, "device", None) or next(loaded.model.parameters()).device
-    budget = documents_per_batch.budget_bytes or memory_plan.default_budget(device)
-    sizes = memory_plan.batch_sizes(held, peak, budget)
-    log.info(
-        "documents_per_batch auto: budget %.2f GB, %.3f GB per document while generating (%s layout), "
-        "%.3f GB more during a prefill: batches of %s",
-        budget / 1e9,
-        max(held) / 1e9,
-        layout,
-        max(peak) / 1e9,
-        sizes,
-    )
-    out, first = [], 0
-    for size in sizes:
-        out.append(list(members[first : first + size]))
-        first += size
-    return out
 
 
 def _generate(

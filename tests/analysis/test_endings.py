@@ -6,7 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kvdiv.analysis.endings import eos_summary, first_eos_step, running_by_step
+from kvdiv.analysis.endings import eos_summary, running_by_step
+from kvdiv.analysis.inputs import Metrics
+from kvdiv.estimands import first_eos_step
+from kvdiv.metrics import compute_metrics
 from kvdiv.trajectories.store import open_cube
 from support.synthetic_cube import simulate_cube, write_cube
 
@@ -94,5 +97,30 @@ def test_endings_refuse_swrb_cubes_and_unknown_groups():
     swrb = simulate_cube({"a": 0.1}, n_documents=2, replicates=1, horizon=H, seed=2, swrb=True)
     with pytest.raises(ValueError, match="mode 'swrb'.*residual branch path"):
         eos_summary(swrb)
-    with pytest.raises(ValueError, match="cannot group by 'model'"):
-        running_by_step(hand_cube(), ("action", "model"))
+    with pytest.raises(ValueError, match="cannot group by 'document'"):
+        running_by_step(hand_cube(), ("action", "document"))
+    with pytest.raises(ValueError, match="mode 'swrb'"):
+        eos_summary(compute_metrics(swrb, window=2)["replicates"])
+
+
+def test_the_metrics_give_the_cubes_numbers_and_the_result_shows_them(tmp_path):
+    """The metrics' first_eos_x/first_eos_y (rule metrics) give eos_summary and running_by_step exactly the cube's
+    numbers; the endings result builds its tables, display and figure from them."""
+    from kvdiv.results.registry import get_result
+
+    ds = hand_cube()
+    computed = compute_metrics(ds, window=2)
+    metrics = computed["replicates"]
+    cube_table = eos_summary(ds, ("model", "action"), n_boot=200, seed=3)
+    metric_table = eos_summary(metrics, ("model", "action"), n_boot=200, seed=3)
+    assert metric_table.equals(cube_table)
+    assert running_by_step(metrics, ("action",)).equals(running_by_step(ds, ("action",)))
+    result = get_result("endings")
+    study = Metrics(metrics, computed["profiles_aligned"], computed["profiles_clock"])
+    frames = result.build(study, n_boot=50, seed=1, confidence=0.95)
+    assert set(frames) == {"numbers", "strata", "running"}
+    shown = result.display(frames["numbers"])
+    a = shown.filter(shown["action"] == "a").row(0, named=True)
+    assert a["reach H, neither ended (%)"].startswith("50.0") and a["x first EOS q25 / median / q75"] == "2 / 2 / 3"
+    result.plot.draw(frames, tmp_path / "e.pdf", tmp_path / "e.png", dpi=60)
+    assert (tmp_path / "e.png").stat().st_size > 0

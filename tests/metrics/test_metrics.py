@@ -66,6 +66,7 @@ def test_hand_made_rows():
     assert rows["mismatch_rate"].to_list()[0] == pytest.approx(2 / 5)
     assert rows["mismatch_rate"].to_list()[1:] == [None, None]
     assert rows["first_eos"].to_list() == [5, None, 2]
+    assert rows["first_eos_x"].to_list() == [5, None, None] and rows["first_eos_y"].to_list() == [None, None, 2]
     np.testing.assert_allclose(rows["mismatch_pre_eos"], [2 / h, 0, 0])
     np.testing.assert_allclose(rows["mismatch_strict_pre_eos"], [1 / h, 0, 0])
     np.testing.assert_allclose(rows["mismatch_post_eos"], [1 / h, 0, 1 / h])

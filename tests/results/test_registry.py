@@ -126,7 +126,7 @@ def test_the_registry_agrees_with_the_schema_and_the_builders():
         if result.plot is not None:
             params = inspect.signature(result.plot.draw).parameters
             assert {"dpi", *result.plot.settings} <= set(params), result.name
-    assert set(registry.names("figure")) == {"figure5", "figure6", "figure7", "probabilistic"}
+    assert set(registry.names("figure")) == {"figure5", "figure6", "figure7", "probabilistic", "endings"}
     assert set(registry.names("table")) == {"table2", "table3", "accuracy"} and registry.names("section") == ("swrb",)
     assert all(r.caption and list(r.tables) == ["numbers"] for r in registry.results(("table", "leaderboard")))
     assert set(WINDOW_SETTINGS) <= set(analysis)

@@ -1,0 +1,150 @@
+"""Where the chains end (issue 41: do the answers outlast H?): per model and action, the shares of pairs whose x and
+whose y emitted EOS within H, the share that reach H with neither ended (95% cluster-bootstrap interval over
+documents) and the quartiles of the first-EOS steps of the chains that end (its numbers:
+:mod:`kvdiv.analysis.endings`, from the metrics' ``first_eos_x``/``first_eos_y``); per stratum too, and the shares still
+running by step, drawn as survival curves. Complete-mode studies only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from kvdiv.analysis.endings import eos_summary, running_by_step
+from kvdiv.analysis.inputs import stratum_key
+from kvdiv.outputs.report_cells import SectionContext
+from kvdiv.outputs.tables import interval
+from kvdiv.results.base import Plot, Result, Table
+
+
+def endings_table(metrics: Any, n_boot: int, seed: int, confidence: float) -> pl.DataFrame:
+    """Per model × action: :func:`kvdiv.analysis.endings.eos_summary` of the study's pairs."""
+    return eos_summary(metrics, ("model", "action"), n_boot=n_boot, seed=seed, confidence=confidence)
+
+
+def endings_by_stratum(metrics: Any, n_boot: int, seed: int, confidence: float) -> pl.DataFrame:
+    """Per model × stratum × action: :func:`kvdiv.analysis.endings.eos_summary`."""
+    return eos_summary(metrics, ("model", "stratum", "action"), n_boot=n_boot, seed=seed, confidence=confidence)
+
+
+def running_table(metrics: Any, n_boot: int, seed: int, confidence: float) -> pl.DataFrame:
+    """Per model × action and step t = 0..H: the shares of pairs whose x, y and both are still running (no bootstrap:
+    the curves the figure draws)."""
+    return running_by_step(metrics, ("model", "action"))
+
+
+def _quartiles(row: Mapping[str, Any], chain: str) -> str:
+    if not row[f"{chain}_n_ended"]:
+        return "–"
+    return " / ".join(f"{row[f'{chain}_{q}_step']:.0f}" for q in ("q25", "median", "q75"))
+
+
+def endings_frame(table: pl.DataFrame) -> pl.DataFrame:
+    """Display frame: one row per model (× stratum) × action, percent with intervals, first-EOS quartiles."""
+    if table.is_empty():
+        raise ValueError("the endings table has no rows: the study has no pairs")
+    by = [c for c in ("model", "stratum", "action") if c in table.columns]
+    rows = sorted(
+        table.iter_rows(named=True),
+        key=lambda r: tuple(stratum_key(r[c]) if c == "stratum" else r[c] for c in by),
+    )
+    return pl.DataFrame(
+        [
+            {
+                **{c: r[c] for c in by},
+                "documents": r["n_documents"],
+                "pairs": r["n_pairs"],
+                "x ended (%)": f"{100 * r['x_ended']:.1f}",
+                "y ended (%)": f"{100 * r['y_ended']:.1f}",
+                "reach H, neither ended (%)": interval(r["neither_ended"], r["neither_lower"], r["neither_upper"], 1),
+                "x first EOS q25 / median / q75": _quartiles(r, "x"),
+                "y first EOS q25 / median / q75": _quartiles(r, "y"),
+            }
+            for r in rows
+        ]
+    )
+
+
+def draw(frames: Mapping[str, pl.DataFrame], pdf: str | Path, png: str | Path, *, dpi: int) -> None:
+    """Survival curves of the first EOS: per model a panel, per action the share of pairs with both chains running
+    (solid) and the full-cache chain x running (dashed) after step t."""
+    from matplotlib.lines import Line2D
+
+    from kvdiv.outputs.style import action_colors, grid_shape, legend_below, new_figure, panel_grid, save_figure
+
+    running = frames["running"]
+    models = sorted(running["model"].unique().to_list())
+    actions = sorted(running["action"].unique().to_list())
+    colors = action_colors(actions)
+    rows, _ = grid_shape(len(models))
+    fig = new_figure(2.4 * rows + 0.9 + 0.18 * (len(actions) // 3))
+    axes = panel_grid(fig, len(models), sharey=True)
+    for ax, model in zip(axes, models):
+        sub = running.filter(pl.col("model") == model)
+        for action in actions:
+            rows_a = sub.filter(pl.col("action") == action).sort("step")
+            ax.plot(rows_a["step"], 100 * rows_a["both_running"], color=colors[action])
+            ax.plot(rows_a["step"], 100 * rows_a["x_running"], color=colors[action], linestyle="--", linewidth=0.9)
+        ax.set_title(model, fontsize=8)
+        ax.set_xlabel("step t")
+        ax.set_ylim(0, 102)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("pairs running (%)")
+    handles = [Line2D([], [], color=colors[a], label=a) for a in actions]
+    handles += [
+        Line2D([], [], color="0.3", label="x and y running"),
+        Line2D([], [], color="0.3", linestyle="--", label="x running"),
+    ]
+    legend_below(fig, handles)
+    save_figure(fig, pdf, png, dpi=dpi)
+
+
+def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping, context: SectionContext) -> list[str]:
+    """The report's section "Where the chains end": per model and action the shares ended and reaching H, then the
+    per-stratum table."""
+    lines = [
+        context.heading(),
+        "",
+        "Late windows and post-EOS shares only measure eviction where the answers outlast H: the share of pairs (x, y) "
+        "that reach H with neither chain ended, with 95% cluster-bootstrap intervals over documents, and the "
+        "first-EOS steps (quartiles) of the chains that end. Per model and action:",
+        "",
+    ]
+    table = frames.get("numbers")
+    if table is None or table.is_empty():
+        return lines + ["_The endings table was not built._", ""]
+    lines += _markdown(endings_frame(table))
+    strata = frames.get("strata")
+    if strata is not None and not strata.is_empty():
+        lines += ["", "Per stratum:", "", *_markdown(endings_frame(strata))]
+    if context.figure:
+        lines += ["", f"![{context.item.label}]({context.figure})"]
+    return lines + [""]
+
+
+def _markdown(frame: pl.DataFrame) -> list[str]:
+    head = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    return head + ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.iter_rows()]
+
+
+RESULT = Result(
+    name="endings",
+    kind="figure",
+    label="Endings",
+    title="Endings: do the answers outlast H?",
+    tables={
+        "numbers": Table(endings_table),
+        "strata": Table(endings_by_stratum),
+        "running": Table(running_table),
+    },
+    plot=Plot(draw),
+    display=endings_frame,
+    caption="Per model × stratum × action: the shares of pairs whose full-cache chain x and evicted chain y emitted "
+    "EOS within H, the share reaching H with neither ended (95% cluster-bootstrap interval over documents), and the "
+    "quartiles of the first-EOS step among the chains that end.",
+    section=section,
+    study="retention50",
+)

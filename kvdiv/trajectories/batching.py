@@ -1,0 +1,69 @@
+"""How a trajectory job splits its documents into batches generated together (``documents_per_batch``): a fixed
+size, one batch, or ``auto`` — as many documents as the memory budget holds, by the bytes of
+:mod:`kvdiv.kernel.memory_plan` (each batch's stores are written and its sessions freed before the next)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping, Sequence
+
+from kvdiv.settings import AUTO, AutoBatch, Generation
+from kvdiv.trajectories.base import chains_needed
+
+log = logging.getLogger("kvdiv.trajectories.job")
+
+
+def batching(documents_per_batch: int | AutoBatch | str | None) -> int | AutoBatch | None:
+    """``documents_per_batch`` checked: a positive integer, None (one batch), or ``"auto"``/:class:`AutoBatch`."""
+    if documents_per_batch == AUTO:
+        return AutoBatch()
+    if documents_per_batch is not None and not isinstance(documents_per_batch, AutoBatch):
+        if isinstance(documents_per_batch, bool) or not isinstance(documents_per_batch, int) or documents_per_batch < 1:
+            raise ValueError(
+                f"documents_per_batch must be a positive integer, 'auto' or None, got {documents_per_batch!r}"
+            )
+    return documents_per_batch
+
+
+def batches(
+    loaded: Any,
+    members: Sequence[int],
+    prompts: Sequence[Sequence[int]],
+    contexts: Sequence[int | None],
+    actions: Mapping[str, Any],
+    g: Generation,
+    documents_per_batch: int | AutoBatch | None,
+) -> list[list[int]]:
+    """Documents ``members`` in consecutive batches: of ``documents_per_batch`` (None: one batch), or as many as fit
+    its budget (:class:`AutoBatch`; the bytes of :mod:`kvdiv.kernel.memory_plan`, logged)."""
+    if not isinstance(documents_per_batch, AutoBatch):
+        size = documents_per_batch or len(members)
+        return [list(members[i : i + size]) for i in range(0, len(members), size)]
+    from kvdiv.kernel import memory_plan
+
+    shape = memory_plan.CacheShape.from_model(loaded.model)
+    layout = (getattr(loaded, "spec", None) or {}).get("kv_layout", "shared")
+    chains = chains_needed(len(actions), g.replicates, g.mode, g.effective_reference_chain)
+    held, peak = [], []
+    for d in members:
+        n = len(prompts[d])
+        compressed = contexts[d] if contexts[d] is not None else n - int(g.evict_first_step)
+        held.append(memory_plan.document_bytes(shape, n, compressed, actions, chains, g.horizon, layout))
+        peak.append(memory_plan.prefill_bytes(shape, compressed, actions))
+    device = getattr(loaded, "device", None) or next(loaded.model.parameters()).device
+    budget = documents_per_batch.budget_bytes or memory_plan.default_budget(device)
+    sizes = memory_plan.batch_sizes(held, peak, budget)
+    log.info(
+        "documents_per_batch auto: budget %.2f GB, %.3f GB per document while generating (%s layout), "
+        "%.3f GB more during a prefill: batches of %s",
+        budget / 1e9,
+        max(held) / 1e9,
+        layout,
+        max(peak) / 1e9,
+        sizes,
+    )
+    out, first = [], 0
+    for size in sizes:
+        out.append(list(members[first : first + size]))
+        first += size
+    return out
