@@ -66,7 +66,7 @@ import kvdiv.kernel.presses  # noqa: E402,F401  (kvpress imports without `datase
 
 from kvdiv.trajectories.base import chains_needed  # noqa: E402
 from kvdiv.trajectories.generate import generate, generate_documents  # noqa: E402
-import kvdiv.kernel.session as session_module  # noqa: E402
+from kvdiv.kernel.batched_step import observe_steps  # noqa: E402
 from kvdiv.kernel.session import KernelSession  # noqa: E402
 from kvdiv.models.loading import LoadedModel  # noqa: E402
 from kvdiv.settings import generation
@@ -166,39 +166,22 @@ def weight_bytes(model) -> tuple[int, int]:
 
 
 class StepRecorder:
-    """While in use, wraps :func:`kvdiv.kernel.session.step_sessions`, the one forward behind ``KernelSession.step``
-    (one document) and ``KernelSession.step_together`` (several): per call, the rows the model runs, the K/V entries
-    its attention's products read (``KernelSession.kv_entries_read``: the shared prompt once per block of chains, each
-    chain's slot over its span), and wall seconds."""
+    """While in use, records every batched forward behind ``KernelSession.step`` (one document) and
+    ``KernelSession.step_together`` (several) through :func:`kvdiv.kernel.batched_step.observe_steps`: per call, the
+    rows the model runs, the K/V entries its attention's products read (the shared prompt once per block of chains,
+    each chain's slot over its span), and wall seconds (the device synchronised)."""
 
     def __init__(self):
         self.calls: list[tuple[int, int, float]] = []  # (rows run, K/V entries read incl. the new one, seconds)
-        self._original = session_module.step_sessions
+        self._observing = None
 
     def __enter__(self) -> "StepRecorder":
-        def wrapped(requests):
-            rows = 0
-            for s, chains, tokens in requests:
-                toks = [int(t) for t in (tokens.tolist() if isinstance(tokens, torch.Tensor) else tokens)]
-                for c, t in zip(chains, toks):
-                    ch = s._chain(c)
-                    if not (ch.done or t in s._eos_set):
-                        rows += 1
-            read = sum(s.kv_entries_read for s, _, _ in requests)  # (what the step's attention products read)
-            device = requests[0][0].device
-            sync(device)
-            start = time.perf_counter()
-            out = self._original(requests)
-            sync(device)
-            entries = sum(s.kv_entries_read for s, _, _ in requests) - read
-            self.calls.append((rows, entries, time.perf_counter() - start))
-            return out
-
-        session_module.step_sessions = wrapped
+        self._observing = observe_steps(lambda r: self.calls.append((r.rows, r.kv_entries, r.seconds)))
+        self._observing.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        session_module.step_sessions = self._original
+        self._observing.__exit__(*exc)
 
     def summary(self, session: KernelSession, coupled_s: float, w_read: int, bw: float) -> dict:
         """Forwards, rows, step time and the bandwidth floor of the recorded calls (``session``: one of the job's,

@@ -68,6 +68,17 @@ def applicable_contrasts(contrasts: Sequence[Sequence[str]], actions: Iterable[s
     return out
 
 
+def contrast_pairs(value: Sequence) -> list[tuple[str, str]]:
+    """A contrast setting as pairs: ``[a, b]`` (one pair) or ``[[a, b], [c, d], ...]`` (``analysis.table3_contrast``
+    takes either: both readings of SnapKV-512 each get their Table 3 rows)."""
+    if len(value) == 2 and all(isinstance(v, str) for v in value):
+        return [(str(value[0]), str(value[1]))]
+    pairs = [tuple(v) for v in value]
+    if not pairs or any(len(p) != 2 or not all(isinstance(x, str) for x in p) for p in pairs):
+        raise ValueError(f"a contrast must be [action_a, action_b] or a list of such pairs, got {list(value)!r}")
+    return [(str(a), str(b)) for a, b in pairs]
+
+
 def contrast_name(a: str, b: str) -> str:
     """Display name of the contrast a − b."""
     return f"{a} − {b}"

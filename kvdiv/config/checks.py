@@ -123,6 +123,7 @@ def check_references(config: Mapping, given: Mapping) -> None:
                 raise ConfigError(f"models.{model}.tokenizer: the tokenizers form a cycle ({' -> '.join(chain)})")
     given_analysis = given.get("analysis") or {}
     analysis = config["analysis"]
+    from kvdiv.analysis.inputs import contrast_pairs
     from kvdiv.results.registry import studied  # the registry: every result a study can feed
 
     for item in analysis["studies"]:
@@ -135,9 +136,9 @@ def check_references(config: Mapping, given: Mapping) -> None:
     for key in ("contrasts", "table3_contrast"):
         if key not in given_analysis:
             continue  # the defaults name the paper's actions; each item uses those its study has
-        pairs = analysis[key] if key == "contrasts" else [analysis[key]]
+        pairs = analysis[key] if key == "contrasts" else contrast_pairs(analysis[key])
         for i, pair in enumerate(pairs):
-            where = f"analysis.{key}[{i}]" if key == "contrasts" else f"analysis.{key}"
+            where = f"analysis.{key}" if key != "contrasts" and len(pairs) == 1 else f"analysis.{key}[{i}]"
             unknown = _unknown(pair, actions)
             if unknown:
                 raise ConfigError(
@@ -146,10 +147,7 @@ def check_references(config: Mapping, given: Mapping) -> None:
                 )
             if pair[0] == pair[1]:
                 raise ConfigError(f"{where} = {list(pair)} contrasts an action with itself")
-            users = [
-                s for s in analysis["studies"].values() if s in studies and set(pair) <= set(studies[s]["actions"])
-            ]
-            if not users:
+            if not any(s in studies and set(pair) <= set(studies[s]["actions"]) for s in analysis["studies"].values()):
                 raise ConfigError(
                     f"{where} = {list(pair)}: no study of analysis.studies runs both actions, so no figure or table "
                     "would show it"

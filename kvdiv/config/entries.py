@@ -35,6 +35,7 @@ def check_listed_once(config: Mapping) -> None:
 def check_contrasts_apply(config: Mapping) -> None:
     """Each figure or table built (``analysis.studies``) whose tables take contrasts has at least one contrast
     (``analysis.contrasts``, or ``analysis.table3_contrast`` for Table 3) whose two actions its study runs."""
+    from kvdiv.analysis.inputs import contrast_pairs
     from kvdiv.results import registry
 
     studies, analysis = _studies(config), config["analysis"]
@@ -50,7 +51,7 @@ def check_contrasts_apply(config: Mapping) -> None:
         }
         actions = set(studies[study]["actions"])
         for key in sorted(keys):
-            pairs = analysis[key] if key == "contrasts" else [analysis[key]]
+            pairs = analysis[key] if key == "contrasts" else contrast_pairs(analysis[key])
             if not any(len(pair) == 2 and set(pair) <= actions for pair in pairs):
                 listed = sorted(actions)
                 shown = ", ".join(listed[:8]) + (f", ... ({len(listed)} in all)" if len(listed) > 8 else "")

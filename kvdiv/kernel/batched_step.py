@@ -4,11 +4,16 @@ Each session checks its chains and plans its attention runs (``KernelSession._pr
 step hands the model one :class:`~kvdiv.kernel.decode_attention.DecodePlan` with a part per session (its own buffers,
 slots and runs, so its attention is computed exactly as in a step of its own), pads a CPU step to the rows that make
 every row's bits independent of the others (:func:`kvdiv.models.prepacked.min_rows`), turns the logits into laws and
-runs decode-time compression. docs/internals.md#kernel-pairs.
+runs decode-time compression. :func:`observe_steps` lets a caller (a benchmark) see each step's rows, K/V entries
+read and seconds without wrapping this function. docs/internals.md#kernel-pairs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
@@ -26,6 +31,38 @@ from kvdiv.kernel.decode_attention import (
 from kvdiv.kernel.decoding import HiddenCapture
 from kvdiv.kernel.step_plan import Session
 from kvdiv.models.prepacked import min_rows
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One batched decode step as an observer sees it: the rows of live chains the model ran (``rows``; ``padding``
+    rows besides), the K/V entries its attention products read (``kv_entries``, per layer and KV head: the shared
+    prompt once per block of chains, each chain's slot over its span) and its wall ``seconds`` (the device
+    synchronised before and after while observed)."""
+
+    rows: int
+    padding: int
+    kv_entries: int
+    seconds: float
+
+
+_OBSERVERS: list[Callable[[StepRecord], None]] = []
+
+
+@contextlib.contextmanager
+def observe_steps(callback: Callable[[StepRecord], None]) -> Iterator[None]:
+    """Call ``callback`` with a :class:`StepRecord` after every batched forward of :func:`step_sessions` while inside
+    the ``with`` block (steps whose chains have all ended run no forward and are not reported)."""
+    _OBSERVERS.append(callback)
+    try:
+        yield
+    finally:
+        _OBSERVERS.remove(callback)
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 @torch.no_grad()
@@ -46,10 +83,15 @@ def step_sessions(
         raise ValueError("step_sessions: every session must decode with the same model object")
     if len({id(session) for session, _, _ in requests}) != len(requests):
         raise ValueError("step_sessions: a session appears twice in one step")
+    observed = list(_OBSERVERS)
+    if observed:
+        _synchronize(requests[0][0].device)
+        start = time.perf_counter()
     parts = [session._prepare(chains, tokens) for session, chains, tokens in requests]
     running = [p for p in parts if p.active]
     if not running:
         return [p.out for p in parts]
+    read = 0
     plan = DecodePlan(parts=[])
     ids, positions, row = [], [], 0
     starts = []  # each session's first row
@@ -66,7 +108,9 @@ def step_sessions(
             plan.parts.append(
                 DecodePart(row, row + n, slots.keys_t, slots.values, slots.bias, g.slots, g.lengths, g.runs, prompt)
             )
-            s.kv_entries_read += plan.parts[-1].entries_read()
+            entries = plan.parts[-1].entries_read()
+            s.kv_entries_read += entries
+            read += entries
             row += n
         ids.extend([a[3]] for a in p.active)
         positions.extend([a[2].position] for a in p.active)
@@ -78,6 +122,7 @@ def step_sessions(
         for p in running
         if p.session._decoding and not p.session._in_prompt and any(a[2].decode is not None for a in p.active)
     }
+    live = row
     pad = _padding_rows(row, model, dev)
     if pad:
         plan.parts.append(_padding_part(first, row, pad))
@@ -113,6 +158,11 @@ def step_sessions(
             p.out[i] = laws[r]
         if id(p) in decoding:
             p.session._compress_during_decoding(p, row0, capture.inputs)
+    if observed:
+        _synchronize(dev)
+        record = StepRecord(live, pad, read, time.perf_counter() - start)
+        for callback in observed:
+            callback(record)
     return [p.out for p in parts]
 
 

@@ -297,6 +297,13 @@ def test_table3_and_writers(study50, tmp_path):
     assert r"\begin{tabular}" in paths[2].read_text() and r"\_" in paths[2].read_text()
     with pytest.raises(ValueError, match="table3_contrast"):
         prediction.prediction_table(m, ["recent_90", "snapkv_90"], [1, 32], 10, 3, 0.95)
+    # a list of pairs: each pair's rows, equal to its own table (both readings of SnapKV-512 in one Table 3)
+    pairs = [["snapkv_512", "snapkv_half"], ["recent_half", "snapkv_half"]]
+    both = prediction.prediction_table(m, pairs, [1, 32], 100, 3, 0.95, folds=4)
+    other = prediction.prediction_table(m, pairs[1], [1, 32], 100, 3, 0.95, folds=4)
+    assert both.equals(pl.concat([t3, other])) and both["contrast"].n_unique() == 2
+    with pytest.raises(ValueError, match="list of such pairs"):
+        prediction.prediction_table(m, [["snapkv_512"]], [1, 32], 10, 3, 0.95)
 
 
 # ------------------------------------------------------------------------------------------- figures, report

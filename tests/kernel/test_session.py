@@ -493,3 +493,31 @@ def test_without_ensure_finite_nan_buffers_poison_the_laws(llama, layout, monkey
     monkeypatch.setattr(ChainSlots, "ensure_finite", lambda self, slot, end: None)
     laws = _nan_or_zero_filled_run(with_layout(llama, layout), float("nan"), monkeypatch)
     assert not all(torch.isfinite(law).all() for law in laws)
+
+
+def test_an_observer_sees_each_batched_step(llama):
+    """kvdiv.kernel.batched_step.observe_steps: one record per forward with the live rows (ended chains absorb EOS
+    without a row), the K/V entries the step's attention read (what kv_entries_read grew by) and its seconds; nothing
+    after the block; the laws are those of an unobserved step."""
+    from kvdiv.kernel.batched_step import observe_steps
+
+    ids = prompt(llama, seed=11)
+    actions = {"snapkv": PRESS_SPECS["snapkv"]}
+    observed, plain = (KernelSession(llama, ids, actions, generation(horizon=4)) for _ in range(2))
+    records = []
+    laws = []
+    for s in (observed, plain):
+        chains = [s.new_chain(REFERENCE), s.new_chain("snapkv"), s.new_chain("snapkv")]
+        eos = s.eos_token_ids[0]
+        if s is observed:
+            with observe_steps(records.append):
+                before = s.kv_entries_read
+                laws.append(s.step(chains, [40, 41, 42]))
+                grown = s.kv_entries_read - before
+                laws.append(s.step(chains, [43, eos, 44]))  # the second chain ends: two live rows
+            s.step(chains, [45, 46, 47])  # not observed
+        else:
+            laws += [s.step(chains, [40, 41, 42]), s.step(chains, [43, eos, 44])]
+    assert [(r.rows, r.padding >= 0) for r in records] == [(3, True), (2, True)]
+    assert records[0].kv_entries == grown > 0 and all(r.seconds > 0 for r in records)
+    assert torch.equal(laws[0], laws[2]) and torch.equal(laws[1], laws[3])

@@ -54,7 +54,7 @@ def test_dry_run_builds_dag(configfile, tmp_path):
     work = copy_repo(tmp_path / "wf")
     proc = run_snakemake(work, "-n", "--cores", "2", "--configfile", configfile, "--quiet", "rules")
     jobs = planned_jobs(proc.stdout + proc.stderr)
-    assert jobs["trajectories"] > 0 and jobs["figure"] == 3 and jobs["finite_figure4"] == 1, jobs
+    assert jobs["trajectories"] > 0 and jobs["figure"] == 4 and jobs["finite_figure4"] == 1, jobs  # 5-7, endings
     # a leaderboard only where the config asks for one (config/presses.yaml: one model)
     assert jobs.get("leaderboard", 0) == (1 if configfile == "config/presses.yaml" else 0), jobs
     assert jobs["answers"] == jobs["metrics"] == jobs["gallery"] == jobs["cube"], jobs
