@@ -69,26 +69,32 @@ class CacheShape:
         return 4 * self.layers * self.kv_heads
 
 
-def retention(spec: Mapping[str, Any] | Any) -> float:
+def retention(spec: Mapping[str, Any] | Any, compressed: int | None = None) -> float:
     """The share of the prompt an action's cache keeps: 1 − its ``compression_ratio`` where its spec names one
-    (or its wrapped press's), else 1 (a bound)."""
+    (or its wrapped press's), ``kept_entries`` / ``compressed`` where it keeps a fixed number (with the entries
+    compressed given), else 1 (a bound)."""
     if not isinstance(spec, Mapping):
         ratio = getattr(spec, "compression_ratio", None)
         return 1.0 if not isinstance(ratio, (int, float)) else 1.0 - float(ratio)
+    kept = spec.get("kept_entries")
+    if isinstance(kept, int) and not isinstance(kept, bool):
+        return min(1.0, kept / compressed) if compressed else 1.0
     for key in ("compression_ratio", "target_compression_ratio"):
         if isinstance(spec.get(key), (int, float)) and not isinstance(spec.get(key), bool):
             return 1.0 - float(spec[key])
     for key in ("wraps", "press", "prefilling_press"):
         if isinstance(spec.get(key), Mapping):
-            return retention(spec[key])
+            return retention(spec[key], compressed)
     return 1.0
 
 
-def decodes(spec: Mapping[str, Any] | Any) -> bool:
-    """Whether an action compresses while decoding (its press, or a part of it, a kvpress decoding press)."""
+def decodes(spec: Mapping[str, Any] | Any, compressed: int) -> bool:
+    """Whether an action compresses while decoding (its press, or a part of it, a kvpress decoding press), built as
+    for a prompt of ``compressed`` entries (a ``kept_entries`` spec needs the length)."""
     from kvdiv.kernel.presses.registry import build_press, decoding_press
 
-    return decoding_press(build_press(spec) if isinstance(spec, Mapping) else spec) is not None
+    press = build_press(spec, prompt_length=compressed) if isinstance(spec, Mapping) else spec
+    return decoding_press(press) is not None
 
 
 def document_bytes(
@@ -107,11 +113,11 @@ def document_bytes(
     n_caches = 1 + len(actions)
     laws = 3 * chains * shape.vocab * 8  # a step's float64 laws and the coupling's copies
     if layout == "slots":
-        kept = compressed * (1 + sum(retention(spec) for spec in actions.values()))
+        kept = compressed * (1 + sum(retention(spec, compressed) for spec in actions.values()))
         prefixes = kept * (entry + entry // 2 + bias) + fed * n_caches * (entry + bias)
         capacity = _round(compressed + fed + 1 + horizon + 1)
         return prefixes + chains * capacity * (entry + bias) + laws
-    private = [name for name, spec in actions.items() if decodes(spec)]
+    private = [name for name, spec in actions.items() if decodes(spec, compressed)]
     shared = n_caches - len(private)
     n_pad = _round(compressed)
     prompt_bytes = n_pad * entry + shared * n_pad * bias
@@ -127,7 +133,7 @@ def prefill_bytes(shape: CacheShape, compressed: int, actions: Mapping[str, Any]
     every action's compressed copy, the forward's activations ([n, hidden] several times, the MLP's [n, intermediate]
     three times) and a SnapKV-style window's attention weights ([heads, window, n] float32)."""
     n = compressed
-    copies = n * shape.entry_bytes * (1 + sum(retention(spec) for spec in actions.values()))
+    copies = n * shape.entry_bytes * (1 + sum(retention(spec, n) for spec in actions.values()))
     activations = n * (6 * shape.hidden + 3 * shape.intermediate) * max(shape.element_bytes, 4)
     windows = [
         spec.get("window_size", 64)

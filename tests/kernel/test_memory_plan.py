@@ -36,10 +36,18 @@ def test_what_an_action_keeps_and_whether_it_decodes():
     assert retention({"press": "AdaKVPress", "wraps": {"press": "SnapKVPress", "compression_ratio": 0.25}}) == 0.75
     assert retention({"press": "ProbabilisticPress", "compression_ratio": 0.9}) == pytest.approx(0.1)
     assert retention({"press": "DecodingPress", "target_size": 40, "wraps": {"press": "KnormPress"}}) == 1.0
-    assert not decodes(ACTIONS["snapkv_half"])
+    assert not decodes(ACTIONS["snapkv_half"], 100)
     assert decodes(
-        {"press": "DecodingPress", "compression_interval": 4, "target_size": 40, "wraps": {"press": "KnormPress"}}
+        {"press": "DecodingPress", "compression_interval": 4, "target_size": 40, "wraps": {"press": "KnormPress"}}, 100
     )
+    # kept_entries (the literature's SnapKV-512): its share depends on the entries compressed, and it plans (the
+    # default config's documents_per_batch: auto once failed building it without a length)
+    kept = {"press": "SnapKVPress", "kept_entries": 512}
+    assert retention(kept, 2048) == 0.25 and retention(kept, 400) == 1.0 and retention(kept) == 1.0
+    assert not decodes(kept, 2048)
+    shape = CacheShape(30, 3, 64, 9, 576, 1536, 49152, 4)  # SmolLM2-135M in float32
+    shared, slots = (document_bytes(shape, 4096, 4096, {"k": kept}, 3, 128, layout) for layout in ("shared", "slots"))
+    assert 0 < shared < slots
     prefill_decoding = {
         "press": "PrefillDecodingPress",
         "prefilling_press": {"press": "SnapKVPress", "compression_ratio": 0.5},
@@ -50,7 +58,7 @@ def test_what_an_action_keeps_and_whether_it_decodes():
             "wraps": {"press": "KnormPress"},
         },
     }
-    assert decodes(prefill_decoding)
+    assert decodes(prefill_decoding, 100)
 
 
 def test_the_shared_layout_needs_a_fraction_of_the_slots_layout():
