@@ -155,22 +155,17 @@ def _flatten(specs) -> list:
 
 
 def free_bytes(device: Any) -> int:
-    """Memory free now: the accelerator's (``torch.cuda.mem_get_info``) or the machine's available memory
-    (``MemAvailable`` of /proc/meminfo; ``os.sysconf`` pages elsewhere)."""
+    """Memory free now: the accelerator's, or the machine's available memory
+    (:func:`kvdiv.kernel.chain_slots.available_bytes`; ``os.sysconf`` pages where /proc/meminfo is unreadable)."""
     import os
 
-    if getattr(device, "type", "cpu") == "cuda":
-        import torch
+    import torch
 
-        return int(torch.cuda.mem_get_info(device)[0])
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    from kvdiv.kernel.chain_slots import available_bytes
+
+    cuda = getattr(device, "type", "cpu") == "cuda"
+    free = available_bytes(device if cuda else torch.device("cpu"))
+    return free if free is not None else int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
 
 
 def default_budget(device: Any) -> int:
