@@ -16,18 +16,8 @@ import polars as pl
 from kvdiv.analysis.endings import eos_summary, running_by_step
 from kvdiv.analysis.inputs import stratum_key
 from kvdiv.outputs.report_cells import SectionContext
-from kvdiv.outputs.tables import interval
+from kvdiv.outputs.tables import interval, to_markdown
 from kvdiv.results.base import Plot, Result, Table
-
-
-def endings_table(metrics: Any, n_boot: int, seed: int, confidence: float) -> pl.DataFrame:
-    """Per model × action: :func:`kvdiv.analysis.endings.eos_summary` of the study's pairs."""
-    return eos_summary(metrics, ("model", "action"), n_boot=n_boot, seed=seed, confidence=confidence)
-
-
-def endings_by_stratum(metrics: Any, n_boot: int, seed: int, confidence: float) -> pl.DataFrame:
-    """Per model × stratum × action: :func:`kvdiv.analysis.endings.eos_summary`."""
-    return eos_summary(metrics, ("model", "stratum", "action"), n_boot=n_boot, seed=seed, confidence=confidence)
 
 
 def running_table(metrics: Any, n_boot: int, seed: int, confidence: float) -> pl.DataFrame:
@@ -116,18 +106,13 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
     table = frames.get("numbers")
     if table is None or table.is_empty():
         return lines + ["_The endings table was not built._", ""]
-    lines += _markdown(endings_frame(table))
+    lines += to_markdown(endings_frame(table)).splitlines()
     strata = frames.get("strata")
     if strata is not None and not strata.is_empty():
-        lines += ["", "Per stratum:", "", *_markdown(endings_frame(strata))]
+        lines += ["", "Per stratum:", "", *to_markdown(endings_frame(strata)).splitlines()]
     if context.figure:
         lines += ["", f"![{context.item.label}]({context.figure})"]
     return lines + [""]
-
-
-def _markdown(frame: pl.DataFrame) -> list[str]:
-    head = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
-    return head + ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.iter_rows()]
 
 
 RESULT = Result(
@@ -136,8 +121,8 @@ RESULT = Result(
     label="Endings",
     title="Endings: do the answers outlast H?",
     tables={
-        "numbers": Table(endings_table),
-        "strata": Table(endings_by_stratum),
+        "numbers": Table(eos_summary, fixed={"by": ["model", "action"]}),
+        "strata": Table(eos_summary, fixed={"by": ["model", "stratum", "action"]}),
         "running": Table(running_table),
     },
     plot=Plot(draw),
