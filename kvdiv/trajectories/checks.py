@@ -150,5 +150,7 @@ def check_press_windows(
             if isinstance(spec, BasePress):
                 press = spec
             else:
-                press = built.get((name, n)) or built.setdefault((name, n), build_press(spec, name, n))
+                if (name, n) not in built:
+                    built[name, n] = build_press(spec, name, n)
+                press = built[name, n]
             check_press_lengths(name, press, doc, n, what)
