@@ -31,6 +31,9 @@ GROUPS = ("model", "family", "task", "stratum", "target_length")
 def _pairs(source: Any, by: Sequence[str]) -> tuple[pl.DataFrame, int]:
     """One row per pair: document, the ``by`` keys, replicate, first-EOS steps of x and y (0: none); and H.
     ``source``: a cube (xarray Dataset), or metrics (:class:`kvdiv.analysis.inputs.Metrics` or its replicates)."""
+    unknown = [k for k in by if k != "action" and k not in GROUPS]
+    if unknown:
+        raise ValueError(f"endings: cannot group by {unknown[0]!r}; use 'action' and any of {', '.join(GROUPS)}")
     replicates = getattr(source, "replicates", source)
     if isinstance(replicates, pl.DataFrame):
         return _metric_pairs(replicates, by)
@@ -41,9 +44,6 @@ def _pairs(source: Any, by: Sequence[str]) -> tuple[pl.DataFrame, int]:
             f"endings: the cube of study {ds.attrs.get('study', '?')!r} ran in mode {mode!r}, whose stored chains are "
             f"the residual branch path, not samples of P and Q; the first-EOS steps need a study in mode 'complete'"
         )
-    unknown = [k for k in by if k != "action" and k not in GROUPS]
-    if unknown:
-        raise ValueError(f"endings: cannot group by {unknown[0]!r}; use 'action' and any of {', '.join(GROUPS)}")
     dims = ("document", "action", "replicate", "step")
     fx = first_eos_step(ds["eos_x"].transpose(*dims).values)
     fy = first_eos_step(ds["eos_y"].transpose(*dims).values)
@@ -80,10 +80,9 @@ def _metric_pairs(replicates: pl.DataFrame, by: Sequence[str]) -> tuple[pl.DataF
     horizons = replicates["horizon"].unique().to_list()
     if len(horizons) != 1:
         raise ValueError(f"endings: the metrics mix horizons {sorted(horizons)}; one study has one H")
-    keys = [k for k in by if k != "document"]
     pairs = replicates.select(
         "document",
-        *keys,
+        *by,
         "replicate",
         pl.col("first_eos_x").fill_null(0).cast(pl.Int64),
         pl.col("first_eos_y").fill_null(0).cast(pl.Int64),

@@ -124,3 +124,9 @@ def test_the_metrics_give_the_cubes_numbers_and_the_result_shows_them(tmp_path):
     assert a["reach H, neither ended (%)"].startswith("50.0") and a["x first EOS q25 / median / q75"] == "2 / 2 / 3"
     result.plot.draw(frames, tmp_path / "e.pdf", tmp_path / "e.png", dpi=60)
     assert (tmp_path / "e.png").stat().st_size > 0
+
+
+def test_metrics_refuse_unknown_groups_too():
+    metrics = compute_metrics(hand_cube(), window=2)["replicates"]
+    with pytest.raises(ValueError, match="cannot group by 'document'"):
+        eos_summary(metrics, ("action", "document"))
