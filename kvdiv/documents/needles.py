@@ -10,6 +10,7 @@ asked); multi-query (several needles with distinct keys, all of them asked).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -155,6 +156,23 @@ def build_needle_list(cfg: NeedleConfig, rng: np.random.Generator, target_length
 def _filler_units(n: int, offset: int) -> list[str]:
     k = len(vocabulary.FILLER_SENTENCES)
     return [vocabulary.FILLER_SENTENCES[(offset + i) % k] for i in range(n)]
+
+
+def scattered_render(
+    rng: np.random.Generator, items: list[str], instruction: str, question: str
+) -> Callable[[int, int], str]:
+    """``render(units, pad)`` of a document whose ``items`` sit at sorted uniform depths of filler text (drawn from
+    ``rng``: the depths, then the filler's starting sentence), between ``instruction`` and ``question``."""
+    depths = [float(d) for d in np.sort(rng.uniform(0.0, 1.0, size=len(items)))]
+    offset = int(rng.integers(len(vocabulary.FILLER_SENTENCES)))
+
+    def render(units: int, pad: int) -> str:
+        text = " ".join(insert_at_depths(_filler_units(units, offset), items, depths))
+        if pad:
+            text = f"{text} {vocabulary.filler_pad(pad)}"
+        return f"{instruction}\n\n{text}\n\n{question}"
+
+    return render
 
 
 NEEDLE_TASKS: dict[str, tuple[NeedleConfig, str]] = {

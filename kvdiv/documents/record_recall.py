@@ -9,13 +9,12 @@ the generations where decode-time compression (kvpress's DecodingPress) can cut 
 
 from __future__ import annotations
 
-from functools import partial
 
 import numpy as np
 
 from kvdiv.documents import vocabulary
-from kvdiv.documents.base import Instance, insert_at_depths
-from kvdiv.documents.needles import _filler_units
+from kvdiv.documents.base import Instance
+from kvdiv.documents.needles import scattered_render
 
 
 def build_record_recall(rng: np.random.Generator, target_length: int, records: int = 24) -> Instance:
@@ -26,19 +25,13 @@ def build_record_recall(rng: np.random.Generator, target_length: int, records: i
         code = vocabulary.number_value(rng, digits=5)
         if code not in codes:
             codes.append(code)
-    depths = [float(d) for d in np.sort(rng.uniform(0.0, 1.0, size=records))]
     statements = [f"The code for {key} is {code}." for key, code in zip(keys, codes)]
-    units = partial(_filler_units, offset=int(rng.integers(len(vocabulary.FILLER_SENTENCES))))
     instruction = "Memorize every code in the text below; you will be asked to list all of them."
     question = (
         "List every code in the text above, in the order they appear, one per line, as 'the code for <key> is <code>'."
     )
     prefix = "The codes, in order of appearance:\n"
 
-    def render(n: int, pad: int) -> str:
-        text = " ".join(insert_at_depths(units(n), statements, depths))
-        if pad:
-            text = f"{text} {vocabulary.filler_pad(pad)}"
-        return f"{instruction}\n\n{text}\n\n{question}"
+    render = scattered_render(rng, statements, instruction, question)
 
     return Instance(render=render, answers=codes, answer_prefix=prefix, pads=True)

@@ -11,13 +11,12 @@ its three fields.
 
 from __future__ import annotations
 
-from functools import partial
 
 import numpy as np
 
 from kvdiv.documents import vocabulary
-from kvdiv.documents.base import Instance, insert_at_depths, item_count
-from kvdiv.documents.needles import _filler_units
+from kvdiv.documents.base import Instance, item_count
+from kvdiv.documents.needles import scattered_render
 
 #: Tokens of prompt per record, and the most bytes one record takes, for :func:`~kvdiv.documents.base.item_count`.
 SPACING, RECORD_BYTES = 80, 72
@@ -45,8 +44,6 @@ def build_register_listing(rng: np.random.Generator, target_length: int) -> Inst
     n = item_count(target_length, SPACING, RECORD_BYTES)
     records = draw_records(rng, n)
     lines = [f"Register entry {k}: owner {o}, code {c}, shelf {s}." for k, (o, c, s) in enumerate(records, 1)]
-    depths = [float(d) for d in np.sort(rng.uniform(0.0, 1.0, size=n))]
-    units = partial(_filler_units, offset=int(rng.integers(len(vocabulary.FILLER_SENTENCES))))
     instruction = f"The text below holds the {n} entries of a register. Read them all: you will be asked to list them."
     question = (
         f"List every entry of the register above, from entry 1 to entry {n}, one numbered line per entry with all "
@@ -54,11 +51,6 @@ def build_register_listing(rng: np.random.Generator, target_length: int) -> Inst
     )
     prefix = "Here are all the entries of the register:\nRegister entry 1: owner"
 
-    def render(units_n: int, pad: int) -> str:
-        text = " ".join(insert_at_depths(units(units_n), lines, depths))
-        if pad:
-            text = f"{text} {vocabulary.filler_pad(pad)}"
-        return f"{instruction}\n\n{text}\n\n{question}"
-
+    render = scattered_render(rng, lines, instruction, question)
     answers = [field for record in records for field in record]
     return Instance(render=render, answers=answers, answer_prefix=prefix, pads=True)

@@ -10,13 +10,12 @@ the answer names, as whole words, in story order.
 
 from __future__ import annotations
 
-from functools import partial
 
 import numpy as np
 
 from kvdiv.documents import vocabulary
-from kvdiv.documents.base import Instance, insert_at_depths, item_count
-from kvdiv.documents.needles import _filler_units
+from kvdiv.documents.base import Instance, item_count
+from kvdiv.documents.needles import scattered_render
 
 #: Tokens of prompt per event, and the most bytes one event takes (``On day 40, Viktor measured the tranquil umbrella
 #: at the lighthouse.``), for :func:`~kvdiv.documents.base.item_count`.
@@ -45,8 +44,6 @@ def build_story_retelling(rng: np.random.Generator, target_length: int) -> Insta
     sentences = [
         f"On day {k}, {who} {verb} the {obj} at the {place}." for k, (who, verb, obj, place) in enumerate(events, 1)
     ]
-    depths = [float(d) for d in np.sort(rng.uniform(0.0, 1.0, size=n))]
-    units = partial(_filler_units, offset=int(rng.integers(len(vocabulary.FILLER_SENTENCES))))
     instruction = f"Read the story below. It tells what {', '.join(cast[:-1])} and {cast[-1]} did on each of {n} days."
     question = (
         f"Retell the story above: list every event in order, one numbered line per day, from day 1 to day {n}, "
@@ -54,10 +51,6 @@ def build_story_retelling(rng: np.random.Generator, target_length: int) -> Insta
     )
     prefix = "Here is every event of the story, day by day:\n1. On day 1,"
 
-    def render(units_n: int, pad: int) -> str:
-        text = " ".join(insert_at_depths(units(units_n), sentences, depths))
-        if pad:
-            text = f"{text} {vocabulary.filler_pad(pad)}"
-        return f"{instruction}\n\n{text}\n\n{question}"
+    render = scattered_render(rng, sentences, instruction, question)
 
     return Instance(render=render, answers=[obj for _, _, obj, _ in events], answer_prefix=prefix, pads=True)
