@@ -231,3 +231,16 @@ def parts_handles(names: Sequence[str], total: str = "gap, 95% interval") -> lis
 
     handles = [Patch(facecolor=PART_COLORS[n][0], label=PART_COLORS[n][1]) for n in names]
     return handles + [Line2D([], [], color="black", marker="o", ms=3, lw=0.8, label=total)]
+
+
+def late_early_axis(ax, y: Sequence[float], actions: Sequence[str], title: str) -> None:
+    """A panel of late − early branch TV per action (action i on row ``y[i]``): a zero line, the actions as y tick
+    labels, the x axis (pp) clipped to ±100."""
+    ax.axvline(0, color="black", lw=0.6)
+    ax.set_yticks(y, actions)
+    ax.set_ylim(-0.6, len(actions) - 0.4)
+    ax.grid(axis="y", visible=False)
+    lo, hi = ax.get_xlim()
+    ax.set_xlim(max(lo, -100), min(hi, 100))
+    ax.set_xlabel("late − early branch TV (pp)")
+    ax.set_title(title)

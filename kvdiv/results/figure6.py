@@ -14,6 +14,7 @@ import polars as pl
 from kvdiv.analysis.inputs import POOLED, first_row, stratum_key
 from kvdiv.outputs.report_cells import PaperTable, SectionContext, ci, count, paper_value
 from kvdiv.outputs.style import (
+    late_early_axis,
     MAX_COLUMNS,
     PAGE_WIDTH,
     category_height,
@@ -101,14 +102,7 @@ def plot_contrasts(ax, contrasts: pl.DataFrame, model: str, statistic: str = "la
             lw=1.0 if pooled else 0.7,
             color=colors[cell],
         )
-    ax.axvline(0, color="black", lw=0.6)
-    ax.set_yticks(y, actions)
-    ax.set_ylim(-0.6, len(actions) - 0.4)
-    ax.grid(axis="y", visible=False)
-    lo, hi = ax.get_xlim()
-    ax.set_xlim(max(lo, -100), min(hi, 100))
-    ax.set_xlabel("late − early branch TV (pp)")
-    ax.set_title("late − early branch TV, per action (95% intervals)")
+    late_early_axis(ax, y, actions, "late − early branch TV, per action (95% intervals)")
 
 
 def legend_handles(strata: Sequence[str], early: Sequence[int], late: Sequence[int]) -> list:

@@ -14,6 +14,7 @@ from kvdiv.analysis.inputs import POOLED, first_row
 from kvdiv.outputs.report_cells import paper_item, PaperTable, SectionContext, ci, count, paper_value, share
 from kvdiv.results.figure5 import GAP_PARTS, cells_of, gap_panels
 from kvdiv.outputs.style import (
+    late_early_axis,
     PAGE_WIDTH,
     ROW_INCHES,
     category_height,
@@ -83,14 +84,7 @@ def plot_late_minus_early(ax, lme: pl.DataFrame, model: str) -> None:
             color=color,
             label=label,
         )
-    ax.axvline(0, color="black", lw=0.6)
-    ax.set_yticks(y, actions)
-    ax.set_ylim(-0.6, len(actions) - 0.4)
-    ax.grid(axis="y", visible=False)
-    lo, hi = ax.get_xlim()
-    ax.set_xlim(max(lo, -100), min(hi, 100))
-    ax.set_xlabel("late − early branch TV (pp)")
-    ax.set_title(f"{model}: late − early branch TV, pooled (95% intervals)")
+    late_early_axis(ax, y, actions, f"{model}: late − early branch TV, pooled (95% intervals)")
 
 
 def legend_handles(drawn: Sequence[int] = (0, 1, 2)) -> list:
