@@ -49,6 +49,19 @@ INSIDE, BELOW, ABOVE, NO_PAPER_VALUE, NOT_IDENTIFIED = "inside", "below", "above
 POWER = 0.8
 
 
+def min_documents(confidence: float) -> int:
+    """The fewest documents that can carry a verdict at ``confidence``: with n documents drawn independently from any
+    continuous distribution, even their whole range [min, max] covers the median with probability only 1 − 2^(1−n),
+    so below the smallest n at which that reaches ``confidence`` (6 at 95 %) no interval built from the documents has
+    its stated coverage (a cluster bootstrap of 1 document has width 0; of 2, coverage about 50 %)."""
+    return max(2, math.ceil(1 + math.log2(1 / (1 - confidence)) - 1e-12))
+
+
+def too_few_documents(n_documents: int | None, confidence: float) -> bool:
+    """True when ``n_documents`` is known and below :func:`min_documents`: the row gets no verdict."""
+    return n_documents is not None and int(n_documents) < min_documents(confidence)
+
+
 def _finite(*values: object) -> bool:
     return all(v is not None and math.isfinite(float(v)) for v in values)
 
@@ -179,12 +192,16 @@ def check_directions(directions: Sequence[Sequence[str]], contrasts: Sequence[Se
 
 
 def contrast_verdicts(
-    table: pl.DataFrame, directions: Mapping[str, str], statistic: str = "gap", stratum: str = POOLED
+    table: pl.DataFrame,
+    directions: Mapping[str, str],
+    statistic: str = "gap",
+    stratum: str = POOLED,
+    confidence: float = 0.95,
 ) -> pl.DataFrame:
     """Per (model, contrast) of ``table`` (columns model, stratum, contrast, statistic, estimate, lower, upper,
     n_documents; e.g. :func:`kvdiv.analysis.decomposition.gap_decomposition`) at ``statistic`` and ``stratum``:
     its interval, the claimed direction (``directions``: contrast name → lower/higher; absent: none) and the
-    verdict (:func:`verdict`), in the table's order."""
+    verdict (:func:`verdict`; inconclusive from fewer than :func:`min_documents` documents), in the table's order."""
     sub = table.filter((pl.col("statistic") == statistic) & (pl.col("stratum") == stratum))
     rows = []
     for r in sub.iter_rows(named=True):
@@ -198,7 +215,11 @@ def contrast_verdicts(
                 "lower": r["lower"],
                 "upper": r["upper"],
                 "direction": direction,
-                "verdict": verdict(r["lower"], r["upper"], direction),
+                "verdict": (
+                    INCONCLUSIVE
+                    if direction is not None and too_few_documents(r.get("n_documents"), confidence)
+                    else verdict(r["lower"], r["upper"], direction)
+                ),
             }
         )
     schema = {

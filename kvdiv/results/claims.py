@@ -303,7 +303,7 @@ def claim_rows(claim: Claim, inputs: Inputs, confidence: float, degenerate: Mapp
             direction = verdicts.equivalence_verdict(lo, hi, claim.margin)
             tested = verdicts.equivalence_p_value(value, lo, hi, claim.margin, confidence)
             p_value, side = tested if tested else (None, None)
-            boundary = np.sign(value or 0) * claim.margin if value is not None else 0.0
+            boundary = (-1.0 if (value or 0.0) < 0 else 1.0) * claim.margin  # the nearer margin (d = 0: either)
         else:
             direction = verdicts.sign_verdict(lo, hi, sign, claim.null)
             p_value, side = verdicts.sign_p_value(value, lo, hi, claim.null, confidence), sign
@@ -322,9 +322,17 @@ def claim_rows(claim: Claim, inputs: Inputs, confidence: float, degenerate: Mapp
         if value is not None and lo is not None and hi is not None and np.isfinite([value, lo, hi]).all():
             if not lo <= value <= hi:
                 flags.append("interval excludes its estimate")
+        if verdicts.too_few_documents(n, confidence):  # no interval of so few documents has its coverage
+            least = verdicts.min_documents(confidence)
+            direction, p_value, side = verdicts.INCONCLUSIVE, None, None
+            if magnitude not in (verdicts.NO_PAPER_VALUE, verdicts.NOT_IDENTIFIED):
+                magnitude = verdicts.INCONCLUSIVE
+            flags.append(f"{int(n)} document{'s' if int(n) != 1 else ''}: fewer than {least} carry no verdict")
         needed = None
-        if direction == verdicts.INCONCLUSIVE:
+        if direction == verdicts.INCONCLUSIVE and not (n is not None and int(n) < 2):  # 1 document: no variance
             needed = verdicts.documents_needed(value, lo, hi, float(boundary), n, confidence)
+            if needed is not None:
+                needed = max(needed, verdicts.min_documents(confidence))
         names = dict(zip("ab", est.actions)) if len(est.actions) == 2 else {"a": est.subject, "b": est.subject}
         rows.append(
             {

@@ -115,3 +115,22 @@ def test_report_gives_each_contrast_its_verdict(decomposition, tmp_path):
     ]:
         line = next(x for x in text.splitlines() if x.startswith(f"| {contrast} | tiny |"))
         assert line.endswith(f"| {direction} | {result} |"), line
+
+
+def test_contrast_verdicts_need_enough_documents():
+    """The same interval wholly below 0 is consistent from 6 documents and inconclusive from 5 (min_documents)."""
+    rows = [
+        {
+            "model": "m",
+            "stratum": inputs.POOLED,
+            "contrast": f"a{n} − b",
+            "statistic": "gap",
+            "estimate": -0.2,
+            "lower": -0.3,
+            "upper": -0.1,
+            "n_documents": n,
+        }
+        for n in (5, 6)
+    ]
+    table = contrast_verdicts(pl.DataFrame(rows), {"a5 − b": "lower", "a6 − b": "lower"})
+    assert table["verdict"].to_list() == ["inconclusive", "consistent"]

@@ -314,3 +314,75 @@ def test_table2_and_table3_claims():
     t = table_of(table3=t3)
     assert column(t, "C12") == ["consistent", "contradicted"] and column(t, "C12", "test") == ["within ±2 pp"] * 2
     assert column(t, "C12b") == ["consistent"] and column(t, "C12", "holm") == ["consistent", "contradicted"]
+
+
+def test_the_fewest_documents_that_carry_a_verdict():
+    """min_documents is the smallest n whose range [min, max] covers the median with the stated confidence (the
+    coverage 1 − 2^(1−n), checked by enumeration of the signs of n draws around the median)."""
+    from itertools import product
+
+    for confidence, least in ((0.5, 2), (0.9, 5), (0.95, 6), (0.99, 8)):
+        assert rules.min_documents(confidence) == least
+
+        def coverage(n):  # P(min < median < max): not all n draws on one side of the median
+            signs = list(product((0, 1), repeat=n))
+            return sum(0 < sum(s) < n for s in signs) / len(signs)
+
+        assert coverage(least) >= confidence > coverage(least - 1)
+    assert rules.too_few_documents(5, 0.95) and not rules.too_few_documents(6, 0.95)
+    assert not rules.too_few_documents(None, 0.95)
+
+
+def test_rows_of_too_few_documents_get_no_verdict():
+    """A cell of 1 document (a zero-width interval beside the null) and of 4 (an interval wholly on the paper's side)
+    are inconclusive in direction, Holm and magnitude and flagged; 6 documents decide; documents needed is none for 1
+    document (no variance) and at least 6 otherwise; an equivalence estimate of exactly 0 still gets its number."""
+
+    def t3_row(method, d, half, n):
+        return {
+            "model": "tiny",
+            "contrast": "snapkv_512 − snapkv_half",
+            "predictor": "fixed_history",
+            "method": method,
+            "n_documents": n,
+            "difference": d,
+            "lower": d - half,
+            "upper": d + half,
+        }
+
+    def t2_rows(n, change):
+        return [
+            {
+                "model": "tiny",
+                "family": "helmet",
+                "length": "256",
+                "stratum": "helmet_256",
+                "contrast": "recent_90 − snapkv_90",
+                "block": block,
+                "gap": 0.3 + c,
+                "lower": 0.28 + c,
+                "upper": 0.32 + c,
+                "n_documents": n,
+                "change": c,
+                "change_lower": c - (0.0 if n == 1 else 0.03),
+                "change_upper": c + (0.0 if n == 1 else 0.03),
+            }
+            for block, c in (("1–32", 0.0), ("65–128", change))
+        ]
+
+    for n, expected in ((1, "inconclusive"), (4, "inconclusive"), (6, "consistent")):
+        t = table_of(table2=pl.DataFrame(t2_rows(n, -0.2)))
+        row = t.filter(pl.col("claim") == "C11c").row(0, named=True)
+        assert (row["direction"], row["holm"]) == (expected, expected), n
+        if n < 6:
+            assert f"{n} document" in row["flags"] and "fewer than 6" in row["flags"]
+            assert row["p_value"] is None
+            assert row["documents_needed"] is None if n == 1 else row["documents_needed"] >= 6
+        else:
+            assert row["flags"] == "" and row["documents_needed"] is None
+    # C12 with a magnitude: a zero-width interval of 1 document inside ±2 pp decides nothing
+    t = table_of(table3=pl.DataFrame([t3_row("cell_mean", 0.001, 0.0, 1), t3_row("ridge", 0.0, 0.03, 40)]))
+    assert column(t, "C12") == ["inconclusive", "inconclusive"] and column(t, "C12", "holm")[0] == "inconclusive"
+    needed = column(t, "C12", "documents_needed")
+    # d = 0 against the margin 0.02: n* = 40 (2.8016 SE / 0.02)^2 with SE = 0.03 / 1.96
+    assert needed[0] is None and needed[1] == pytest.approx(40 * (2.8016 * 0.03 / 1.959964 / 0.02) ** 2, abs=1)
