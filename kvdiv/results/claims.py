@@ -102,14 +102,12 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "C5",
         "once diverged, the two continuations keep disagreeing: the post-divergence mismatch rate C stays high",
-        "C − 50%",
+        "post-divergence mismatch rate C",
         "%",
         rates("figure5", "decomposition"),
         +1,
         value_range("retention50", "post_divergence_mismatch_percent_range", PCT, "%"),
         null=0.5,
-        magnitude="post-divergence mismatch rate C",
-        magnitude_unit="%",
     ),
     Claim(
         "C6",
