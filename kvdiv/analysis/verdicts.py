@@ -47,6 +47,8 @@ def sign_verdict(lower: float | None, upper: float | None, direction: int, null:
 INSIDE, BELOW, ABOVE, NO_PAPER_VALUE, NOT_IDENTIFIED = "inside", "below", "above", "no paper value", "not identified"
 #: The power at which :func:`documents_needed` sizes a study.
 POWER = 0.8
+#: Past this many documents :func:`documents_needed` says none (an effect indistinguishable from its boundary).
+MAX_DOCUMENTS = 10**9
 
 
 def min_documents(confidence: float) -> int:
@@ -147,14 +149,16 @@ def documents_needed(
     """Documents at which the observed between-document variance would decide a test against ``boundary`` (the null,
     or an equivalence margin) with probability ``power`` at an effect of the observed size:
     n* = n · ((z_{1−α/2} + z_{power}) · SE / |estimate − boundary|)², SE from the interval of n documents. None when
-    the estimate sits on the boundary (no size decides it) or an input is missing."""
+    the estimate sits on the boundary or so near it that more than :data:`MAX_DOCUMENTS` would be needed (no study in
+    reach decides it), or an input is missing."""
     if not _finite(estimate, lower, upper) or not n_documents:
         return None
     distance = abs(estimate - boundary)
     if distance == 0:
         return None
     z = NormalDist().inv_cdf(0.5 + confidence / 2) + NormalDist().inv_cdf(power)
-    return math.ceil(n_documents * (z * standard_error(lower, upper, confidence) / distance) ** 2)
+    needed = n_documents * (z * standard_error(lower, upper, confidence) / distance) ** 2
+    return math.ceil(needed) if needed <= MAX_DOCUMENTS else None
 
 
 def verdict(lower: float | None, upper: float | None, direction: str | None) -> str:

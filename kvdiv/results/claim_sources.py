@@ -51,6 +51,8 @@ class Estimate:
     cell: str | None = None
     magnitude: Mapping | None = None
     identified: bool = True
+    #: a majority claim's gap (the row is oriented by its sign); None for other claims
+    gap: Mapping | None = None
 
 
 Source = Callable[[Inputs], list[Estimate]]
@@ -92,11 +94,29 @@ def _matching(frame: pl.DataFrame, row: Mapping, statistic: str, by: str, subjec
     return sub.row(0, named=True) if sub.height else None
 
 
+def _oriented(row: Mapping, gap: Mapping | None) -> Mapping:
+    """``row`` (a part − other part of ``gap``) in the gap's direction: negated when the gap's estimate is below 0, so
+    that > 0 means "the first part carries the majority" either way (share > 1/2 ⟺ sign(gap)·(part − other) > 0)."""
+    if gap is None or gap.get("estimate") is None or not gap["estimate"] < 0:
+        return row
+    neg = lambda v: None if v is None else -v  # noqa: E731
+    return {**row, "estimate": neg(row.get("estimate")), "lower": neg(row.get("upper")), "upper": neg(row.get("lower"))}
+
+
 def statistic(
-    result: str, table: str, name: str, *, by: str = "stratum", pooled: bool = True, magnitude: str | None = None
+    result: str,
+    table: str,
+    name: str,
+    *,
+    by: str = "stratum",
+    pooled: bool = True,
+    magnitude: str | None = None,
+    majority_of: str | None = None,
 ) -> Source:
     """One statistic of an analysis table: its pooled rows (``by`` = all) or its cells, per model and subject (a
-    contrast, else an action); ``magnitude`` names the statistic of the same cell whose size the paper reports."""
+    contrast, else an action); ``magnitude`` names the statistic of the same cell whose size the paper reports;
+    ``majority_of`` names the gap that the statistic (a part − the other part) splits: the row is oriented by the
+    gap's sign (:func:`_oriented`) and carries the gap's row."""
 
     def source(inputs: Inputs) -> list[Estimate]:
         frame = inputs.table(result, table)
@@ -106,15 +126,17 @@ def statistic(
         out = []
         for row in _rows(frame, name, by, pooled).iter_rows(named=True):
             size = _matching(frame, row, magnitude, by, subject) if magnitude else None
+            gap = _matching(frame, row, majority_of, by, subject) if majority_of else None
             out.append(
                 Estimate(
                     model=row["model"],
                     subject=row[subject] if pooled else f"{row[by]}, {row[subject]}",
                     actions=_split(row[subject]),
-                    row=row,
+                    row=_oriented(row, gap),
                     cell=None if pooled else row[by],
                     magnitude=size,
                     identified=bool(size.get("identified", True)) if size else True,
+                    gap=gap,
                 )
             )
         return out

@@ -37,6 +37,10 @@ from kvdiv.results.claim_sources import (
 )
 
 PCT = 0.01  # the paper's percentages and pp as proportions
+#: A majority claim's direction quantity: the difference of the two parts of a gap, signed as the gap (share > 1/2 ⟺
+#: sign(gap)·(part − other part) > 0); a gap whose interval contains 0 has no majority to test.
+MAJORITY = "exposure part − branch part, signed as the gap"
+MAJORITY_EOS = "pre-EOS part − post-EOS part, signed as the gap"
 
 
 @dataclass(frozen=True)
@@ -83,9 +87,9 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "C3",
         "exposure carries the majority of the 50% gap {a} − {b}",
-        "exposure part − branch part of the gap",
+        MAJORITY,
         "pp",
-        statistic("figure5", "decomposition", "exposure_minus_branch", magnitude="exposure_share"),
+        statistic("figure5", "decomposition", "exposure_minus_branch", magnitude="exposure_share", majority_of="gap"),
         +1,
         per_contrast("retention50", "exposure_share_of_gap_percent", PCT, "%"),
         magnitude="exposure share of the gap",
@@ -94,9 +98,9 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "C4",
         "exposure carries the majority of the 50% gap {a} − {b} in every stratum (paper: 24 of 24 decompositions)",
-        "exposure part − branch part of the gap",
+        MAJORITY,
         "pp",
-        statistic("figure5", "decomposition", "exposure_minus_branch", pooled=False),
+        statistic("figure5", "decomposition", "exposure_minus_branch", pooled=False, majority_of="gap"),
         +1,
     ),
     Claim(
@@ -164,9 +168,16 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "C9",
         "exposure carries most of the 90% gap {a} − {b}",
-        "exposure part − branch part of the gap",
+        MAJORITY,
         "pp",
-        statistic("figure7", "decomposition", "exposure_minus_branch", by="family", magnitude="exposure_share"),
+        statistic(
+            "figure7",
+            "decomposition",
+            "exposure_minus_branch",
+            by="family",
+            magnitude="exposure_share",
+            majority_of="gap",
+        ),
         +1,
         per_model("retention90", "exposure_share_of_gap_percent", PCT, "%"),
         magnitude="exposure share of the gap",
@@ -175,9 +186,9 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "C10",
         "most of the 90% gap {a} − {b} is made before the first EOS",
-        "pre-EOS part − post-EOS part of the gap",
+        MAJORITY_EOS,
         "pp",
-        statistic("figure7", "eos", "pre_minus_post_eos", by="family", magnitude="eos_share"),
+        statistic("figure7", "eos", "pre_minus_post_eos", by="family", magnitude="eos_share", majority_of="gap"),
         +1,
         family_envelope("retention90", "eos_share_percent", PCT, "%"),
         magnitude="share of the gap made after the first EOS",
@@ -186,9 +197,11 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "C10f",
         "most of the 90% gap {a} − {b} is made before the first EOS, in each task family",
-        "pre-EOS part − post-EOS part of the gap",
+        MAJORITY_EOS,
         "pp",
-        statistic("figure7", "eos", "pre_minus_post_eos", by="family", pooled=False, magnitude="eos_share"),
+        statistic(
+            "figure7", "eos", "pre_minus_post_eos", by="family", pooled=False, magnitude="eos_share", majority_of="gap"
+        ),
         +1,
         family_envelope("retention90", "eos_share_percent", PCT, "%"),
         magnitude="share of the gap made after the first EOS",
@@ -320,6 +333,12 @@ def claim_rows(claim: Claim, inputs: Inputs, confidence: float, degenerate: Mapp
         if value is not None and lo is not None and hi is not None and np.isfinite([value, lo, hi]).all():
             if not lo <= value <= hi:
                 flags.append("interval excludes its estimate")
+        gap_open = est.gap is not None and verdicts.sign_verdict(est.gap.get("lower"), est.gap.get("upper"), +1) == (
+            verdicts.INCONCLUSIVE
+        )  # a majority claim whose gap's interval contains 0: no majority to test
+        if gap_open:
+            direction, p_value, side = verdicts.INCONCLUSIVE, None, None
+            flags.append("the gap's interval contains 0: no majority to test")
         if verdicts.too_few_documents(n, confidence):  # no interval of so few documents has its coverage
             least = verdicts.min_documents(confidence)
             direction, p_value, side = verdicts.INCONCLUSIVE, None, None
@@ -329,6 +348,12 @@ def claim_rows(claim: Claim, inputs: Inputs, confidence: float, degenerate: Mapp
         needed = None
         if direction == verdicts.INCONCLUSIVE and not (n is not None and int(n) < 2):  # 1 document: no variance
             needed = verdicts.documents_needed(value, lo, hi, float(boundary), n, confidence)
+            if gap_open:  # both the gap and the difference of its parts must be decided
+                g = est.gap
+                needed_gap = verdicts.documents_needed(
+                    g.get("estimate"), g.get("lower"), g.get("upper"), 0.0, n, confidence
+                )
+                needed = None if needed is None or needed_gap is None else max(needed, needed_gap)
             if needed is not None:
                 needed = max(needed, verdicts.min_documents(confidence))
         names = dict(zip("ab", est.actions)) if len(est.actions) == 2 else {"a": est.subject, "b": est.subject}

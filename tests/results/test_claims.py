@@ -93,6 +93,7 @@ def test_p_values_holm_and_documents_needed_follow_their_formulas():
     # n* = n ((z_.975 + z_.8) SE / |d|)^2: d = SE (z = 1) at n = 10 -> 10 * 2.8016^2 = 78.5 -> 79
     assert rules.documents_needed(0.01, 0.01 - 0.0196, 0.01 + 0.0196, 0.0, 10, 0.95) == 79
     assert rules.documents_needed(0.0, -0.01, 0.01, 0.0, 10, 0.95) is None  # no size decides a zero effect
+    assert rules.documents_needed(1e-17, -0.01, 0.01, 0.0, 10, 0.95) is None  # nor one of 1e-17 (not 10^31)
     # equivalence: inside ±c with a tight interval is significant, a far estimate is significant outside
     p, side = rules.equivalence_p_value(0.0, -0.002, 0.002, 0.02, 0.95)
     assert side == "inside" and p < 1e-6
@@ -386,3 +387,41 @@ def test_rows_of_too_few_documents_get_no_verdict():
     needed = column(t, "C12", "documents_needed")
     # d = 0 against the margin 0.02: n* = 40 (2.8016 SE / 0.02)^2 with SE = 0.03 / 1.96
     assert needed[0] is None and needed[1] == pytest.approx(40 * (2.8016 * 0.03 / 1.959964 / 0.02) ** 2, abs=1)
+
+
+def test_a_majority_is_tested_in_the_gaps_direction():
+    """A gap a − b below 0 made wholly of exposure (exposure part = gap, branch part 0) is a majority: consistent, not
+    the contradicted that 'exposure part − branch part > 0' read unsigned would give; a gap whose interval contains 0
+    has no majority (inconclusive, flagged, documents needed from the gap too); the same rule for the EOS split."""
+
+    def rows(stratum, gap, diff, n=40, half=0.02):
+        out = []
+        for statistic, value in (("gap", gap), ("exposure_minus_branch", diff), ("exposure_share", 1.0)):
+            out.append(
+                {
+                    "model": "tiny",
+                    "stratum": stratum,
+                    "contrast": "snapkv_512 − snapkv_half",
+                    "statistic": statistic,
+                    "estimate": value,
+                    "lower": value - half,
+                    "upper": value + half,
+                    "n_documents": n,
+                    "identified": abs(gap) > half,
+                }
+            )
+        return out
+
+    frame = pl.DataFrame(rows(POOLED, -0.3, -0.3) + rows("ruler_256", -0.3, -0.3) + rows("helmet_256", 0.01, 0.01))
+    t = table_of(frames={"figure5": {"decomposition": frame}})
+    assert column(t, "C3") == ["consistent"] and column(t, "C3", "ours") == ["30.0 [28.0, 32.0]"]
+    assert column(t, "C4", subject="ruler_256, snapkv_512 − snapkv_half") == ["consistent"]
+    open_gap = t.filter((pl.col("claim") == "C4") & pl.col("subject").str.starts_with("helmet_256")).row(0, named=True)
+    assert open_gap["direction"] == open_gap["holm"] == "inconclusive" and open_gap["p_value"] is None
+    assert "no majority" in open_gap["flags"] and open_gap["documents_needed"] >= 40
+    # the same gaps the other way round: a positive gap of pure exposure is consistent as before
+    positive = pl.DataFrame(rows(POOLED, 0.3, 0.3))
+    assert column(table_of(frames={"figure5": {"decomposition": positive}}), "C3") == ["consistent"]
+    # a branch-made negative gap (exposure part 0, branch part = gap): exposure − branch = +0.3, signed −0.3
+    branch = pl.DataFrame(rows(POOLED, -0.3, 0.3))
+    assert column(table_of(frames={"figure5": {"decomposition": branch}}), "C3") == ["contradicted"]
