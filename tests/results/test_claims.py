@@ -425,3 +425,45 @@ def test_a_majority_is_tested_in_the_gaps_direction():
     # a branch-made negative gap (exposure part 0, branch part = gap): exposure − branch = +0.3, signed −0.3
     branch = pl.DataFrame(rows(POOLED, -0.3, 0.3))
     assert column(table_of(frames={"figure5": {"decomposition": branch}}), "C3") == ["contradicted"]
+
+
+def test_table3_section_names_the_contrast_and_the_papers_own_predictors():
+    """Table 3's report rows name their contrast; the paper's fixed-history MAE / RMSE stand beside cell_mean and
+    ridge only (not raw, not kvdiv's intercept baseline); its short-window value is labelled as an MAE."""
+    from kvdiv.outputs.report_cells import SectionContext
+    from kvdiv.results import table3
+
+    rows = [
+        {
+            "model": "tiny",
+            "contrast": contrast,
+            "predictor": predictor,
+            "method": method,
+            "n_documents": 20,
+            "difference": 0.0,
+            "lower": -0.01,
+            "upper": 0.01,
+            "interval_within": True,
+            "point_within": True,
+            "mae": 0.05,
+            "rmse": 0.07,
+        }
+        for contrast in ("snapkv_512 − snapkv_half", "snapkv_w512 − snapkv_half")
+        for predictor, method in (
+            ("short_window", "raw"),
+            ("fixed_history", "raw"),
+            ("fixed_history", "cell_mean"),
+            ("fixed_history", "ridge"),
+            ("fixed_history", "intercept"),
+        )
+    ]
+    context = SectionContext(get_result("table3"), "retention50", model_keys=("llama", "qwen"))
+    text = "\n".join(table3.section({"numbers": pl.DataFrame(rows)}, {}, paper_values(), context))
+    lines = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if "document MAE" in line}
+    assert len(lines) == 10  # one per contrast × predictor × method: none collapses into another
+    w512 = "snapkv_w512 − snapkv_half"
+    assert "8.73 / 11.04" in lines[f"{w512}, fixed_history/cell_mean: document MAE / RMSE (pp)"]
+    assert "8.73 / 11.04" in lines[f"{w512}, fixed_history/ridge: document MAE / RMSE (pp)"]
+    for method in ("raw", "intercept"):
+        assert "8.73" not in lines[f"{w512}, fixed_history/{method}: document MAE / RMSE (pp)"]
+    assert "MAE 4.09" in lines[f"{w512}, short_window/raw: document MAE / RMSE (pp)"]
