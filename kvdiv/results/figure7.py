@@ -182,15 +182,15 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
                     )
                 for fam in sorted(set(eos.filter(pl.col("model") == model)["family"].to_list())):
                     e = first_row(eos, model=model, family=fam, contrast=contrast, statistic="eos_share")
-                    if e:  # the paper gives its first model's EOS shares per family, its second's pooled
-                        first, second = keys[0], keys[1]
+                    if e:  # the paper gives its first model's EOS shares per family, its second's as one range
+                        first, second = keys[0], keys[1]  # over all its cells (so for every family and pooled)
                         t.add(
                             f"EOS share of gap (%), {fam}, {contrast}",
                             model,
                             e["n_documents"],
                             share(e, 2),
                             paper_value(p90, "eos_share_percent", first, fam) if fam != POOLED else "–",
-                            paper_value(p90, "eos_share_percent", second) if fam == POOLED else "–",
+                            paper_value(p90, "eos_share_percent", second),
                         )
             pooled = lme.filter((pl.col("model") == model) & (pl.col("family") == POOLED))
             main = pooled.filter(pl.col("statistic") == "late_minus_early")
