@@ -4,7 +4,8 @@ fall/rise pattern counted on our data.
 Each row is one block: its gap ``gap`` (the mean mismatch a − b over the block's steps), the part of it made strictly
 before the first EOS of either chain (``gap_pre_eos``: post-EOS steps count as agreement), and ``change``, the
 within-document paired change of the gap from the first block to this one (0 at the first block): the quantity the
-paper's fall/rise pattern is about, with an interval of the difference rather than two intervals compared."""
+paper's fall/rise pattern is about, with an interval of the difference rather than two intervals compared
+(``change_pre_eos``: the same change of the pre-EOS gap)."""
 
 from __future__ import annotations
 
@@ -79,6 +80,7 @@ def clock_block_gaps(
         def stat(m, present=present):
             out = {lab: m[lab] for lab in present}
             out |= {f"pre {lab}": m[f"pre {lab}"] for lab in present}
+            out |= {f"pre change {lab}": m[f"pre {lab}"] - m[f"pre {present[0]}"] for lab in present}
             return out | {f"change {lab}": m[lab] - m[present[0]] for lab in present}
 
         for model, cell, sub in cells(wide) + _family_cells(wide):
@@ -87,10 +89,11 @@ def clock_block_gaps(
             res = cluster_bootstrap(values, stat, n_boot, stat_seed(seed, "table2", model, cell, a, b), confidence)
             fam, length = (cell.rsplit("_", 1) + [""])[:2] if cell != POOLED else (POOLED, POOLED)
             for lab in present:
-                (est, lo, hi), (pe, plo, phi), (ce, clo, chi) = (
+                (est, lo, hi), (pe, plo, phi), (ce, clo, chi), (pce, pclo, pchi) = (
                     res[lab],
                     res[f"pre {lab}"],
                     res[f"change {lab}"],
+                    res[f"pre change {lab}"],
                 )
                 rows.append(
                     {
@@ -110,6 +113,9 @@ def clock_block_gaps(
                         "change": float(ce),
                         "change_lower": float(clo),
                         "change_upper": float(chi),
+                        "change_pre_eos": float(pce),
+                        "change_pre_eos_lower": float(pclo),
+                        "change_pre_eos_upper": float(pchi),
                     }
                 )
     return pl.DataFrame(rows)

@@ -23,17 +23,33 @@ def table2_frame(gaps: pl.DataFrame) -> pl.DataFrame:
     if gaps.is_empty():
         raise ValueError("Table 2 has no rows: no contrast of the configured analysis.contrasts is in the study")
     blocks = list(dict.fromkeys(gaps["block"].to_list()))
+    pre = [f"pre-EOS {b}" for b in blocks]
     shown = gaps.with_columns(
         pl.struct("gap", "lower", "upper")
         .map_elements(lambda r: interval(r["gap"], r["lower"], r["upper"]), return_dtype=pl.Utf8)
-        .alias("cell")
+        .alias("cell"),
+        pl.struct(
+            pl.col("gap_pre_eos").alias("g"),
+            pl.col("gap_pre_eos_lower").alias("l"),
+            pl.col("gap_pre_eos_upper").alias("u"),
+        )
+        .map_elements(lambda r: interval(r["g"], r["l"], r["u"]), return_dtype=pl.Utf8)
+        .alias("pre_cell"),
+        ("pre-EOS " + pl.col("block")).alias("pre_block"),
     )
-    wide = shown.pivot(on="block", index=["model", "contrast", "family", "length", "n_documents"], values="cell")
+    index = ["model", "contrast", "family", "length", "n_documents"]
+    wide = shown.pivot(on="block", index=index, values="cell").join(
+        shown.pivot(on="pre_block", index=index, values="pre_cell"), on=index, nulls_equal=True
+    )
     order = wide.with_columns(
         (pl.col("family") == "all").alias("_pooled"), pl.col("length").cast(pl.Int64, strict=False).alias("_length")
     ).sort("model", "contrast", "_pooled", "family", "_length", nulls_last=True)  # family-pooled (length all) last
-    return order.select("model", "contrast", "family", "length", "n_documents", *blocks).rename(
-        {"n_documents": "documents", **{b: f"positions {b} (pp)" for b in blocks}}
+    return order.select("model", "contrast", "family", "length", "n_documents", *blocks, *pre).rename(
+        {
+            "n_documents": "documents",
+            **{b: f"positions {b} (pp)" for b in blocks},
+            **{p: f"positions {b}, strictly before EOS (pp)" for p, b in zip(pre, blocks)},
+        }
     )
 
 
@@ -58,7 +74,8 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
                 f"{r['hits']} of {r['comparisons']}{missing}",
                 *(paper_value(p90, "table2_pattern_comparisons", m) for m in keys),
             )
-        for r in t2.filter(pl.col("stratum") == POOLED).iter_rows(named=True):
+        pooled = t2.filter(pl.col("stratum") == POOLED)
+        for r in pooled.iter_rows(named=True):
             k = blocks.index(r["block"])
             t.add(
                 f"pooled generation-clock gap (pp), positions {r['block']}, {r['contrast']}",
@@ -67,6 +84,26 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
                 ci(r, key="gap"),
                 *(paper_item(p90, k, "table2_pooled_generation_clock_gap_pp", m) for m in keys),
             )
+        for r in pooled.iter_rows(named=True):  # the same gaps with every step after either chain's first EOS agreed
+            pre = {"estimate": r["gap_pre_eos"], "lower": r["gap_pre_eos_lower"], "upper": r["gap_pre_eos_upper"]}
+            t.add(
+                f"pooled gap strictly before EOS (pp), positions {r['block']}, {r['contrast']}",
+                r["model"],
+                r["n_documents"],
+                ci(pre),
+                *("–" for _ in keys),
+            )
+        for r in pooled.filter(pl.col("block") == blocks[-1]).iter_rows(named=True):
+            for what, key in (("gap", "change"), ("gap strictly before EOS", "change_pre_eos")):
+                change = {"estimate": r[key], "lower": r[f"{key}_lower"], "upper": r[f"{key}_upper"]}
+                t.add(
+                    f"pooled {what}: positions {r['block']} − positions {blocks[0]}, paired within documents (pp), "
+                    f"{r['contrast']}",
+                    r["model"],
+                    r["n_documents"],
+                    ci(change),
+                    *("–" for _ in keys),
+                )
     return [
         context.heading(),
         "",

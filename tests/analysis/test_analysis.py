@@ -495,3 +495,19 @@ def test_every_action_of_a_figure_gets_its_own_colour():
     )
     many = action_colors([f"a{i}" for i in range(len(PALETTE) + 2)])  # beyond the palette: cycles
     assert len(set(many.values())) == len(PALETTE)
+
+
+def test_table2_pre_eos_gaps_and_their_paired_change(study50):
+    """Each block's pre-EOS gap and its paired change from the first block (a mean of within-document differences
+    equals the difference of the blocks' means when every document has both); the display shows both gaps."""
+    _, m = study50
+    gaps = blocks.clock_block_gaps(m, CONTRASTS, [[1, 32], [33, 64], [65, 128]], 50, 2, 0.95)
+    for (model, stratum, contrast), g in gaps.group_by("model", "stratum", "contrast"):
+        by_block = {r["block"]: r for r in g.iter_rows(named=True)}
+        first, last = by_block["1–32"], by_block["65–128"]
+        assert last["change_pre_eos"] == pytest.approx(last["gap_pre_eos"] - first["gap_pre_eos"], abs=1e-12)
+        assert last["change_pre_eos_lower"] <= last["change_pre_eos"] <= last["change_pre_eos_upper"]
+        assert first["change_pre_eos"] == 0.0
+    display = table2_frame(gaps)
+    assert "positions 65–128, strictly before EOS (pp)" in display.columns
+    assert display.height == gaps.select("model", "contrast", "stratum").unique().height
