@@ -34,11 +34,22 @@ def metrics_of(ds) -> Metrics:
     return Metrics(t["replicates"], t["profiles_aligned"], t["profiles_clock"])
 
 
-def frames_of(e50: dict, e90: dict, n: int, seed: int, eos_hazard: float = 0.002) -> dict:
-    m50 = metrics_of(simulate_cube(e50, n, 2, H, seed=seed, strata=STRATA, study="retention50", model="tiny"))
+def frames_of(e50: dict, e90: dict, n: int, seed: int, eos_hazard: float = 0.002, tv_growth: float = 0.0) -> dict:
+    m50 = metrics_of(
+        simulate_cube(e50, n, 2, H, seed=seed, strata=STRATA, study="retention50", model="tiny", tv_growth=tv_growth)
+    )
     m90 = metrics_of(
         simulate_cube(
-            e90, n, 2, H, seed=seed + 1, strata=STRATA, eos_hazard=eos_hazard, study="retention90", model="tiny"
+            e90,
+            n,
+            2,
+            H,
+            seed=seed + 1,
+            strata=STRATA,
+            eos_hazard=eos_hazard,
+            study="retention90",
+            model="tiny",
+            tv_growth=tv_growth,
         )
     )
     return {
@@ -467,3 +478,22 @@ def test_table3_section_names_the_contrast_and_the_papers_own_predictors():
     for method in ("raw", "intercept"):
         assert "8.73" not in lines[f"{w512}, fixed_history/{method}: document MAE / RMSE (pp)"]
     assert "MAE 4.09" in lines[f"{w512}, short_window/raw: document MAE / RMSE (pp)"]
+
+
+@pytest.mark.parametrize("growth, expected", [(0.6, "consistent"), (-0.6, "contradicted")])
+def test_branch_tv_that_rises_or_falls_with_depth(growth, expected):
+    """TV drifting up (down) with the clock makes late − early branch TV positive (negative): C6, C7 and the paired
+    pre-EOS C7e are consistent (contradicted) in direction on every pooled row; the stratum cells C6c/C7c agree
+    wherever they decide (cells of 15 documents may stay inconclusive, never the opposite verdict)."""
+    f = frames_of(
+        {"snapkv_half": 0.2, "snapkv_512": 0.25, "recent_half": 0.3},
+        {"snapkv_90": 0.2, "recent_90": 0.3},
+        n=60,
+        seed=11,
+        tv_growth=growth,
+    )
+    t = table_of(f)
+    for claim in ("C6", "C7", "C7e"):
+        assert set(column(t, claim)) == {expected}, (claim, column(t, claim), column(t, claim, "ours"))
+    for claim in ("C6c", "C7c"):
+        assert set(column(t, claim)) <= {expected, "inconclusive"} and expected in column(t, claim), claim

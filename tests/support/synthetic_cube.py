@@ -32,6 +32,7 @@ def simulate_cube(
     swrb: bool = False,
     study: str = "synthetic",
     model: str = "synthetic",
+    tv_growth: float = 0.0,
 ) -> xr.Dataset:
     """Simulate a cube of coupled chains under a constant-TV persistent perturbation per action.
 
@@ -50,6 +51,10 @@ def simulate_cube(
     swrb
         Write a swrb-mode cube: ``overlap_tv`` (= e after step 1) and a branch start J drawn from
         w_j/D; the path (x, y, tv) is the branch path (agreement before J, coupled after).
+    tv_growth
+        TV drifting with the generation clock: δ_t = clip(e + tv_growth · (t − 2) / (H − 2), 0, 1) for t ≥ 2 (still
+        history independent), so branch TV rises with divergence-aligned depth for tv_growth > 0 and falls for < 0;
+        0 (the default) is the constant-TV perturbation above.
     """
     rng = np.random.default_rng(seed)
     actions = list(tv_by_action)
@@ -59,6 +64,9 @@ def simulate_cube(
     for a, name in enumerate(actions):
         e[:, a] = np.broadcast_to(np.asarray(tv_by_action[name], dtype=float), (n_documents,))
     tv = np.broadcast_to(e[:, :, None, None], shape).astype(np.float32).copy()
+    if tv_growth:
+        clock = np.maximum(np.arange(horizon) - 1, 0) / max(horizon - 2, 1)  # 0 at steps 1–2, 1 at step H
+        tv = np.clip(tv + np.float32(tv_growth) * clock.astype(np.float32), 0.0, 1.0).astype(np.float32)
     tv[..., 0] = 0.0  # step 1: both kernels share the prefill logits
     mismatch = rng.random(shape) < tv
     branch_start = np.zeros(shape[:3], dtype=np.int32)
