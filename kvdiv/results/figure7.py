@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 
 from kvdiv.analysis.inputs import POOLED, first_row
+from kvdiv.analysis.verdicts import min_documents
 from kvdiv.outputs.report_cells import paper_item, PaperTable, SectionContext, ci, count, paper_value, share
 from kvdiv.results.figure5 import GAP_PARTS, cells_of, gap_panels
 from kvdiv.outputs.style import (
@@ -215,11 +216,15 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
                         *(paper_item(p90, index, "strict_pre_eos_late_minus_early_pp", m) for m in keys),
                     )
             if main.height:
+                least = min_documents(float(setting.get("confidence", 0.95)))
+                enough = main.filter(pl.col("n_documents") >= least)  # an interval of fewer has no coverage
+                few = main.height - enough.height
                 t.add(
                     "prespecified late − early intervals above zero (action)",
                     model,
                     "–",
-                    count(main["lower"], 0.0),
+                    count(enough["lower"], 0.0)
+                    + (f" ({few} of fewer than {least} documents, not counted)" if few else ""),
                     paper_value(p90, "prespecified_branch_tv_intervals_above_zero"),
                     "",
                 )
