@@ -131,6 +131,8 @@ def compute_metrics(
         "replicate": rep_idx.astype(np.int32),
         "horizon": np.full(n, horizon, dtype=np.int32),
         "window": np.full(n, window, dtype=np.int32),
+        # one x per document × replicate for all actions ("shared") or one per action (the endings result counts x once)
+        "reference_chain": np.full(n, str(ds.attrs.get("reference_chain", "per_action"))),
         "diverged": diverged,
         "occurrence": complete["occurrence"],
         "exposure": complete["exposure"],

@@ -22,10 +22,25 @@ from kvdiv.analysis.bootstrap import cluster_bootstrap, stat_seed
 from kvdiv.analysis.inputs import is_swrb
 from kvdiv.estimands import first_eos_step
 
-#: Quantiles of the first-EOS steps (among chains that end) that :func:`eos_summary` reports.
+#: Quantiles of the first-EOS step that :func:`eos_summary` reports, over all chains of a group (a chain that does not
+#: end within H counts as ending after H, so a quantile not reached by step H is null: "> H").
 QUANTILES = {"q25": 0.25, "median": 0.5, "q75": 0.75}
 #: Document coordinates a table may be grouped by besides the action (``model``: metrics only).
 GROUPS = ("model", "family", "task", "stratum", "target_length")
+
+
+def censored_quantiles(steps: np.ndarray) -> dict[str, float | None]:
+    """:data:`QUANTILES` of first-EOS steps (0: the chain did not end within H, i.e. it ends after H): the smallest step
+    s with at least a share q of the chains ended by s (the inverse of the empirical distribution); null when fewer
+    than q have ended by H, and for no chains."""
+    if steps.size == 0:
+        return dict.fromkeys(QUANTILES)
+    ended = np.sort(steps[steps > 0]).astype(float)
+    out: dict[str, float | None] = {}
+    for name, q in QUANTILES.items():
+        k = int(np.ceil(q * steps.size - 1e-9))  # the k-th smallest step (1-based), k = ⌈q n⌉
+        out[name] = float(ended[max(k, 1) - 1]) if k <= ended.size else None
+    return out
 
 
 def _pairs(source: Any, by: Sequence[str]) -> tuple[pl.DataFrame, int]:
@@ -114,9 +129,11 @@ def eos_summary(
 ) -> pl.DataFrame:
     """Per group of ``by`` (the action, and any of :data:`GROUPS`): the documents and pairs, the shares of pairs whose
     x ended, whose y ended, and that reach H with neither ended (``neither_ended``, with its cluster-bootstrap interval
-    ``neither_lower``/``neither_upper``), and per chain the first-EOS steps of the chains that end: their number, mean
-    and :data:`QUANTILES` (null when none ends). ``cube``: the cube as an xarray Dataset
-    (:func:`kvdiv.trajectories.store.open_cube`, which verifies it), or the study's metrics."""
+    ``neither_lower``/``neither_upper``), and per chain the number of chains that end and their mean first-EOS step,
+    and the :data:`QUANTILES` of the first-EOS step over all the group's chains (:func:`censored_quantiles`; null: not
+    reached by H). With ``reference_chain: shared`` x repeats across actions: :func:`reference_summary` counts it once.
+    ``cube``: the cube as an xarray Dataset (:func:`kvdiv.trajectories.store.open_cube`, which verifies it), or the
+    study's metrics."""
     pairs, horizon = _pairs(cube, by)
     rows = []
     for keys, sub in _groups(pairs, by):
@@ -132,13 +149,71 @@ def eos_summary(
         )
         for chain in ("x", "y"):
             steps = sub[f"first_eos_{chain}"].to_numpy()
-            steps = steps[steps > 0].astype(float)
-            row[f"{chain}_n_ended"] = int(steps.size)
-            row[f"{chain}_mean_step"] = float(steps.mean()) if steps.size else None
-            for name, q in QUANTILES.items():
-                row[f"{chain}_{name}_step"] = float(np.quantile(steps, q)) if steps.size else None
+            ended = steps[steps > 0].astype(float)
+            row[f"{chain}_n_ended"] = int(ended.size)
+            row[f"{chain}_mean_step"] = float(ended.mean()) if ended.size else None
+            for name, value in censored_quantiles(steps).items():
+                row[f"{chain}_{name}_step"] = value
         rows.append(row)
-    return pl.DataFrame(rows)
+    return pl.DataFrame(rows, schema_overrides={f"{c}_{q}_step": pl.Float64 for c in "xy" for q in QUANTILES})
+
+
+def _reference_chains(source: Any, by: Sequence[str]) -> tuple[pl.DataFrame, int]:
+    """One row per full-cache chain x: document, the ``by`` keys (not the action), replicate, its first-EOS step; and
+    H. With ``reference_chain: shared`` (the cube's attribute, the metrics' column) a document × replicate has one x
+    for all actions (checked), else each action has its own."""
+    if "action" in by:
+        raise ValueError("endings: the full-cache chains are grouped without 'action' (shared across actions)")
+    replicates = getattr(source, "replicates", source)
+    if isinstance(replicates, pl.DataFrame):
+        if "reference_chain" not in replicates.columns:
+            raise ValueError("endings: the metrics lack column 'reference_chain' (metrics written by an older kvdiv?)")
+        shared = set(replicates["reference_chain"].unique().to_list()) == {"shared"}
+    else:
+        shared = source.attrs.get("reference_chain") == "shared"
+    pairs, horizon = _pairs(source, [*by, "action"])
+    if not shared:
+        return pairs.select("document", *by, "action", "replicate", "first_eos_x"), horizon
+    keys = ["document", *by, "replicate"]
+    chains = pairs.group_by(keys, maintain_order=True).agg(
+        pl.col("first_eos_x").first(), pl.col("first_eos_x").n_unique().alias("_versions")
+    )
+    if chains["_versions"].max() != 1:
+        raise ValueError("endings: reference_chain is 'shared' but a document's actions hold different x chains")
+    return chains.drop("_versions"), horizon
+
+
+def reference_summary(
+    cube: Any,
+    by: Sequence[str] = ("model",),
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> pl.DataFrame:
+    """Per group of ``by`` (any of :data:`GROUPS`, not the action): the full-cache chains x, each counted once (one
+    per document × replicate with ``reference_chain: shared``): documents, chains, the share reaching H without EOS
+    (``reached``, mean of document means, with its cluster-bootstrap interval), the chains that end, their mean
+    first-EOS step, and the :data:`QUANTILES` of the first-EOS step over all chains (:func:`censored_quantiles`)."""
+    chains, horizon = _reference_chains(cube, by)
+    rows = []
+    for keys, sub in _groups(chains, by):
+        doc = _document_means(sub, {"reached": pl.col("first_eos_x") == 0})
+        res = cluster_bootstrap(
+            doc, lambda m: dict(m), n_boot, stat_seed(seed, "reference", *keys.values()), confidence
+        )
+        steps = sub["first_eos_x"].to_numpy()
+        ended = steps[steps > 0].astype(float)
+        row = {**keys, "horizon": horizon, "n_documents": len(doc["reached"]), "n_chains": sub.height}
+        row.update(
+            reached=float(res["reached"][0]),
+            reached_lower=float(res["reached"][1]),
+            reached_upper=float(res["reached"][2]),
+        )
+        row.update(n_ended=int(ended.size), mean_step=float(ended.mean()) if ended.size else None)
+        row.update({f"{name}_step": value for name, value in censored_quantiles(steps).items()})
+        rows.append(row)
+    return pl.DataFrame(rows, schema_overrides={f"{q}_step": pl.Float64 for q in QUANTILES})
 
 
 def running_by_step(cube: Any, by: Sequence[str] = ("action",)) -> pl.DataFrame:

@@ -5,8 +5,9 @@ contrasts.
 window minus that over the early window (``analysis.early``/``late``; ℓ = t − τ), pooled as a ratio of document sums.
 ``strict pre-EOS`` keeps steps before the first EOS of either chain and is a within-document paired difference over
 the documents with pre-EOS steps in both windows (their number is the row's ``n_documents``), so both windows describe
-the same documents. The profiles carry ``running``, the share of the cohort's pairs with neither chain ended at each
-depth."""
+the same documents. The profiles carry ``running``, the share of the observed pairs with neither chain ended at each
+depth, and ``complete``: every pair of the cohort is observed at that depth (ℓ ≤ H − ``cohort_max_tau``); past it
+only the pairs with τ ≤ H − ℓ are, an earlier-diverging, shrinking set."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ def branch_tv_profiles(
                 "upper": pl.Float64,
                 "n_documents": pl.Int64,
                 "running": pl.Float64,
+                "complete": pl.Boolean,
             }
         )
     strata = metrics.documents.select("model", "document", "stratum")
@@ -84,6 +86,7 @@ def branch_tv_profiles(
                             "upper": float(hi[k]),
                             "n_documents": len(docs),
                             "running": float(running[k]),
+                            "complete": k + 1 <= max_depth + 1 - cohort_max_tau,
                         }
                     )
     return pl.DataFrame(rows)

@@ -1,8 +1,9 @@
-"""Where the chains end (issue 41: do the answers outlast H?): per model and action, the shares of pairs whose x and
+"""Where the chains end (do the answers outlast H?): per model and action, the shares of pairs whose x and
 whose y emitted EOS within H, the share that reach H with neither ended (95% cluster-bootstrap interval over
-documents) and the quartiles of the first-EOS steps of the chains that end (its numbers:
+documents), the quartiles of the first-EOS steps over all chains (its numbers:
 :mod:`kvdiv.analysis.endings`, from the metrics' ``first_eos_x``/``first_eos_y``); per stratum too, and the shares still
-running by step, drawn as survival curves. Complete-mode studies only.
+running by step, drawn as survival curves; and the full-cache chains x counted once each (``reference``: shared by
+all actions with ``reference_chain: shared``), the share that reaches H without EOS. Complete-mode studies only.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
-from kvdiv.analysis.endings import eos_summary, running_by_step
+from kvdiv.analysis.endings import eos_summary, reference_summary, running_by_step
 from kvdiv.analysis.inputs import stratum_key
 from kvdiv.outputs.report_cells import SectionContext
 from kvdiv.outputs.tables import interval, to_markdown
@@ -26,10 +28,12 @@ def running_table(metrics: Any, n_boot: int, seed: int, confidence: float) -> pl
     return running_by_step(metrics, ("model", "action"))
 
 
-def _quartiles(row: Mapping[str, Any], chain: str) -> str:
-    if not row[f"{chain}_n_ended"]:
-        return "–"
-    return " / ".join(f"{row[f'{chain}_{q}_step']:.0f}" for q in ("q25", "median", "q75"))
+def _quartiles(row: Mapping[str, Any], prefix: str) -> str:
+    """``q25 / median / q75`` of a first-EOS step over all chains; ``> H`` where a quartile is not reached by H."""
+    horizon = row["horizon"]
+    return " / ".join(
+        f"{v:.0f}" if (v := row[f"{prefix}{q}_step"]) is not None else f"> {horizon}" for q in ("q25", "median", "q75")
+    )
 
 
 def endings_frame(table: pl.DataFrame) -> pl.DataFrame:
@@ -50,8 +54,29 @@ def endings_frame(table: pl.DataFrame) -> pl.DataFrame:
                 "x ended (%)": f"{100 * r['x_ended']:.1f}",
                 "y ended (%)": f"{100 * r['y_ended']:.1f}",
                 "reach H, neither ended (%)": interval(r["neither_ended"], r["neither_lower"], r["neither_upper"], 1),
-                "x first EOS q25 / median / q75": _quartiles(r, "x"),
-                "y first EOS q25 / median / q75": _quartiles(r, "y"),
+                "x first EOS q25 / median / q75": _quartiles(r, "x_"),
+                "y first EOS q25 / median / q75": _quartiles(r, "y_"),
+            }
+            for r in rows
+        ]
+    )
+
+
+def reference_frame(table: pl.DataFrame) -> pl.DataFrame:
+    """Display frame of the full-cache chains: one row per model (× stratum), each chain counted once."""
+    by = [c for c in ("model", "stratum") if c in table.columns]
+    rows = sorted(
+        table.iter_rows(named=True), key=lambda r: tuple(stratum_key(r[c]) if c == "stratum" else r[c] for c in by)
+    )
+    return pl.DataFrame(
+        [
+            {
+                **{c: r[c] for c in by},
+                "documents": r["n_documents"],
+                "full-cache chains": r["n_chains"],
+                "reach H without EOS (%)": interval(r["reached"], r["reached_lower"], r["reached_upper"], 1),
+                "ended within H": r["n_ended"],
+                "first EOS q25 / median / q75": _quartiles(r, ""),
             }
             for r in rows
         ]
@@ -60,7 +85,8 @@ def endings_frame(table: pl.DataFrame) -> pl.DataFrame:
 
 def draw(frames: Mapping[str, pl.DataFrame], pdf: str | Path, png: str | Path, *, dpi: int) -> None:
     """Survival curves of the first EOS: per model a panel, per action the share of pairs with both chains running
-    (solid) and the full-cache chain x running (dashed) after step t."""
+    (solid) and the full-cache chain x running (dashed; drawn once in black when every action has the same x, as with
+    ``reference_chain: shared``) after step t."""
     from matplotlib.lines import Line2D
 
     from kvdiv.outputs.style import action_colors, grid_shape, legend_below, new_figure, panel_grid, save_figure
@@ -74,10 +100,24 @@ def draw(frames: Mapping[str, pl.DataFrame], pdf: str | Path, png: str | Path, *
     axes = panel_grid(fig, len(models), sharey=True)
     for ax, model in zip(axes, models):
         sub = running.filter(pl.col("model") == model)
-        for action in actions:
-            rows_a = sub.filter(pl.col("action") == action).sort("step")
-            ax.plot(rows_a["step"], 100 * rows_a["both_running"], color=colors[action])
-            ax.plot(rows_a["step"], 100 * rows_a["x_running"], color=colors[action], linestyle="--", linewidth=0.9)
+        curves = {a: sub.filter(pl.col("action") == a).sort("step") for a in actions}
+        curves = {a: c for a, c in curves.items() if c.height}
+        x_curves = [c["x_running"].to_numpy() for c in curves.values()]
+        one_x = all(x.shape == x_curves[0].shape and np.array_equal(x, x_curves[0]) for x in x_curves)
+        for action, rows_a in curves.items():
+            ax.plot(rows_a["step"], 100 * rows_a["both_running"], color=colors[action], drawstyle="steps-post")
+            if not one_x:
+                ax.plot(
+                    rows_a["step"],
+                    100 * rows_a["x_running"],
+                    color=colors[action],
+                    ls="--",
+                    lw=0.9,
+                    drawstyle="steps-post",
+                )
+        if one_x and curves:
+            first = next(iter(curves.values()))
+            ax.plot(first["step"], 100 * first["x_running"], color="black", ls="--", lw=1.0, drawstyle="steps-post")
         ax.set_title(model, fontsize=8)
         ax.set_xlabel("step t")
         ax.set_ylim(0, 102)
@@ -86,7 +126,7 @@ def draw(frames: Mapping[str, pl.DataFrame], pdf: str | Path, png: str | Path, *
     handles = [Line2D([], [], color=colors[a], label=a) for a in actions]
     handles += [
         Line2D([], [], color="0.3", label="x and y running"),
-        Line2D([], [], color="0.3", linestyle="--", label="x running"),
+        Line2D([], [], color="0.3", linestyle="--", label="x running (black: one x for all actions)"),
     ]
     legend_below(fig, handles)
     save_figure(fig, pdf, png, dpi=dpi)
@@ -100,13 +140,23 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
         "",
         "Late windows and post-EOS shares only measure eviction where the answers outlast H: the share of pairs (x, y) "
         "that reach H with neither chain ended, with 95% cluster-bootstrap intervals over documents, and the "
-        "first-EOS steps (quartiles) of the chains that end. Per model and action:",
+        "first-EOS steps (quartiles over all chains; > H: not reached within H). Per model and action:",
         "",
     ]
     table = frames.get("numbers")
     if table is None or table.is_empty():
         return lines + ["_The endings table was not built._", ""]
     lines += to_markdown(endings_frame(table)).splitlines()
+    reference = frames.get("reference")
+    if reference is not None and not reference.is_empty():
+        lines += [
+            "",
+            "The full-cache chains x, each counted once (with `reference_chain: shared` every action of a document "
+            "and replicate has the same x, repeated in the rows above): the share that reaches H without EOS, with "
+            "its 95% interval over documents, and the first-EOS quartiles over all of them (> H: not reached).",
+            "",
+            *to_markdown(reference_frame(reference)).splitlines(),
+        ]
     strata = frames.get("strata")
     if strata is not None and not strata.is_empty():
         lines += ["", "Per stratum:", "", *to_markdown(endings_frame(strata)).splitlines()]
@@ -122,6 +172,7 @@ RESULT = Result(
     title="Endings: do the answers outlast H?",
     tables={
         "numbers": Table(eos_summary, fixed={"by": ["model", "action"]}),
+        "reference": Table(reference_summary, fixed={"by": ["model"]}),
         "strata": Table(eos_summary, fixed={"by": ["model", "stratum", "action"]}),
         "running": Table(running_table),
     },
@@ -129,7 +180,7 @@ RESULT = Result(
     display=endings_frame,
     caption="Per model × stratum × action: the shares of pairs whose full-cache chain x and evicted chain y emitted "
     "EOS within H, the share reaching H with neither ended (95% cluster-bootstrap interval over documents), and the "
-    "quartiles of the first-EOS step among the chains that end.",
+    "quartiles of the first-EOS step over all chains (> H: not reached within H).",
     section=section,
     study="retention50",
 )

@@ -30,6 +30,8 @@ from kvdiv.results.base import Plot, Result, Table
 
 #: The share of pairs still running (neither chain ended) by depth.
 RUNNING_COLOR = "#d62728"
+#: The depths past H − max τ, where only the pairs that diverged early enough are observed.
+PARTIAL_COLOR = "0.75"
 #: Shading of the early and late depth windows.
 WINDOW_COLORS = {"early": "#6baed6", "late": "#fd8d3c"}
 
@@ -67,8 +69,11 @@ def plot_profiles(
             lw=0,
         )
         ax.plot(pooled["depth"], pooled["tv"], color="black", lw=1.5)
-        if "running" in pooled.columns:  # the cohort's pairs with neither chain ended, by depth
-            ax.plot(pooled["depth"], pooled["running"], color=RUNNING_COLOR, lw=1.0, ls="--")
+        complete = pooled.filter(pl.col("complete")) if "complete" in pooled.columns else pooled
+        if "running" in pooled.columns:  # the cohort's pairs with neither chain ended, where all of them are observed
+            ax.plot(complete["depth"], complete["running"], color=RUNNING_COLOR, lw=1.0, ls="--")
+        if complete.height < pooled.height:  # past H − max τ only the earlier-diverging pairs are observed
+            ax.axvspan(complete["depth"].max() + 0.5, pooled["depth"].max() + 0.5, color=PARTIAL_COLOR, alpha=0.3, lw=0)
     for window, name in ((early, "early"), (late, "late")):
         ax.axvspan(window[0] - 0.5, window[1] + 0.5, color=WINDOW_COLORS[name], alpha=0.2, lw=0)
     ax.set_ylim(0, 1.02)
@@ -113,6 +118,7 @@ def legend_handles(strata: Sequence[str], early: Sequence[int], late: Sequence[i
     handles = [Line2D([], [], color=c, lw=1, label=s.replace("_", " ")) for s, c in strata_colors(strata).items()]
     handles.append(Line2D([], [], color="black", lw=1.5, label="pooled (band: 95% interval)"))
     handles.append(Line2D([], [], color=RUNNING_COLOR, lw=1.0, ls="--", label="pairs still running (share)"))
+    handles.append(Patch(color=PARTIAL_COLOR, alpha=0.3, lw=0, label="ℓ > H − max τ: only pairs with τ ≤ H − ℓ"))
     for window, name in ((early, "early"), (late, "late")):
         handles.append(
             Patch(color=WINDOW_COLORS[name], alpha=0.35, lw=0, label=f"{name} window, ℓ = {window[0]}–{window[1]}")
