@@ -25,6 +25,8 @@ HEADER = """\
 # kvdiv's pinned environment: every package with its version and the sha256 of the file pip installs.
 # Written by `python envs/lock.py` (a dry-run resolution of pyproject.toml with the test extras) on CPython {python}.
 # Install: pip install -r envs/requirements.lock && pip install --no-deps -e .
+# torch is PyTorch's CPU build (+cpu), which PyPI does not host: where pip does not already find it (a fresh machine),
+# install with PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu set (or that index in pip's configuration).
 """
 
 
