@@ -57,7 +57,10 @@ def _setting_section(setting: Mapping, paper: Mapping) -> str:
         )
         lines.append(f"| {study}: actions | {', '.join(spec.get('actions', []))} | {paper['actions']} |")
     if setting.get("environment"):
-        lines.append(f"| environment | {describe_environment(setting['environment'])} | – |")
+        lines.append(
+            f"| environment (the workflow's driver; each trajectory store records its own job's) | "
+            f"{describe_environment(setting['environment'])} | – |"
+        )
     lines.append("")
     diffs = []
     model_names = set(setting.get("models", {}))
