@@ -295,11 +295,8 @@ def build_cube(study: str, model: str, doc_stores: Sequence[str | Path], out: st
     stacked: dict[str, list[np.ndarray]] = {}
     wall: dict[str, float] = {a: 0.0 for a in actions}
     total_wall = 0.0
-    environments: dict[str, Any] = {}  # every distinct environment its trajectory jobs ran in (JSON text → record)
     for store in doc_stores:
         attrs, data = read_document_store(store)
-        if attrs.get("environment") is not None:
-            environments.setdefault(json.dumps(attrs["environment"], sort_keys=True), attrs["environment"])
         if list(attrs["actions"]) != actions:
             raise ValueError(f"{store}: actions {list(attrs['actions'])} differ from {actions} of {doc_stores[0]}")
         for key in keys:
@@ -337,11 +334,10 @@ def build_cube(study: str, model: str, doc_stores: Sequence[str | Path], out: st
         "wall_time_s",
         "prefill_s",
         "wall_time_total_s",
-        "environment",
         CHECKSUMS_ATTR,
     )
     attrs = {k: v for k, v in first_attrs.items() if k not in per_document}
-    attrs.update(study=study, wall_time_s=wall, wall_time_total_s=total_wall, environments=list(environments.values()))
+    attrs.update(study=study, wall_time_s=wall, wall_time_total_s=total_wall)
     data = {name: np.stack(parts) for name, parts in stacked.items()}
     return write_cube(out, data, doc_ids, actions, coords, attrs)
 

@@ -5,8 +5,6 @@ rates (the fraction of chains that emitted EOS by step H), and the table ``kvdiv
 
 from __future__ import annotations
 
-from kvdiv.environment import describe
-
 from pathlib import Path
 from typing import Any
 
@@ -88,8 +86,6 @@ def summarize(path: str | Path) -> dict[str, Any]:
         "documents": documents,
         "actions": per_action,
         "wall_time_s": attrs.get("wall_time_s"),
-        # the environments its trajectory jobs ran in: one per cube unless jobs ran in different ones
-        "environments": attrs.get("environments") or ([attrs["environment"]] if attrs.get("environment") else []),
     }
 
 
@@ -122,10 +118,6 @@ def format_summary(summary: dict[str, Any]) -> str:
         "eos_rate_x",
         "eos_rate_y",
     ]
-    environments = summary.get("environments") or []
-    for k, record in enumerate(environments):
-        label = "environment" if len(environments) == 1 else f"environment {k + 1} of {len(environments)}"
-        lines.append(f"{label}: {describe(record)}")
     rows = [[a] + [_fmt(s[k]) for k in keys] for a, s in summary["actions"].items()]
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     lines.append("  ".join(c.ljust(w) for c, w in zip(cols, widths)))

@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import shutil
-
 import numpy as np
 import pytest
 import xarray as xr
@@ -321,25 +319,3 @@ def test_an_edited_attribute_fails_verification(tmp_path, edit):
             verify_store(store)
     with pytest.raises(CorruptStoreError):
         read_document_store(path)
-
-
-def test_the_cube_records_every_environment_its_jobs_ran_in(tmp_path):
-    """Stores written in two environments (a job off the lock): the cube lists both records, once each, and
-    `kvdiv inspect` prints them; stores of one environment give one."""
-    from kvdiv.trajectories.summary import format_summary, summarize
-
-    locked = {"packages": {"torch": "2.13.0"}, "lock": {"sha256": "a" * 64, "matches": True, "mismatches": []}}
-    off = {"packages": {"torch": "2.12.0"}, "lock": {"sha256": "a" * 64, "matches": False, "mismatches": ["torch: x"]}}
-    paths = []
-    for i, env in enumerate((locked, off, locked)):
-        path, out = doc_store(tmp_path, i)
-        attrs, _ = read_document_store(path)
-        shutil.rmtree(path)
-        paths.append(write_document_store(path, out, {**attrs, "environment": env}))
-    cube = build_cube("st", "toy", paths, tmp_path / "cube.zarr")
-    assert open_cube(cube).attrs["environments"] == [locked, off]
-    text = format_summary(summarize(cube))
-    assert "environment 2 of 2: torch 2.12.0; NOT the locked environment (torch: x)" in text
-    one = build_cube("st", "toy", [paths[0], paths[2]], tmp_path / "one.zarr")
-    assert open_cube(one).attrs["environments"] == [locked]
-    assert "environment: torch 2.13.0; the locked environment" in format_summary(summarize(one))
