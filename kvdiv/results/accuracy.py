@@ -53,10 +53,13 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
     lines = [
         context.heading(),
         "",
-        "Every stored continuation scored with its document's own scorer (RULER string-match all, HELMET SubEM): "
-        "x is the full-cache continuation, y the evicted one. *Early* divergence: τ at or before the step that "
-        "ends x's first gold-answer span (y had not copied it yet); *late*: after it (y's prefix already holds "
-        "x's first answer). Percent, with 95% cluster-bootstrap intervals over documents.",
+        "Every stored continuation scored with its document's own scorer (its task's metric: string-match all, "
+        "SubEM, ordered recall of a list's items, ROUGE-L recall of a rewritten passage; docs/usage.md#documents): "
+        "x is the full-cache continuation, y the evicted one. A long answer's score is a recall over its whole gold "
+        "list, so an answer cut at H cannot reach 100 %: read long-answer accuracies against what H tokens can hold, "
+        "not against 100 %. *Early* divergence: τ at or before the step that ends x's first gold-answer span "
+        "(for a list, its first item); *late*: after it. Early and late cells count only the documents whose x "
+        "names a gold item. Percent, with 95% cluster-bootstrap intervals over documents.",
         "",
     ]
     acc = frames.get("numbers")
@@ -88,7 +91,8 @@ RESULT = Result(
     tables={"numbers": Table(accuracy_table)},
     display=accuracy_frame,
     caption="Task accuracy (%) of the full-cache continuation x and the evicted one y (the document's own scorer: "
-    "RULER string-match, HELMET SubEM), the share of pairs whose score changed, and the accuracy of y when the "
+    "its task's metric; long answers: a recall over the whole gold list, capped by what H tokens hold), the share of "
+    "pairs whose score changed, and the accuracy of y when the "
     "chains diverged at or before the end of x's first answer span (early) or after it (late), per model × stratum "
     "× action, with 95% cluster-bootstrap intervals over documents.",
     section=section,
