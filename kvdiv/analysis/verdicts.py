@@ -22,6 +22,8 @@ from kvdiv.analysis.inputs import POOLED, contrast_name
 #: The directions a claim may give a contrast a − b.
 DIRECTIONS = ("lower", "higher")
 CONSISTENT, CONTRADICTED, INCONCLUSIVE, NO_CLAIM = "consistent", "contradicted", "inconclusive", "no claim"
+#: The verdict of a row of fewer than :func:`min_documents` documents: no interval of so few has its coverage.
+TOO_FEW = "too few documents"
 #: The rule, as the report states it.
 RULE = (
     "consistent: the interval excludes 0 in the paper's direction; contradicted: it excludes 0 in the opposite "
@@ -220,7 +222,7 @@ def contrast_verdicts(
                 "upper": r["upper"],
                 "direction": direction,
                 "verdict": (
-                    INCONCLUSIVE
+                    TOO_FEW
                     if direction is not None and too_few_documents(r.get("n_documents"), confidence)
                     else verdict(r["lower"], r["upper"], direction)
                 ),

@@ -47,6 +47,11 @@ def ci(row: Mapping | None, digits: int = 2, key: str = "estimate") -> str:
 _MISSING = object()
 
 
+#: Appended to a paper value that covers both of its models (a count or range over all its cells), which stands in
+#: the first model's column.
+BOTH_MODELS = " (both models)"
+
+
 def paper_value(values: Mapping, *path: str, pair: bool = False) -> str:
     """The paper's value at ``path`` of ``values`` as text: a range as ``[a, b]``, a ``pair`` of two quantities
     (MAE and RMSE; SnapKV's and recent's values) as ``a / b``, never as an interval; ``–`` when it reports none."""

@@ -341,12 +341,13 @@ def claim_rows(claim: Claim, inputs: Inputs, confidence: float, degenerate: Mapp
             flags.append("the gap's interval contains 0: no majority to test")
         if verdicts.too_few_documents(n, confidence):  # no interval of so few documents has its coverage
             least = verdicts.min_documents(confidence)
-            direction, p_value, side = verdicts.INCONCLUSIVE, None, None
+            direction, p_value, side = verdicts.TOO_FEW, None, None
             if magnitude not in (verdicts.NO_PAPER_VALUE, verdicts.NOT_IDENTIFIED):
-                magnitude = verdicts.INCONCLUSIVE
+                magnitude = verdicts.TOO_FEW
             flags.append(f"{int(n)} document{'s' if int(n) != 1 else ''}: fewer than {least} carry no verdict")
         needed = None
-        if direction == verdicts.INCONCLUSIVE and not (n is not None and int(n) < 2):  # 1 document: no variance
+        undecided = direction in (verdicts.INCONCLUSIVE, verdicts.TOO_FEW)
+        if undecided and not (n is not None and int(n) < 2):  # 1 document: no variance
             needed = verdicts.documents_needed(value, lo, hi, float(boundary), n, confidence)
             if gap_open:  # both the gap and the difference of its parts must be decided
                 g = est.gap
@@ -396,7 +397,9 @@ def claims_table(
     alpha = 1 - confidence
     for row, p in zip(rows, adjusted):
         side = row.pop("_side")
-        if p is None:
+        if row["direction"] == verdicts.TOO_FEW:
+            row["holm"] = verdicts.TOO_FEW
+        elif p is None:
             row["holm"] = verdicts.INCONCLUSIVE
         elif p >= alpha:
             row["holm"] = verdicts.INCONCLUSIVE

@@ -138,8 +138,9 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
     lines = [
         context.heading(),
         "",
-        "Late windows and post-EOS shares only measure eviction where the answers outlast H: the share of pairs (x, y) "
-        "that reach H with neither chain ended, with 95% cluster-bootstrap intervals over documents, and the "
+        "Late depth windows and the late position blocks measure eviction, not answer length, only where the answers "
+        "outlast them: the share of pairs (x, y) that reach H with neither chain ended, with 95% cluster-bootstrap "
+        "intervals over documents, and the "
         "first-EOS steps (quartiles over all chains; > H: not reached within H). Per model and action:",
         "",
     ]

@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 
 from kvdiv.analysis.inputs import POOLED, first_row, stratum_key
-from kvdiv.outputs.report_cells import PaperTable, SectionContext, ci, count, num, paper_value, share
+from kvdiv.outputs.report_cells import BOTH_MODELS, PaperTable, SectionContext, ci, count, num, paper_value, share
 from kvdiv.outputs.style import (
     PAGE_WIDTH,
     PART_COLORS,
@@ -189,6 +189,14 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
     t = PaperTable(context.model_keys)
     p50 = paper.get("retention50", {})
     keys = context.model_keys
+    theirs = setting.get("paper_actions") or {}  # our action → the paper's (both readings of SnapKV-512)
+
+    def paper_action(action: str) -> str:
+        return theirs.get(action, action)
+
+    def paper_contrast(contrast: str) -> str:
+        return "_minus_".join(paper_action(a) for a in contrast.split(" − "))
+
     if frames:
         entry, dec = frames["entry"], frames["decomposition"]
         for model in sorted(entry["model"].unique().to_list()):
@@ -200,7 +208,10 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
                         model,
                         r["n_documents"],
                         num(r),
-                        *(paper_value(p50, "mean_first_divergence_step_among_diverged", m, action) for m in keys),
+                        *(
+                            paper_value(p50, "mean_first_divergence_step_among_diverged", m, paper_action(action))
+                            for m in keys
+                        ),
                     )
                 r = first_row(entry, model=model, stratum=POOLED, action=action, statistic="diverged")
                 if r:
@@ -209,10 +220,10 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
                         model,
                         r["n_documents"],
                         ci(r),
-                        *(paper_value(p50, "diverged_by_step_128_percent", m, action) for m in keys),
+                        *(paper_value(p50, "diverged_by_step_128_percent", m, paper_action(action)) for m in keys),
                     )
             for contrast in list(dict.fromkeys(dec.filter(pl.col("model") == model)["contrast"].to_list())):
-                key = contrast.replace(" − ", "_minus_")
+                key = paper_contrast(contrast)
                 r = first_row(dec, model=model, stratum=POOLED, contrast=contrast, statistic="exposure_share")
                 g = first_row(dec, model=model, stratum=POOLED, contrast=contrast, statistic="gap")
                 if g:
@@ -237,7 +248,7 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
                     "–",
                     count(ok["estimate"], 0.5)
                     + (f" ({unidentified} not identified: gap indistinguishable from 0)" if unidentified else ""),
-                    paper_value(p50, "decompositions_with_exposure_majority"),
+                    paper_value(p50, "decompositions_with_exposure_majority") + BOTH_MODELS,
                     "",
                 )
             rates = dec.filter(
@@ -251,7 +262,7 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
                     model,
                     "–",
                     f"[{pp(rates.min())}, {pp(rates.max())}]",
-                    paper_value(p50, "post_divergence_mismatch_percent_range"),
+                    paper_value(p50, "post_divergence_mismatch_percent_range") + BOTH_MODELS,
                     "",
                 )
     return [

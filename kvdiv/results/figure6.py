@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 
 from kvdiv.analysis.inputs import POOLED, first_row, stratum_key
-from kvdiv.outputs.report_cells import PaperTable, SectionContext, ci, count, paper_value
+from kvdiv.outputs.report_cells import BOTH_MODELS, PaperTable, SectionContext, ci, count, paper_value
 from kvdiv.outputs.style import (
     late_early_axis,
     MAX_COLUMNS,
@@ -223,7 +223,7 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
                     model,
                     "–",
                     count(cells["estimate"], 0.0),
-                    paper_value(p50, "late_minus_early_positive"),
+                    paper_value(p50, "late_minus_early_positive") + BOTH_MODELS,
                     "",
                 )
     return [

@@ -12,7 +12,16 @@ import polars as pl
 
 from kvdiv.analysis.inputs import POOLED, first_row
 from kvdiv.analysis.verdicts import min_documents
-from kvdiv.outputs.report_cells import paper_item, PaperTable, SectionContext, ci, count, paper_value, share
+from kvdiv.outputs.report_cells import (
+    BOTH_MODELS,
+    paper_item,
+    PaperTable,
+    SectionContext,
+    ci,
+    count,
+    paper_value,
+    share,
+)
 from kvdiv.results.figure5 import GAP_PARTS, cells_of, gap_panels
 from kvdiv.outputs.style import (
     late_early_axis,
@@ -201,7 +210,7 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
                     model,
                     r["n_documents"],
                     ci(r),
-                    paper_value(p90, "late_minus_early_branch_tv_pp_range"),
+                    paper_value(p90, "late_minus_early_branch_tv_pp_range") + BOTH_MODELS,
                     "",
                 )
                 s = first_row(pooled, action=r["action"], statistic="late_minus_early_strict_pre_eos")
@@ -224,8 +233,8 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
                     model,
                     "–",
                     count(enough["lower"], 0.0)
-                    + (f" ({few} of fewer than {least} documents, not counted)" if few else ""),
-                    paper_value(p90, "prespecified_branch_tv_intervals_above_zero"),
+                    + (f" ({few} with fewer than {least} documents, not counted)" if few else ""),
+                    paper_value(p90, "prespecified_branch_tv_intervals_above_zero") + BOTH_MODELS,
                     "",
                 )
             strata = frames.get("late_minus_early_strata")
@@ -241,10 +250,15 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
                         model,
                         "–",
                         count(cells["estimate"], 0.0),
-                        paper_value(p90, "late_minus_early_positive_strata"),
+                        paper_value(p90, "late_minus_early_positive_strata") + BOTH_MODELS,
                         "",
                     )
-    return [context.heading(), "", f"![{context.item.label}]({context.figure})", "", t.markdown()]
+    intro = (
+        "A pair's *first EOS* is the earlier of its two chains' first EOS steps; the *EOS share* of a gap a − b is the "
+        "part of it made at steps after that (where two ended chains agree by construction). *Strictly before EOS* "
+        "keeps only the steps before it, paired within the documents that have such steps in both depth windows."
+    )
+    return [context.heading(), "", intro, "", f"![{context.item.label}]({context.figure})", "", t.markdown()]
 
 
 RESULT = Result(

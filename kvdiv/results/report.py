@@ -37,6 +37,18 @@ def paper_values() -> dict:
     return yaml.safe_load(resources.files("kvdiv").joinpath(PAPER_VALUES).read_text(encoding="utf-8"))
 
 
+def _paper_actions(study: str, setting: Mapping, paper: Mapping) -> str:
+    """The paper's actions of the study a run's ``study`` stands for (the one feeding Figure 7 is its 90 % study, the
+    one feeding Figure 5 its 50 % study); all of them for any other study."""
+    parts = dict(part.split(": ", 1) for part in str(paper["actions"]).split("; ") if ": " in part)
+    figures = setting.get("figure_studies") or {}
+    if study == figures.get("figure7") and "90%" in parts:
+        return parts["90%"]
+    if study == figures.get("figure5") and "50%" in parts:
+        return parts["50%"]
+    return str(paper["actions"])
+
+
 def _setting_section(setting: Mapping, paper: Mapping) -> str:
     lines = ["## This run versus the paper's setting", ""]
     lines.append("| | this run | paper |")
@@ -55,7 +67,9 @@ def _setting_section(setting: Mapping, paper: Mapping) -> str:
             f"| {study}: horizon H, replicates | {spec.get('horizon', '?')}, {spec.get('replicates', '?')} | "
             f"{paper['horizon']}, – |"
         )
-        lines.append(f"| {study}: actions | {', '.join(spec.get('actions', []))} | {paper['actions']} |")
+        lines.append(
+            f"| {study}: actions | {', '.join(spec.get('actions', []))} | {_paper_actions(study, setting, paper)} |"
+        )
     if setting.get("environment"):
         lines.append(
             f"| environment (the workflow's driver; each trajectory store records its own job's) | "
@@ -81,10 +95,24 @@ def _setting_section(setting: Mapping, paper: Mapping) -> str:
                 f"{study} uses H = {spec.get('horizon')}, not {paper['horizon']}: position blocks and depth windows "
                 "are set within it"
             )
+        lengths = sorted({parse_stratum(s)[1] for s in spec.get("strata", [])})
+        for action, budget in (spec.get("action_budgets") or {}).items():
+            kept = budget.get("kept_entries")
+            if isinstance(kept, int) and lengths:
+                shares = ", ".join(f"{100 * min(1.0, kept / n):.1f} %" for n in lengths)
+                diffs.append(
+                    f"{study}'s {action} keeps {kept} entries of every prompt ({budget.get('press', 'its press')}): "
+                    f"{shares} of the {', '.join(map(str, lengths))}-token prompts, not a fixed share"
+                )
         diffs.append(
             f"{study}'s prompt lengths are "
             f"{', '.join(str(n) for n in sorted({parse_stratum(s)[1] for s in spec.get('strata', [])}))} "
             "tokens (synthetic RULER/HELMET-style documents generated offline), not the paper's benchmark documents"
+        )
+    for ours, theirs in (setting.get("paper_actions") or {}).items():
+        diffs.append(
+            f"{ours} is compared with the paper's {theirs} values (`analysis.paper_actions`): the paper's name has "
+            f"more than one reading, and this run runs {ours} beside {theirs}"
         )
     if diffs:
         lines.append("**Where this run differs from the paper:**")
@@ -220,11 +248,20 @@ def _claims_section(claims: pl.DataFrame, setting: Mapping) -> list[str]:
             counts = verdict_counts(claims, column)
             summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda kv: -kv[1]))
             lines.append(f"- {column}: {summary} (of {claims.height} rows)")
-        if verdict_counts(claims).get("inconclusive", 0) > claims.height / 2:
+        direction = verdict_counts(claims)
+        few = direction.get("too few documents", 0)
+        if few:
+            lines.append(
+                f"- {few} rows are cells of fewer than 6 documents (a stratum's, a cohort's): *too few documents*, "
+                "no verdict whatever their interval — no interval of fewer than 6 documents has 95% coverage "
+                "(docs/claims.md); their documents needed are at least 6."
+            )
+        if direction.get("inconclusive", 0) + few > claims.height / 2:
             counts_text = ", ".join(str(d) for d in docs) or "these"
             lines.append(
-                f"- Most direction verdicts are inconclusive: with {counts_text} documents per study the intervals "
-                "are too wide to decide (documents needed: the column); the paper's design has 288 per study."
+                f"- Most direction verdicts are undecided: with {counts_text} documents per study the intervals "
+                "are too wide or the cells too small to decide (documents needed: the column); the paper's design "
+                "has 288 per study."
             )
         lines.append("")
     lines += [claims_markdown(claims), ""]

@@ -79,8 +79,10 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
     return [
         context.heading(),
         "",
-        "Predictors use generation positions 1–32 only; calibrated methods (cell_mean, ridge) are fitted "
-        "out-of-fold over documents (see kvdiv.analysis). A predictor recovers the gap when the interval of "
+        "Predictors use generation positions 1–32 only (the intercept baseline uses none: the training documents' "
+        "mean gap); calibrated methods (cell_mean, ridge) are fitted out-of-fold over documents and refitted in every "
+        "bootstrap resample (a cell-mean offset reproduces its cells' mean gap, so its point difference is near 0 by "
+        "construction: read its interval). A predictor recovers the gap when the interval of "
         f"predicted − full lies inside ±{paper_value(pp3, 'criterion_pp')} pp. Paper: "
         f"{paper_value(pp3, 'short_window')}.",
         "",

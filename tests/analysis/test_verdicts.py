@@ -118,7 +118,7 @@ def test_report_gives_each_contrast_its_verdict(decomposition, tmp_path):
 
 
 def test_contrast_verdicts_need_enough_documents():
-    """The same interval wholly below 0 is consistent from 6 documents and inconclusive from 5 (min_documents)."""
+    """The same interval wholly below 0 is consistent from 6 documents and gets no verdict from 5 (min_documents)."""
     rows = [
         {
             "model": "m",
@@ -133,4 +133,4 @@ def test_contrast_verdicts_need_enough_documents():
         for n in (5, 6)
     ]
     table = contrast_verdicts(pl.DataFrame(rows), {"a5 − b": "lower", "a6 − b": "lower"})
-    assert table["verdict"].to_list() == ["inconclusive", "consistent"]
+    assert table["verdict"].to_list() == ["too few documents", "consistent"]

@@ -253,7 +253,7 @@ def test_equal_actions_are_inconclusive_and_their_shares_not_identified(tmp_path
     out = {"csv": tmp_path / "tables" / "claims.csv", "md": tmp_path / "tables" / "claims.md"}
     text = build_report(analysis, {}, {}, setting, tmp_path / "report.md", claims_out=out)
     assert text.index("## Claims") < text.index("## This run versus the paper's setting") < text.index("## Figure 5")
-    assert "Most direction verdicts are inconclusive" in text
+    assert "Most direction verdicts are undecided" in text
     figure5 = text[text.index("## Figure 5") : text.index("## Figure 6")]
     assert f"| exposure share of gap (%), snapkv_512 − snapkv_half | tiny | 12 | {NOT_IDENTIFIED_TEXT} |" in figure5
     written = pl.read_csv(out["csv"])
@@ -262,7 +262,7 @@ def test_equal_actions_are_inconclusive_and_their_shares_not_identified(tmp_path
 
 
 def rules_verdicts() -> tuple[str, ...]:
-    return (rules.CONSISTENT, rules.CONTRADICTED, rules.INCONCLUSIVE)
+    return (rules.CONSISTENT, rules.CONTRADICTED, rules.INCONCLUSIVE, rules.TOO_FEW)
 
 
 def test_table2_and_table3_claims():
@@ -347,7 +347,7 @@ def test_the_fewest_documents_that_carry_a_verdict():
 
 def test_rows_of_too_few_documents_get_no_verdict():
     """A cell of 1 document (a zero-width interval beside the null) and of 4 (an interval wholly on the paper's side)
-    are inconclusive in direction, Holm and magnitude and flagged; 6 documents decide; documents needed is none for 1
+    get "too few documents" in direction and Holm and are flagged; 6 documents decide; documents needed is none for 1
     document (no variance) and at least 6 otherwise; an equivalence estimate of exactly 0 still gets its number."""
 
     def t3_row(method, d, half, n):
@@ -382,7 +382,7 @@ def test_rows_of_too_few_documents_get_no_verdict():
             for block, c in (("1–32", 0.0), ("65–128", change))
         ]
 
-    for n, expected in ((1, "inconclusive"), (4, "inconclusive"), (6, "consistent")):
+    for n, expected in ((1, "too few documents"), (4, "too few documents"), (6, "consistent")):
         t = table_of(table2=pl.DataFrame(t2_rows(n, -0.2)))
         row = t.filter(pl.col("claim") == "C11c").row(0, named=True)
         assert (row["direction"], row["holm"]) == (expected, expected), n
@@ -394,7 +394,10 @@ def test_rows_of_too_few_documents_get_no_verdict():
             assert row["flags"] == "" and row["documents_needed"] is None
     # C12 with a magnitude: a zero-width interval of 1 document inside ±2 pp decides nothing
     t = table_of(table3=pl.DataFrame([t3_row("cell_mean", 0.001, 0.0, 1), t3_row("ridge", 0.0, 0.03, 40)]))
-    assert column(t, "C12") == ["inconclusive", "inconclusive"] and column(t, "C12", "holm")[0] == "inconclusive"
+    assert (
+        column(t, "C12") == ["too few documents", "inconclusive"] and column(t, "C12", "holm")[0] == "too few documents"
+    )
+    assert column(t, "C12", "magnitude")[0] == "no paper value"
     needed = column(t, "C12", "documents_needed")
     # d = 0 against the margin 0.02: n* = 40 (2.8016 SE / 0.02)^2 with SE = 0.03 / 1.96
     assert needed[0] is None and needed[1] == pytest.approx(40 * (2.8016 * 0.03 / 1.959964 / 0.02) ** 2, abs=1)
