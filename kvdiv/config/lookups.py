@@ -367,16 +367,6 @@ class Lookups:
                 "horizon": spec["horizon"],
                 "replicates": spec["replicates"],
                 "actions": list(spec["actions"]),
-                # what each action keeps, for the report: its press and the arguments that set its budget
-                "action_budgets": {
-                    name: {
-                        k: v
-                        for k, v in self.config["actions"][name].items()
-                        if k in ("press", "compression_ratio", "kept_entries", "window_size", "n_sink")
-                    }
-                    for name in spec["actions"]
-                    if isinstance(self.config["actions"].get(name), Mapping)
-                },
                 "models": self.study_models(study),
                 "mode": spec["mode"],
             }

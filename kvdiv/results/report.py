@@ -95,15 +95,6 @@ def _setting_section(setting: Mapping, paper: Mapping) -> str:
                 f"{study} uses H = {spec.get('horizon')}, not {paper['horizon']}: position blocks and depth windows "
                 "are set within it"
             )
-        lengths = sorted({parse_stratum(s)[1] for s in spec.get("strata", [])})
-        for action, budget in (spec.get("action_budgets") or {}).items():
-            kept = budget.get("kept_entries")
-            if isinstance(kept, int) and lengths:
-                shares = ", ".join(f"{100 * min(1.0, kept / n):.1f} %" for n in lengths)
-                diffs.append(
-                    f"{study}'s {action} keeps {kept} entries of every prompt ({budget.get('press', 'its press')}): "
-                    f"{shares} of the {', '.join(map(str, lengths))}-token prompts, not a fixed share"
-                )
         diffs.append(
             f"{study}'s prompt lengths are "
             f"{', '.join(str(n) for n in sorted({parse_stratum(s)[1] for s in spec.get('strata', [])}))} "
