@@ -43,6 +43,17 @@ def censored_quantiles(steps: np.ndarray) -> dict[str, float | None]:
     return out
 
 
+def step_summary(steps: np.ndarray, prefix: str = "") -> dict[str, float | int | None]:
+    """Of first-EOS steps (0: none within H): ``{prefix}n_ended``, the ``{prefix}mean_step`` of the chains that end,
+    and ``{prefix}{q}_step`` for each of :data:`QUANTILES` over all of them (:func:`censored_quantiles`)."""
+    ended = steps[steps > 0].astype(float)
+    out: dict[str, float | int | None] = {
+        f"{prefix}n_ended": int(ended.size),
+        f"{prefix}mean_step": float(ended.mean()) if ended.size else None,
+    }
+    return out | {f"{prefix}{name}_step": value for name, value in censored_quantiles(steps).items()}
+
+
 def _pairs(source: Any, by: Sequence[str]) -> tuple[pl.DataFrame, int]:
     """One row per pair: document, the ``by`` keys, replicate, first-EOS steps of x and y (0: none); and H.
     ``source``: a cube (xarray Dataset), or metrics (:class:`kvdiv.analysis.inputs.Metrics` or its replicates)."""
@@ -148,12 +159,7 @@ def eos_summary(
             neither_upper=float(res["neither"][2]),
         )
         for chain in ("x", "y"):
-            steps = sub[f"first_eos_{chain}"].to_numpy()
-            ended = steps[steps > 0].astype(float)
-            row[f"{chain}_n_ended"] = int(ended.size)
-            row[f"{chain}_mean_step"] = float(ended.mean()) if ended.size else None
-            for name, value in censored_quantiles(steps).items():
-                row[f"{chain}_{name}_step"] = value
+            row.update(step_summary(sub[f"first_eos_{chain}"].to_numpy(), f"{chain}_"))
         rows.append(row)
     return pl.DataFrame(rows, schema_overrides={f"{c}_{q}_step": pl.Float64 for c in "xy" for q in QUANTILES})
 
@@ -202,16 +208,13 @@ def reference_summary(
         res = cluster_bootstrap(
             doc, lambda m: dict(m), n_boot, stat_seed(seed, "reference", *keys.values()), confidence
         )
-        steps = sub["first_eos_x"].to_numpy()
-        ended = steps[steps > 0].astype(float)
         row = {**keys, "horizon": horizon, "n_documents": len(doc["reached"]), "n_chains": sub.height}
         row.update(
             reached=float(res["reached"][0]),
             reached_lower=float(res["reached"][1]),
             reached_upper=float(res["reached"][2]),
         )
-        row.update(n_ended=int(ended.size), mean_step=float(ended.mean()) if ended.size else None)
-        row.update({f"{name}_step": value for name, value in censored_quantiles(steps).items()})
+        row.update(step_summary(sub["first_eos_x"].to_numpy()))
         rows.append(row)
     return pl.DataFrame(rows, schema_overrides={f"{q}_step": pl.Float64 for q in QUANTILES})
 

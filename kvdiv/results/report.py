@@ -19,6 +19,7 @@ import yaml
 
 from kvdiv.environment import describe as describe_environment
 from kvdiv.results.claim_sources import Inputs
+from kvdiv.analysis.verdicts import TOO_FEW
 from kvdiv.results.claims import claims_markdown, claims_table, verdict_counts
 from kvdiv.analysis.inputs import contrast_name
 from kvdiv.io import atomic_path, read_parquet
@@ -240,7 +241,7 @@ def _claims_section(claims: pl.DataFrame, setting: Mapping) -> list[str]:
             summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda kv: -kv[1]))
             lines.append(f"- {column}: {summary} (of {claims.height} rows)")
         direction = verdict_counts(claims)
-        few = direction.get("too few documents", 0)
+        few = direction.get(TOO_FEW, 0)
         if few:
             lines.append(
                 f"- {few} rows are cells of fewer than 6 documents (a stratum's, a cohort's): *too few documents*, "
