@@ -19,7 +19,7 @@ import yaml
 
 from kvdiv.environment import describe as describe_environment
 from kvdiv.results.claim_sources import Inputs
-from kvdiv.analysis.verdicts import TOO_FEW
+from kvdiv.analysis.verdicts import TOO_FEW, min_documents
 from kvdiv.results.claims import claims_markdown, claims_table, verdict_counts
 from kvdiv.analysis.inputs import contrast_name
 from kvdiv.io import atomic_path, read_parquet
@@ -243,10 +243,11 @@ def _claims_section(claims: pl.DataFrame, setting: Mapping) -> list[str]:
         direction = verdict_counts(claims)
         few = direction.get(TOO_FEW, 0)
         if few:
+            least = min_documents(confidence / 100)
             lines.append(
-                f"- {few} rows are cells of fewer than 6 documents (a stratum's, a cohort's): *too few documents*, "
-                "no verdict whatever their interval — no interval of fewer than 6 documents has 95% coverage "
-                "(docs/claims.md); their documents needed are at least 6."
+                f"- {few} rows are cells of fewer than {least} documents (a stratum's, a cohort's): *too few "
+                f"documents*, no verdict whatever their interval — no interval of fewer than {least} documents has "
+                f"{confidence:.0f}% coverage (docs/claims.md); their documents needed are at least {least}."
             )
         if direction.get("inconclusive", 0) + few > claims.height / 2:
             counts_text = ", ".join(str(d) for d in docs) or "these"

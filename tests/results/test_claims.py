@@ -387,11 +387,18 @@ def test_rows_of_too_few_documents_get_no_verdict():
         row = t.filter(pl.col("claim") == "C11c").row(0, named=True)
         assert (row["direction"], row["holm"]) == (expected, expected), n
         if n < 6:
-            assert f"{n} document" in row["flags"] and "fewer than 6" in row["flags"]
+            assert f"{n} document" in row["flags"] and f"fewer than {rules.min_documents(0.95)}" in row["flags"]
             assert row["p_value"] is None
             assert row["documents_needed"] is None if n == 1 else row["documents_needed"] >= 6
         else:
             assert row["flags"] == "" and row["documents_needed"] is None
+    # the report states the least number at its own confidence (5 documents at 90 %), not a literal 6
+    from kvdiv.results.report import _claims_section
+
+    t = table_of(table2=pl.DataFrame(t2_rows(4, -0.2)), confidence=0.9)
+    assert column(t, "C11c") == ["too few documents"]
+    text = "\n".join(_claims_section(t, {"confidence": 0.9}))
+    assert "cells of fewer than 5 documents" in text and "has 90% coverage" in text and "fewer than 6" not in text
     # C12 with a magnitude: a zero-width interval of 1 document inside ±2 pp decides nothing
     t = table_of(table3=pl.DataFrame([t3_row("cell_mean", 0.001, 0.0, 1), t3_row("ridge", 0.0, 0.03, 40)]))
     assert (
