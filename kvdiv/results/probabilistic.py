@@ -93,7 +93,8 @@ def plot_probabilistic(
     rows, cols = grid_shape(len(groups))
     sizes = [len(g) for g in groups.values()]
     legend_rows = [max(sizes[r * cols : (r + 1) * cols]) for r in range(rows)]
-    survival_height = sum(row_height + 0.75 + 0.13 * n for n in legend_rows)
+    row_heights = [row_height + 0.75 + 0.13 * n for n in legend_rows]  # the panel, its labels and its legend
+    survival_height = sum(row_heights)
     gap_height = category_height(len(contrasts)) if contrasts else 0.0
     width = panel_width * MAX_COLUMNS
     fig = new_figure(len(models) * (gap_height + survival_height) + 0.35, width)
@@ -104,7 +105,7 @@ def plot_probabilistic(
             plot_pooled_gaps(top.add_subplot(), decomposition, model)
         else:
             bottom = subfig
-        grid = bottom.add_gridspec(rows, cols, height_ratios=legend_rows)
+        grid = bottom.add_gridspec(rows, cols, height_ratios=row_heights)
         for k, (reference, actions) in enumerate(groups.items()):
             ax = bottom.add_subplot(grid[divmod(k, cols)])
             colors = {action: "black" if j == 0 else f"C{(j - 1) % 10}" for j, action in enumerate(actions)}

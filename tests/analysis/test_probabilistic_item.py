@@ -171,3 +171,27 @@ def test_probabilistic_config_builds_only_its_item(tmp_path):
     assert int(counts["analysis"]) == len(get_result("probabilistic").tables)
     # the accuracy table of the same study (analysis.studies.accuracy), no paper figure or table
     assert int(counts["figure"]) == 1 and int(counts["table"]) == 1 and int(counts["report_md"]) == 1
+
+
+def test_survival_panels_keep_their_height_whatever_their_legends(tmp_path, monkeypatch):
+    """A row of survival panels is as tall as the others whatever its legend's length: a row holding one action's
+    panel beside a row of a four-action group (the recorded run's last row had been squashed to a seventh of the
+    first, its rows sized by their legends' lengths alone)."""
+    from kvdiv.results import probabilistic
+
+    tv = {"a0": 0.05, "a1": 0.03, "a2": 0.02, "a3": 0.01, "b": 0.04, "c": 0.02, "d": 0.03}
+    ds = simulate_cube(tv, n_documents=6, replicates=1, horizon=32, seed=5, strata=STRATA, study="p", model="tiny")
+    t = compute_metrics(ds, window=8)
+    metrics = inputs.Metrics(t["replicates"], t["profiles_aligned"], t["profiles_clock"])
+    contrasts = [["a1", "a0"], ["a2", "a0"], ["a3", "a0"]]
+    frames = get_result("probabilistic").build(metrics, n_boot=20, seed=1, confidence=0.95, contrasts=contrasts)
+    groups = reference_groups([f"{a} − {b}" for a, b in contrasts], sorted(tv))
+    assert [len(g) for g in groups.values()] == [4, 1, 1, 1]  # rows of three: legends of 4 entries, then of 1
+    figures = []
+    monkeypatch.setattr(probabilistic, "save_figure", lambda fig, *a, **k: figures.append(fig))
+    plot_probabilistic(frames, tmp_path / "p.pdf", tmp_path / "p.png", dpi=50)
+    (fig,) = figures
+    fig.canvas.draw()
+    heights = [ax.get_position().height for ax in fig.get_axes() if ax.get_title().startswith("survival vs")]
+    assert len(heights) >= 4  # two rows of panels
+    assert min(heights) > 0.8 * max(heights), heights
