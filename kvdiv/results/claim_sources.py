@@ -19,6 +19,12 @@ import polars as pl
 from kvdiv.analysis.inputs import POOLED, lookup
 
 
+def paper_key(paper_actions: Mapping[str, str], *actions: str) -> str:
+    """The paper's key of one of our actions, or of a contrast a − b (``{a}_minus_{b}``), each action read as the
+    paper action ``paper_actions`` (``analysis.paper_actions``) maps it to, itself when unmapped."""
+    return "_minus_".join(paper_actions.get(action, action) for action in actions)
+
+
 @dataclass(frozen=True)
 class Inputs:
     """What the claims read: ``frames`` (result → table → frame, the figure and section results built), ``numbers``
@@ -34,7 +40,7 @@ class Inputs:
         return frame if frame is not None and frame.height else None
 
     def paper_action(self, action: str) -> str:
-        return self.paper_actions.get(action, action)
+        return paper_key(self.paper_actions, action)
 
 
 @dataclass(frozen=True)
@@ -250,8 +256,9 @@ def per_contrast(section: str, key: str, scale: float, unit: str) -> PaperRef:
     def ref(inputs: Inputs, estimate: Estimate) -> PaperValue | None:
         if len(estimate.actions) != 2:
             return None
-        a, b = (inputs.paper_action(x) for x in estimate.actions)
-        return _value(lookup(inputs.paper, (section, key, f"{a}_minus_{b}")) or {}, scale, unit)
+        return _value(
+            lookup(inputs.paper, (section, key, paper_key(inputs.paper_actions, *estimate.actions))) or {}, scale, unit
+        )
 
     return ref
 

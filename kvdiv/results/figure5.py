@@ -30,6 +30,7 @@ from kvdiv.outputs.tables import pp
 from kvdiv.analysis.decomposition import gap_decomposition
 from kvdiv.analysis.timing import entry_contrasts, entry_times, survival_curves
 from kvdiv.results.base import Plot, Result, Table
+from kvdiv.results.claim_sources import paper_key
 
 EXPOSURE_COLOR = PART_COLORS["exposure_part"][0]
 BRANCH_COLOR = PART_COLORS["branch_part"][0]
@@ -190,13 +191,6 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
     p50 = paper.get("retention50", {})
     keys = context.model_keys
     theirs = setting.get("paper_actions") or {}  # our action → the paper's (both readings of SnapKV-512)
-
-    def paper_action(action: str) -> str:
-        return theirs.get(action, action)
-
-    def paper_contrast(contrast: str) -> str:
-        return "_minus_".join(paper_action(a) for a in contrast.split(" − "))
-
     if frames:
         entry, dec = frames["entry"], frames["decomposition"]
         for model in sorted(entry["model"].unique().to_list()):
@@ -209,7 +203,7 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
                         r["n_documents"],
                         num(r),
                         *(
-                            paper_value(p50, "mean_first_divergence_step_among_diverged", m, paper_action(action))
+                            paper_value(p50, "mean_first_divergence_step_among_diverged", m, paper_key(theirs, action))
                             for m in keys
                         ),
                     )
@@ -220,15 +214,15 @@ def section(frames: Mapping[str, pl.DataFrame], setting: Mapping, paper: Mapping
                         model,
                         r["n_documents"],
                         ci(r),
-                        *(paper_value(p50, "diverged_by_step_128_percent", m, paper_action(action)) for m in keys),
+                        *(paper_value(p50, "diverged_by_step_128_percent", m, paper_key(theirs, action)) for m in keys),
                     )
             for contrast in list(dict.fromkeys(dec.filter(pl.col("model") == model)["contrast"].to_list())):
-                key = paper_contrast(contrast)
                 r = first_row(dec, model=model, stratum=POOLED, contrast=contrast, statistic="exposure_share")
                 g = first_row(dec, model=model, stratum=POOLED, contrast=contrast, statistic="gap")
                 if g:
                     t.add(f"mismatch gap (pp), {contrast}", model, g["n_documents"], ci(g))
                 if r:
+                    key = paper_key(theirs, r["action_a"], r["action_b"])
                     t.add(
                         f"exposure share of gap (%), {contrast}",
                         model,

@@ -15,7 +15,7 @@ from kvdiv.results.claim_sources import Inputs
 from kvdiv.results.registry import get_result
 from kvdiv.analysis.decomposition import mark_identification
 from kvdiv.analysis.inputs import POOLED, Metrics
-from kvdiv.outputs.report_cells import NOT_IDENTIFIED_TEXT
+from kvdiv.outputs.report_cells import NOT_IDENTIFIED_TEXT, SectionContext
 from kvdiv.io import write_parquet
 from kvdiv.metrics import compute_metrics
 from kvdiv.results.report import build_report, paper_values
@@ -188,6 +188,30 @@ def test_paper_values_are_attached_to_the_right_action_and_model(ordered):
     assert subject not in unmapped.filter(pl.col("claim") == "C1")["subject"].to_list()  # no paper direction
     flagged = table_of(ordered, degenerate={"snapkv_512": "keeps 288 entries, fewer than 2 × its window of 512"})
     assert all("degenerate action snapkv_512" in f for f in column(flagged, "C1", "flags", "snapkv_512 − snapkv_half"))
+
+
+def test_figure5_section_reads_paper_values_through_paper_actions():
+    """Figure 5's report rows of an action named apart from the paper's (snapkv_w512 for the paper's SnapKV-512) show
+    the paper's values when analysis.paper_actions maps it, for the action and for its contrast; '–' when unmapped."""
+    from kvdiv.results import figure5
+
+    e50 = {"snapkv_half": 0.02, "snapkv_w512": 0.05, "recent_half": 0.08}
+    m50 = metrics_of(simulate_cube(e50, 8, 1, H, seed=4, strata=STRATA, study="retention50", model="tiny"))
+    settings = {**SETTINGS, "contrasts": [["snapkv_w512", "snapkv_half"], ["recent_half", "snapkv_half"]]}
+    frames = get_result("figure5").build(m50, **settings)
+    context = SectionContext(get_result("figure5"), "retention50", model_keys=("llama", "qwen"))
+
+    def rows(setting: dict) -> dict[str, str]:
+        text = "\n".join(figure5.section(frames, setting, paper_values(), context))
+        return {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
+
+    mapped, unmapped = rows({"paper_actions": {"snapkv_w512": "snapkv_512"}}), rows({})
+    tau = "mean first-divergence step among diverged, snapkv_w512"
+    share_row = "exposure share of gap (%), snapkv_w512 − snapkv_half"
+    assert mapped[tau].endswith("| 11.69 | 12.18 |") and unmapped[tau].endswith("| – | – |")
+    assert mapped[share_row].endswith("| 86.3 | 89.9 |") and unmapped[share_row].endswith("| – | – |")
+    recent = "exposure share of gap (%), recent_half − snapkv_half"
+    assert mapped[recent] == unmapped[recent] and mapped[recent].endswith("| 84.7 | 87.3 |")
 
 
 def test_the_reverse_ordering_is_contradicted():
