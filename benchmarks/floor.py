@@ -170,6 +170,13 @@ def machine_floor(shape: ModelShape, threads: int = 1) -> Floor:
     return Floor(gemm_rate(shape, threads), read_bandwidth(threads), threads)
 
 
+def coupled_chains(retentions: Sequence[float]) -> tuple[int, float]:
+    """The chains of a coupled document whose actions keep ``retentions`` of the prompt — a shared reference chain
+    and each action's y and fixed-history chain — and the share of the prompt they attend to on average."""
+    chains = 1 + 2 * len(retentions)
+    return chains, (1 + 2 * sum(retentions)) / chains
+
+
 def job_floor(
     floor: Floor, shape: ModelShape, prompts: Sequence[int], chains: int, horizon: int, retention: float = 1.0
 ) -> dict[str, float]:
@@ -241,8 +248,7 @@ def main() -> None:
         f"GEMM {floor.gemm_flops / 1e9:.1f} GFLOP/s, read bandwidth {floor.bandwidth / 1e9:.1f} GB/s, "
         f"{args.threads} thread(s)"
     )
-    chains = 2 * args.actions + 1  # a shared reference chain, each action's y and fixed-history chain
-    retention = (1 + 2 * args.actions * 0.5) / chains
+    chains, retention = coupled_chains([0.5] * args.actions)
     print(f"| prompt | prefill floor s | decode floor s per document (H = {args.horizon}, {chains} chains) |")
     print("|---:|---:|---:|")
     for n in args.lengths:

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import polars as pl
 import yaml
-from floor import Floor, ModelShape, job_floor, machine_floor
+from floor import Floor, ModelShape, coupled_chains, job_floor, machine_floor
 
 from kvdiv.kernel.memory_plan import retention
 
 
-def job_rows(results: Path, config: dict, study: str, model: str) -> list[tuple[str, list[int], float]]:
+def job_rows(results: Path, study: str, model: str) -> list[tuple[str, list[int], float]]:
     """(batch, prompt lengths, recorded seconds) of each trajectory job of ``study`` × ``model``."""
     docs = pl.read_parquet(results / study / "metrics" / model / "replicates.parquet")
     docs = docs.select("document", "stratum", "prompt_tokens").unique()
@@ -63,13 +63,12 @@ def main() -> int:
     total = [0.0, 0.0]
     for study, spec in config["studies"].items():
         actions = [config["actions"][a] for a in spec["actions"]]
-        chains = 1 + 2 * len(actions)
         study_total = [0.0, 0.0]
-        for batch, lengths, seconds in job_rows(results, config, study, args.model):
+        for batch, lengths, seconds in job_rows(results, study, args.model):
             if not lengths:
                 continue
             mean = int(sum(lengths) / len(lengths))
-            kept = (1 + 2 * sum(retention(a, mean) for a in actions)) / chains
+            chains, kept = coupled_chains([retention(a, mean) for a in actions])
             f = job_floor(floor, shape, lengths, chains, spec["horizon"], kept)["total"]
             study_total[0] += seconds
             study_total[1] += f
