@@ -196,20 +196,23 @@ def job_floor(
 
 def prefill_rounds(lengths: Sequence[int], rounds: int, threads: int) -> None:
     """SmolLM2 prefills of helmet documents at ``lengths`` tokens (config/replication.yaml's retention50 actions, and
-    none), each round beside a fresh floor probe: seconds and seconds / floor."""
+    none), each round beside a fresh floor probe: seconds and seconds / floor; freed memory kept as a job keeps it."""
     import statistics
 
     import torch
     from bench_common import smollm2, stratum_prompts
 
+    from kvdiv.host_memory import retain_freed_memory
     from kvdiv.kernel.session import KernelSession
     from kvdiv.settings import generation
 
+    retain_freed_memory()  # as a trajectory job's script (benchmarks/host_memory.md)
     config, loaded = smollm2("results/models", "config/replication.yaml")
     shape = ModelShape.from_config(loaded.model.config)
     actions = {a: config["actions"][a] for a in config["studies"]["retention50"]["actions"]}
     print(
-        "| prompt | floor s (median) | prefill s, no action (min, median) | / floor | prefill s, 3 actions | / floor |"
+        "| prompt | floor s (median) | prefill s, no action (min, median) | / floor | "
+        f"prefill s, {len(actions)} actions | / floor |"
     )
     print("|---:|---:|---:|---:|---:|---:|")
     for n in lengths:

@@ -4,6 +4,7 @@ that uses it (SnapKV, its wrappers, TOVA, a scorer proposal) giving the same cac
 from __future__ import annotations
 
 import contextlib
+import copy
 
 import pytest
 import torch
@@ -51,6 +52,29 @@ def test_window_attention_has_kvpress_bits(smollm2_shaped, tiny_llama, tiny_qwen
         ours = window_attention(attn, hidden, keys, window, embeddings)
         assert ours.shape == theirs.shape == (1, loaded.model.config.num_attention_heads, window, k_len - window)
         assert torch.equal(ours, theirs)
+
+
+@pytest.mark.parametrize("window, k_len", [(8, 48), (64, 200), (512, 704)])
+def test_window_attention_a_head_at_a_time_has_kvpress_bits(smollm2_shaped, monkeypatch, window, k_len):
+    """Blocks of one head each (the block size that long prompts get) write the same bits as kvpress's one pass."""
+    monkeypatch.setattr("kvdiv.kernel.presses.window_attention.BLOCK_ELEMENTS", 1)
+    attn, hidden, keys, embeddings = _layer_inputs(smollm2_shaped, k_len, seed=window)
+    theirs = KVPRESS_WINDOW_ATTENTION(attn, hidden, keys, window, embeddings)
+    assert torch.equal(window_attention(attn, hidden, keys, window, embeddings), theirs)
+
+
+@pytest.mark.parametrize("block", [1, 1 << 22])
+def test_window_attention_in_bfloat16_has_kvpress_bits(smollm2_shaped, monkeypatch, block):
+    """A bfloat16 model: softmax in float32, then bfloat16, as kvpress (blocks of one head and one block)."""
+    monkeypatch.setattr("kvdiv.kernel.presses.window_attention.BLOCK_ELEMENTS", block)
+    attn, hidden, keys, embeddings = _layer_inputs(smollm2_shaped, 200, seed=3)
+    attn = copy.deepcopy(attn).to(torch.bfloat16)
+    hidden, keys = hidden.to(torch.bfloat16), keys.to(torch.bfloat16)
+    embeddings = tuple(e.to(torch.bfloat16) for e in embeddings)
+    theirs = KVPRESS_WINDOW_ATTENTION(attn, hidden, keys, 64, embeddings)
+    ours = window_attention(attn, hidden, keys, 64, embeddings)
+    assert theirs.dtype == ours.dtype == torch.bfloat16
+    assert torch.equal(ours, theirs)
 
 
 def test_a_wrong_mask_would_show(tiny_llama, monkeypatch):

@@ -4,7 +4,11 @@ SimLayerKV) with the same bits and without its full-size mask tensors.
 kvpress builds the causal mask of the window's queries as ``ones_like(weights) × −inf``, ``triu`` and ``+=``: three
 tensors of the weights' size per layer and press. :func:`window_attention` masks in place, only the window's own
 columns (no earlier key is ever masked), with a boolean mask cached per (window, device) instead; adding 0 or −inf
-to a finite logit and filling −inf there are the same values, so the softmax sees the same input.
+to a finite logit and filling −inf there are the same values, so the softmax sees the same input. It computes the
+logits and softmax a block of heads at a time (each head's are its own: the same bits) into the one result tensor,
+so its temporaries stay below glibc's largest mmap threshold and reuse the heap's pages (:mod:`kvdiv.host_memory`)
+instead of a fresh mapping of the weights' size per step (75 MB per layer and press at 4096 tokens with a 512-token
+window).
 :func:`exact_window_attention` installs it for the length of a block (the prefill,
 :func:`kvdiv.kernel.prefill.prefill_caches`). tests/kernel/test_window_attention.py holds the bits equal.
 """
@@ -34,20 +38,34 @@ def future_mask(window_size: int, device: torch.device) -> torch.Tensor:
     return torch.ones(window_size, window_size, dtype=torch.bool, device=device).triu_(1)
 
 
+#: float32 elements of one block of heads' logits (16 MiB): under glibc's largest mmap threshold (32 MiB)
+BLOCK_ELEMENTS = 1 << 22
+
+
 def window_attention(module, hidden_states, keys, window_size, position_embeddings):
     """The attention weights of the last ``window_size`` queries on the first ``k_len − window_size`` keys, computed as
     kvpress's ``SnapKVPress.compute_window_attention`` computes them (same arguments, same bits)."""
-    _, _, k_len, _ = keys.shape
+    bsz, _, k_len, _ = keys.shape
     head_dim = module.head_dim
-    groups = module.config.num_attention_heads // module.config.num_key_value_heads
+    heads = module.config.num_attention_heads
+    groups = heads // module.config.num_key_value_heads
     query_states = get_prerope_query_states(module, hidden_states[:, -window_size:])
     cos, sin = position_embeddings
     cos, sin = cos[:, -window_size:], sin[:, -window_size:]
     query_states = (query_states * cos.unsqueeze(1)) + (rotate_half(query_states) * sin.unsqueeze(1))
-    weights = torch.matmul(query_states, repeat_kv(keys, groups).transpose(2, 3))
-    weights.div_(math.sqrt(head_dim))
-    weights[..., k_len - window_size :].masked_fill_(future_mask(window_size, weights.device), float("-inf"))
-    weights = nn.functional.softmax(weights, dim=-1, dtype=torch.float32).to(query_states.dtype)
+    keys_t = repeat_kv(keys, groups).transpose(2, 3)
+    mask = future_mask(window_size, query_states.device)
+    scale = math.sqrt(head_dim)
+    weights = torch.empty(bsz, heads, window_size, k_len, dtype=query_states.dtype, device=query_states.device)
+    step = max(1, BLOCK_ELEMENTS // max(1, bsz * window_size * k_len))
+    for h in range(0, heads, step):
+        block = torch.matmul(query_states[:, h : h + step], keys_t[:, h : h + step])
+        block.div_(scale)
+        block[..., k_len - window_size :].masked_fill_(mask, float("-inf"))
+        if block.dtype == torch.float32:
+            torch.softmax(block, dim=-1, out=weights[:, h : h + step])
+        else:  # softmax in float32, then the queries' dtype, as kvpress
+            weights[:, h : h + step].copy_(nn.functional.softmax(block, dim=-1, dtype=torch.float32))
     return weights[..., :-window_size]
 
 
@@ -63,4 +81,4 @@ def exact_window_attention() -> Iterator[None]:
         SnapKVPress.compute_window_attention = saved
 
 
-__all__ = ["KVPRESS_WINDOW_ATTENTION", "exact_window_attention", "future_mask", "window_attention"]
+__all__ = ["BLOCK_ELEMENTS", "KVPRESS_WINDOW_ATTENTION", "exact_window_attention", "future_mask", "window_attention"]
