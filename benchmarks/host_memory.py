@@ -74,6 +74,9 @@ for prompt in job["prompts"]:
 seeds, doc = tuple(job["seeds"][:2]), job["seeds"][2]
 before = usage()
 sessions = coupled_sessions(loaded, [job["prompts"][-1]], [doc], actions, horizon, seeds=seeds)
+if sys.argv[2].startswith("retain"):  # as kvdiv.trajectories.job after a batch's prefills
+    from kvdiv.host_memory import release_freed_memory
+    release_freed_memory()
 report["job_prefill"] = since(before)
 before = usage()
 out = coupled_generate(sessions, [doc], list(actions), horizon, seeds=seeds, eos=loaded.eos_token_ids)

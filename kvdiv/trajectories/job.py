@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from kvdiv.host_memory import release_freed_memory
 from kvdiv.settings import AutoBatch, Generation
 from kvdiv.trajectories import batching, checks
 from kvdiv.trajectories.base import EOS_FOLDING, chains_needed
@@ -252,6 +253,7 @@ def _generate(
             )
         sessions.append(session)
         prefill_s.append(time.perf_counter() - start)
+    release_freed_memory()  # the prefills' working memory, kept for reuse between layers, is not held while decoding
     with doing(documents=[ids[d] for d in members], phase="decoding"):
         trajectories = generate_documents(
             sessions,

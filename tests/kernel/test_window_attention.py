@@ -20,6 +20,7 @@ from kvdiv.kernel.presses.window_attention import (
     window_attention,
 )
 from kvdiv.kernel.session import KernelSession
+from kvdiv.models.prepacked import unpack_linears
 from kvdiv.settings import generation
 
 #: presses whose prefill reaches SnapKV's window attention
@@ -55,25 +56,37 @@ def test_window_attention_has_kvpress_bits(smollm2_shaped, tiny_llama, tiny_qwen
 
 
 @pytest.mark.parametrize("window, k_len", [(8, 48), (64, 200), (512, 704)])
-def test_window_attention_a_head_at_a_time_has_kvpress_bits(smollm2_shaped, monkeypatch, window, k_len):
-    """Blocks of one head each (the block size that long prompts get) write the same bits as kvpress's one pass."""
-    monkeypatch.setattr("kvdiv.kernel.presses.window_attention.BLOCK_ELEMENTS", 1)
+@pytest.mark.parametrize("heads_per_block", [1, 2])
+def test_window_attention_in_blocks_of_heads_has_kvpress_bits(
+    smollm2_shaped, monkeypatch, window, k_len, heads_per_block
+):
+    """Blocks of one head, and of two (9 heads: four blocks and a leftover head), write the same bits as kvpress's
+    one pass."""
+    monkeypatch.setattr("kvdiv.kernel.presses.window_attention.BLOCK_ELEMENTS", heads_per_block * window * k_len)
     attn, hidden, keys, embeddings = _layer_inputs(smollm2_shaped, k_len, seed=window)
     theirs = KVPRESS_WINDOW_ATTENTION(attn, hidden, keys, window, embeddings)
     assert torch.equal(window_attention(attn, hidden, keys, window, embeddings), theirs)
 
 
-@pytest.mark.parametrize("block", [1, 1 << 22])
-def test_window_attention_in_bfloat16_has_kvpress_bits(smollm2_shaped, monkeypatch, block):
-    """A bfloat16 model: softmax in float32, then bfloat16, as kvpress (blocks of one head and one block)."""
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("batch", [1, 2])
+@pytest.mark.parametrize("block", [1, 2 * 64 * 200, 1 << 22])
+def test_window_attention_in_half_precision_and_batches_has_kvpress_bits(
+    smollm2_shaped, monkeypatch, dtype, batch, block
+):
+    """A half-precision model (softmax in float32, then the model's dtype, as kvpress) and two prompts at once, in
+    blocks of one head and in one block."""
     monkeypatch.setattr("kvdiv.kernel.presses.window_attention.BLOCK_ELEMENTS", block)
     attn, hidden, keys, embeddings = _layer_inputs(smollm2_shaped, 200, seed=3)
-    attn = copy.deepcopy(attn).to(torch.bfloat16)
-    hidden, keys = hidden.to(torch.bfloat16), keys.to(torch.bfloat16)
-    embeddings = tuple(e.to(torch.bfloat16) for e in embeddings)
+    attn = copy.deepcopy(attn)
+    unpack_linears(attn)  # oneDNN's packed half-precision weights need CPU features a machine may lack
+    attn = attn.to(dtype)
+    hidden, keys = hidden.expand(batch, -1, -1).to(dtype), keys.expand(batch, -1, -1, -1).to(dtype)
+    hidden = hidden + torch.arange(batch, dtype=dtype)[:, None, None]  # the prompts differ
+    embeddings = tuple(e.expand(batch, -1, -1).to(dtype) for e in embeddings)
     theirs = KVPRESS_WINDOW_ATTENTION(attn, hidden, keys, 64, embeddings)
     ours = window_attention(attn, hidden, keys, 64, embeddings)
-    assert theirs.dtype == ours.dtype == torch.bfloat16
+    assert theirs.dtype == ours.dtype == dtype and ours.shape[0] == batch
     assert torch.equal(ours, theirs)
 
 

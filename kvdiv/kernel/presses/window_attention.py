@@ -4,11 +4,11 @@ SimLayerKV) with the same bits and without its full-size mask tensors.
 kvpress builds the causal mask of the window's queries as ``ones_like(weights) × −inf``, ``triu`` and ``+=``: three
 tensors of the weights' size per layer and press. :func:`window_attention` masks in place, only the window's own
 columns (no earlier key is ever masked), with a boolean mask cached per (window, device) instead; adding 0 or −inf
-to a finite logit and filling −inf there are the same values, so the softmax sees the same input. It computes the
-logits and softmax a block of heads at a time (each head's are its own: the same bits) into the one result tensor,
-so its temporaries stay below glibc's largest mmap threshold and reuse the heap's pages (:mod:`kvdiv.host_memory`)
-instead of a fresh mapping of the weights' size per step (75 MB per layer and press at 4096 tokens with a 512-token
-window).
+to a finite logit and filling −inf there are the same values, so the softmax sees the same input. On a CPU, for
+one prompt, it computes the logits and softmax a block of heads at a time (each head's are its own: the same bits)
+into the one result tensor, so its temporaries stay under the size a trajectory job's malloc serves from its heap and
+reuse its pages (:mod:`kvdiv.host_memory`) instead of a fresh mapping of the weights' size per step (75 MB per layer
+and press at 4096 tokens with a 512-token window).
 :func:`exact_window_attention` installs it for the length of a block (the prefill,
 :func:`kvdiv.kernel.prefill.prefill_caches`). tests/kernel/test_window_attention.py holds the bits equal.
 """
@@ -38,7 +38,8 @@ def future_mask(window_size: int, device: torch.device) -> torch.Tensor:
     return torch.ones(window_size, window_size, dtype=torch.bool, device=device).triu_(1)
 
 
-#: float32 elements of one block of heads' logits (16 MiB): under glibc's largest mmap threshold (32 MiB)
+#: logits of one block of heads (16 MiB of float32, unless one head alone is more): under the 32 MiB up to which a
+#: trajectory job's malloc serves requests from its heap (kvdiv.host_memory)
 BLOCK_ELEMENTS = 1 << 22
 
 
@@ -57,7 +58,10 @@ def window_attention(module, hidden_states, keys, window_size, position_embeddin
     mask = future_mask(window_size, query_states.device)
     scale = math.sqrt(head_dim)
     weights = torch.empty(bsz, heads, window_size, k_len, dtype=query_states.dtype, device=query_states.device)
-    step = max(1, BLOCK_ELEMENTS // max(1, bsz * window_size * k_len))
+    # blocks where they pay: host memory, one prompt (a batched half-precision product on a slice of heads can take
+    # another kernel than on all of them; on a GPU the allocator caches and a block is only more launches)
+    blocked = query_states.device.type == "cpu" and bsz == 1
+    step = max(1, BLOCK_ELEMENTS // (window_size * k_len)) if blocked else heads
     for h in range(0, heads, step):
         block = torch.matmul(query_states[:, h : h + step], keys_t[:, h : h + step])
         block.div_(scale)
