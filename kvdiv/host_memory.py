@@ -1,20 +1,11 @@
-"""Freed host buffers kept for reuse instead of handed back: a process-wide malloc setting for the workflow's jobs.
+"""Freed host memory kept for reuse: a process-wide malloc setting for the workflow's trajectory jobs.
 
-glibc's malloc maps a request above its mmap threshold with pages of its own and unmaps them on free, and it
-returns freed memory at its heap's top to the system once that exceeds its trim threshold; both thresholds start at
-128 KiB and adjust themselves (up to 32 and 64 MiB) only as large blocks are freed. A prefill frees and allocates
-tens of MB per layer, so the heap is trimmed and regrown over and over, and each regrowth costs the kernel a fault
-and a zeroed page per 4 KiB (a 4096-token SmolLM2 prefill with four actions: 1.5 M faults, 3.2 s of system time).
-:func:`retain_freed_memory` fixes the mmap threshold at :data:`MMAP_THRESHOLD` (32 MiB, the cap of glibc's own
-adjustment) and keeps up to :data:`TRIM_THRESHOLD` of freed memory at the heap's top, so a layer reuses the pages the
-previous layer freed; :func:`release_freed_memory` hands it back once a batch's prefills are done
-(:mod:`kvdiv.trajectories.job`), so it is not held through the decode. Requests above 32 MiB are mapped as before
-(serving them from the heap too fragments it: a prefill's peak RSS rose 23 %). The arithmetic is the same, so values
-are unchanged (benchmarks/host_memory.md).
-
-:func:`retain_freed_memory` changes the whole process, so the workflow's job script calls it
-(workflow_scripts/trajectories.py), not the library: :mod:`kvdiv.compare` in a user's own process leaves their
-allocator's settings alone. Other C libraries (musl, macOS) are left as they are.
+glibc hands memory above its mmap and trim thresholds (128 KiB at first) back to the system on free, so a prefill that
+frees and allocates tens of MB per layer has the kernel fault in zeroed pages again and again (1.5 M faults in a
+4096-token SmolLM2 prefill with four actions). :func:`retain_freed_memory` serves requests up to 32 MiB from the heap
+and keeps up to 1 GiB freed; :func:`release_freed_memory` hands it back after a batch's prefills. Same arithmetic,
+same values (benchmarks/host_memory.md). Only the job script sets it (workflow_scripts/trajectories.py): the library
+in a user's process leaves their allocator alone. Not glibc: nothing happens.
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """kvpress's SnapKV window attention (``SnapKVPress.compute_window_attention``, also called by Finch, TOVA and
 SimLayerKV) with the same bits and without its full-size mask tensors.
 
-kvpress builds the causal mask of the window's queries as ``ones_like(weights) × −inf``, ``triu`` and ``+=``: three
-tensors of the weights' size per layer and press. :func:`window_attention` masks in place, only the window's own
-columns (no earlier key is ever masked), with a boolean mask cached per (window, device) instead; adding 0 or −inf
-to a finite logit and filling −inf there are the same values, so the softmax sees the same input. On a CPU, for
-one prompt, it computes the logits and softmax a block of heads at a time (each head's are its own: the same bits)
-into the one result tensor, so its temporaries stay under the size a trajectory job's malloc serves from its heap and
-reuse its pages (:mod:`kvdiv.host_memory`) instead of a fresh mapping of the weights' size per step (75 MB per layer
-and press at 4096 tokens with a 512-token window).
-:func:`exact_window_attention` installs it for the length of a block (the prefill,
-:func:`kvdiv.kernel.prefill.prefill_caches`). tests/kernel/test_window_attention.py holds the bits equal.
+:func:`window_attention` masks in place only the window's own columns (kvpress adds a −inf ``triu`` tensor of the
+weights' size; adding 0 or −inf and filling −inf give the softmax the same input), and on a CPU, for one prompt, it
+computes a block of heads at a time into the one result tensor, so its temporaries reuse the heap's pages
+(:mod:`kvdiv.host_memory`; each head's logits are its own: the same bits). :func:`exact_window_attention` installs it
+for a block (the prefill, :func:`kvdiv.kernel.prefill.prefill_caches`); tests/kernel/test_window_attention.py holds
+the bits equal.
 """
 
 from __future__ import annotations
