@@ -244,15 +244,36 @@ def print_ratios(a: Sequence[float], b: Sequence[float], names: tuple[str, str])
     print(f"ratio {names[0]} / {names[1]} per round: min {min(ratios):.3f}, median {statistics.median(ratios):.3f}")
 
 
-def job_arguments(parser, documents: int = 16, rounds: int = 2, stratum: str = "ruler_704") -> None:
-    """The options of the job benchmarks: --rounds, --documents, --horizon, --study, --stratum (of
+def round_arguments(parser, rounds: int = 2) -> None:
+    """The options every alternating-rounds benchmark of SmolLM2 takes: --rounds, --horizon, --study (of
     config/replication.yaml) and --busy."""
     parser.add_argument("--rounds", type=int, default=rounds)
-    parser.add_argument("--documents", type=int, default=documents)
     parser.add_argument("--horizon", type=int, default=128)
     parser.add_argument("--study", default="retention50")
-    parser.add_argument("--stratum", default=stratum)
     parser.add_argument("--busy", action="store_true", help="beside one busy process")
+
+
+def job_arguments(parser, documents: int = 16, rounds: int = 2, stratum: str = "ruler_704") -> None:
+    """The options of the job benchmarks: :func:`round_arguments`, --documents and --stratum."""
+    round_arguments(parser, rounds)
+    parser.add_argument("--documents", type=int, default=documents)
+    parser.add_argument("--stratum", default=stratum)
+
+
+def json_process(code: str, *argv: str, label: str) -> dict:
+    """Run ``code`` in a fresh Python process (``python -c code *argv``, this repository on its path and as
+    ``KVDIV_REPO``) and return the JSON object on the last line it prints; its stderr in the error when it fails."""
+    import json
+    import os
+
+    env = {**os.environ, "KVDIV_REPO": str(REPO), "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", code, *argv], env=env, capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(
+            f"the {label} process ended with code {proc.returncode} (-9: killed, e.g. out of memory):\n"
+            f"{proc.stderr[-3000:]}"
+        )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def require_smollm2(repo: Path) -> None:

@@ -16,15 +16,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
-from bench_common import busy_process, print_ratios, require_smollm2, smollm2, stratum_prompts
+from bench_common import (
+    busy_process,
+    json_process,
+    print_ratios,
+    require_smollm2,
+    round_arguments,
+    smollm2,
+    stratum_prompts,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 #: glibc's defaults and SnapKV's window attention in one block (what jobs ran before); the setting alone; the setting
@@ -89,23 +94,10 @@ print(json.dumps(report))
 """
 
 
-def run(variant: str, job_file: Path, out: Path) -> dict:
-    env = {**os.environ, "KVDIV_REPO": str(REPO), "PYTHONPATH": str(REPO)}
-    proc = subprocess.run(
-        [sys.executable, "-c", JOB, str(job_file), variant, str(out)], env=env, capture_output=True, text=True
-    )
-    if proc.returncode:
-        raise RuntimeError(f"the {variant} process ended with code {proc.returncode}:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2)
+    round_arguments(parser)
     parser.add_argument("--lengths", type=int, nargs="+", default=[2048, 4096])
-    parser.add_argument("--horizon", type=int, default=128)
-    parser.add_argument("--study", default="retention50")
-    parser.add_argument("--busy", action="store_true", help="beside one busy process")
     args = parser.parse_args()
     require_smollm2(REPO)
     config, loaded = smollm2(REPO / "results/models", REPO / "config/replication.yaml")
@@ -124,7 +116,7 @@ def main() -> None:
         for r in range(args.rounds):
             for variant in VARIANTS[r % 3 :] + VARIANTS[: r % 3]:
                 out = Path(tmp) / f"{variant}{r}.npz"
-                runs[variant].append(run(variant, job, out))
+                runs[variant].append(json_process(JOB, str(job), variant, str(out), label=variant))
                 values[variant].append(dict(np.load(out)))
     print(
         f"SmolLM2 at 1 thread, actions {list(actions)} ({args.study}), prompts {[len(p) for p in prompts]} tokens "

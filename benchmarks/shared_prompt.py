@@ -15,15 +15,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
-from bench_common import busy_process, print_ratios, require_smollm2, smollm2, stratum_prompts
+from bench_common import (
+    busy_process,
+    json_process,
+    print_ratios,
+    require_smollm2,
+    round_arguments,
+    smollm2,
+    stratum_prompts,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -71,27 +76,11 @@ print(json.dumps({
 """
 
 
-def run(layout: str, prompts_file: Path, out: Path) -> dict:
-    env = {**os.environ, "KVDIV_REPO": str(REPO), "PYTHONPATH": str(REPO)}
-    proc = subprocess.run(
-        [sys.executable, "-c", JOB, str(prompts_file), layout, str(out)], env=env, capture_output=True, text=True
-    )
-    if proc.returncode:
-        raise RuntimeError(
-            f"the {layout} job ended with code {proc.returncode} (-9: killed, e.g. out of memory):\n"
-            f"{proc.stderr[-3000:]}"
-        )
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2)
+    round_arguments(parser)
     parser.add_argument("--documents", type=int, default=4)
     parser.add_argument("--length", type=int, default=4096)
-    parser.add_argument("--horizon", type=int, default=128)
-    parser.add_argument("--study", default="retention50")
-    parser.add_argument("--busy", action="store_true", help="beside one busy process")
     args = parser.parse_args()
     require_smollm2(REPO)
     config, loaded = smollm2(REPO / "results/models", REPO / "config/replication.yaml")
@@ -107,7 +96,7 @@ def main() -> None:
         for r in range(args.rounds):
             for layout in ("slots", "shared") if r % 2 == 0 else ("shared", "slots"):
                 out = Path(tmp) / f"{layout}{r}.npz"
-                runs[layout].append(run(layout, job, out))
+                runs[layout].append(json_process(JOB, str(job), layout, str(out), label=layout))
                 values.setdefault(layout, dict(np.load(out)))
     gb = 1e9
     print(
