@@ -169,24 +169,24 @@ def test_smoke_study_end_to_end_and_reruns(tmp_path):
 
 def test_paper_dag_through_the_slurm_workflow_profile(tmp_path):
     """The paper's study (2 models x 576 documents) plans through profiles/slurm: one GPU trajectory job per
-    (study, model, block of 4 documents), with the profile's resources for `trajectories`; documents grouped 48 to
-    a SLURM job: 359 SLURM submissions (docs/slurm.md)."""
+    (study, model, block of 16 documents), with the profile's resources for `trajectories`; documents grouped 48 to
+    a SLURM job: 134 SLURM submissions (docs/slurm.md)."""
     work = copy_repo(tmp_path / "wf")
     proc = run_snakemake(work, "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/paper.yaml")
     jobs = planned_jobs(proc.stdout + proc.stderr)
-    # documents in blocks of the reference tokenizer model's documents_per_job (4): 12 per stratum and study
-    assert jobs["trajectories"] == 2 * 2 * 6 * (48 // 4) and jobs["document"] == 2 * 6 * (48 // 4), jobs
+    # documents in blocks of the reference tokenizer model's documents_per_job (16): 3 per stratum and study
+    assert jobs["trajectories"] == 2 * 2 * 6 * (48 // 16) and jobs["document"] == 2 * 6 * (48 // 16), jobs
     # one SLURM job per job, but `all` (no action: run by snakemake itself) and the document blocks, 12 to a group job
     groups = (proc.stdout + proc.stderr).count("Group job documents")
-    assert groups == 2 * 6 * (48 // 4) // 12
+    assert groups == 2 * 6 * (48 // 16) // 12
     # (and the Markdown pages of the HTML report: local rules, run by snakemake itself)
     local = jobs["all"] + jobs.get("report_page", 0) + jobs.get("table_page", 0)
     assert jobs["report_page"] == 1 and jobs["table_page"] >= 3, jobs
-    assert sum(jobs.values()) - local - jobs["document"] + groups == 359, jobs
+    assert sum(jobs.values()) - local - jobs["document"] + groups == 134, jobs
     # the profile's set-resources for `trajectories` reach every batch rule
     store = "results/paper/retention50/trajectories/llama/retention50-ruler_4096-0005.zarr"
     out = run_snakemake(work, store, "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/paper.yaml")
-    block = out.stdout[out.stdout.index("rule trajectories_retention50_llama_ruler_4096_0004_0007") :]
+    block = out.stdout[out.stdout.index("rule trajectories_retention50_llama_ruler_4096_0000_0015") :]
     resources = next(line for line in block.splitlines() if line.strip().startswith("resources:"))
     for setting in ("slurm_partition=gpu", "gpu=1", "gpu_model=a100", "cpus_per_task=4", "runtime=120", "mem_mb=64000"):
         assert setting in resources, resources
