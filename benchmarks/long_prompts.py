@@ -1,0 +1,131 @@
+"""SmolLM2 at the longest prompts its context holds, through the workflow as a user runs it (issue 40: 8k-token
+documents on a 24 GB machine): a config derived from config/replication.yaml with one stratum of ``--length`` tokens
+(default 8064 = SmolLM2's 8192 context − H) and ``--documents`` documents in one trajectory job
+(``documents_per_batch: auto``), run by ``snakemake --cores 1 --until metrics`` under its own results root.
+
+    PYTHONPATH=. python benchmarks/long_prompts.py [--length 8064 --documents 4 --family helmet]
+
+Prints the machine's memory, the batches the memory plan chose (the job's log), the job's seconds beside its floor
+(benchmarks/floor.py, probed in this process after the run) and its peak RSS (Snakemake's job benchmark, in MiB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+from floor import ModelShape, coupled_chains, job_floor, machine_floor
+from run_floor import job_rows
+
+from kvdiv.kernel.memory_plan import CacheShape, document_bytes, prefill_bytes, retention
+from kvdiv.trajectories.base import chains_needed
+
+REPO = Path(__file__).resolve().parents[1]
+MODEL = "smollm2"
+
+
+def derived_config(base: dict, results: str, study: str, family: str, length: int, documents: int) -> dict:
+    """``base`` with one study of ``documents`` documents of one stratum, all in one trajectory job."""
+    config = dict(base, results=results)
+    config["models"] = {MODEL: dict(base["models"][MODEL], documents_per_job=documents, documents_per_batch="auto")}
+    spec = dict(base["studies"][study], documents_per_stratum=documents, strata=[{"family": family, "length": length}])
+    config["studies"] = {study: spec}
+    analysis = dict(base["analysis"])
+    kept = set(spec["actions"])
+    analysis["contrasts"] = [pair for pair in analysis["contrasts"] if set(pair) <= kept]
+    analysis["table3_contrast"] = [pair for pair in analysis.get("table3_contrast", []) if set(pair) <= kept]
+    analysis["studies"] = {item: study for item in analysis["studies"] if item not in ("figure7", "table2")}
+    config["analysis"] = analysis
+    return config
+
+
+def meminfo() -> dict[str, float]:
+    """/proc/meminfo's MemTotal and MemAvailable in GB."""
+    values = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        key, value = line.split(":", 1)
+        if key in ("MemTotal", "MemAvailable"):
+            values[key] = int(value.split()[0]) * 1024 / 1e9
+    return values
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", default="config/replication.yaml")
+    parser.add_argument("--study", default="retention50")
+    parser.add_argument("--family", default="helmet")
+    parser.add_argument("--length", type=int, default=8064)
+    parser.add_argument("--documents", type=int, default=4)
+    parser.add_argument("--results", default="results/long_prompts")
+    args = parser.parse_args()
+    base = yaml.safe_load((REPO / args.base).read_text())
+    config = derived_config(base, args.results, args.study, args.family, args.length, args.documents)
+    results = REPO / args.results
+    for stale in (results / args.study / "trajectories", results / "benchmarks" / "trajectories"):
+        shutil.rmtree(stale, ignore_errors=True)  # the job runs again; documents and the model are kept
+    memory = meminfo()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "long_prompts.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        command = [sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", str(path), "--until", "metrics"]
+        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"snakemake failed:\n{done.stderr[-4000:]}")
+    stratum = f"{args.family}_{args.length}"
+    batch = f"{stratum}-0000-{args.documents - 1:04d}"
+    log = (results / "logs" / "trajectories" / args.study / MODEL / f"{batch}.log").read_text()
+    plan = re.search(r"documents_per_batch auto: (.*)", log)
+    bench = next(
+        csv.DictReader(
+            (results / "benchmarks" / "trajectories" / args.study / MODEL / f"{batch}.tsv").open(), delimiter="\t"
+        )
+    )
+    from transformers import AutoConfig
+
+    model_config = AutoConfig.from_pretrained(str(results / "models" / MODEL))
+    shape = ModelShape.from_config(model_config, 4)
+    floor = machine_floor(shape)
+    spec = config["studies"][args.study]
+    named = {a: config["actions"][a] for a in spec["actions"]}
+    ((_, lengths, seconds),) = job_rows(results, args.study, MODEL)
+    chains, kept = coupled_chains([retention(a, int(sum(lengths) / len(lengths))) for a in named.values()])
+    job = job_floor(floor, shape, lengths, chains, spec["horizon"], kept)
+    longest = max(lengths)
+    cache = CacheShape.from_config(model_config, 4)
+    n_chains = chains_needed(len(named), 1, "complete", "shared")
+    held = {
+        layout: document_bytes(cache, longest, longest, named, n_chains, spec["horizon"], layout) / 1e9
+        for layout in ("slots", "shared")
+    }
+    extra = prefill_bytes(cache, longest, named) / 1e9
+    print(f"machine: {memory['MemTotal']:.1f} GB memory, {memory['MemAvailable']:.1f} GB available at the start")
+    print(f"floor probe: GEMM {floor.gemm_flops / 1e9:.1f} GFLOP/s, read bandwidth {floor.bandwidth / 1e9:.1f} GB/s")
+    print(f"memory plan (job log): {plan.group(1) if plan else 'not logged'}")
+    print(
+        f"memory plan at {longest} tokens (the whole prompt compressed): {held['shared']:.3f} GB per document while "
+        f"generating with the shared prompt, {held['slots']:.3f} GB with a copy per chain (the slots layout), "
+        f"+ {extra:.3f} GB during a prefill"
+    )
+    print()
+    print("| stratum | documents | prompt tokens | actions | job s | floor s | job / floor | peak RSS GB |")
+    print("|---|---:|---|---|---:|---:|---:|---:|")
+    names = ", ".join(named)
+    peak = float(bench["max_rss"]) * 2**20 / 1e9
+    tokens = f"{min(lengths)}–{max(lengths)}"
+    ratio = seconds / job["total"]
+    print(
+        f"| {stratum} | {len(lengths)} | {tokens} | {names} | {seconds:.0f} | {job['total']:.0f} | {ratio:.2f} "
+        f"| {peak:.2f} |"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
