@@ -1,5 +1,6 @@
 """The workflow refuses, when it starts, a chat template that drops the message, loops without bound, or that a
-resolved model ships with the same defects, naming the model (before any job runs)."""
+resolved model ships with the same defects, naming the model (before any job runs); and a stratum longer than a
+context known then."""
 
 from __future__ import annotations
 
@@ -50,3 +51,21 @@ def test_bad_chat_templates_are_refused_at_startup(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and f"models.tiny ({models / 'tiny'})" in out, out[-2000:]
     assert "renders two different messages identically" in out
+
+
+def test_a_stratum_past_a_known_context_is_refused_at_startup(tmp_path):
+    """A stratum whose length plus the horizon passes a model's context is an error when the workflow starts, naming
+    study, stratum, model and context, wherever the context is known then: a random model's config, a resolved
+    model's config.json (kvdiv.config.startup.check_contexts); otherwise the document job says it."""
+    config = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
+    config["models"]["tiny"]["model_config"]["max_position_embeddings"] = 780  # 768 + 16 = 784 tokens
+    proc = dry_run(tmp_path, config)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-2000:]
+    assert (
+        "studies.retention50: stratum ruler_768 plus horizon 16 = 784 tokens exceeds the context of model 'tiny' (780)"
+        in out
+    )
+    assert "the longest stratum it holds at this horizon is 764 tokens" in out
+    config["models"]["tiny"]["model_config"]["max_position_embeddings"] = 784  # exactly the stratum and H: plans
+    assert dry_run(tmp_path, config).returncode == 0
