@@ -32,16 +32,24 @@ MODEL = "smollm2"
 
 
 def derived_config(base: dict, results: str, study: str, family: str, length: int, documents: int) -> dict:
-    """``base`` with one study of ``documents`` documents of one stratum, all in one trajectory job."""
-    config = dict(base, results=results)
+    """``base`` with one study of ``documents`` documents of one stratum, all in one trajectory job, under its own
+    results root and owner (so a rerun from another temporary config file claims the same root); the analysis keeps
+    the items, contrasts and Table 3 pairs of that study's actions only."""
+    from kvdiv.analysis.inputs import contrast_pairs
+
+    config = dict(base, results=results, results_owner="benchmarks/long_prompts.py")
     config["models"] = {MODEL: dict(base["models"][MODEL], documents_per_job=documents, documents_per_batch="auto")}
     spec = dict(base["studies"][study], documents_per_stratum=documents, strata=[{"family": family, "length": length}])
     config["studies"] = {study: spec}
     analysis = dict(base["analysis"])
     kept = set(spec["actions"])
-    analysis["contrasts"] = [pair for pair in analysis["contrasts"] if set(pair) <= kept]
-    analysis["table3_contrast"] = [pair for pair in analysis.get("table3_contrast", []) if set(pair) <= kept]
-    analysis["studies"] = {item: study for item in analysis["studies"] if item not in ("figure7", "table2")}
+    for key in ("contrasts", "table3_contrast"):
+        pairs = [list(pair) for pair in contrast_pairs(analysis.get(key) or []) if set(pair) <= kept]
+        if pairs:
+            analysis[key] = pairs
+        else:
+            analysis.pop(key, None)
+    analysis["studies"] = {item: name for item, name in analysis["studies"].items() if name == study}
     config["analysis"] = analysis
     return config
 
@@ -99,7 +107,9 @@ def main() -> int:
     job = job_floor(floor, shape, lengths, chains, spec["horizon"], kept)
     longest = max(lengths)
     cache = CacheShape.from_config(model_config, 4)
-    n_chains = chains_needed(len(named), 1, "complete", "shared")
+    n_chains = chains_needed(
+        len(named), spec.get("replicates", 1), spec.get("mode", "complete"), spec.get("reference_chain", "shared")
+    )
     held = {
         layout: document_bytes(cache, longest, longest, named, n_chains, spec["horizon"], layout) / 1e9
         for layout in ("slots", "shared")
@@ -117,12 +127,15 @@ def main() -> int:
     print("| stratum | documents | prompt tokens | actions | job s | floor s | job / floor | peak RSS GB |")
     print("|---|---:|---|---|---:|---:|---:|---:|")
     names = ", ".join(named)
-    peak = float(bench["max_rss"]) * 2**20 / 1e9
+    try:  # Snakemake writes NA where it sampled nothing
+        peak = f"{float(bench['max_rss']) * 2**20 / 1e9:.2f}"
+    except ValueError:
+        peak = "n/a"
     tokens = f"{min(lengths)}–{max(lengths)}"
     ratio = seconds / job["total"]
     print(
         f"| {stratum} | {len(lengths)} | {tokens} | {names} | {seconds:.0f} | {job['total']:.0f} | {ratio:.2f} "
-        f"| {peak:.2f} |"
+        f"| {peak} |"
     )
     return 0
 

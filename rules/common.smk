@@ -21,7 +21,7 @@ from kvdiv.names import NAME_REGEX, check_config_names, check_results_root  # no
 
 # The whole config is checked here, when the workflow starts, whatever it plans (kvdiv.config): every config file
 # re-read refusing duplicate keys, the schema (defaults filled), names, every cross-section check, every action's
-# press, every chat template known now, every stratum within every context known now.
+# press, every chat template known now, every stratum within its reference model's context if known now.
 files.check_config_files(workflow.configfiles)
 _GIVEN_CONFIG = copy.deepcopy(config)  # as written: checks of keys only when given (analysis.contrasts)
 validate(config, str(files.SCHEMA))
@@ -34,7 +34,7 @@ paths = layout.Layout(check_results_root(config["results"]))
 LOOKUPS = lookups.Lookups(config, workflow.basedir, paths, workflow.resource_settings.overwrite_resources)
 startup.check_actions(config, LOOKUPS.press_modules(), main_process=workflow.is_main_process)
 startup.check_chat_templates(config, LOOKUPS.model_dir)
-startup.check_contexts(config, LOOKUPS.model_dir)
+startup.check_contexts(config, LOOKUPS.model_dir, LOOKUPS.reference_tokenizer)
 if workflow.is_main_process:  # last: another config's root, a store or another's outputs is refused (kvdiv.config.roots)
     _owner = roots.owner_of(config, workflow.configfiles, os.getcwd(), workflow.basedir)
     roots.claim_results_root(paths.root, _owner, config.get("studies") or {}, record=False)

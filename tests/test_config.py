@@ -539,51 +539,59 @@ def test_every_rule_but_the_trajectory_batches_outranks_them():
 
 
 def test_known_context_reads_what_start_up_can_know(tmp_path):
-    """kvdiv.config.startup.known_context: the spec's max_context first, a random model's config, then a resolved
-    model's config.json (its text_config where it has one); nothing for an unresolved model or a config.json that is
-    not a JSON object with a positive integer (the job then reads the model and says what is wrong)."""
+    """kvdiv.config.startup.known_context: the spec's max_context first, a random model's config, then the
+    config.json (its text_config where it has one) of a model resolved from this very spec; nothing for an unresolved
+    model, one resolved from another spec, or files that are not JSON objects with a positive integer (the job then
+    reads the model and says what is wrong)."""
     resolved = tmp_path / "m"
     resolved.mkdir()
-    hf = {"source": "hf", "id": "org/model"}
+    hf = {"source": "hf", "id": "org/model", "revision": "main", "threads": 2}
     assert startup.known_context(hf, resolved) is None  # nothing there yet
     (resolved / "config.json").write_text(json.dumps({"max_position_embeddings": 8192}))
     assert startup.known_context(hf, resolved) is None  # not resolved: no provenance.json
-    (resolved / "provenance.json").write_text("{}")
-    assert startup.known_context(hf, resolved) == 8192
+    (resolved / "provenance.json").write_text(json.dumps({"spec": {"source": "hf", "id": "org/other"}}))
+    assert startup.known_context(hf, resolved) is None  # resolved from another spec: resolve_model runs first
+    (resolved / "provenance.json").write_text(
+        json.dumps({"spec": {"source": "hf", "id": "org/model", "revision": "main"}})
+    )
+    assert startup.known_context(hf, resolved) == 8192  # scheduling keys (threads) are not what the model is
     assert startup.known_context({**hf, "max_context": 100}, resolved) == 100
     (resolved / "config.json").write_text(json.dumps({"text_config": {"max_position_embeddings": 32768}}))
     assert startup.known_context(hf, resolved) == 32768
-    for text in (
-        "[1, 2]",
-        "{not json",
-        json.dumps({"max_position_embeddings": True}),
-        '{"max_position_embeddings": -1}',
-    ):
+    hostile = ["[1, 2]", "{not json", '{"max_position_embeddings": true}', '{"max_position_embeddings": -1}']
+    for text in [*hostile, '{"max_position_embeddings": "8192"}', " " * (startup.JSON_MAX_BYTES + 1)]:
         (resolved / "config.json").write_text(text)
-        assert startup.known_context(hf, resolved) is None, text
+        assert startup.known_context(hf, resolved) is None, text[:40]
     (resolved / "config.json").write_bytes(b"\xff\xfe")
     assert startup.known_context(hf, resolved) is None
-    (resolved / "config.json").write_text(" " * (startup.CONFIG_JSON_MAX_BYTES + 1))
+    (resolved / "config.json").write_text(json.dumps({"max_position_embeddings": 8192}))
+    (resolved / "provenance.json").write_text("[]")
     assert startup.known_context(hf, resolved) is None
     random = {"source": "random", "architecture": "llama", "model_config": {"max_position_embeddings": 300}}
     assert startup.known_context(random, tmp_path / "absent") == 300
     assert startup.known_context({"source": "random", "architecture": "llama"}, tmp_path / "absent") == 4096
+    for value in (None, 0):  # the job falls back to the tokenizer's limit: not known here
+        random["model_config"]["max_position_embeddings"] = value
+        assert startup.known_context(random, tmp_path / "absent") is None
 
 
-def test_check_contexts_names_study_stratum_and_model(tmp_path):
-    """Every stratum + horizon of every study against every model of the study whose context is known; a study's
-    `models` restricts which (a model it does not run is not held to its strata)."""
+def test_check_contexts_holds_the_reference_model_to_its_strata(tmp_path):
+    """Every stratum + horizon of a study against its reference tokenizer model's known context (whose tokens size
+    the documents, as the document job checks); another model of the study is not held to it here (the trajectory
+    job checks each document's own token count)."""
+    short = {"source": "random", "architecture": "llama", "model_config": {"max_position_embeddings": 600}}
     config = {
-        "models": {
-            "short": {"source": "random", "architecture": "llama", "model_config": {"max_position_embeddings": 600}},
-            "long": {"source": "random", "architecture": "llama"},
-        },
-        "studies": {"s": {"strata": [{"family": "ruler", "length": 512}], "horizon": 64, "models": ["long"]}},
+        "models": {"short": short, "long": {"source": "random", "architecture": "llama"}},
+        "studies": {"s": {"strata": [{"family": "ruler", "length": 512}], "horizon": 64, "models": ["long", "short"]}},
     }
-    startup.check_contexts(config, lambda m: str(tmp_path / m))
-    config["studies"]["s"]["models"] = ["long", "short"]
-    startup.check_contexts(config, lambda m: str(tmp_path / m))  # 512 + 64 = 576 <= 600
-    config["models"]["short"]["model_config"]["max_position_embeddings"] = 575
+    reference = {"s": "long"}
+    check = lambda: startup.check_contexts(config, lambda m: str(tmp_path / m), reference.__getitem__)  # noqa: E731
+    short["model_config"]["max_position_embeddings"] = 575
+    check()  # 512 + 64 = 576 > 575, but "short" is not the reference tokenizer
+    reference["s"] = "short"
     with pytest.raises(ValueError, match=r"studies\.s: stratum ruler_512 plus horizon 64 = 576 tokens") as err:
-        startup.check_contexts(config, lambda m: str(tmp_path / m))
+        check()
     assert "model 'short' (575)" in str(err.value) and "is 511 tokens" in str(err.value)
+    assert "model_config.max_position_embeddings" in str(err.value)
+    short["model_config"]["max_position_embeddings"] = 576
+    check()

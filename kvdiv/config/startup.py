@@ -1,10 +1,11 @@
 """The start-up checks that need more than the config: every action builds its press (in a process of its own within
 a time budget, once per actions section and code version: a marker file remembers a passed check), every chat
-template known at start-up renders within its budget, and every stratum fits every context known at start-up.
+template known at start-up renders within its budget, and every stratum fits its reference model's known context.
 rules/common.smk runs them after :func:`kvdiv.config.checks.check_config`."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -57,55 +58,71 @@ def check_chat_templates(config: Mapping[str, Any], model_dir: Callable[[str], s
     check_model_templates(config["models"], model_dir)
 
 
-#: The most bytes of a resolved model's config.json read at start-up (a model directory is someone else's files).
-CONFIG_JSON_MAX_BYTES = 1 << 20
+#: The most bytes of a resolved model's JSON files read at start-up (a model directory is someone else's files).
+JSON_MAX_BYTES = 1 << 20
+
+
+def _json_object(path: Path) -> dict | None:
+    """``path``'s JSON object, or None: absent, larger than :data:`JSON_MAX_BYTES`, unreadable, not an object."""
+    try:
+        if not path.is_file() or path.stat().st_size > JSON_MAX_BYTES:
+            return None
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _positive_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def known_context(spec: Mapping[str, Any], directory: Path) -> int | None:
-    """A model's context as the trajectory job will find it (:func:`kvdiv.models.model_files.max_context`), where it
-    is known before any job runs: the spec's ``max_context``; a random model's ``max_position_embeddings``; a resolved
-    model's (``directory/provenance.json`` present) from its config.json. None when not known yet."""
-    import json
-
-    from kvdiv.models.sources import TINY_CONFIG
+    """A model's context as its jobs will find it (:func:`kvdiv.models.model_files.max_context`), where that is known
+    before any job runs: the spec's ``max_context``; a random model's ``max_position_embeddings``; a model resolved
+    from this very spec (``directory/provenance.json``) from its config.json (its ``text_config`` where it has one).
+    None when not known yet (the job falls back to the tokenizer's limit, or reads files not there yet)."""
+    from kvdiv.models.sources import TINY_CONFIG, model_part
 
     if spec.get("max_context"):
         return int(spec["max_context"])
     if spec.get("source") == "random":
-        return int({**TINY_CONFIG, **dict(spec.get("model_config") or {})}["max_position_embeddings"])
-    path = directory / "config.json"
-    if not (directory / "provenance.json").is_file() or not path.is_file():
+        return _positive_int({**TINY_CONFIG, **dict(spec.get("model_config") or {})}.get("max_position_embeddings"))
+    provenance = _json_object(directory / "provenance.json")
+    if provenance is None or model_part(provenance.get("spec")) != model_part(dict(spec)):
+        return None  # not resolved, or resolved from another spec: resolve_model runs again first
+    values = _json_object(directory / "config.json")
+    if values is None:
         return None
-    if path.stat().st_size > CONFIG_JSON_MAX_BYTES:
-        return None  # the job reads it and says what is wrong with it
-    try:
-        values = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    text = values.get("text_config") if isinstance(values, dict) else None
-    text = text if isinstance(text, dict) else values
-    value = text.get("max_position_embeddings") if isinstance(text, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    text = values.get("text_config")
+    return _positive_int((text if isinstance(text, dict) else values).get("max_position_embeddings"))
 
 
-def check_contexts(config: Mapping[str, Any], model_dir: Callable[[str], str]) -> None:
-    """Every stratum's length plus its study's horizon fits the context of every model of the study whose context is
-    known at start-up (:func:`known_context`): an error naming study, stratum, model and context now, not from a
-    document or trajectory job later (which check the documents' own token counts as well)."""
-    from kvdiv.config.plan import study_models
-
+def check_contexts(
+    config: Mapping[str, Any], model_dir: Callable[[str], str], reference_model: Callable[[str], str]
+) -> None:
+    """Every stratum's length plus its study's horizon fits the context of the study's reference tokenizer model
+    (``reference_model(study)``, whose tokens size the documents) where :func:`known_context` knows it: the document
+    job's check (:func:`kvdiv.documents.length.check_context`), made before any job runs. Other models are held to
+    each document's own token count by the trajectory job."""
     for study, spec in (config.get("studies") or {}).items():
         horizon = int(spec.get("horizon") or 0)
-        for model in study_models(config, study):
-            context = known_context(config["models"][model], Path(model_dir(model)))
-            if context is None:
-                continue
-            for stratum in spec.get("strata") or []:
-                length = int(stratum["length"])
-                if length + horizon > context:
-                    raise ValueError(
-                        f"studies.{study}: stratum {stratum['family']}_{length} plus horizon {horizon} = "
-                        f"{length + horizon} tokens exceeds the context of model {model!r} ({context}); the longest "
-                        f"stratum it holds at this horizon is {context - horizon} tokens (lower the stratum's length "
-                        f"or the horizon, or set models.{model}.max_context)"
+        model = reference_model(study)
+        model_spec = config["models"][model]
+        context = known_context(model_spec, Path(model_dir(model)))
+        if context is None:
+            continue
+        for stratum in spec.get("strata") or []:
+            length = int(stratum["length"])
+            if length + horizon > context:
+                raise ValueError(
+                    f"studies.{study}: stratum {stratum['family']}_{length} plus horizon {horizon} = "
+                    f"{length + horizon} tokens exceeds the context of model {model!r} ({context}); the longest "
+                    f"stratum it holds at this horizon is {context - horizon} tokens (lower the stratum's length or "
+                    "the horizon"
+                    + (
+                        ", or raise its model_config.max_position_embeddings)"
+                        if model_spec.get("source") == "random"
+                        else ")"
                     )
+                )

@@ -246,6 +246,11 @@ def source_files(spec: dict) -> list[Path]:
 SCHEDULING_KEYS = Runtime.KEYS
 
 
+def model_part(value: object) -> dict:
+    """A spec (or a provenance's recorded spec) without its scheduling keys: what the model is; {} if not a dict."""
+    return {k: v for k, v in value.items() if k not in SCHEDULING_KEYS} if isinstance(value, dict) else {}
+
+
 def up_to_date(out: Path, spec: dict, seed: int | None) -> bool:
     """Whether ``out`` is a resolved directory of this very spec (scheduling keys aside), seed (random models)
     and source files (none edited since): resolving it again would rewrite the same model."""
@@ -256,11 +261,6 @@ def up_to_date(out: Path, spec: dict, seed: int | None) -> bool:
         recorded = json.loads(provenance.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return False
-
-    def model_part(value: object) -> dict:
-        return (
-            {k: v for k, v in dict(value or {}).items() if k not in SCHEDULING_KEYS} if isinstance(value, dict) else {}
-        )
 
     if model_part(recorded.get("spec")) != model_part(spec):
         return False

@@ -169,8 +169,8 @@ def test_smoke_study_end_to_end_and_reruns(tmp_path):
 
 def test_paper_dag_through_the_slurm_workflow_profile(tmp_path):
     """The paper's study (2 models x 576 documents) plans through profiles/slurm: one GPU trajectory job per
-    (study, model, block of 16 documents), with the profile's resources for `trajectories`; documents grouped 48 to
-    a SLURM job: 134 SLURM submissions (docs/slurm.md)."""
+    (study, model, block of 16 documents), with the profile's resources for `trajectories`; document blocks grouped
+    12 to a SLURM job: 134 SLURM submissions (docs/slurm.md)."""
     work = copy_repo(tmp_path / "wf")
     proc = run_snakemake(work, "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/paper.yaml")
     jobs = planned_jobs(proc.stdout + proc.stderr)
