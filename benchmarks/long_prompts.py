@@ -76,8 +76,10 @@ def main() -> int:
     base = yaml.safe_load((REPO / args.base).read_text())
     config = derived_config(base, args.results, args.study, args.family, args.length, args.documents)
     results = REPO / args.results
-    for stale in (results / args.study / "trajectories", results / "benchmarks" / "trajectories"):
-        shutil.rmtree(stale, ignore_errors=True)  # the job runs again; documents and the model are kept
+    # the job runs again, computing its chains (the trajectory cache would let it reuse them); documents and the
+    # model are kept
+    for stale in (results / args.study / "trajectories", results / "benchmarks" / "trajectories", results / "cache"):
+        shutil.rmtree(stale, ignore_errors=True)
     memory = meminfo()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "long_prompts.yaml"
