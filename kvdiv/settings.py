@@ -206,9 +206,15 @@ class Runtime:
         return AutoBatch(budget)
 
     @classmethod
+    def model_part(cls, spec: object) -> dict[str, Any]:
+        """A model spec (or a provenance's recorded one) without its scheduling keys: what the model is; {} if not
+        a mapping."""
+        return {key: value for key, value in spec.items() if key not in cls.KEYS} if isinstance(spec, Mapping) else {}
+
+    @classmethod
     def split(cls, spec: Mapping[str, Any]) -> tuple[dict[str, Any], "Runtime"]:
         """A model spec as (what the model is, how its jobs run)."""
-        model = {key: value for key, value in spec.items() if key not in cls.KEYS}
+        model = cls.model_part(spec)
         return model, cls(
             threads=spec.get("threads"),
             documents_per_job=spec["documents_per_job"],

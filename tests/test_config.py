@@ -569,7 +569,10 @@ def test_known_context_reads_what_start_up_can_know(tmp_path):
     assert startup.known_context(hf, resolved) is None
     random = {"source": "random", "architecture": "llama", "model_config": {"max_position_embeddings": 300}}
     assert startup.known_context(random, tmp_path / "absent") == 300
-    assert startup.known_context({"source": "random", "architecture": "llama"}, tmp_path / "absent") == 4096
+    from kvdiv.models.sources import TINY_CONFIG
+
+    default = TINY_CONFIG["max_position_embeddings"]  # what a random model's config holds unless model_config sets it
+    assert startup.known_context({"source": "random", "architecture": "llama"}, tmp_path / "absent") == default
     for value in (None, 0):  # the job falls back to the tokenizer's limit: not known here
         random["model_config"]["max_position_embeddings"] = value
         assert startup.known_context(random, tmp_path / "absent") is None

@@ -242,15 +242,6 @@ def source_files(spec: dict) -> list[Path]:
     return []
 
 
-#: Spec keys that say how jobs run, not what the model is (:attr:`kvdiv.settings.Runtime.KEYS`).
-SCHEDULING_KEYS = Runtime.KEYS
-
-
-def model_part(value: object) -> dict:
-    """A spec (or a provenance's recorded spec) without its scheduling keys: what the model is; {} if not a dict."""
-    return {k: v for k, v in value.items() if k not in SCHEDULING_KEYS} if isinstance(value, dict) else {}
-
-
 def up_to_date(out: Path, spec: dict, seed: int | None) -> bool:
     """Whether ``out`` is a resolved directory of this very spec (scheduling keys aside), seed (random models)
     and source files (none edited since): resolving it again would rewrite the same model."""
@@ -262,7 +253,7 @@ def up_to_date(out: Path, spec: dict, seed: int | None) -> bool:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return False
 
-    if model_part(recorded.get("spec")) != model_part(spec):
+    if Runtime.model_part(recorded.get("spec")) != Runtime.model_part(spec):
         return False
     if spec.get("source") == "random" and recorded.get("seed") != seed:
         return False
