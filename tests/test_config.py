@@ -598,3 +598,46 @@ def test_check_contexts_holds_the_reference_model_to_its_strata(tmp_path):
     assert "model_config.max_position_embeddings" in str(err.value)
     short["model_config"]["max_position_embeddings"] = 576
     check()
+
+
+STARTUP_IMPORTS = """
+import json, sys
+from pathlib import Path
+import yaml
+from snakemake.utils import validate
+from kvdiv.config import checks, files, startup
+config = yaml.safe_load(Path(sys.argv[1]).read_text())
+validate(config, str(files.SCHEMA))
+files.fill_result_defaults(config)
+checks.check_config(config, config)
+models = Path(sys.argv[2])
+startup.check_chat_templates(config, lambda m: str(models / m))
+def reference(study):
+    return (config["studies"][study].get("models") or list(config["models"]))[0]
+startup.check_contexts(config, lambda m: str(models / m), reference)
+print(json.dumps(sorted(m for m in ("torch", "transformers", "kvpress") if m in sys.modules)))
+"""
+
+
+@pytest.mark.parametrize("name", ["smoke.yaml", "config.yaml"])
+def test_start_up_checks_import_no_torch(tmp_path, name):
+    """What rules/common.smk runs in every snakemake start (and every cluster job's re-read) beside the actions'
+    check (a process of its own) stays free of torch, transformers and kvpress, also with a resolved model to read."""
+    import subprocess
+    import sys
+
+    models = tmp_path / "models"
+    resolved = models / ("tiny" if name == "smoke.yaml" else "smollm2")
+    resolved.mkdir(parents=True)
+    (resolved / "provenance.json").write_text(json.dumps({"spec": {}}))
+    (resolved / "config.json").write_text(json.dumps({"max_position_embeddings": 8192}))
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, "-c", STARTUP_IMPORTS, str(repo / "config" / name), str(models)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=repo,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout) == []
