@@ -58,7 +58,7 @@ def check_chat_templates(config: Mapping[str, Any], model_dir: Callable[[str], s
     check_model_templates(config["models"], model_dir)
 
 
-#: The most bytes of a resolved model's JSON files read at start-up (a model directory is someone else's files).
+#: The most bytes of a resolved model's config.json read at start-up (a model directory is someone else's files).
 JSON_MAX_BYTES = 1 << 20
 
 
@@ -82,16 +82,15 @@ def known_context(spec: Mapping[str, Any], directory: Path) -> int | None:
     before any job runs: the spec's ``max_context``; a random model's ``max_position_embeddings``; a model resolved
     from this very spec (``directory/provenance.json``) from its config.json (its ``text_config`` where it has one).
     None when not known yet (the job falls back to the tokenizer's limit, or reads files not there yet)."""
-    from kvdiv.models.tokenization import BYTES_MAX_LENGTH  # light modules only: no torch in the workflow's start
-    from kvdiv.settings import Runtime
+    from kvdiv.models.model_files import resolved_from  # light modules only: no torch in the workflow's start
+    from kvdiv.models.tokenization import BYTES_MAX_LENGTH
 
     if spec.get("max_context"):
         return int(spec["max_context"])
     if spec.get("source") == "random":  # kvdiv.models.sources.TINY_CONFIG's value unless model_config sets one
         given = dict(spec.get("model_config") or {})
         return _positive_int(given.get("max_position_embeddings", BYTES_MAX_LENGTH))
-    provenance = _json_object(directory / "provenance.json")
-    if provenance is None or Runtime.model_part(provenance.get("spec")) != Runtime.model_part(spec):
+    if resolved_from(directory, spec) is None:
         return None  # not resolved, or resolved from another spec: resolve_model runs again first
     values = _json_object(directory / "config.json")
     if values is None:

@@ -14,11 +14,14 @@ import fnmatch
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from kvdiv.io import sha256_file
 from kvdiv.layout import MODELS_DIR, PROVENANCE
 from kvdiv.names import check_name
+from kvdiv.settings import Runtime
 
 #: The weights file of an unsharded model and the index of a sharded one (the names transformers loads).
 SAFETENSORS = "model.safetensors"
@@ -123,6 +126,17 @@ def read_provenance(path: str | os.PathLike) -> dict:
     if not isinstance(record, dict):
         raise ValueError(f"{file} is not a provenance record (a JSON object); resolve the model again")
     return record
+
+
+def resolved_from(path: str | os.PathLike, spec: Mapping[str, Any]) -> dict | None:
+    """The provenance record of ``path`` when the model there was resolved from ``spec`` (scheduling keys aside);
+    None when it is absent, unreadable, not a record, or of another spec (resolving again would write another
+    model)."""
+    try:
+        record = read_provenance(path)
+    except (OSError, ValueError):
+        return None
+    return record if Runtime.model_part(record.get("spec")) == Runtime.model_part(spec) else None
 
 
 def load_tokenizer(name: str, spec: dict, models_dir: str | os.PathLike = MODELS_DIR):

