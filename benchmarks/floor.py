@@ -194,6 +194,18 @@ def job_floor(
     return {"prefill": prefill, "decode": decode, "total": prefill + decode}
 
 
+def actions_job_floor(
+    floor: Floor, shape: ModelShape, prompts: Sequence[int], actions: Sequence[Any], horizon: int
+) -> dict[str, float]:
+    """:func:`job_floor` of a coupled job of ``actions`` (action specs) over prompts of ``prompts`` tokens: its
+    chains and the share of the prompt they keep, each action's retention taken at the prompts' mean length."""
+    from kvdiv.kernel.memory_plan import retention
+
+    mean = int(sum(prompts) / len(prompts))
+    chains, kept = coupled_chains([retention(spec, mean) for spec in actions])
+    return job_floor(floor, shape, prompts, chains, horizon, kept)
+
+
 def prefill_rounds(lengths: Sequence[int], rounds: int, threads: int) -> None:
     """SmolLM2 prefills of helmet documents at ``lengths`` tokens (config/replication.yaml's retention50 actions, and
     none), each round beside a fresh floor probe: seconds and seconds / floor; freed memory kept as a job keeps it."""

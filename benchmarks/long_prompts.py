@@ -21,10 +21,10 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from floor import ModelShape, coupled_chains, job_floor, machine_floor
+from floor import ModelShape, actions_job_floor, machine_floor
 from run_floor import job_rows
 
-from kvdiv.kernel.memory_plan import CacheShape, document_bytes, prefill_bytes, retention
+from kvdiv.kernel.memory_plan import CacheShape, document_bytes, prefill_bytes
 from kvdiv.trajectories.base import chains_needed
 
 REPO = Path(__file__).resolve().parents[1]
@@ -105,8 +105,7 @@ def main() -> int:
     spec = config["studies"][args.study]
     named = {a: config["actions"][a] for a in spec["actions"]}
     ((_, lengths, seconds),) = job_rows(results, args.study, MODEL)
-    chains, kept = coupled_chains([retention(a, int(sum(lengths) / len(lengths))) for a in named.values()])
-    job = job_floor(floor, shape, lengths, chains, spec["horizon"], kept)
+    job = actions_job_floor(floor, shape, lengths, list(named.values()), spec["horizon"])
     longest = max(lengths)
     cache = CacheShape.from_config(model_config, 4)
     n_chains = chains_needed(

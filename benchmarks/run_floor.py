@@ -19,9 +19,7 @@ from pathlib import Path
 
 import polars as pl
 import yaml
-from floor import Floor, ModelShape, coupled_chains, job_floor, machine_floor
-
-from kvdiv.kernel.memory_plan import retention
+from floor import Floor, ModelShape, actions_job_floor, machine_floor
 
 
 def job_rows(results: Path, study: str, model: str) -> list[tuple[str, list[int], float]]:
@@ -67,9 +65,7 @@ def main() -> int:
         for batch, lengths, seconds in job_rows(results, study, args.model):
             if not lengths:
                 continue
-            mean = int(sum(lengths) / len(lengths))
-            chains, kept = coupled_chains([retention(a, mean) for a in actions])
-            f = job_floor(floor, shape, lengths, chains, spec["horizon"], kept)["total"]
+            f = actions_job_floor(floor, shape, lengths, actions, spec["horizon"])["total"]
             study_total[0] += seconds
             study_total[1] += f
             print(f"| {study} | {batch} | {len(lengths)} | {seconds:.0f} | {f:.0f} | {seconds / f:.2f} |")
