@@ -289,8 +289,11 @@ def read_model_template(model_dir: str | os.PathLike) -> tuple[str | None, dict[
 
 def check_model_templates(models: Mapping[str, Mapping[str, Any]], models_dir: str | os.PathLike | Callable) -> None:
     """The workflow's start-up probe of every chat template known before any job runs: a spec's ``chat_template``
-    string, else a resolved model's own template (``models_dir/{name}``, or ``models_dir(name)`` if callable).
+    string, else the own template of a model resolved from this very spec (``models_dir/{name}``, or
+    ``models_dir(name)`` if callable; one resolved from another spec is resolved again before any job reads it).
     ``chat_template: false`` skips it."""
+    from kvdiv.models.model_files import resolved_from
+
     for name, spec in models.items():
         chosen = spec.get("chat_template", True)
         if chosen is False:
@@ -298,7 +301,7 @@ def check_model_templates(models: Mapping[str, Mapping[str, Any]], models_dir: s
         variables: dict[str, str] = {}
         source = chosen if isinstance(chosen, str) else None
         directory = Path(models_dir(name)) if callable(models_dir) else Path(models_dir) / name
-        if (directory / "provenance.json").is_file():
+        if resolved_from(directory, spec) is not None:
             own, variables = read_model_template(directory)
             source = source or own
         if source:

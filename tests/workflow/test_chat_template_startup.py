@@ -4,6 +4,7 @@ context known then."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -31,6 +32,17 @@ def dry_run(tmp_path: Path, config: dict) -> subprocess.CompletedProcess:
     )
 
 
+def loaded_spec(config: dict, model: str) -> dict:
+    """Model ``model``'s spec as the workflow holds it (the schema's defaults filled), as resolve_model records it."""
+    from snakemake.utils import validate
+
+    from kvdiv.config import files
+
+    loaded = copy.deepcopy(config)
+    validate(loaded, str(files.SCHEMA))
+    return loaded["models"][model]
+
+
 def test_bad_chat_templates_are_refused_at_startup(tmp_path):
     config = yaml.safe_load((REPO / "config/smoke.yaml").read_text())
     config["models"]["tiny"]["chat_template"] = (
@@ -45,8 +57,12 @@ def test_bad_chat_templates_are_refused_at_startup(tmp_path):
     models = Path(config.get("results", "results")) / "models"  # under the config's output root
     resolved = tmp_path / models / "tiny"
     resolved.mkdir(parents=True)
-    (resolved / "provenance.json").write_text("{}")
     (resolved / "tokenizer_config.json").write_text(json.dumps({"chat_template": "A"}))
+    # resolved from another spec: resolve_model writes the model again before a job reads it, so it is not probed
+    (resolved / "provenance.json").write_text(json.dumps({"spec": {"source": "hf", "id": "org/other"}}))
+    proc = dry_run(tmp_path, config)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-2000:]
+    (resolved / "provenance.json").write_text(json.dumps({"spec": loaded_spec(config, "tiny")}))
     proc = dry_run(tmp_path, config)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and f"models.tiny ({models / 'tiny'})" in out, out[-2000:]
