@@ -167,15 +167,12 @@ def coupled_job(
 
 def job_floor_seconds(loaded, lengths: Sequence[int], actions: Mapping, horizon: int) -> float:
     """This machine's floor (benchmarks/floor.py, measured once per process and model shape) for a coupled job of
-    prompts of ``lengths`` tokens, ``actions`` (complete mode, R = 1, a shared reference chain) and H = ``horizon``."""
-    from floor import ModelShape, job_floor
-
-    from kvdiv.kernel.memory_plan import retention
+    prompts of ``lengths`` tokens, ``actions`` (complete mode, R = 1, a shared reference chain) and H = ``horizon``:
+    :func:`floor.actions_job_floor`, as run_floor.py and long_prompts.py take it."""
+    from floor import ModelShape, actions_job_floor
 
     shape = ModelShape.from_config(loaded.model.config, next(loaded.model.parameters()).element_size())
-    chains = 2 * len(actions) + 1
-    kept = (1 + 2 * sum(retention(spec) for spec in actions.values())) / chains
-    return job_floor(_machine_floor(shape), shape, lengths, chains, horizon, kept)["total"]
+    return actions_job_floor(_machine_floor(shape), shape, lengths, list(actions.values()), horizon)["total"]
 
 
 @functools.cache
