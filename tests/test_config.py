@@ -641,3 +641,20 @@ def test_start_up_checks_import_no_torch(tmp_path, name):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout) == []
+
+
+def test_start_up_template_probe_skips_a_model_resolved_from_another_spec(tmp_path):
+    """A directory resolved from an earlier spec is not the model this spec will be: resolve_model writes it again
+    before any job reads its template, so its broken template is not held against the new spec (and is, once the
+    provenance says it was resolved from this spec, scheduling keys aside)."""
+    from kvdiv.models.chat_templates import TemplateProbeError
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "tokenizer_config.json").write_text(json.dumps({"chat_template": "same"}))
+    config = {"models": {"m": {"source": "hf", "id": "org/new"}}}
+    model_dir = lambda name: str(tmp_path / name)  # noqa: E731
+    (tmp_path / "m" / "provenance.json").write_text(json.dumps({"spec": {"source": "hf", "id": "org/old"}}))
+    startup.check_chat_templates(config, model_dir)
+    (tmp_path / "m" / "provenance.json").write_text(json.dumps({"spec": dict(config["models"]["m"], threads=4)}))
+    with pytest.raises(TemplateProbeError, match=r"models.m \("):
+        startup.check_chat_templates(config, model_dir)

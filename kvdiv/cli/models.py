@@ -1,4 +1,5 @@
-"""``kvdiv models``: resolve a configured model (:mod:`kvdiv.models.sources`), or show a resolved model's provenance."""
+"""``kvdiv models``: resolve a configured model (:mod:`kvdiv.models.sources`), show a resolved model's provenance, or
+plan its trajectory jobs' memory and batches (:mod:`kvdiv.trajectories.batch_plan`)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     info.add_argument("dir", help="a resolved model directory, e.g. results/models/smollm2")
     info.set_defaults(func=_info)
 
+    plan = sub.add_parser(
+        "plan",
+        help="print the memory a model's trajectory jobs hold per document and the batches documents_per_batch "
+        "cuts a job into, per study and stratum, before any job runs",
+    )
+    plan.add_argument("name", help="model name in the config's `models` section")
+    plan.add_argument("--config", default="config/config.yaml", help="config file (default: config/config.yaml)")
+    plan.add_argument(
+        "--memory-gib",
+        type=float,
+        default=None,
+        help="memory of the device the jobs will run on, GiB (default: this machine's available memory for a CPU "
+        "model; an accelerator's total memory if this machine has it)",
+    )
+    plan.add_argument(
+        "--model-config",
+        default=None,
+        help="the model's config.json, for a model not resolved here (default: the resolved model's own)",
+    )
+    plan.add_argument(
+        "--models-dir",
+        default=None,
+        help="where resolved models live (default: the config's output root's models/, e.g. results/models)",
+    )
+    plan.set_defaults(func=_plan)
+
 
 def _resolve(args: argparse.Namespace) -> int:
     from kvdiv.names import check_name, check_results_root
@@ -72,3 +99,92 @@ def _info(args: argparse.Namespace) -> int:
         raise ValueError(f"{path / PROVENANCE} is not valid JSON ({err})") from None
     print(json.dumps(provenance, indent=2, sort_keys=True))
     return 0
+
+
+#: Bytes of one weight or cache element, by a spec's ``dtype`` (kvdiv.models.loading.DTYPES).
+ELEMENT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+#: The most bytes of a config.json read (a model directory is someone else's files).
+CONFIG_MAX_BYTES = 1 << 20
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from kvdiv.names import check_name, check_results_root
+
+    check_name(args.name, "model")
+    from kvdiv.config import load
+
+    config = load(args.config)
+    models = config.get("models", {})
+    if args.name not in models:
+        raise KeyError(f"model {args.name!r} is not in {args.config}; configured: {sorted(models)}")
+    spec = models[args.name]
+    if args.memory_gib is not None and not (args.memory_gib > 0 and args.memory_gib < float("inf")):
+        raise ValueError(f"--memory-gib must be a number > 0, got {args.memory_gib}")
+    source = Path(args.model_config) if args.model_config else None
+    if source is None:
+        from kvdiv.models.model_files import resolved_from
+
+        directory = Path(args.models_dir or Layout(check_results_root(config["results"])).models_dir) / args.name
+        if resolved_from(directory, spec) is None:
+            raise FileNotFoundError(
+                f"model {args.name!r} is not resolved from this spec in {directory}: resolve it (kvdiv models "
+                f"resolve {args.name} --config {args.config}) or give its config.json with --model-config"
+            )
+        source = directory / "config.json"
+    shape, tied = _shape(source, ELEMENT_BYTES[spec.get("dtype", "float32")])
+    memory = _memory_bytes(spec, args.memory_gib)
+    from kvdiv.trajectories.batch_plan import plan, plan_table
+
+    print(f"device memory {memory / 2**30:.1f} GiB ({spec.get('device', 'cpu')}); config {args.config}")
+    print(plan_table(plan(config, args.name, shape, memory, tied=tied)))
+    return 0
+
+
+def _shape(path: Path, element_bytes: int):
+    """(CacheShape, tied embeddings) of the model whose config.json is ``path`` (read as JSON, 1 MiB at most)."""
+    from types import SimpleNamespace
+
+    from kvdiv.kernel.memory_plan import CacheShape
+
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist")
+    if path.stat().st_size > CONFIG_MAX_BYTES:
+        raise ValueError(f"{path} is larger than {CONFIG_MAX_BYTES} bytes: not a model's config.json")
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path} is not valid JSON ({err})") from None
+    text = values.get("text_config") if isinstance(values, dict) else None
+    values = text if isinstance(text, dict) else values
+    keys = ("num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size", "vocab_size")
+    bad = [k for k in keys if not isinstance(values, dict) or not _count(values.get(k))]
+    if bad:
+        raise ValueError(f"{path}: not a decoder's config.json: {', '.join(bad)} missing or not a positive integer")
+    for key in ("num_key_value_heads", "head_dim"):
+        if values.get(key) is not None and not _count(values.get(key)):
+            raise ValueError(f"{path}: {key} must be a positive integer, got {values.get(key)!r}")
+    config = SimpleNamespace(**{k: values.get(k) for k in (*keys, "num_key_value_heads", "head_dim")})
+    return CacheShape.from_config(config, element_bytes), bool(values.get("tie_word_embeddings", True))
+
+
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _memory_bytes(spec: dict, memory_gib: float | None) -> int:
+    """``memory_gib`` in bytes, else this machine's: available memory for a CPU model, an accelerator's total."""
+    if memory_gib is not None:
+        return int(memory_gib * 2**30)
+    import torch
+
+    from kvdiv.kernel.chain_slots import available_bytes
+
+    device = torch.device(spec.get("device", "cpu"))
+    if device.type == "cpu":
+        free = available_bytes(device)
+        if free is None:
+            raise ValueError("this machine's available memory is unknown: give --memory-gib")
+        return free
+    if device.type == "cuda" and torch.cuda.is_available():
+        return int(torch.cuda.get_device_properties(device).total_memory)
+    raise ValueError(f"model device {device} is not on this machine: give its memory with --memory-gib")

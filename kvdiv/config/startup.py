@@ -51,11 +51,18 @@ def check_actions(
 
 
 def check_chat_templates(config: Mapping[str, Any], model_dir: Callable[[str], str]) -> None:
-    """Every chat template known at start-up (a spec's string, a resolved model's own) renders two different probe
-    messages differently and each the same way twice, within its budget (:mod:`kvdiv.models.chat_templates`)."""
+    """Every chat template known at start-up (a spec's string, the own template of a model resolved from the same
+    spec) renders two different probe messages differently and each the same way twice, within its budget
+    (:mod:`kvdiv.models.chat_templates`). A directory resolved from another spec is not read: resolve_model writes
+    the model again before any job reads its template."""
     from kvdiv.models.chat_templates import check_model_templates
+    from kvdiv.models.model_files import resolved_from
 
-    check_model_templates(config["models"], model_dir)
+    def resolved(name: str) -> str | None:
+        directory = model_dir(name)
+        return directory if resolved_from(directory, config["models"][name]) is not None else None
+
+    check_model_templates(config["models"], resolved)
 
 
 #: The most bytes of a resolved model's config.json read at start-up (a model directory is someone else's files).

@@ -289,19 +289,17 @@ def read_model_template(model_dir: str | os.PathLike) -> tuple[str | None, dict[
 
 def check_model_templates(models: Mapping[str, Mapping[str, Any]], models_dir: str | os.PathLike | Callable) -> None:
     """The workflow's start-up probe of every chat template known before any job runs: a spec's ``chat_template``
-    string, else the own template of a model resolved from this very spec (``models_dir/{name}``, or
-    ``models_dir(name)`` if callable; one resolved from another spec is resolved again before any job reads it).
-    ``chat_template: false`` skips it."""
-    from kvdiv.models.model_files import resolved_from
-
+    string, else a resolved model's own template (``models_dir/{name}``, or ``models_dir(name)`` if callable: None
+    for a model whose directory is not to be read). ``chat_template: false`` skips it."""
     for name, spec in models.items():
         chosen = spec.get("chat_template", True)
         if chosen is False:
             continue
         variables: dict[str, str] = {}
         source = chosen if isinstance(chosen, str) else None
-        directory = Path(models_dir(name)) if callable(models_dir) else Path(models_dir) / name
-        if resolved_from(directory, spec) is not None:
+        where = models_dir(name) if callable(models_dir) else Path(models_dir) / name
+        directory = None if where is None else Path(where)
+        if directory is not None and (directory / "provenance.json").is_file():
             own, variables = read_model_template(directory)
             source = source or own
         if source:

@@ -106,17 +106,3 @@ def test_the_start_up_check_reads_spec_strings_and_resolved_templates(tmp_path):
         {"eos_token": "</s>"},
     )
     chat_templates.check_model_templates({"own": {}}, tmp_path)
-
-
-def test_the_start_up_check_skips_a_model_resolved_from_another_spec(tmp_path):
-    """A directory resolved from an earlier spec is not the model this spec will be: resolve_model writes it again
-    before any job reads its template, so its broken template is not held against the new spec (and is, once the
-    provenance says it was resolved from this spec)."""
-    (tmp_path / "m").mkdir()
-    (tmp_path / "m" / "tokenizer_config.json").write_text(json.dumps({"chat_template": "same"}))
-    spec = {"source": "hf", "id": "org/new"}
-    (tmp_path / "m" / "provenance.json").write_text(json.dumps({"spec": {"source": "hf", "id": "org/old"}}))
-    chat_templates.check_model_templates({"m": spec}, tmp_path)
-    (tmp_path / "m" / "provenance.json").write_text(json.dumps({"spec": dict(spec, threads=4)}))  # scheduling aside
-    with pytest.raises(TemplateProbeError, match=r"models.m \("):
-        chat_templates.check_model_templates({"m": spec}, tmp_path)
