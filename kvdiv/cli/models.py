@@ -105,12 +105,16 @@ def _info(args: argparse.Namespace) -> int:
 ELEMENT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 #: The most bytes of a config.json read (a model directory is someone else's files).
 CONFIG_MAX_BYTES = 1 << 20
+#: The largest shape value and device memory (GiB) taken: anything past them is a typo or hostile.
+SHAPE_MAX, MEMORY_MAX_GIB = 2**31, 2**20
 
 
 def _plan(args: argparse.Namespace) -> int:
     from kvdiv.names import check_name, check_results_root
 
     check_name(args.name, "model")
+    if args.memory_gib is not None and not (0 < args.memory_gib <= MEMORY_MAX_GIB):
+        raise ValueError(f"--memory-gib must be a number > 0 and at most {MEMORY_MAX_GIB}, got {args.memory_gib}")
     from kvdiv.config import load
 
     config = load(args.config)
@@ -118,8 +122,6 @@ def _plan(args: argparse.Namespace) -> int:
     if args.name not in models:
         raise KeyError(f"model {args.name!r} is not in {args.config}; configured: {sorted(models)}")
     spec = models[args.name]
-    if args.memory_gib is not None and not (args.memory_gib > 0 and args.memory_gib < float("inf")):
-        raise ValueError(f"--memory-gib must be a number > 0, got {args.memory_gib}")
     source = Path(args.model_config) if args.model_config else None
     if source is None:
         from kvdiv.models.model_files import resolved_from
@@ -133,46 +135,67 @@ def _plan(args: argparse.Namespace) -> int:
         source = directory / "config.json"
     shape, tied = _shape(source, ELEMENT_BYTES[spec.get("dtype", "float32")])
     memory = _memory_bytes(spec, args.memory_gib)
+    from kvdiv.kernel.presses.registry import load_press_modules
     from kvdiv.trajectories.batch_plan import plan, plan_table
 
+    load_press_modules(config.get("press_modules") or [])  # the user's presses the actions name, as the job loads
+    table = plan_table(plan(config, args.name, shape, memory, tied=tied))
     print(f"device memory {memory / 2**30:.1f} GiB ({spec.get('device', 'cpu')}); config {args.config}")
-    print(plan_table(plan(config, args.name, shape, memory, tied=tied)))
+    print(table)
     return 0
 
 
 def _shape(path: Path, element_bytes: int):
-    """(CacheShape, tied embeddings) of the model whose config.json is ``path`` (read as JSON, 1 MiB at most)."""
+    """(CacheShape, tied embeddings) of the model whose config.json is ``path``: read as JSON (1 MiB at most), as
+    transformers' config of its ``model_type`` (its defaults filled; no remote code) where it names one."""
     from types import SimpleNamespace
 
     from kvdiv.kernel.memory_plan import CacheShape
 
     if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist")
+        raise FileNotFoundError(f"{path} is not a file" if path.exists() else f"{path} does not exist")
     if path.stat().st_size > CONFIG_MAX_BYTES:
         raise ValueError(f"{path} is larger than {CONFIG_MAX_BYTES} bytes: not a model's config.json")
     try:
         values = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path} is not valid JSON ({err})") from None
-    text = values.get("text_config") if isinstance(values, dict) else None
-    values = text if isinstance(text, dict) else values
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        raise ValueError(f"{path} is not valid JSON ({type(err).__name__})") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: not a decoder's config.json (a JSON object)")
+    tied = values.get("tie_word_embeddings")
+    config: object = None
+    if isinstance(values.get("model_type"), str):
+        from transformers import AutoConfig
+
+        try:
+            config = AutoConfig.for_model(**values).get_text_config()
+        except (ValueError, TypeError, KeyError, AttributeError) as err:
+            raise ValueError(f"{path}: transformers does not read it as a config ({err})") from None
+    else:
+        text = values.get("text_config")
+        config = SimpleNamespace(**(text if isinstance(text, dict) else values))
     keys = ("num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size", "vocab_size")
-    bad = [k for k in keys if not isinstance(values, dict) or not _count(values.get(k))]
+    bad = [k for k in keys if not _count(getattr(config, k, None))]
     if bad:
-        raise ValueError(f"{path}: not a decoder's config.json: {', '.join(bad)} missing or not a positive integer")
+        raise ValueError(f"{path}: not a decoder's config.json: {', '.join(bad)} missing or not an integer in 1..2^31")
     for key in ("num_key_value_heads", "head_dim"):
-        if values.get(key) is not None and not _count(values.get(key)):
-            raise ValueError(f"{path}: {key} must be a positive integer, got {values.get(key)!r}")
-    config = SimpleNamespace(**{k: values.get(k) for k in (*keys, "num_key_value_heads", "head_dim")})
-    return CacheShape.from_config(config, element_bytes), bool(values.get("tie_word_embeddings", True))
+        if getattr(config, key, None) is not None and not _count(getattr(config, key)):
+            raise ValueError(f"{path}: {key} must be an integer in 1..2^31, got {getattr(config, key)!r}")
+    shape = CacheShape.from_config(config, element_bytes)
+    if shape.head_dim < 1:
+        raise ValueError(f"{path}: hidden_size {shape.hidden} over {shape.heads} heads leaves no head_dim")
+    if not isinstance(tied, bool):
+        tied = bool(getattr(config, "tie_word_embeddings", True))
+    return shape, tied
 
 
 def _count(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= SHAPE_MAX
 
 
 def _memory_bytes(spec: dict, memory_gib: float | None) -> int:
-    """``memory_gib`` in bytes, else this machine's: available memory for a CPU model, an accelerator's total."""
+    """``memory_gib`` in bytes, else this machine's: its available memory for a CPU model; for a CUDA model the total
+    memory of its GPU, if this machine has it."""
     if memory_gib is not None:
         return int(memory_gib * 2**30)
     import torch

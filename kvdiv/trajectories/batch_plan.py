@@ -1,9 +1,10 @@
 """What a model's trajectory jobs will hold in memory and how ``documents_per_batch`` cuts them, before any job runs
-(``kvdiv models plan``): per study and stratum, the bytes a document's session holds while it generates and the extra
-of a prefill (:mod:`kvdiv.kernel.memory_plan`, the formulas the job itself uses), in the model's ``kv_layout`` and in
-the other layout, and the batches a job of ``documents_per_job`` documents is cut into. An estimate: documents are
-taken at their stratum's length, and the free memory the job will find is the given memory less the weights (counted
-from the shapes; a CPU job's packed copies of the Linear weights too) and, on an accelerator, 1 GiB of context.
+(``kvdiv models plan``): per study and kind of job the workflow plans (its strata and documents:
+:func:`kvdiv.config.plan.trajectory_batches`), the bytes a document's session holds while it generates and the extra
+of a prefill (:mod:`kvdiv.kernel.memory_plan`, the job's own formulas) in the model's ``kv_layout`` and the other, and
+the batches the job is cut into. An estimate: documents at their stratum's length (the whole prompt compressed; under
+``compress: context`` the question, fed after, adds to each chain's tail), the free memory the job will find = the
+memory given less the weights (counted from the shapes) and, on an accelerator, 1 GiB of context.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from kvdiv.config.plan import trajectory_batches
 from kvdiv.kernel.memory_plan import DEFAULT_SHARE, CacheShape, batch_sizes, document_bytes, prefill_bytes
+from kvdiv.layout import stratum_name
 from kvdiv.settings import AUTO, Generation, Runtime
 from kvdiv.trajectories.base import chains_needed
 
@@ -22,37 +25,40 @@ ACCELERATOR_CONTEXT_BYTES = 2**30
 
 @dataclass(frozen=True)
 class PlanRow:
-    """One study's stratum on the model: its chains per document, the bytes per document while generating and the
-    extra of a prefill, by layout, and the batch sizes of one job of ``documents_per_job`` documents, by layout
-    (``auto`` as the budget allows, else as configured)."""
+    """A kind of trajectory job of a study (``jobs`` alike): its strata, documents and chains per document, the most
+    bytes a document holds while generating, by layout, the largest prefill's extra, and the batch sizes, by layout
+    (``auto``: as the budget allows; else as configured); ``over``: layouts where a batch passes what it may use."""
 
     study: str
-    stratum: str
-    prompt: int
+    strata: str
+    jobs: int
+    documents: int
     chains: int
     document_bytes: dict[str, int]
     prefill_bytes: int
     batches: dict[str, list[int]]
+    over: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class Plan:
-    """A model's plan: its layout, the budget a batch may use (and whether the spec set it), the weights counted, and
-    a row per study and stratum."""
+    """A model's plan: its layout, the memory free for batches (and the budget, with ``auto``: whether the spec sets
+    it), the weights counted and a row per kind of job."""
 
     model: str
     layout: str
-    budget_bytes: int
+    free_bytes: int
+    budget_bytes: int | None
     budget_configured: bool
     weights_bytes: int
-    documents_per_job: int
     documents_per_batch: int | str | None
     rows: list[PlanRow]
 
 
 def weights_bytes(shape: CacheShape, tied: bool, packed: bool) -> int:
     """The weights of a decoder of ``shape``: every layer's projections and MLP, the embeddings and (untied) the
-    output projection; ``packed``: a CPU job's oneDNN copy of every Linear weight besides (kvdiv.models.prepacked)."""
+    output projection; ``packed``: a CPU job's oneDNN copy of every Linear weight besides, the output projection's
+    included (kvdiv.models.prepacked)."""
     q_o = 2 * shape.hidden * shape.heads * shape.head_dim
     k_v = 2 * shape.hidden * shape.kv_heads * shape.head_dim
     linear = shape.layers * (q_o + k_v + 3 * shape.hidden * shape.intermediate)
@@ -61,73 +67,140 @@ def weights_bytes(shape: CacheShape, tied: bool, packed: bool) -> int:
     return shape.element_bytes * (linear + embedding + head + (linear + shape.vocab * shape.hidden if packed else 0))
 
 
-def budget_bytes(spec: Mapping[str, Any], memory_bytes: int, weights: int) -> tuple[int, bool]:
-    """The bytes one batch may plan for (and whether the spec sets them): ``memory_budget_gb``, else the job's default
-    share of what the weights (and an accelerator's context) leave of ``memory_bytes``."""
+def on_cpu(spec: Mapping[str, Any]) -> bool:
+    return str(spec.get("device", "cpu")).split(":")[0] == "cpu"
+
+
+def packs(spec: Mapping[str, Any]) -> bool:
+    """Whether a job of this spec keeps packed copies of the Linear weights: on a CPU, float32, ``prepack`` on."""
+    return on_cpu(spec) and bool(spec.get("prepack", True)) and spec.get("dtype", "float32") == "float32"
+
+
+def free_bytes(spec: Mapping[str, Any], memory_bytes: int, weights: int) -> int:
+    """What a job finds free once its model is loaded: ``memory_bytes`` less the weights (and an accelerator's
+    context); ≤ 0 when the model does not fit."""
+    return memory_bytes - weights - (0 if on_cpu(spec) else ACCELERATOR_CONTEXT_BYTES)
+
+
+def budget_bytes(spec: Mapping[str, Any], free: int) -> tuple[int, bool]:
+    """The bytes one ``auto`` batch may plan for (and whether the spec sets them): ``memory_budget_gb``, else the
+    job's default share of ``free`` (:data:`kvdiv.kernel.memory_plan.DEFAULT_SHARE`)."""
     if spec.get("memory_budget_gb") is not None:
         return int(float(spec["memory_budget_gb"]) * 1e9), True
-    cpu = str(spec.get("device", "cpu")).split(":")[0] == "cpu"
-    free = memory_bytes - weights - (0 if cpu else ACCELERATOR_CONTEXT_BYTES)
-    return max(0, int(DEFAULT_SHARE["cpu" if cpu else "accelerator"] * free)), False
+    return max(0, int(DEFAULT_SHARE["cpu" if on_cpu(spec) else "accelerator"] * free)), False
 
 
 def plan(config: Mapping[str, Any], model: str, shape: CacheShape, memory_bytes: int, *, tied: bool = True) -> Plan:
-    """The plan of ``model`` (a schema-validated ``config``'s model) of ``shape`` on a device of ``memory_bytes``."""
+    """The plan of ``model`` (a loaded ``config``'s model, press modules imported) of ``shape`` on a device of
+    ``memory_bytes``."""
     spec = config["models"][model]
     runtime = Runtime.split(spec)[1]
     layout = spec.get("kv_layout", LAYOUTS[0])
-    cpu = str(spec.get("device", "cpu")).split(":")[0] == "cpu"
-    weights = weights_bytes(shape, tied, packed=cpu and spec.get("prepack", True))
-    budget, configured = budget_bytes(spec, memory_bytes, weights)
-    rows = []
+    weights = weights_bytes(shape, tied, packed=packs(spec))
+    free = free_bytes(spec, memory_bytes, weights)
+    auto = runtime.documents_per_batch == AUTO
+    budget, configured = budget_bytes(spec, free)
+    limit = budget if auto else free
+    rows: list[PlanRow] = []
     for study, study_spec in (config.get("studies") or {}).items():
         if model not in (study_spec.get("models") or list(config["models"])):
             continue
         g = Generation.from_study(config, study)
         actions = {name: config["actions"][name] for name in study_spec["actions"]}
         chains = chains_needed(len(actions), g.replicates, g.mode, g.effective_reference_chain)
-        for stratum in study_spec.get("strata") or []:
-            n = int(stratum["length"])
+        lengths = {stratum_name(s["family"], s["length"]): int(s["length"]) for s in study_spec.get("strata") or []}
+        sizes: dict[int, tuple[dict[str, int], int]] = {}
+        for n in set(lengths.values()):
             compressed = n - int(g.evict_first_step)
             held = {lay: int(document_bytes(shape, n, compressed, actions, chains, g.horizon, lay)) for lay in LAYOUTS}
-            peak = int(prefill_bytes(shape, compressed, actions))
-            job = runtime.documents_per_job
-            batches = {}
+            sizes[n] = held, int(prefill_bytes(shape, compressed, actions))
+        kinds: dict[tuple[str, tuple[int, ...]], int] = {}
+        for name, ids in trajectory_batches(config, study, model):
+            doc_lengths = tuple(lengths[next(s for s in lengths if doc.startswith(f"{study}-{s}-"))] for doc in ids)
+            key = (name.rsplit("-", 2)[0], doc_lengths)
+            kinds[key] = kinds.get(key, 0) + 1
+        for (strata, doc_lengths), jobs in kinds.items():
+            held = {lay: [sizes[n][0][lay] for n in doc_lengths] for lay in LAYOUTS}
+            peak = [sizes[n][1] for n in doc_lengths]
+            batches, over = {}, []
             for lay in LAYOUTS:
-                if runtime.documents_per_batch == AUTO:
-                    batches[lay] = batch_sizes([held[lay]] * job, [peak] * job, budget)
+                if auto:
+                    batches[lay] = batch_sizes(held[lay], peak, budget)
                 else:
-                    size = runtime.documents_per_batch or job
-                    batches[lay] = [min(size, job - i) for i in range(0, job, size)]
-            rows.append(PlanRow(study, f"{stratum['family']}_{n}", n, chains, held, peak, batches))
-    return Plan(
-        model, layout, budget, configured, weights, runtime.documents_per_job, runtime.documents_per_batch, rows
-    )
+                    size = runtime.documents_per_batch or len(doc_lengths)
+                    batches[lay] = [min(size, len(doc_lengths) - i) for i in range(0, len(doc_lengths), size)]
+                first = 0
+                for b in batches[lay]:
+                    if sum(held[lay][first : first + b]) + max(peak[first : first + b]) > limit:
+                        over.append(lay)
+                        break
+                    first += b
+            rows.append(
+                PlanRow(
+                    study,
+                    strata,
+                    jobs,
+                    len(doc_lengths),
+                    chains,
+                    {lay: max(held[lay]) for lay in LAYOUTS},
+                    max(peak),
+                    batches,
+                    tuple(over),
+                )
+            )
+    return Plan(model, layout, free, budget if auto else None, configured, weights, runtime.documents_per_batch, rows)
+
+
+def _batches(sizes: list[int]) -> str:
+    """``[16]`` as "16"; ``[5, 5, 5, 1]`` as "5, 5, 5, 1"; many as "2 × 8"-style runs."""
+    runs: list[tuple[int, int]] = []
+    for s in sizes:
+        if runs and runs[-1][0] == s:
+            runs[-1] = (s, runs[-1][1] + 1)
+        else:
+            runs.append((s, 1))
+    return ", ".join(f"{s}" if k == 1 else f"{k} × {s}" for s, k in runs)
 
 
 def plan_table(p: Plan) -> str:
-    """The plan as a Markdown table with a heading line: the model's layout first, the other beside it."""
+    """The plan as a heading line and a Markdown table: the model's layout first, the other beside it."""
     gb = 1e9
     other = LAYOUTS[1] if p.layout == LAYOUTS[0] else LAYOUTS[0]
-    source = "memory_budget_gb" if p.budget_configured else "default share of the memory the weights leave"
-    batching = p.documents_per_batch if p.documents_per_batch is not None else "one batch"
+    head = f"model {p.model}: kv_layout {p.layout}, weights ≈ {p.weights_bytes / gb:.2f} GB, "
+    if p.free_bytes <= 0:
+        head += "which do not fit in the memory given: no batch fits; "
+    if p.budget_bytes is not None:
+        source = "memory_budget_gb" if p.budget_configured else "the default share of what the weights leave"
+        head += f"documents_per_batch auto: {p.budget_bytes / gb:.2f} GB per batch ({source})"
+    else:
+        batching = p.documents_per_batch if p.documents_per_batch is not None else "none (a job is one batch)"
+        head += f"documents_per_batch {batching}, {max(p.free_bytes, 0) / gb:.2f} GB free beside the weights"
     lines = [
-        f"model {p.model}: kv_layout {p.layout}, weights ≈ {p.weights_bytes / gb:.2f} GB, budget per batch "
-        f"{p.budget_bytes / gb:.2f} GB ({source}); jobs of {p.documents_per_job} documents, documents_per_batch "
-        f"{batching}",
+        head,
         "",
-        f"| study | stratum | chains | GB per document ({p.layout}) | + prefill GB | a job's batches ({p.layout}) | "
-        f"GB per document ({other}) | a job's batches ({other}) |",
-        "|---|---|---:|---:|---:|---|---:|---|",
+        f"| study | job's strata | jobs | documents | chains | GB per document ({p.layout}) | + prefill GB | "
+        f"batches ({p.layout}) | GB per document ({other}) | batches ({other}) |",
+        "|---|---|---:|---:|---:|---:|---:|---|---:|---|",
     ]
     for r in p.rows:
-        over = " (over budget)" if r.document_bytes[p.layout] + r.prefill_bytes > p.budget_bytes else ""
+        mark = {lay: " (over)" if lay in r.over else "" for lay in LAYOUTS}
         lines.append(
-            f"| {r.study} | {r.stratum} | {r.chains} | {r.document_bytes[p.layout] / gb:.3f}{over} | "
-            f"{r.prefill_bytes / gb:.3f} | {', '.join(map(str, r.batches[p.layout]))} | "
-            f"{r.document_bytes[other] / gb:.3f} | {', '.join(map(str, r.batches[other]))} |"
+            f"| {r.study} | {r.strata} | {r.jobs} | {r.documents} | {r.chains} | "
+            f"{r.document_bytes[p.layout] / gb:.3f} | {r.prefill_bytes / gb:.3f} | "
+            f"{_batches(r.batches[p.layout])}{mark[p.layout]} | {r.document_bytes[other] / gb:.3f} | "
+            f"{_batches(r.batches[other])}{mark[other]} |"
         )
+    if any(r.over for r in p.rows):
+        lines += [
+            "",
+            "(over): a batch needs more than "
+            + (
+                "the budget (a document that does not fit alone still runs, in a batch of its own)"
+                if p.budget_bytes is not None
+                else "the memory free beside the weights"
+            ),  # fmt: skip
+        ]
     return "\n".join(lines)
 
 
-__all__ = ["Plan", "PlanRow", "budget_bytes", "plan", "plan_table", "weights_bytes"]
+__all__ = ["Plan", "PlanRow", "budget_bytes", "free_bytes", "packs", "plan", "plan_table", "weights_bytes"]
