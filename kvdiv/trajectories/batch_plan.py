@@ -152,14 +152,14 @@ def plan(config: Mapping[str, Any], model: str, shape: CacheShape, memory_bytes:
 
 
 def _batches(sizes: list[int]) -> str:
-    """``[16]`` as "16"; ``[5, 5, 5, 1]`` as "5, 5, 5, 1"; many as "2 × 8"-style runs."""
+    """Batch sizes in words: ``[16]`` "16", ``[9, 7]`` "9, 7", ``[5, 5, 5, 1]`` "3 batches of 5, 1"."""
     runs: list[tuple[int, int]] = []
     for s in sizes:
         if runs and runs[-1][0] == s:
             runs[-1] = (s, runs[-1][1] + 1)
         else:
             runs.append((s, 1))
-    return ", ".join(f"{s}" if k == 1 else f"{k} × {s}" for s, k in runs)
+    return ", ".join(f"{s}" if k == 1 else f"{k} batches of {s}" for s, k in runs)
 
 
 def plan_table(p: Plan) -> str:

@@ -268,3 +268,10 @@ def test_cli_refuses_bad_names_memory_and_paths(tmp_path, capsys):
     assert f"{tmp_path} is not a file" in capsys.readouterr().err
     assert main([*args, str(tmp_path / "none.json")]) == 2
     assert f"{tmp_path / 'none.json'} does not exist" in capsys.readouterr().err
+
+
+def test_batch_sizes_in_words():
+    from kvdiv.trajectories.batch_plan import _batches
+
+    assert _batches([16]) == "16" and _batches([9, 7]) == "9, 7"
+    assert _batches([5, 5, 5, 1]) == "3 batches of 5, 1" and _batches([2] * 8) == "8 batches of 2"
