@@ -25,6 +25,18 @@ def batching(documents_per_batch: int | AutoBatch | str | None) -> int | AutoBat
     return documents_per_batch
 
 
+def job_budget(loaded: Any, documents_per_batch: int | AutoBatch | None) -> int | AutoBatch | None:
+    """``documents_per_batch`` with an ``auto`` budget left to the default measured now, once for the whole job: the
+    share of the memory free when the job starts (before any batch: memory its batches held and the allocator or the
+    heap kept is not taken for memory in use by later groups of documents)."""
+    if not isinstance(documents_per_batch, AutoBatch) or documents_per_batch.budget_bytes is not None:
+        return documents_per_batch
+    from kvdiv.kernel import memory_plan
+
+    device = getattr(loaded, "device", None) or next(loaded.model.parameters()).device
+    return AutoBatch(max(1, memory_plan.default_budget(device)))
+
+
 def batches(
     loaded: Any,
     members: Sequence[int],

@@ -198,7 +198,7 @@ def run_documents(
         groups.setdefault(tuple(a for a in actions if a not in reused[d]), []).append(d)
     # documents generated together, in batches of `documents_per_batch`: each batch's stores are written and its
     # sessions freed before the next batch starts (one model load, and memory reused, for the whole job)
-    documents_per_batch = batching.batching(documents_per_batch)
+    documents_per_batch = batching.job_budget(loaded, batching.batching(documents_per_batch))
     for needed, members in groups.items():
         if not needed:
             continue

@@ -235,3 +235,23 @@ def test_a_random_press_is_reused_with_its_seeds_and_retention(tiny_llama, tmp_p
         assert_same_stores(out, fresh)
     attrs = read_document_store(cached)[0]
     assert set(attrs["press_seeds"]) == {"pminh"} and set(attrs["effective_retention"]) == {"pminh"}
+
+
+def test_an_auto_budget_is_measured_once_for_the_whole_job(tiny_qwen2, tmp_path, generated, monkeypatch):
+    """A job whose documents fall into two groups (what each reuses differs) plans every group's batches under the
+    budget measured when the job started, not under what is free after the first group's batches."""
+    import kvdiv.kernel.memory_plan as memory_plan
+
+    cache = TrajectoryCache(tmp_path / "cache")
+    docs = [record(d) for d in range(3)]
+    run_documents(tiny_qwen2, docs[:1], FIRST, [tmp_path / "a.zarr"], SETTINGS, cache=cache, progress=False)
+    generated.clear()
+    free = iter([10**12, 1])  # the second reading would cut every document into a batch of its own
+    monkeypatch.setattr(memory_plan, "free_bytes", lambda device: next(free))
+    outs = [tmp_path / f"b{d}.zarr" for d in range(3)]
+    run_documents(tiny_qwen2, docs, ALL, outs, SETTINGS, cache=cache, documents_per_batch="auto", progress=False)
+    ids = [d["id"] for d in docs]
+    # two groups (the first document reuses two actions), each one batch: the second group is not cut by the
+    # second reading (1 byte free), which the job no longer takes
+    assert generated == [([ids[0]], ["knorm_decoding"]), ([ids[1], ids[2]], list(ALL))]
+    assert next(free) == 1
