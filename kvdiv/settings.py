@@ -162,6 +162,10 @@ class AutoBatch:
             _integer("budget_bytes", self.budget_bytes, 1)
 
 
+#: The smallest ``memory_budget_gb`` (1 MB): below it no batch is planned, and under a byte it is no budget at all.
+MIN_BUDGET_GB = 0.001
+
+
 @dataclass(frozen=True)
 class Runtime:
     """How a model's jobs run: CPU threads (None: torch's own choice), documents per job, strata per job, documents
@@ -188,9 +192,12 @@ class Runtime:
             _integer("documents_per_batch", self.documents_per_batch, 1)
         budget = self.memory_budget_gb
         if budget is not None and (
-            isinstance(budget, bool) or not isinstance(budget, (int, float)) or not math.isfinite(budget) or budget <= 0
+            isinstance(budget, bool)
+            or not isinstance(budget, (int, float))
+            or not math.isfinite(budget)
+            or budget < MIN_BUDGET_GB
         ):
-            raise ValueError(f"memory_budget_gb must be a number > 0, got {budget!r}")
+            raise ValueError(f"memory_budget_gb must be a number >= {MIN_BUDGET_GB} (1 MB), got {budget!r}")
         if budget is not None and self.documents_per_batch != AUTO:
             raise ValueError(f"memory_budget_gb sizes documents_per_batch: {AUTO}, not {self.documents_per_batch!r}")
 

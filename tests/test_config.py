@@ -71,7 +71,11 @@ def study(name="retention50"):
         (lambda c: next(iter(c["models"].values())).update(documents_per_batch="all"), "'all' does not match '\\^auto"),
         (
             lambda c: next(iter(c["models"].values())).update(memory_budget_gb=0),
-            "0 is less than or equal to the minimum",
+            "0 is less than the minimum of 0.001",
+        ),
+        (
+            lambda c: next(iter(c["models"].values())).update(memory_budget_gb=1e-10),
+            "1e-10 is less than the minimum of 0.001",
         ),
         (lambda c: next(iter(c["models"].values())).update(kv_layout="paged"), "'paged' is not one of"),
     ],
@@ -507,8 +511,9 @@ def test_strata_per_job_groups_the_same_block_of_consecutive_strata():
         Runtime(threads=1, documents_per_job=1, documents_per_batch="all")
     with pytest.raises(ValueError, match="memory_budget_gb sizes documents_per_batch: auto, not 16"):
         Runtime(threads=1, documents_per_job=1, documents_per_batch=16, memory_budget_gb=2)
-    with pytest.raises(ValueError, match="memory_budget_gb must be a number > 0, got -1"):
-        Runtime(threads=1, documents_per_job=1, documents_per_batch="auto", memory_budget_gb=-1)
+    for bad in (-1, 0, 1e-10, float("nan"), True):  # 1e-10 GB: AutoBatch(0), refused where a job would start
+        with pytest.raises(ValueError, match=rf"memory_budget_gb must be a number >= 0.001 \(1 MB\), got {bad!r}"):
+            Runtime(threads=1, documents_per_job=1, documents_per_batch="auto", memory_budget_gb=bad)
 
 
 def test_a_batch_of_many_strata_keeps_a_short_name():

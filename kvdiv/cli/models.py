@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     plan = sub.add_parser(
         "plan",
         help="print the memory a model's trajectory jobs hold per document and the batches documents_per_batch "
-        "cuts a job into, per study and stratum, before any job runs",
+        "cuts each job into, per kind of job the workflow plans, before any job runs",
     )
     plan.add_argument("name", help="model name in the config's `models` section")
     plan.add_argument("--config", default="config/config.yaml", help="config file (default: config/config.yaml)")
@@ -105,8 +105,19 @@ def _info(args: argparse.Namespace) -> int:
 ELEMENT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 #: The most bytes of a config.json read (a model directory is someone else's files).
 CONFIG_MAX_BYTES = 1 << 20
-#: The largest shape value and device memory (GiB) taken: anything past them is a typo or hostile.
-SHAPE_MAX, MEMORY_MAX_GIB = 2**31, 2**20
+#: The largest shape value, decoder layers and device memory (GiB) taken: anything past them is a typo or hostile
+#: (transformers builds per-layer lists from a config: 10**7 layers take seconds and gigabytes).
+SHAPE_MAX, LAYERS_MAX, MEMORY_MAX_GIB = 2**31, 2**16, 2**20
+#: The config.json keys the plan reads; only these reach transformers (a ``num_labels`` of 10**9 builds a dict).
+SHAPE_KEYS = (
+    "num_hidden_layers",
+    "num_attention_heads",
+    "hidden_size",
+    "intermediate_size",
+    "vocab_size",
+    "num_key_value_heads",
+    "head_dim",
+)
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -146,8 +157,9 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _shape(path: Path, element_bytes: int):
-    """(CacheShape, tied embeddings) of the model whose config.json is ``path``: read as JSON (1 MiB at most), as
-    transformers' config of its ``model_type`` (its defaults filled; no remote code) where it names one."""
+    """(CacheShape, tied embeddings) of the model whose config.json is ``path``: read as JSON (1 MiB at most), its
+    shape keys checked, then as transformers' config of its ``model_type`` (defaults filled; no remote code; only
+    ``model_type``, the shape keys, the tie and a ``text_config`` of the same) where it names one."""
     from types import SimpleNamespace
 
     from kvdiv.kernel.memory_plan import CacheShape
@@ -158,27 +170,38 @@ def _shape(path: Path, element_bytes: int):
         raise ValueError(f"{path} is larger than {CONFIG_MAX_BYTES} bytes: not a model's config.json")
     try:
         values = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+    except (ValueError, RecursionError) as err:  # JSONDecodeError, UnicodeDecodeError, an integer of 5000 digits
         raise ValueError(f"{path} is not valid JSON ({type(err).__name__})") from None
     if not isinstance(values, dict):
         raise ValueError(f"{path}: not a decoder's config.json (a JSON object)")
+    text = values.get("text_config")
+    given = _shape_keys(path, values, "")
+    text_given = _shape_keys(path, text, "text_config.") if isinstance(text, dict) else None
     tied = values.get("tie_word_embeddings")
-    config: object = None
     if isinstance(values.get("model_type"), str):
         from transformers import AutoConfig
+        from transformers.utils import logging as hf_logging
 
+        if text_given is not None:
+            kind = text.get("model_type")
+            given["text_config"] = dict(text_given, **({"model_type": kind} if isinstance(kind, str) else {}))
+        if isinstance(tied, bool):
+            given["tie_word_embeddings"] = tied
+        saved = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # its warnings about settings the plan does not read
         try:
-            config = AutoConfig.for_model(**values).get_text_config()
-        except (ValueError, TypeError, KeyError, AttributeError) as err:
+            config = AutoConfig.for_model(values["model_type"], **given).get_text_config()
+        except Exception as err:  # a model_type it does not know, a value its own checks refuse
             raise ValueError(f"{path}: transformers does not read it as a config ({err})") from None
+        finally:
+            hf_logging.set_verbosity(saved)
     else:
-        text = values.get("text_config")
-        config = SimpleNamespace(**(text if isinstance(text, dict) else values))
-    keys = ("num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size", "vocab_size")
+        config = SimpleNamespace(**(text_given if text_given is not None else given))
+    keys = SHAPE_KEYS[:5]
     bad = [k for k in keys if not _count(getattr(config, k, None))]
     if bad:
         raise ValueError(f"{path}: not a decoder's config.json: {', '.join(bad)} missing or not an integer in 1..2^31")
-    for key in ("num_key_value_heads", "head_dim"):
+    for key in SHAPE_KEYS[5:]:
         if getattr(config, key, None) is not None and not _count(getattr(config, key)):
             raise ValueError(f"{path}: {key} must be an integer in 1..2^31, got {getattr(config, key)!r}")
     shape = CacheShape.from_config(config, element_bytes)
@@ -187,6 +210,21 @@ def _shape(path: Path, element_bytes: int):
     if not isinstance(tied, bool):
         tied = bool(getattr(config, "tie_word_embeddings", True))
     return shape, tied
+
+
+def _shape_keys(path: Path, values: dict, where: str) -> dict:
+    """The shape keys of ``values`` that are set, each an integer in 1..2^31 (layers in 1..2^16), or an error naming
+    it; the rest is not read."""
+    out = {}
+    for key in SHAPE_KEYS:
+        value = values.get(key)
+        if value is None:
+            continue
+        top = LAYERS_MAX if key == "num_hidden_layers" else SHAPE_MAX
+        if not _count(value) or value > top:
+            raise ValueError(f"{path}: {where}{key} must be an integer in 1..{top}, got {repr(value)[:40]}")
+        out[key] = value
+    return out
 
 
 def _count(value) -> bool:

@@ -53,6 +53,8 @@ class Plan:
     weights_bytes: int
     documents_per_batch: int | str | None
     rows: list[PlanRow]
+    cpu: bool = True
+    packed: bool = False
 
 
 def weights_bytes(shape: CacheShape, tied: bool, packed: bool) -> int:
@@ -100,7 +102,7 @@ def plan(config: Mapping[str, Any], model: str, shape: CacheShape, memory_bytes:
     free = free_bytes(spec, memory_bytes, weights)
     auto = runtime.documents_per_batch == AUTO
     budget, configured = budget_bytes(spec, free)
-    limit = budget if auto else free
+    limit = min(budget, free) if auto else free  # a configured budget past the memory does not make it fit
     rows: list[PlanRow] = []
     for study, study_spec in (config.get("studies") or {}).items():
         if model not in (study_spec.get("models") or list(config["models"])):
@@ -148,29 +150,43 @@ def plan(config: Mapping[str, Any], model: str, shape: CacheShape, memory_bytes:
                     tuple(over),
                 )
             )
-    return Plan(model, layout, free, budget if auto else None, configured, weights, runtime.documents_per_batch, rows)
+    auto_budget = budget if auto else None
+    return Plan(
+        model,
+        layout,
+        free,
+        auto_budget,
+        configured,
+        weights,
+        runtime.documents_per_batch,
+        rows,
+        on_cpu(spec),
+        packs(spec),
+    )
 
 
 def _batches(sizes: list[int]) -> str:
-    """Batch sizes in words: ``[16]`` "16", ``[9, 7]`` "9, 7", ``[5, 5, 5, 1]`` "3 batches of 5, 1"."""
+    """Batch sizes as count × size: ``[16]`` "1 × 16", ``[9, 7]`` "1 × 9, 1 × 7", ``[5, 5, 5, 1]`` "3 × 5, 1 × 1"."""
     runs: list[tuple[int, int]] = []
     for s in sizes:
         if runs and runs[-1][0] == s:
             runs[-1] = (s, runs[-1][1] + 1)
         else:
             runs.append((s, 1))
-    return ", ".join(f"{s}" if k == 1 else f"{k} batches of {s}" for s, k in runs)
+    return ", ".join(f"{k} × {s}" for s, k in runs)
 
 
 def plan_table(p: Plan) -> str:
     """The plan as a heading line and a Markdown table: the model's layout first, the other beside it."""
     gb = 1e9
     other = LAYOUTS[1] if p.layout == LAYOUTS[0] else LAYOUTS[0]
-    head = f"model {p.model}: kv_layout {p.layout}, weights ≈ {p.weights_bytes / gb:.2f} GB, "
+    packed = " (with their packed copies)" if p.packed else ""
+    head = f"model {p.model}: kv_layout {p.layout}, weights ≈ {p.weights_bytes / gb:.2f} GB{packed}, "
     if p.free_bytes <= 0:
         head += "which do not fit in the memory given: no batch fits; "
     if p.budget_bytes is not None:
-        source = "memory_budget_gb" if p.budget_configured else "the default share of what the weights leave"
+        leave = "the weights leave" if p.cpu else "the weights and 1 GiB of context leave"
+        source = "memory_budget_gb" if p.budget_configured else f"the default share of what {leave}"
         head += f"documents_per_batch auto: {p.budget_bytes / gb:.2f} GB per batch ({source})"
     else:
         batching = p.documents_per_batch if p.documents_per_batch is not None else "none (a job is one batch)"
@@ -178,8 +194,9 @@ def plan_table(p: Plan) -> str:
     lines = [
         head,
         "",
-        f"| study | job's strata | jobs | documents | chains | GB per document ({p.layout}) | + prefill GB | "
-        f"batches ({p.layout}) | GB per document ({other}) | batches ({other}) |",
+        f"| study | job's strata | jobs | documents a job | chains a document | GB per document, largest "
+        f"({p.layout}) | + prefill GB, largest | batches: count × size ({p.layout}) | GB per document, largest "
+        f"({other}) | batches ({other}) |",
         "|---|---|---:|---:|---:|---:|---:|---|---:|---|",
     ]
     for r in p.rows:
@@ -195,10 +212,11 @@ def plan_table(p: Plan) -> str:
             "",
             "(over): a batch needs more than "
             + (
-                "the budget (a document that does not fit alone still runs, in a batch of its own)"
+                "the budget or the memory free beside the weights (a document that does not fit alone still runs, "
+                "in a batch of its own)"
                 if p.budget_bytes is not None
                 else "the memory free beside the weights"
-            ),  # fmt: skip
+            ),
         ]
     return "\n".join(lines)
 

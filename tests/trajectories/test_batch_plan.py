@@ -145,6 +145,11 @@ def test_a_batch_past_the_memory_is_marked(tiny_llama):
     assert "(over): a batch needs more than the memory free beside the weights" in plan_table(p)
     p = plan(config, "tiny", shape, memory_bytes=1000)
     assert p.free_bytes < 0 and "which do not fit in the memory given: no batch fits" in plan_table(p)
+    # auto with a configured budget past the memory: the budget does not make the batches fit
+    config = mixed_config(documents_per_batch="auto", documents_per_job=3, memory_budget_gb=100)
+    p = plan(config, "tiny", shape, memory_bytes=weights_bytes(shape, True, packed=True) + 10**6)
+    assert all(r.over == ("shared", "slots") for r in p.rows)
+    assert "(over): a batch needs more than the budget or the memory free beside the weights" in plan_table(p)
 
 
 def write_config(tmp_path: Path, config: dict) -> Path:
@@ -196,14 +201,22 @@ SHAPE = {
     [
         ("{not json", "is not valid JSON"),
         ("[" * 100_000 + "]" * 100_000, "is not valid JSON"),
+        ('{"vocab_size": ' + "9" * 5000 + "}", "is not valid JSON (ValueError)"),  # past Python's int digits
         (json.dumps({"num_hidden_layers": 2}), "num_attention_heads, hidden_size, intermediate_size, vocab_size"),
-        (json.dumps(dict(SHAPE, num_hidden_layers=True)), "num_hidden_layers missing or not an integer in 1..2^31"),
-        (json.dumps(dict(SHAPE, vocab_size=10**400)), "vocab_size missing or not an integer in 1..2^31"),
-        (json.dumps(dict(SHAPE, num_key_value_heads=0)), "num_key_value_heads must be an integer in 1..2^31"),
+        (json.dumps(dict(SHAPE, num_hidden_layers=True)), "num_hidden_layers must be an integer in 1..65536, got True"),
+        (json.dumps(dict(SHAPE, vocab_size=10**400)), "vocab_size must be an integer in 1..2147483648, got 1000"),
+        (json.dumps(dict(SHAPE, num_key_value_heads=0)), "num_key_value_heads must be an integer in 1..2147483648"),
         (json.dumps(dict(SHAPE, num_attention_heads=128)), "hidden_size 64 over 128 heads leaves no head_dim"),
         ("[1, 2]", "not a decoder's config.json"),
         (" " * ((1 << 20) + 1), "larger than 1048576 bytes"),
         (json.dumps({"model_type": "no-such-model"}), "transformers does not read it as a config"),
+        # transformers builds a list per layer: a hostile layer count is refused before it is built
+        (json.dumps(dict(SHAPE, model_type="qwen2", num_hidden_layers=10**10)), "num_hidden_layers must be an integer"),
+        (
+            json.dumps({"model_type": "llava", "text_config": dict(SHAPE, num_hidden_layers=10**7)}),
+            "text_config.num_hidden_layers must be an integer in 1..65536",
+        ),
+        (json.dumps(dict(SHAPE, model_type="llama", num_attention_heads=0)), "num_attention_heads must be an integer"),
     ],
 )
 def test_cli_refuses_a_bad_config_json(tmp_path, capsys, content, message):
@@ -213,6 +226,23 @@ def test_cli_refuses_a_bad_config_json(tmp_path, capsys, content, message):
     assert main([*args, "--memory-gib", "1"]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_cli_gives_transformers_only_the_shape(tmp_path, monkeypatch):
+    """Keys the plan does not read never reach transformers (a ``num_labels`` of 10**9 builds a dict that large)."""
+    from transformers import AutoConfig
+
+    from kvdiv.cli.models import _shape
+
+    seen = []
+    real = AutoConfig.for_model
+    monkeypatch.setattr(AutoConfig, "for_model", lambda *a, **kw: seen.append((a, kw)) or real(*a, **kw))
+    text = dict(SHAPE, model_type="llama", id2label={str(i): "x" for i in range(3)})
+    (tmp_path / "c.json").write_text(
+        json.dumps({"model_type": "llava", "num_labels": 10**9, "tie_word_embeddings": True, "text_config": text})
+    )
+    assert _shape(tmp_path / "c.json", 4)[0].layers == 2
+    assert seen == [(("llava",), {"text_config": dict(SHAPE, model_type="llama"), "tie_word_embeddings": True})]
 
 
 def test_cli_reads_a_multimodal_config_and_its_top_level_tie(tmp_path, capsys):
@@ -270,8 +300,8 @@ def test_cli_refuses_bad_names_memory_and_paths(tmp_path, capsys):
     assert f"{tmp_path / 'none.json'} does not exist" in capsys.readouterr().err
 
 
-def test_batch_sizes_in_words():
+def test_batch_sizes_as_count_and_size():
     from kvdiv.trajectories.batch_plan import _batches
 
-    assert _batches([16]) == "16" and _batches([9, 7]) == "9, 7"
-    assert _batches([5, 5, 5, 1]) == "3 batches of 5, 1" and _batches([2] * 8) == "8 batches of 2"
+    assert _batches([16]) == "1 × 16" and _batches([9, 7]) == "1 × 9, 1 × 7"
+    assert _batches([5, 5, 5, 1]) == "3 × 5, 1 × 1" and _batches([2] * 8) == "8 × 2"
