@@ -1,9 +1,9 @@
 """Benchmark: the coupled trajectory job against plain sampling of the same tokens, quiet and beside a busy process.
 
-Per document of ``ruler_1024`` (study retention50, its three actions, R = 1, H tokens, SmolLM2-135M-Instruct float32,
+Per document of ``ruler_1024`` (study retention50, its actions, R = 1, H tokens, SmolLM2-135M-Instruct float32,
 1 thread, OMP_WAIT_POLICY=PASSIVE as the workflow's jobs):
 
-- **baseline**: the four plain chains the coupled job replaces — ``model.generate`` sampling H tokens (temperature 1,
+- **baseline**: the plain chains the coupled job replaces — ``model.generate`` sampling H tokens (temperature 1,
   no top-k/top-p, EOS suppressed so every run samples exactly H) with the full cache and once per action under
   kvpress's press context manager (``with press(model): model.generate(...)``), with torch's default Linear kernels
   (stock transformers, what a user runs without kvdiv). Timed on the first document.
@@ -15,8 +15,9 @@ Per document of ``ruler_1024`` (study retention50, its three actions, R = 1, H t
 - **coupled, B = 1, aten**: as B = 1 with ``prepack: false`` (the gain of the packed weights alone).
 
 The variants are interleaved within each round (order rotated every round); each round's ratio divides a variant's
-per-document seconds by the same round's baseline. The table reports min and median over rounds; ``--busy-rounds``
-repeats the rounds beside one busy process (``python -c "while True: pass"``).
+per-document seconds by the same round's baseline, and each coupled job's seconds by this machine's floor for it
+(benchmarks/floor.py). The table reports min and median over rounds; ``--busy-rounds`` repeats the rounds beside one
+busy process (``python -c "while True: pass"``).
 
 Run (after `snakemake --cores 1 results/models/smollm2/provenance.json`):
     python benchmarks/generation.py --horizon 128 --documents 4 --rounds 3 --busy-rounds 2
@@ -65,34 +66,46 @@ def baseline(loaded, ids: list[int], actions: dict, horizon: int, seed: int) -> 
     out = loaded.model.generate(x, **kwargs)
     assert out.shape[1] == x.shape[1] + horizon
     for name, spec in actions.items():
-        with build_press(spec, name=name)(loaded.model):
+        with build_press(spec, name=name, prompt_length=x.shape[1])(loaded.model):
             out = loaded.model.generate(x, **kwargs)
         assert out.shape[1] == x.shape[1] + horizon
     return time.perf_counter() - start
 
 
-def coupled(loaded, prompts: list[list[int]], doc_ids: list[str], actions: dict, horizon: int, packed: bool) -> float:
+def coupled(
+    loaded, prompts: list[list[int]], doc_ids: list[str], actions: dict, horizon: int, packed: bool
+) -> tuple[float, float]:
     """Seconds of one coupled job over ``prompts`` (:func:`bench_common.coupled_job`), with or without packed
-    weights."""
+    weights, and the machine's floor for the job (benchmarks/floor.py, measured in this process)."""
     (prepack_linears if packed else unpack_linears)(loaded.model)
-    return coupled_job(loaded, prompts, doc_ids, (1, 2), actions, horizon)["total"]
+    job = coupled_job(loaded, prompts, doc_ids, (1, 2), actions, horizon)
+    return job["total"], job["floor"]
 
 
 def rounds(loaded, prompts, doc_ids, actions, horizon, n_rounds, label) -> list[dict]:
-    """``n_rounds`` interleaved rounds; per round the per-document seconds and ratio to the baseline of each variant."""
+    """``n_rounds`` interleaved rounds; per round the per-document seconds, the ratio to the baseline and (coupled
+    jobs) the ratio to the job's floor of each variant."""
     n = len(prompts)
     variants = {
-        "baseline": lambda r: baseline(loaded, prompts[0], actions, horizon, seed=r),
+        "baseline": lambda r: (baseline(loaded, prompts[0], actions, horizon, seed=r), float("nan")),
         "coupled B=1": lambda r: coupled(loaded, prompts[:1], doc_ids[:1], actions, horizon, packed=True),
-        f"coupled B={n}": lambda r: coupled(loaded, prompts, doc_ids, actions, horizon, packed=True) / n,
+        f"coupled B={n}": lambda r: coupled(loaded, prompts, doc_ids, actions, horizon, packed=True),
         "coupled B=1 aten": lambda r: coupled(loaded, prompts[:1], doc_ids[:1], actions, horizon, packed=False),
     }
+    per = {name: n if name == f"coupled B={n}" else 1 for name in variants}
     names = list(variants)
     out = []
     for r in range(n_rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
-        row = {name: variants[name](r) for name in order}
-        row = {name: {"per_document_s": row[name], "ratio": row[name] / row["baseline"]} for name in names}
+        timed = {name: variants[name](r) for name in order}
+        row = {
+            name: {
+                "per_document_s": timed[name][0] / per[name],
+                "ratio": timed[name][0] / per[name] / timed["baseline"][0],
+                "over_floor": timed[name][0] / timed[name][1],
+            }
+            for name in names
+        }
         out.append(row)
         print(json.dumps({"label": label, "round": r, **row}), flush=True)
     prepack_linears(loaded.model)
@@ -123,15 +136,19 @@ def main() -> None:
             results["beside a busy process"] = rounds(
                 loaded, prompts, doc_ids, actions, args.horizon, args.busy_rounds, "busy"
             )
-    print("\n| machine | variant | per-document s (min, median) | ratio to baseline (min, median) |")
-    print("|---|---|---|---|")
+    print(
+        "\n| machine | variant | per-document s (min, median) | ratio to baseline (min, median) | "
+        "job s / floor (median) |"
+    )
+    print("|---|---|---|---|---:|")
     for label, rows in results.items():
         for name in rows[0]:
             secs = [r[name]["per_document_s"] for r in rows]
             ratios = [r[name]["ratio"] for r in rows]
+            floor = statistics.median(r[name]["over_floor"] for r in rows)
             print(
                 f"| {label} | {name} | {min(secs):.2f}, {statistics.median(secs):.2f} | "
-                f"{min(ratios):.3f}, {statistics.median(ratios):.3f} |"
+                f"{min(ratios):.3f}, {statistics.median(ratios):.3f} | {'–' if floor != floor else f'{floor:.2f}'} |"
             )
 
 
