@@ -75,12 +75,16 @@ def trajectory_batch_priority(config: Mapping, study: str, doc_ids: list[str]) -
     batches first and the run does not end on one long job (longest-processing-time-first). Every other job
     outranks every batch (:data:`SHORT_JOB_PRIORITY`)."""
     spec = config["studies"][study]
-    lengths = {layout.stratum_name(s["family"], s["length"]): s["length"] for s in spec["strata"]}
-    tokens = 0
-    for doc in doc_ids:
-        stratum = next(name for name in lengths if doc.startswith(f"{study}-{name}-"))
-        tokens += lengths[stratum] + spec["horizon"]
+    tokens = sum(n + spec["horizon"] for n in document_lengths(config, study, doc_ids))
     return max(1, round(tokens * (len(spec["actions"]) + 1) / 1000))
+
+
+def document_lengths(config: Mapping, study: str, doc_ids: list[str]) -> list[int]:
+    """The length of each document's stratum (a document id begins with its study and stratum,
+    :func:`kvdiv.layout.document_id`; a stratum name holds no ``-``, so the prefix is unambiguous)."""
+    spec = config["studies"][study]
+    lengths = {layout.stratum_name(s["family"], s["length"]): s["length"] for s in spec["strata"]}
+    return [lengths[next(name for name in lengths if doc.startswith(f"{study}-{name}-"))] for doc in doc_ids]
 
 
 #: The priority of every job but the trajectory batches: document blocks (every batch waits on one) and everything

@@ -189,8 +189,19 @@ def batch_sizes(document: Sequence[int], prefill: Sequence[int], budget: int) ->
     return sizes
 
 
+def batch_bytes(document: Sequence[int], prefill: Sequence[int], sizes: Sequence[int]) -> list[int]:
+    """What each of the consecutive batches of ``sizes`` documents needs, as :func:`batch_sizes` counts it: its
+    documents' bytes while generating and its largest prefill once."""
+    out, first = [], 0
+    for size in sizes:
+        out.append(sum(document[first : first + size]) + max(prefill[first : first + size]))
+        first += size
+    return out
+
+
 __all__ = [
     "CacheShape",
+    "batch_bytes",
     "DEFAULT_SHARE",
     "batch_sizes",
     "decodes",

@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from kvdiv.config.plan import trajectory_batches
-from kvdiv.kernel.memory_plan import DEFAULT_SHARE, CacheShape, batch_sizes, document_bytes, prefill_bytes
-from kvdiv.layout import stratum_name
+from kvdiv.config.plan import document_lengths, trajectory_batches
+from kvdiv.kernel.memory_plan import DEFAULT_SHARE, CacheShape, batch_bytes, batch_sizes
 from kvdiv.settings import AUTO, Generation, Runtime
 from kvdiv.trajectories.base import chains_needed
+from kvdiv.trajectories.batching import document_sizes, fixed_sizes
 
 LAYOUTS = ("shared", "slots")
 #: An accelerator's context and allocator reserve beside the weights (a bound).
@@ -110,42 +110,29 @@ def plan(config: Mapping[str, Any], model: str, shape: CacheShape, memory_bytes:
         g = Generation.from_study(config, study)
         actions = {name: config["actions"][name] for name in study_spec["actions"]}
         chains = chains_needed(len(actions), g.replicates, g.mode, g.effective_reference_chain)
-        lengths = {stratum_name(s["family"], s["length"]): int(s["length"]) for s in study_spec.get("strata") or []}
-        sizes: dict[int, tuple[dict[str, int], int]] = {}
-        for n in set(lengths.values()):
-            compressed = n - int(g.evict_first_step)
-            held = {lay: int(document_bytes(shape, n, compressed, actions, chains, g.horizon, lay)) for lay in LAYOUTS}
-            sizes[n] = held, int(prefill_bytes(shape, compressed, actions))
         kinds: dict[tuple[str, tuple[int, ...]], int] = {}
         for name, ids in trajectory_batches(config, study, model):
-            doc_lengths = tuple(lengths[next(s for s in lengths if doc.startswith(f"{study}-{s}-"))] for doc in ids)
-            key = (name.rsplit("-", 2)[0], doc_lengths)
+            key = (name.rsplit("-", 2)[0], tuple(document_lengths(config, study, ids)))
             kinds[key] = kinds.get(key, 0) + 1
-        for (strata, doc_lengths), jobs in kinds.items():
-            held = {lay: [sizes[n][0][lay] for n in doc_lengths] for lay in LAYOUTS}
-            peak = [sizes[n][1] for n in doc_lengths]
-            batches, over = {}, []
+        for (strata, lengths), jobs in kinds.items():
+            held, batches, over = {}, {}, []
             for lay in LAYOUTS:
+                held[lay], peak = document_sizes(shape, lay, lengths, [None] * len(lengths), actions, g)
                 if auto:
                     batches[lay] = batch_sizes(held[lay], peak, budget)
                 else:
-                    size = runtime.documents_per_batch or len(doc_lengths)
-                    batches[lay] = [min(size, len(doc_lengths) - i) for i in range(0, len(doc_lengths), size)]
-                first = 0
-                for b in batches[lay]:
-                    if sum(held[lay][first : first + b]) + max(peak[first : first + b]) > limit:
-                        over.append(lay)
-                        break
-                    first += b
+                    batches[lay] = fixed_sizes(len(lengths), runtime.documents_per_batch)
+                if max(batch_bytes(held[lay], peak, batches[lay])) > limit:
+                    over.append(lay)
             rows.append(
                 PlanRow(
                     study,
                     strata,
                     jobs,
-                    len(doc_lengths),
+                    len(lengths),
                     chains,
-                    {lay: max(held[lay]) for lay in LAYOUTS},
-                    max(peak),
+                    {lay: int(max(held[lay])) for lay in LAYOUTS},
+                    int(max(peak)),
                     batches,
                     tuple(over),
                 )

@@ -37,6 +37,34 @@ def job_budget(loaded: Any, documents_per_batch: int | AutoBatch | None) -> int 
     return AutoBatch(max(1, memory_plan.default_budget(device)))
 
 
+def document_sizes(
+    shape: Any,
+    layout: str,
+    lengths: Sequence[int],
+    contexts: Sequence[int | None],
+    actions: Mapping[str, Any],
+    g: Generation,
+) -> tuple[list[float], list[float]]:
+    """Per document of ``lengths`` prompt tokens (``contexts``: the tokens compressed, None for the prompt less the
+    first step's), the bytes its session holds while it generates in ``layout`` and the extra of its prefill
+    (:mod:`kvdiv.kernel.memory_plan`, for a model of ``shape``: a ``CacheShape``)."""
+    from kvdiv.kernel import memory_plan
+
+    chains = chains_needed(len(actions), g.replicates, g.mode, g.effective_reference_chain)
+    held, peak = [], []
+    for n, context in zip(lengths, contexts):
+        compressed = context if context is not None else n - int(g.evict_first_step)
+        held.append(memory_plan.document_bytes(shape, n, compressed, actions, chains, g.horizon, layout))
+        peak.append(memory_plan.prefill_bytes(shape, compressed, actions))
+    return held, peak
+
+
+def fixed_sizes(count: int, documents_per_batch: int | None) -> list[int]:
+    """The sizes of consecutive batches of ``documents_per_batch`` (None: one batch) over ``count`` documents."""
+    size = documents_per_batch or count
+    return [min(size, count - first) for first in range(0, count, size)]
+
+
 def batches(
     loaded: Any,
     members: Sequence[int],
@@ -47,33 +75,27 @@ def batches(
     documents_per_batch: int | AutoBatch | None,
 ) -> list[list[int]]:
     """Documents ``members`` in consecutive batches: of ``documents_per_batch`` (None: one batch), or as many as fit
-    its budget (:class:`AutoBatch`; the bytes of :mod:`kvdiv.kernel.memory_plan`, logged)."""
+    its budget (:class:`AutoBatch`; the bytes of :func:`document_sizes`, logged)."""
     if not isinstance(documents_per_batch, AutoBatch):
-        size = documents_per_batch or len(members)
-        return [list(members[i : i + size]) for i in range(0, len(members), size)]
-    from kvdiv.kernel import memory_plan
+        sizes = fixed_sizes(len(members), documents_per_batch)
+    else:
+        from kvdiv.kernel import memory_plan
 
-    shape = memory_plan.CacheShape.from_model(loaded.model)
-    layout = (getattr(loaded, "spec", None) or {}).get("kv_layout", "shared")
-    chains = chains_needed(len(actions), g.replicates, g.mode, g.effective_reference_chain)
-    held, peak = [], []
-    for d in members:
-        n = len(prompts[d])
-        compressed = contexts[d] if contexts[d] is not None else n - int(g.evict_first_step)
-        held.append(memory_plan.document_bytes(shape, n, compressed, actions, chains, g.horizon, layout))
-        peak.append(memory_plan.prefill_bytes(shape, compressed, actions))
-    device = getattr(loaded, "device", None) or next(loaded.model.parameters()).device
-    budget = documents_per_batch.budget_bytes or memory_plan.default_budget(device)
-    sizes = memory_plan.batch_sizes(held, peak, budget)
-    log.info(
-        "documents_per_batch auto: budget %.2f GB, %.3f GB per document while generating (%s layout), "
-        "%.3f GB more during a prefill: batches of %s",
-        budget / 1e9,
-        max(held) / 1e9,
-        layout,
-        max(peak) / 1e9,
-        sizes,
-    )
+        shape = memory_plan.CacheShape.from_model(loaded.model)
+        layout = (getattr(loaded, "spec", None) or {}).get("kv_layout", "shared")
+        lengths = [len(prompts[d]) for d in members]
+        held, peak = document_sizes(shape, layout, lengths, [contexts[d] for d in members], actions, g)
+        budget = job_budget(loaded, documents_per_batch).budget_bytes
+        sizes = memory_plan.batch_sizes(held, peak, budget)
+        log.info(
+            "documents_per_batch auto: budget %.2f GB, %.3f GB per document while generating (%s layout), "
+            "%.3f GB more during a prefill: batches of %s",
+            budget / 1e9,
+            max(held) / 1e9,
+            layout,
+            max(peak) / 1e9,
+            sizes,
+        )
     out, first = [], 0
     for size in sizes:
         out.append(list(members[first : first + size]))
