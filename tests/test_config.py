@@ -20,6 +20,7 @@ from kvdiv.config.checks import check_config
 from kvdiv.config.files import ConfigError, fill_result_defaults, load_yaml_strict
 from kvdiv.settings import AutoBatch, Runtime
 from kvdiv.config.plan import trajectory_rule_name
+from kvdiv.models import model_files
 from kvdiv.names import check_config_names, check_results_root
 
 REPO = Path(__file__).resolve().parents[1]
@@ -563,8 +564,14 @@ def test_known_context_reads_what_start_up_can_know(tmp_path):
     assert startup.known_context({**hf, "max_context": 100}, resolved) == 100
     (resolved / "config.json").write_text(json.dumps({"text_config": {"max_position_embeddings": 32768}}))
     assert startup.known_context(hf, resolved) == 32768
-    hostile = ["[1, 2]", "{not json", '{"max_position_embeddings": true}', '{"max_position_embeddings": -1}']
-    for text in [*hostile, '{"max_position_embeddings": "8192"}', " " * (startup.JSON_MAX_BYTES + 1)]:
+    hostile = [
+        "[1, 2]",
+        "{not json",
+        '{"max_position_embeddings": true}',
+        '{"max_position_embeddings": -1}',
+        "[" * 10**5,
+    ]
+    for text in [*hostile, '{"max_position_embeddings": "8192"}', " " * (model_files.JSON_MAX_BYTES + 1)]:
         (resolved / "config.json").write_text(text)
         assert startup.known_context(hf, resolved) is None, text[:40]
     (resolved / "config.json").write_bytes(b"\xff\xfe")

@@ -103,8 +103,6 @@ def _info(args: argparse.Namespace) -> int:
 
 #: Bytes of one weight or cache element, by a spec's ``dtype`` (kvdiv.models.loading.DTYPES).
 ELEMENT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-#: The most bytes of a config.json read (a model directory is someone else's files).
-CONFIG_MAX_BYTES = 1 << 20
 #: The largest shape value, decoder layers and device memory (GiB) taken: anything past them is a typo or hostile
 #: (transformers builds per-layer lists from a config: 10**7 layers take seconds and gigabytes).
 SHAPE_MAX, LAYERS_MAX, MEMORY_MAX_GIB = 2**31, 2**16, 2**20
@@ -163,15 +161,9 @@ def _shape(path: Path, element_bytes: int):
     from types import SimpleNamespace
 
     from kvdiv.kernel.memory_plan import CacheShape
+    from kvdiv.models.model_files import read_json
 
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is not a file" if path.exists() else f"{path} does not exist")
-    if path.stat().st_size > CONFIG_MAX_BYTES:
-        raise ValueError(f"{path} is larger than {CONFIG_MAX_BYTES} bytes: not a model's config.json")
-    try:
-        values = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, RecursionError) as err:  # JSONDecodeError, UnicodeDecodeError, an integer of 5000 digits
-        raise ValueError(f"{path} is not valid JSON ({type(err).__name__})") from None
+    values = read_json(path)
     if not isinstance(values, dict):
         raise ValueError(f"{path}: not a decoder's config.json (a JSON object)")
     text = values.get("text_config")

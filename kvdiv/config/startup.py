@@ -5,7 +5,6 @@ rules/common.smk runs them after :func:`kvdiv.config.checks.check_config`."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -65,17 +64,14 @@ def check_chat_templates(config: Mapping[str, Any], model_dir: Callable[[str], s
     check_model_templates(config["models"], resolved)
 
 
-#: The most bytes of a resolved model's config.json read at start-up (a model directory is someone else's files).
-JSON_MAX_BYTES = 1 << 20
-
-
 def _json_object(path: Path) -> dict | None:
-    """``path``'s JSON object, or None: absent, larger than :data:`JSON_MAX_BYTES`, unreadable, not an object."""
+    """``path``'s JSON object (:func:`kvdiv.models.model_files.read_json`), or None: absent, larger than its
+    :data:`~kvdiv.models.model_files.JSON_MAX_BYTES`, unreadable, not JSON, not an object."""
+    from kvdiv.models.model_files import read_json
+
     try:
-        if not path.is_file() or path.stat().st_size > JSON_MAX_BYTES:
-            return None
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        value = read_json(path)
+    except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None
 

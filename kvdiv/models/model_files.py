@@ -128,6 +128,26 @@ def read_provenance(path: str | os.PathLike) -> dict:
     return record
 
 
+#: The most bytes of a model's JSON file parsed whole at start-up or by a command (a model directory is someone else's
+#: files).
+JSON_MAX_BYTES = 1 << 20
+
+
+def read_json(path: str | os.PathLike, max_bytes: int = JSON_MAX_BYTES) -> Any:
+    """``path`` parsed as JSON; FileNotFoundError when it is not a file, ValueError naming it when it is larger than
+    ``max_bytes`` or not JSON (bad UTF-8 or syntax, nesting past the interpreter's depth, an integer past its
+    digits)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is not a file" if path.exists() else f"{path} does not exist")
+    if path.stat().st_size > max_bytes:
+        raise ValueError(f"{path} is larger than {max_bytes} bytes")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ValueError(f"{path} is not valid JSON ({type(err).__name__})") from None
+
+
 def resolved_from(path: str | os.PathLike, spec: Mapping[str, Any]) -> dict | None:
     """The provenance record of ``path`` when the model there was resolved from ``spec`` (scheduling keys aside);
     None when it is absent, unreadable, not a record, or of another spec (resolving again would write another
