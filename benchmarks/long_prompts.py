@@ -24,8 +24,9 @@ import yaml
 from floor import ModelShape, actions_job_floor, machine_floor
 from run_floor import job_rows
 
-from kvdiv.kernel.memory_plan import CacheShape, document_bytes, prefill_bytes
-from kvdiv.trajectories.base import chains_needed
+from kvdiv.kernel.memory_plan import CacheShape
+from kvdiv.settings import Generation
+from kvdiv.trajectories.batching import document_sizes
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "smollm2"
@@ -51,6 +52,19 @@ def derived_config(base: dict, results: str, study: str, family: str, length: in
             analysis.pop(key, None)
     analysis["studies"] = {item: name for item, name in analysis["studies"].items() if name == study}
     config["analysis"] = analysis
+    return config
+
+
+def validated(config: dict) -> dict:
+    """``config`` as the workflow holds it: the schema's defaults filled (a study's replicates, mode, chains)."""
+    import copy
+
+    from snakemake.utils import validate
+
+    from kvdiv.config import files
+
+    config = copy.deepcopy(config)
+    validate(config, str(files.SCHEMA))
     return config
 
 
@@ -108,14 +122,10 @@ def main() -> int:
     job = actions_job_floor(floor, shape, lengths, list(named.values()), spec["horizon"])
     longest = max(lengths)
     cache = CacheShape.from_config(model_config, 4)
-    n_chains = chains_needed(
-        len(named), spec.get("replicates", 1), spec.get("mode", "complete"), spec.get("reference_chain", "shared")
-    )
-    held = {
-        layout: document_bytes(cache, longest, longest, named, n_chains, spec["horizon"], layout) / 1e9
-        for layout in ("slots", "shared")
-    }
-    extra = prefill_bytes(cache, longest, named) / 1e9
+    g = Generation.from_study(validated(config), args.study)
+    sizes = {lay: document_sizes(cache, lay, [longest], [longest], named, g) for lay in ("slots", "shared")}
+    held = {lay: held[0] / 1e9 for lay, (held, _) in sizes.items()}
+    extra = sizes["shared"][1][0] / 1e9
     print(f"machine: {memory['MemTotal']:.1f} GB memory, {memory['MemAvailable']:.1f} GB available at the start")
     print(f"floor probe: GEMM {floor.gemm_flops / 1e9:.1f} GFLOP/s, read bandwidth {floor.bandwidth / 1e9:.1f} GB/s")
     print(f"memory plan (job log): {plan.group(1) if plan else 'not logged'}")
