@@ -9,6 +9,9 @@ for its caches (``KernelSession.memory``), the K/V entries its decode attention 
 and every δ_t and token, so the parent compares the layouts' values:
 
     PYTHONPATH=. python benchmarks/shared_prompt.py --rounds 2 --documents 4 --length 4096 --horizon 128
+
+``--actions`` picks actions of config/replication.yaml; ``--blocks 9`` also runs the shared layout with 9 chains per
+product over the prompt instead of the device's fixed block (the choice of ``prompt_block``).
 """
 
 from __future__ import annotations
@@ -47,7 +50,11 @@ def rss():
 
 job = json.load(open(sys.argv[1]))
 config, loaded = smollm2(os.path.join(repo, "results/models"), os.path.join(repo, "config/replication.yaml"))
-loaded.spec["kv_layout"] = sys.argv[2]
+layout, _, block = sys.argv[2].partition(":")
+loaded.spec["kv_layout"] = layout
+if block:  # another fixed block of chains per product over the prompt (kvdiv.kernel.decode_attention.prompt_block)
+    import kvdiv.kernel.batched_step
+    kvdiv.kernel.batched_step.prompt_block = lambda device: int(block)
 shape = ModelShape.from_config(loaded.model.config)
 floor = machine_floor(shape)
 base = rss()
@@ -81,20 +88,25 @@ def main() -> None:
     round_arguments(parser)
     parser.add_argument("--documents", type=int, default=4)
     parser.add_argument("--length", type=int, default=4096)
+    parser.add_argument("--actions", nargs="+", help="these actions of config/replication.yaml (default: the study's)")
+    parser.add_argument(
+        "--blocks", type=int, nargs="+", default=[], help="also the shared layout with these chains per prompt product"
+    )
     args = parser.parse_args()
     require_smollm2(REPO)
     config, loaded = smollm2(REPO / "results/models", REPO / "config/replication.yaml")
     stratum = f"helmet_{args.length}"
     ids, prompts = stratum_prompts(loaded, config, args.study, stratum, args.documents, args.horizon)
     seeds = [(config["seed"], config["studies"][args.study]["seed"], i) for i in ids]
-    actions = {a: config["actions"][a] for a in config["studies"][args.study]["actions"]}
-    runs: dict[str, list[dict]] = {"slots": [], "shared": []}
+    actions = {a: config["actions"][a] for a in args.actions or config["studies"][args.study]["actions"]}
+    layouts = ["slots", "shared", *(f"shared:{b}" for b in args.blocks)]
+    runs: dict[str, list[dict]] = {layout: [] for layout in layouts}
     with tempfile.TemporaryDirectory() as tmp, busy_process(args.busy):
         job = Path(tmp) / "job.json"
         job.write_text(json.dumps({"prompts": prompts, "seeds": seeds, "actions": actions, "horizon": args.horizon}))
         values = {}
         for r in range(args.rounds):
-            for layout in ("slots", "shared") if r % 2 == 0 else ("shared", "slots"):
+            for layout in layouts if r % 2 == 0 else layouts[::-1]:
                 out = Path(tmp) / f"{layout}{r}.npz"
                 runs[layout].append(json_process(JOB, str(job), layout, str(out), label=layout))
                 values.setdefault(layout, dict(np.load(out)))
@@ -142,6 +154,11 @@ def main() -> None:
         f"values: {len(same)} of {len(arrays)} (document, action) pairs drew the same tokens in both layouts, their "
         f"δ_t within {tv:.2e}; the others left the common path at a draw that round-off moved"
     )
+    for layout in layouts[2:]:  # another block: the same products' rows, another shape (bits equal on a GEMM whose
+        # rows do not depend on how many there are; docs/internals.md#kernel-pairs)
+        print_ratios([x["decode"] for x in runs[layout]], [x["decode"] for x in runs["shared"]], (layout, "shared"))
+        c = values[layout]
+        print(f"  {layout}: values {'bit for bit' if all(np.array_equal(c[k], a[k]) for k in a) else 'not'} equal")
 
 
 if __name__ == "__main__":
