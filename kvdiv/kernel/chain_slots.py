@@ -218,19 +218,18 @@ __all__ = [
 
 
 def available_bytes(device: torch.device) -> int | None:
-    """Memory free for new tensors on ``device`` (CUDA: the driver's free memory; CPU: MemAvailable), or None."""
+    """Memory free for new tensors on ``device`` (CUDA: the driver's free memory; CPU: the system's available memory as
+    psutil reads it on each platform — Linux's MemAvailable, macOS's free and inactive pages), or None."""
     if device.type == "cuda":
         return int(torch.cuda.mem_get_info(device)[0])
     if device.type != "cpu":
         return None
+    import psutil
+
     try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
+        return int(psutil.virtual_memory().available)
+    except (OSError, RuntimeError, AttributeError, NotImplementedError):
         return None
-    return None
 
 
 def check_memory(slots: ChainSlots, n_slots: int, capacity: int) -> None:

@@ -156,16 +156,20 @@ def _flatten(specs) -> list:
 
 def free_bytes(device: Any) -> int:
     """Memory free now: the accelerator's, or the machine's available memory
-    (:func:`kvdiv.kernel.chain_slots.available_bytes`; ``os.sysconf`` pages where /proc/meminfo is unreadable)."""
-    import os
-
+    (:func:`kvdiv.kernel.chain_slots.available_bytes`); a ValueError naming ``memory_budget_gb`` where it is unknown."""
     import torch
 
     from kvdiv.kernel.chain_slots import available_bytes
 
     cuda = getattr(device, "type", "cpu") == "cuda"
     free = available_bytes(device if cuda else torch.device("cpu"))
-    return free if free is not None else int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    if free is None:
+        raise ValueError(
+            f"documents_per_batch: auto sizes batches by the memory free on {device}, which this machine does not "
+            "report: set the model spec's memory_budget_gb (GB a job's batches may hold) or a number of "
+            "documents_per_batch"
+        )
+    return free
 
 
 def default_budget(device: Any) -> int:

@@ -73,3 +73,45 @@ def test_the_shared_layout_needs_a_fraction_of_the_slots_layout():
     assert shared < 0.15 * slots
     # one prompt copy: 4096 entries of 2 × 30 layers × 3 heads × 64 × 4 bytes, and no more than twice that in all
     assert 4096 * SHAPE.entry_bytes < shared < 2 * 4096 * SHAPE.entry_bytes
+
+
+def test_the_cpu_budget_reads_the_available_memory_through_psutil_on_every_platform(monkeypatch):
+    """A CPU's free memory comes from psutil (Linux's MemAvailable, macOS's free and inactive pages), not from Linux's
+    /proc/meminfo nor ``os.sysconf("SC_AVPHYS_PAGES")``, which macOS lacks (a ValueError there stopped every
+    ``documents_per_batch: auto`` job); the default budget is 60 % of it."""
+    import collections
+    import os
+
+    import psutil
+    import torch
+
+    from kvdiv.kernel import memory_plan
+    from kvdiv.kernel.chain_slots import available_bytes
+
+    if os.path.exists("/proc/meminfo"):  # on Linux psutil reads MemAvailable itself (both move: within 1 GiB)
+        meminfo = dict(line.split(":", 1) for line in open("/proc/meminfo", encoding="ascii"))
+        assert abs(available_bytes(torch.device("cpu")) - int(meminfo["MemAvailable"].split()[0]) * 1024) < 2**30
+    memory = collections.namedtuple("svmem", "total available")
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: memory(2**34, 10 * 2**30))
+
+    def no_sysconf(name):
+        raise ValueError("unrecognized configuration name")  # as on macOS
+
+    monkeypatch.setattr(os, "sysconf", no_sysconf)
+    assert memory_plan.free_bytes(torch.device("cpu")) == 10 * 2**30
+    assert memory_plan.default_budget(torch.device("cpu")) == int(0.6 * 10 * 2**30)
+
+
+def test_an_unknown_free_memory_is_a_clear_error_naming_the_keys(monkeypatch):
+    """Where the platform reports no available memory, ``auto`` stops with what to set instead of a traceback."""
+    import psutil
+    import torch
+
+    from kvdiv.kernel import memory_plan
+
+    def unsupported():
+        raise NotImplementedError("this platform")
+
+    monkeypatch.setattr(psutil, "virtual_memory", unsupported)
+    with pytest.raises(ValueError, match="memory_budget_gb.*documents_per_batch"):
+        memory_plan.default_budget(torch.device("cpu"))
