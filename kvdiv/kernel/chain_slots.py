@@ -224,11 +224,11 @@ def available_bytes(device: torch.device) -> int | None:
         return int(torch.cuda.mem_get_info(device)[0])
     if device.type != "cpu":
         return None
-    import psutil
+    try:  # psutil raises NotImplementedError (a RuntimeError) on import where it does not support the platform
+        import psutil
 
-    try:
         return int(psutil.virtual_memory().available)
-    except (OSError, RuntimeError, AttributeError, NotImplementedError):
+    except (ImportError, OSError, RuntimeError, AttributeError):
         return None
 
 

@@ -115,3 +115,24 @@ def test_an_unknown_free_memory_is_a_clear_error_naming_the_keys(monkeypatch):
     monkeypatch.setattr(psutil, "virtual_memory", unsupported)
     with pytest.raises(ValueError, match="memory_budget_gb.*documents_per_batch"):
         memory_plan.default_budget(torch.device("cpu"))
+
+
+def test_a_platform_psutil_does_not_support_is_the_same_clear_error(monkeypatch):
+    """psutil refuses an unsupported platform when imported (NotImplementedError): the budget still stops with what to
+    set, not with psutil's traceback."""
+    import builtins
+
+    import torch
+
+    from kvdiv.kernel import memory_plan
+
+    real_import = builtins.__import__
+
+    def refuse_psutil(name, *args, **kwargs):
+        if name == "psutil":
+            raise NotImplementedError("platform sunos5 is not supported")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", refuse_psutil)
+    with pytest.raises(ValueError, match="memory_budget_gb.*documents_per_batch"):
+        memory_plan.default_budget(torch.device("cpu"))
