@@ -12,6 +12,7 @@ Prints the machine's memory, the batches the memory plan chose (the job's log), 
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import re
 import shutil
@@ -24,6 +25,7 @@ import yaml
 from floor import ModelShape, actions_job_floor, machine_floor
 from run_floor import job_rows
 
+from kvdiv.config import files
 from kvdiv.kernel.memory_plan import CacheShape
 from kvdiv.settings import Generation
 from kvdiv.trajectories.batching import document_sizes
@@ -52,19 +54,6 @@ def derived_config(base: dict, results: str, study: str, family: str, length: in
             analysis.pop(key, None)
     analysis["studies"] = {item: name for item, name in analysis["studies"].items() if name == study}
     config["analysis"] = analysis
-    return config
-
-
-def validated(config: dict) -> dict:
-    """``config`` as the workflow holds it: the schema's defaults filled (a study's replicates, mode, chains)."""
-    import copy
-
-    from snakemake.utils import validate
-
-    from kvdiv.config import files
-
-    config = copy.deepcopy(config)
-    validate(config, str(files.SCHEMA))
     return config
 
 
@@ -122,7 +111,9 @@ def main() -> int:
     job = actions_job_floor(floor, shape, lengths, list(named.values()), spec["horizon"])
     longest = max(lengths)
     cache = CacheShape.from_config(model_config, 4)
-    g = Generation.from_study(validated(config), args.study)
+    held_config = copy.deepcopy(config)
+    files.validate(held_config)  # as the workflow holds it: the schema's defaults filled (replicates, mode, chains)
+    g = Generation.from_study(held_config, args.study)
     sizes = {lay: document_sizes(cache, lay, [longest], [longest], named, g) for lay in ("slots", "shared")}
     held = {lay: held[0] / 1e9 for lay, (held, _) in sizes.items()}
     extra = sizes["shared"][1][0] / 1e9
