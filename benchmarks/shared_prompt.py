@@ -12,6 +12,11 @@ and every δ_t and token, so the parent compares the layouts' values:
 
 ``--actions`` picks actions of config/replication.yaml; ``--blocks 9`` also runs the shared layout with 9 chains per
 product over the prompt instead of the device's fixed block (the choice of ``prompt_block``).
+
+``--attention`` measures instead, in this process, the decode attention of one (layer, document) over a shared prompt
+of ``--length`` entries at SmolLM2's shapes (3 KV heads of 3 query heads, 64 wide; 24 tail entries per chain), for
+3, 5, 7 and 9 chains and blocks of 4 and 8 (or ``--blocks``): torch's batched products against the prompt packed for oneDNN
+(:func:`kvdiv.kernel.shared_prompt.pack_prompt`), interleaved, over 16 prompts so none stays in cache.
 """
 
 from __future__ import annotations
@@ -83,6 +88,51 @@ print(json.dumps({
 """
 
 
+def attention_table(length: int, rounds: int, blocks: list[int]) -> None:
+    """Milliseconds per (layer, document) of ``decode_attention._cascade`` (see the module docstring)."""
+    import time
+
+    import torch
+
+    from kvdiv.kernel.decode_attention import DecodePart, PromptPass, _cascade
+    from kvdiv.kernel.shared_prompt import SharedPrompt, pack_prompt
+
+    torch.set_num_threads(1)
+    kv, groups, dim, span, capacity, caches = 3, 3, 64, 24, 192, 4
+    gen = torch.Generator().manual_seed(0)
+
+    def part(chains: int, block: int, packed: bool) -> DecodePart:
+        keys_t, values = torch.randn(kv, dim, length, generator=gen), torch.randn(kv, length, dim, generator=gen)
+        prompt = SharedPrompt([keys_t], [values], length, [torch.zeros(caches, kv, length)], {})
+        if packed:
+            pack_prompt(prompt)
+        rows = torch.arange(chains) % caches
+        pp = PromptPass(prompt.keys_t, prompt.values, prompt.bias, rows, block, prompt.packed)
+        tail_k, tail_v = torch.randn(chains, kv, dim, capacity), torch.randn(chains, kv, capacity, dim)
+        lengths = torch.full((chains,), span)
+        runs = [(0, chains, 0, chains, span)]
+        return DecodePart(0, chains, [tail_k], [tail_v], [torch.zeros(chains, kv, capacity)], rows, lengths, runs, pp)
+
+    print(f"decode attention of one (layer, document), {length}-entry prompt, SmolLM2's shapes, 1 thread, ms:")
+    print("| chains | block | torch's products (min, median) | packed (min, median) | packed / torch (min, median) |")
+    print("|---:|---:|---|---|---|")
+    for chains in (3, 5, 7, 9):
+        q = torch.randn(chains * kv, groups, dim, generator=gen)
+        out = torch.empty_like(q)
+        for block in blocks:
+            parts = {packed: [part(chains, block, packed) for _ in range(16)] for packed in (False, True)}
+            ms: dict[bool, list[float]] = {False: [], True: []}
+            for r in range(rounds):
+                for packed in (False, True) if r % 2 == 0 else (True, False):
+                    start = time.perf_counter()
+                    for i in range(64):
+                        _cascade(parts[packed][i % 16], 0, q, out, dim**-0.5)
+                    ms[packed].append((time.perf_counter() - start) / 64 * 1e3)
+            ratio = [p / t for p, t in zip(ms[True], ms[False])]
+            cells = [f"{min(x):.3f}, {statistics.median(x):.3f}" for x in (ms[False], ms[True], ratio)]
+            print(f"| {chains} | {block} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     round_arguments(parser)
@@ -92,7 +142,12 @@ def main() -> None:
     parser.add_argument(
         "--blocks", type=int, nargs="+", default=[], help="also the shared layout with these chains per prompt product"
     )
+    parser.add_argument("--attention", action="store_true", help="only the decode attention, torch's against packed")
     args = parser.parse_args()
+    if args.attention:
+        with busy_process(args.busy):
+            attention_table(args.length, max(args.rounds, 5), args.blocks or [4, 8])
+        return
     require_smollm2(REPO)
     config, loaded = smollm2(REPO / "results/models", REPO / "config/replication.yaml")
     stratum = f"helmet_{args.length}"

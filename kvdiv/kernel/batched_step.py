@@ -103,7 +103,7 @@ def step_sessions(
             prompt = None
             if g.pool == TAIL:
                 sp = s._prompt
-                prompt = PromptPass(sp.keys_t, sp.values, sp.bias, g.prompt_rows, prompt_block(s.device))
+                prompt = PromptPass(sp.keys_t, sp.values, sp.bias, g.prompt_rows, prompt_block(s.device), sp.packed)
             n = len(g.active)
             plan.parts.append(
                 DecodePart(row, row + n, slots.keys_t, slots.values, slots.bias, g.slots, g.lengths, g.runs, prompt)

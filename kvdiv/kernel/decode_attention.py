@@ -19,6 +19,8 @@ import torch
 from transformers import AttentionInterface
 
 from kvdiv.kernel.presses.lazy_datasets import import_kvpress
+from kvdiv.kernel.shared_prompt import PackedPrompt
+from kvdiv.models.prepacked import packed_product
 
 ATTN_IMPLEMENTATION = "kvdiv_decode"
 
@@ -28,23 +30,25 @@ _ACTIVE: dict[str, Any] = {"plan": None}
 
 def prompt_block(device: torch.device) -> int:
     """Chains per product over the shared prompt: a fixed number (the last block padded with zero queries), so a
-    chain's logits come from products of one shape whatever other chains share its step. 4 on CPUs, where these
-    products are bound by arithmetic (a block of 8 pads a document's 4 chains before their first divergence to 8;
-    benchmarks/shared_prompt.md), 16 on accelerators, where reading the prompt is the cost."""
-    return 4 if device.type == "cpu" else 16
+    chain's logits come from products of one shape whatever other chains share its step. 8 on CPUs, where a product's
+    cost is mostly fixed (packed for oneDNN, a block of 8 decodes every study of config/replication.yaml 7–15 % faster
+    than a block of 4; benchmarks/shared_prompt.md), 16 on accelerators, where reading the prompt is the cost."""
+    return 8 if device.type == "cpu" else 16
 
 
 @dataclass
 class PromptPass:
     """The shared prompt a part's rows read before their slots: per layer ``keys_t`` [kv_heads, head_dim, n_pad],
     ``values`` [kv_heads, n_pad, head_dim] and ``bias`` [caches, kv_heads, n_pad]; ``rows`` [part rows]: each row's
-    cache (its row of ``bias``); ``block``: chains per product (:func:`prompt_block`)."""
+    cache (its row of ``bias``); ``block``: chains per product (:func:`prompt_block`); ``packed``: the same keys and
+    values packed for oneDNN (:func:`kvdiv.kernel.shared_prompt.pack_prompt`), the products' operands where given."""
 
     keys_t: list[torch.Tensor]
     values: list[torch.Tensor]
     bias: list[torch.Tensor]
     rows: torch.Tensor
     block: int
+    packed: PackedPrompt | None = None
 
 
 @dataclass
@@ -137,7 +141,7 @@ def _cascade(part: DecodePart, layer: int, q: torch.Tensor, o: torch.Tensor, sca
     """A part whose rows read the shared prompt, then their slots: ``q`` [rows × kv_heads, groups, head_dim]
     (row-major), ``o`` the same shape, written. Per row and head one softmax over [its logits over the prompt + its
     cache's bias, its slot's span]; the prompt's products in fixed blocks of chains (:func:`prompt_block`), the
-    slots' per run."""
+    slots' per run; against the packed prompt (one product per block and KV head) where the part has it."""
     pp = part.prompt
     keys_p, values_p = pp.keys_t[layer], pp.values[layer]
     keys_t, values, bias = part.keys_t[layer], part.values[layer], part.bias[layer]
@@ -151,12 +155,18 @@ def _cascade(part: DecodePart, layer: int, q: torch.Tensor, o: torch.Tensor, sca
     qb = q.new_zeros(n_blocks * block, kv_heads, groups, head_dim)
     qb[:rows] = q.view(rows, kv_heads, groups, head_dim)
     qb = qb.view(n_blocks, block, kv_heads, groups, head_dim).transpose(1, 2).reshape(n_blocks, kv_heads, -1, head_dim)
+    packed = pp.packed if pp.packed is not None and pp.packed.current(layer, keys_p, values_p) else None
     # the prompt's logits (then, in place, its weights) by row: [blocks × block, kv_heads, groups, n_pad]
     prompt = torch.empty(n_blocks * block, kv_heads, groups, n_pad, dtype=torch.float32, device=q.device)
     for b in range(n_blocks):
-        prompt[b * block : (b + 1) * block] = (
-            torch.bmm(qb[b], keys_p).view(kv_heads, block, groups, n_pad).transpose(0, 1)
-        )
+        if packed is None:
+            prompt[b * block : (b + 1) * block] = (
+                torch.bmm(qb[b], keys_p).view(kv_heads, block, groups, n_pad).transpose(0, 1)
+            )
+            continue
+        for h in range(kv_heads):  # (oneDNN's products have no batch dimension: one per KV head)
+            logits = packed_product(qb[b, h], packed.keys[layer][h])
+            prompt[b * block : (b + 1) * block, h] = logits.view(block, groups, n_pad)
     prompt[:rows].mul_(scale).add_(pp.bias[layer].index_select(0, pp.rows).unsqueeze(2))
     logits_p = prompt.view(-1, groups, n_pad)
     for row0, row1, s0, s1, span in part.runs:
@@ -173,8 +183,14 @@ def _cascade(part: DecodePart, layer: int, q: torch.Tensor, o: torch.Tensor, sca
         logits_p[items] = weights[:, :, :n_pad]
     o4 = o.view(rows, kv_heads, groups, head_dim)
     for b in range(n_blocks):
-        w = prompt[b * block : (b + 1) * block].transpose(0, 1).reshape(kv_heads, -1, n_pad).to(values_p.dtype)
         mine = min(block, rows - b * block)
+        weights_b = prompt[b * block : (b + 1) * block]
+        if packed is not None:
+            for h in range(kv_heads):
+                ob = packed_product(weights_b[:, h].reshape(-1, n_pad), packed.values[layer][h])
+                o4[b * block : b * block + mine, h] += ob.view(block, groups, head_dim)[:mine]
+            continue
+        w = weights_b.transpose(0, 1).reshape(kv_heads, -1, n_pad).to(values_p.dtype)
         ob = torch.bmm(w, values_p).view(kv_heads, block, groups, head_dim).transpose(0, 1)
         o4[b * block : b * block + mine] += ob[:mine]
 

@@ -1,8 +1,8 @@
 """Bytes a document's :class:`~kvdiv.kernel.session.KernelSession` holds, by cache layout, and batches of documents
 sized by a memory budget (``documents_per_batch: auto``, docs/usage.md#how-jobs-run).
 
-Counted from the model's shapes, as the session allocates (docs/internals.md#kernel-pairs): ``shared`` one prompt copy,
-a bias row per cache, a slot of ≈ H entries per chain (a decoding action's chains bounded by whole copies); ``slots``
+Counted from the model's shapes, as the session allocates (docs/internals.md#kernel-pairs): ``shared`` one prompt copy
+(two where it is packed for oneDNN), a bias row per cache, a slot of ≈ H entries per chain (a decoding action's chains bounded by whole copies); ``slots``
 every cache's prompt part (with transposed keys) and a whole copy per chain. A prefill needs more for a while (its
 cache, every action's compressed copy, activations, a SnapKV window's attention): counted once per batch, for its
 largest document. Not counted: the model's weights (the budget is what is free after loading it).
@@ -105,9 +105,11 @@ def document_bytes(
     chains: int,
     horizon: int,
     layout: str = "shared",
+    packed: bool = False,
 ) -> int:
     """Bytes a session of ``prompt`` tokens (``compressed`` of them compressed, the rest fed after) holds for its
-    caches and ``chains`` chains (the most alive at once) while it generates ``horizon`` tokens."""
+    caches and ``chains`` chains (the most alive at once) while it generates ``horizon`` tokens; ``packed``: the shared
+    prompt has a oneDNN copy besides (:func:`kvdiv.kernel.shared_prompt.packs_prompt`)."""
     entry, bias = shape.entry_bytes, shape.bias_bytes
     fed = prompt - compressed
     n_caches = 1 + len(actions)
@@ -120,7 +122,7 @@ def document_bytes(
     private = [name for name, spec in actions.items() if decodes(spec, compressed)]
     shared = n_caches - len(private)
     n_pad = _round(compressed)
-    prompt_bytes = n_pad * entry + shared * n_pad * bias
+    prompt_bytes = (2 if packed else 1) * n_pad * entry + shared * n_pad * bias
     tail_slots = math.ceil(chains * shared / n_caches)
     tails = tail_slots * _round(fed + 1 + horizon + 1) * (entry + bias) + fed * shared * (entry + bias)
     private_slots = chains - tail_slots

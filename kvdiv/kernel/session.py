@@ -23,7 +23,7 @@ from kvdiv.kernel.prefill import REFERENCE, Prefix, attention_layers, prefill_ca
 from kvdiv.kernel.presses.own_scores import watch_own_scores
 from kvdiv.kernel.presses.protocol import SeededPress
 from kvdiv.kernel.presses.registry import build_press, decoding_press
-from kvdiv.kernel.shared_prompt import SharedPrompt, kept_positions, share_prompt
+from kvdiv.kernel.shared_prompt import SharedPrompt, kept_positions, pack_prompt, packs_prompt, share_prompt
 from kvdiv.kernel.step_plan import StepPart, plan_step
 from kvdiv.settings import Generation
 from kvdiv.watchdog import doing, press_label
@@ -164,6 +164,8 @@ class KernelSession:
         self._prompt: SharedPrompt | None = None
         if self.layout == "shared":
             self._prompt = share_prompt(self._prefixes, self._kept_lengths, self.presses)
+            if packs_prompt(self.model, self.dtype, self.device):
+                pack_prompt(self._prompt)
         # per shared cache, the prompt tokens fed after the compressed ones (evict_first_step, compress: context)
         self._tails: dict[str, Prefix] = {name: self._empty_tail() for name in self._shared_names()}
 

@@ -5,7 +5,8 @@ reference's entries: where, per layer and KV head, it keeps a duplicate-free sub
 unchanged (kvpress's scorer presses, head-wise masks, PyramidKV's padding, ProbabilisticPress), the cache becomes a row
 of :attr:`SharedPrompt.bias` — 0 on kept entries, the press's own bias where it sets one, −inf on evicted entries and
 padding — over the one prompt copy (its length rounded up to :data:`PROMPT_ALIGN`). Any other cache stays a private
-copy. How decoding reads it: :mod:`kvdiv.kernel.decode_attention`; docs/internals.md#kernel-pairs.
+copy. Where the model's Linear layers are packed for oneDNN, the copy's keys and values are too (:func:`pack_prompt`).
+How decoding reads it: :mod:`kvdiv.kernel.decode_attention`; docs/internals.md#kernel-pairs.
 """
 
 from __future__ import annotations
@@ -18,10 +19,30 @@ import torch
 from kvdiv.kernel.decoding import match_rows
 from kvdiv.kernel.prefill import REFERENCE, Prefix
 from kvdiv.kernel.presses.protocol import IndexedPress
+from kvdiv.models.prepacked import is_prepacked, pack_matrix
 
 #: The stored prompt's length is a multiple of this (zero keys and values, −inf bias past the prompt), so that every
 #: row of the decode attention's logits over it starts aligned.
 PROMPT_ALIGN = 64
+
+
+@dataclass
+class PackedPrompt:
+    """The prompt copy's keys and values packed for oneDNN (:func:`kvdiv.models.prepacked.pack_matrix`), per layer and
+    KV head: ``keys[layer][head]`` the [n_pad, head_dim] keys, ``values[layer][head]`` the [head_dim, n_pad] values
+    transposed, so a block of queries' logits and their weighted values are packed products; ``versions[layer]`` the
+    dense tensors' versions they were packed from (an in-place change since makes them stale: :meth:`current`)."""
+
+    keys: list[list[torch.Tensor]]
+    values: list[list[torch.Tensor]]
+    versions: list[tuple[int, int]]
+
+    def current(self, layer: int, keys_t: torch.Tensor, values: torch.Tensor) -> bool:
+        """Whether ``layer``'s packed copies still match the dense ``keys_t`` and ``values``."""
+        return self.versions[layer] == (keys_t._version, values._version)
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for ts in (self.keys, self.values) for heads in ts for t in heads)
 
 
 @dataclass
@@ -32,7 +53,7 @@ class SharedPrompt:
     ``name``'s additive logit bias over the prompt. ``kept[name]`` per layer [kv_heads, entries]: the prompt positions
     the cache holds in its own order (kvpress's top-k order; −1 on padding), ``entry_bias[name]`` per layer the bias of
     those entries, ``entries[name]`` the cache's length (its longest layer): enough to rebuild the cache as the press
-    left it (:meth:`cache_prefix`)."""
+    left it (:meth:`cache_prefix`). ``packed``: the copy packed for oneDNN (:func:`pack_prompt`), or None."""
 
     keys_t: list[torch.Tensor]
     values: list[torch.Tensor]
@@ -42,14 +63,16 @@ class SharedPrompt:
     kept: dict[str, list[torch.Tensor]] = field(default_factory=dict)
     entry_bias: dict[str, list[torch.Tensor]] = field(default_factory=dict)
     entries: dict[str, int] = field(default_factory=dict)
+    packed: PackedPrompt | None = None
 
     @property
     def padded_length(self) -> int:
         return int(self.values[0].shape[1])
 
     def nbytes(self) -> int:
-        """Bytes held: the K/V copy and the caches' biases."""
-        return sum(t.numel() * t.element_size() for ts in (self.keys_t, self.values, self.bias) for t in ts)
+        """Bytes held: the K/V copy (and its packed copy) and the caches' biases."""
+        packed = 0 if self.packed is None else self.packed.nbytes()
+        return packed + sum(t.numel() * t.element_size() for ts in (self.keys_t, self.values, self.bias) for t in ts)
 
     def cache_entries(self, name: str, layer: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Cache ``name``'s prompt part at ``layer`` as the press left it: keys, values [kv_heads, entries, head_dim]
@@ -176,6 +199,24 @@ def share_prompt(
     return prompt
 
 
+def packs_prompt(model: torch.nn.Module, dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether a session packs its shared prompt (:func:`pack_prompt`): where ``model``'s Linear layers are packed
+    (a CPU float32 model whose spec keeps ``prepack`` on, kvdiv.models.prepacked), its caches float32 on a CPU."""
+    return device.type == "cpu" and dtype == torch.float32 and is_prepacked(model)
+
+
+def pack_prompt(prompt: SharedPrompt) -> None:
+    """Pack ``prompt``'s keys and values (float32, CPU) for oneDNN, per layer and KV head (:class:`PackedPrompt`): a
+    decode step's products over the prompt run against the packed copy, about twice as fast at a block's few rows as
+    torch's batched matmul, which packs the prompt again at every call (benchmarks/shared_prompt.md)."""
+    keys, values, versions = [], [], []
+    for kt, v in zip(prompt.keys_t, prompt.values):
+        keys.append([pack_matrix(kt[h].t()) for h in range(kt.shape[0])])
+        values.append([pack_matrix(v[h].t()) for h in range(v.shape[0])])
+        versions.append((kt._version, v._version))
+    prompt.packed = PackedPrompt(keys, values, versions)
+
+
 def kept_positions(
     press, ref: Prefix, act: Prefix | None, prompt: SharedPrompt | None, name: str, kept_lengths: list[int], n: int
 ) -> list[torch.Tensor | None]:
@@ -205,4 +246,12 @@ def kept_positions(
     return out
 
 
-__all__ = ["PROMPT_ALIGN", "SharedPrompt", "kept_positions", "share_prompt"]
+__all__ = [
+    "PROMPT_ALIGN",
+    "PackedPrompt",
+    "SharedPrompt",
+    "kept_positions",
+    "pack_prompt",
+    "packs_prompt",
+    "share_prompt",
+]

@@ -3,7 +3,8 @@
 :func:`prepack_linears` swaps every float32 CPU ``nn.Linear`` of a model to oneDNN's matmul with a weight reordered
 once (``torch.ops.mkldnn._reorder_linear_weight``; the dense ``weight`` stays). :func:`min_rows` *measures*, for the
 model's own weight shapes at the current thread count, the smallest row count from which every row of a product has
-the bits it has in any larger product; decode steps with fewer rows are padded to it. Why and how:
+the bits it has in any larger product; decode steps with fewer rows are padded to it. :func:`pack_matrix` and
+:func:`packed_product` do the same for any fixed matrix (a shared prompt's keys and values). Why and how:
 docs/internals.md#packed-weights; speed: benchmarks/prepacked_linear.md.
 """
 
@@ -30,6 +31,18 @@ def available() -> bool:
     return bool(torch.backends.mkldnn.is_available()) and all(
         hasattr(ops, op) for op in ("_reorder_linear_weight", "_linear_pointwise")
     )
+
+
+def pack_matrix(matrix: torch.Tensor) -> torch.Tensor:
+    """``matrix`` [out, in] (float32, CPU) reordered once for oneDNN (an opaque tensor of the same size), for
+    :func:`packed_product`."""
+    with torch.no_grad():
+        return torch.ops.mkldnn._reorder_linear_weight(matrix.detach().contiguous(), None)
+
+
+def packed_product(x: torch.Tensor, packed: torch.Tensor) -> torch.Tensor:
+    """``x`` [rows, in] times the transpose of the matrix :func:`pack_matrix` packed: [rows, out]."""
+    return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed, None, "none", [], "")
 
 
 class _PackedWeight:
@@ -180,7 +193,9 @@ __all__ = [
     "is_prepacked",
     "linear_kernel",
     "min_rows",
+    "pack_matrix",
     "packed_linears",
+    "packed_product",
     "prepack_linears",
     "unpack_linears",
     "unpacked",

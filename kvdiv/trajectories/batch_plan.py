@@ -117,7 +117,7 @@ def plan(config: Mapping[str, Any], model: str, shape: CacheShape, memory_bytes:
         for (strata, lengths), jobs in kinds.items():
             held, batches, over = {}, {}, []
             for lay in LAYOUTS:
-                held[lay], peak = document_sizes(shape, lay, lengths, [None] * len(lengths), actions, g)
+                held[lay], peak = document_sizes(shape, lay, lengths, [None] * len(lengths), actions, g, packs(spec))
                 if auto:
                     batches[lay] = batch_sizes(held[lay], peak, budget)
                 else:

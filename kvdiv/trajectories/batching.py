@@ -44,17 +44,19 @@ def document_sizes(
     contexts: Sequence[int | None],
     actions: Mapping[str, Any],
     g: Generation,
+    packed: bool = False,
 ) -> tuple[list[float], list[float]]:
     """Per document of ``lengths`` prompt tokens (``contexts``: the tokens compressed, None for the prompt less the
     first step's), the bytes its session holds while it generates in ``layout`` and the extra of its prefill
-    (:mod:`kvdiv.kernel.memory_plan`, for a model of ``shape``: a ``CacheShape``)."""
+    (:mod:`kvdiv.kernel.memory_plan`, for a model of ``shape``: a ``CacheShape``; ``packed``: its shared prompt packed
+    for oneDNN besides)."""
     from kvdiv.kernel import memory_plan
 
     chains = chains_needed(len(actions), g.replicates, g.mode, g.effective_reference_chain)
     held, peak = [], []
     for n, context in zip(lengths, contexts):
         compressed = context if context is not None else n - int(g.evict_first_step)
-        held.append(memory_plan.document_bytes(shape, n, compressed, actions, chains, g.horizon, layout))
+        held.append(memory_plan.document_bytes(shape, n, compressed, actions, chains, g.horizon, layout, packed))
         peak.append(memory_plan.prefill_bytes(shape, compressed, actions))
     return held, peak
 
@@ -80,11 +82,14 @@ def batches(
         sizes = fixed_sizes(len(members), documents_per_batch)
     else:
         from kvdiv.kernel import memory_plan
+        from kvdiv.kernel.shared_prompt import packs_prompt
 
         shape = memory_plan.CacheShape.from_model(loaded.model)
         layout = (getattr(loaded, "spec", None) or {}).get("kv_layout", "shared")
         lengths = [len(prompts[d]) for d in members]
-        held, peak = document_sizes(shape, layout, lengths, [contexts[d] for d in members], actions, g)
+        weight = next(loaded.model.parameters())
+        packed = packs_prompt(loaded.model, weight.dtype, weight.device)
+        held, peak = document_sizes(shape, layout, lengths, [contexts[d] for d in members], actions, g, packed)
         budget = job_budget(loaded, documents_per_batch).budget_bytes
         sizes = memory_plan.batch_sizes(held, peak, budget)
         log.info(

@@ -73,6 +73,10 @@ def test_the_shared_layout_needs_a_fraction_of_the_slots_layout():
     assert shared < 0.15 * slots
     # one prompt copy: 4096 entries of 2 × 30 layers × 3 heads × 64 × 4 bytes, and no more than twice that in all
     assert 4096 * SHAPE.entry_bytes < shared < 2 * 4096 * SHAPE.entry_bytes
+    # a CPU job's packed prompt (kvdiv.kernel.shared_prompt.pack_prompt) is one more copy, and only in that layout
+    packed = document_bytes(SHAPE, 4096, 4096, ACTIONS, 7, 128, "shared", packed=True)
+    assert packed - shared == 4096 * SHAPE.entry_bytes and packed < 0.25 * slots
+    assert document_bytes(SHAPE, 4096, 4096, ACTIONS, 7, 128, "slots", packed=True) == slots
 
 
 def test_the_cpu_budget_reads_the_available_memory_through_psutil_on_every_platform(monkeypatch):
