@@ -15,8 +15,8 @@ product over the prompt instead of the device's fixed block (the choice of ``pro
 
 ``--attention`` measures instead, in this process, the decode attention of one (layer, document) over a shared prompt
 of ``--length`` entries at SmolLM2's shapes (3 KV heads of 3 query heads, 64 wide; 24 tail entries per chain), for
-3, 5, 7 and 9 chains and blocks of 4 and 8 (or ``--blocks``): torch's batched products against the prompt packed for oneDNN
-(:func:`kvdiv.kernel.shared_prompt.pack_prompt`), interleaved, over 16 prompts so none stays in cache.
+3, 5, 7 and 9 chains and blocks of 4 and 8 (or ``--blocks``): torch's batched products against the prompt packed for
+oneDNN (:func:`kvdiv.kernel.shared_prompt.pack_prompt`), interleaved, over 16 prompts so none stays in cache.
 """
 
 from __future__ import annotations

@@ -2,10 +2,11 @@
 sized by a memory budget (``documents_per_batch: auto``, docs/usage.md#how-jobs-run).
 
 Counted from the model's shapes, as the session allocates (docs/internals.md#kernel-pairs): ``shared`` one prompt copy
-(two where it is packed for oneDNN), a bias row per cache, a slot of ≈ H entries per chain (a decoding action's chains bounded by whole copies); ``slots``
-every cache's prompt part (with transposed keys) and a whole copy per chain. A prefill needs more for a while (its
-cache, every action's compressed copy, activations, a SnapKV window's attention): counted once per batch, for its
-largest document. Not counted: the model's weights (the budget is what is free after loading it).
+(two where it is packed for oneDNN), a bias row per cache, a slot of ≈ H entries per chain (a decoding action's chains
+bounded by whole copies); ``slots`` every cache's prompt part (with transposed keys) and a whole copy per chain. A
+prefill needs more for a while (its cache, every action's compressed copy, activations, a SnapKV window's attention):
+counted once per batch, for its largest document. Not counted: the model's weights (the budget is what is free after
+loading it).
 """
 
 from __future__ import annotations
