@@ -156,43 +156,54 @@ def _cascade(part: DecodePart, layer: int, q: torch.Tensor, o: torch.Tensor, sca
     qb[:rows] = q.view(rows, kv_heads, groups, head_dim)
     qb = qb.view(n_blocks, block, kv_heads, groups, head_dim).transpose(1, 2).reshape(n_blocks, kv_heads, -1, head_dim)
     packed = pp.packed if pp.packed is not None and pp.packed.current(layer, keys_p, values_p) else None
-    # the prompt's logits (then, in place, its weights) by row: [blocks × block, kv_heads, groups, n_pad]
-    prompt = torch.empty(n_blocks * block, kv_heads, groups, n_pad, dtype=torch.float32, device=q.device)
+    # the prompt's logits per block and KV head, [block, groups, n_pad] each (the products' own outputs, not copied)
+    logits: list[list[torch.Tensor]] = []
     for b in range(n_blocks):
         if packed is None:
-            prompt[b * block : (b + 1) * block] = (
-                torch.bmm(qb[b], keys_p).view(kv_heads, block, groups, n_pad).transpose(0, 1)
-            )
-            continue
-        for h in range(kv_heads):  # (oneDNN's products have no batch dimension: one per KV head)
-            logits = packed_product(qb[b, h], packed.keys[layer][h])
-            prompt[b * block : (b + 1) * block, h] = logits.view(block, groups, n_pad)
-    prompt[:rows].mul_(scale).add_(pp.bias[layer].index_select(0, pp.rows).unsqueeze(2))
-    logits_p = prompt.view(-1, groups, n_pad)
+            out = torch.bmm(qb[b], keys_p)
+            logits.append([out[h].view(block, groups, n_pad) for h in range(kv_heads)])
+        else:  # (oneDNN's products have no batch dimension: one per KV head)
+            keys_h = packed.keys[layer]
+            logits.append([packed_product(qb[b, h], keys_h[h]).view(block, groups, n_pad) for h in range(kv_heads)])
+    bias_p = pp.bias[layer].index_select(0, pp.rows).unsqueeze(2)  # [rows, kv_heads, 1, n_pad]
+    # the prompt's weights, laid out for the products with its values: [blocks, kv_heads, block, groups, n_pad]
+    weights_p = torch.empty(n_blocks, kv_heads, block, groups, n_pad, dtype=values_p.dtype, device=q.device)
+    if rows < n_blocks * block:
+        weights_p[-1, :, rows - (n_blocks - 1) * block :] = 0  # (padding rows: finite, read and dropped)
     for row0, row1, s0, s1, span in part.runs:
         items = slice(row0 * kv_heads, row1 * kv_heads)
         kt = keys_t[s0:s1].view(-1, head_dim, capacity)[:, :, :span]
         v = values[s0:s1].view(-1, capacity, head_dim)[:, :span]
         b = bias[s0:s1].view(-1, 1, capacity)[:, :, :span]
         both = torch.empty(items.stop - items.start, groups, n_pad + span, dtype=torch.float32, device=q.device)
-        both[:, :, :n_pad] = logits_p[items]
+        both4 = both.view(row1 - row0, kv_heads, groups, n_pad + span)
+        for blk, j0, j1 in _blocks(row0, row1, block):  # scaled prompt logits + the cache's bias, in one pass
+            for h in range(kv_heads):
+                src = logits[blk][h][j0 - blk * block : j1 - blk * block]
+                torch.add(bias_p[j0:j1, h], src, alpha=scale, out=both4[j0 - row0 : j1 - row0, h, :, :n_pad])
         both[:, :, n_pad:] = torch.bmm(q[items], kt)
         both[:, :, n_pad:].mul_(scale).add_(b)
         weights = torch.softmax(both, dim=-1)
         torch.bmm(weights[:, :, n_pad:].to(values.dtype), v, out=o[items])
-        logits_p[items] = weights[:, :, :n_pad]
+        weights4 = weights.view(row1 - row0, kv_heads, groups, n_pad + span)
+        for blk, j0, j1 in _blocks(row0, row1, block):
+            dst = weights_p[blk, :, j0 - blk * block : j1 - blk * block]
+            dst.copy_(weights4[j0 - row0 : j1 - row0, :, :, :n_pad].transpose(0, 1))
     o4 = o.view(rows, kv_heads, groups, head_dim)
     for b in range(n_blocks):
         mine = min(block, rows - b * block)
-        weights_b = prompt[b * block : (b + 1) * block]
         if packed is not None:
             for h in range(kv_heads):
-                ob = packed_product(weights_b[:, h].reshape(-1, n_pad), packed.values[layer][h])
+                ob = packed_product(weights_p[b, h].view(-1, n_pad), packed.values[layer][h])
                 o4[b * block : b * block + mine, h] += ob.view(block, groups, head_dim)[:mine]
             continue
-        w = weights_b.transpose(0, 1).reshape(kv_heads, -1, n_pad).to(values_p.dtype)
-        ob = torch.bmm(w, values_p).view(kv_heads, block, groups, head_dim).transpose(0, 1)
-        o4[b * block : b * block + mine] += ob[:mine]
+        ob = torch.bmm(weights_p[b].view(kv_heads, -1, n_pad), values_p).view(kv_heads, block, groups, head_dim)
+        o4[b * block : b * block + mine] += ob.transpose(0, 1)[:mine]
+
+
+def _blocks(row0: int, row1: int, block: int) -> list[tuple[int, int, int]]:
+    """(block, first row, end row) of the blocks rows ``row0:row1`` fall in, rows cut at the blocks' edges."""
+    return [(b, max(row0, b * block), min(row1, (b + 1) * block)) for b in range(row0 // block, -(-row1 // block))]
 
 
 # kvpress, when imported, wraps every attention function registered by then (kvpress.attention_patch: a wrapper that
