@@ -28,6 +28,7 @@ from run_floor import job_rows
 from kvdiv.config import files
 from kvdiv.kernel.memory_plan import CacheShape
 from kvdiv.settings import Generation
+from kvdiv.trajectories.batch_plan import packs
 from kvdiv.trajectories.batching import document_sizes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,7 +115,8 @@ def main() -> int:
     held_config = copy.deepcopy(config)
     files.validate(held_config)  # as the workflow holds it: the schema's defaults filled (replicates, mode, chains)
     g = Generation.from_study(held_config, args.study)
-    sizes = {lay: document_sizes(cache, lay, [longest], [longest], named, g) for lay in ("slots", "shared")}
+    packed = packs(config["models"][MODEL])  # (a CPU float32 job packs its shared prompt besides: the job's own plan)
+    sizes = {lay: document_sizes(cache, lay, [longest], [longest], named, g, packed) for lay in ("slots", "shared")}
     held = {lay: held[0] / 1e9 for lay, (held, _) in sizes.items()}
     extra = sizes["shared"][1][0] / 1e9
     print(f"machine: {memory['MemTotal']:.1f} GB memory, {memory['MemAvailable']:.1f} GB available at the start")

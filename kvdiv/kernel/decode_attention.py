@@ -157,14 +157,20 @@ def _cascade(part: DecodePart, layer: int, q: torch.Tensor, o: torch.Tensor, sca
     qb = qb.view(n_blocks, block, kv_heads, groups, head_dim).transpose(1, 2).reshape(n_blocks, kv_heads, -1, head_dim)
     packed = pp.packed if pp.packed is not None and pp.packed.current(layer, keys_p, values_p) else None
     # the prompt's logits per block and KV head, [block, groups, n_pad] each (the products' own outputs, not copied)
-    logits: list[list[torch.Tensor]] = []
+    # per block, (KV heads, their logits [block, heads, groups, n_pad]): the products' own outputs, not copied
+    logits: list[list[tuple[slice, torch.Tensor]]] = []
     for b in range(n_blocks):
         if packed is None:
-            out = torch.bmm(qb[b], keys_p)
-            logits.append([out[h].view(block, groups, n_pad) for h in range(kv_heads)])
+            out = torch.bmm(qb[b], keys_p).view(kv_heads, block, groups, n_pad).transpose(0, 1)
+            logits.append([(slice(None), out)])
         else:  # (oneDNN's products have no batch dimension: one per KV head)
             keys_h = packed.keys[layer]
-            logits.append([packed_product(qb[b, h], keys_h[h]).view(block, groups, n_pad) for h in range(kv_heads)])
+            logits.append(
+                [
+                    (slice(h, h + 1), packed_product(qb[b, h], keys_h[h]).view(block, 1, groups, n_pad))
+                    for h in range(kv_heads)
+                ]
+            )
     bias_p = pp.bias[layer].index_select(0, pp.rows).unsqueeze(2)  # [rows, kv_heads, 1, n_pad]
     # the prompt's weights, laid out for the products with its values: [blocks, kv_heads, block, groups, n_pad]
     weights_p = torch.empty(n_blocks, kv_heads, block, groups, n_pad, dtype=values_p.dtype, device=q.device)
@@ -178,9 +184,9 @@ def _cascade(part: DecodePart, layer: int, q: torch.Tensor, o: torch.Tensor, sca
         both = torch.empty(items.stop - items.start, groups, n_pad + span, dtype=torch.float32, device=q.device)
         both4 = both.view(row1 - row0, kv_heads, groups, n_pad + span)
         for blk, j0, j1 in _blocks(row0, row1, block):  # scaled prompt logits + the cache's bias, in one pass
-            for h in range(kv_heads):
-                src = logits[blk][h][j0 - blk * block : j1 - blk * block]
-                torch.add(bias_p[j0:j1, h], src, alpha=scale, out=both4[j0 - row0 : j1 - row0, h, :, :n_pad])
+            for heads, src in logits[blk]:
+                src = src[j0 - blk * block : j1 - blk * block]
+                torch.add(bias_p[j0:j1, heads], src, alpha=scale, out=both4[j0 - row0 : j1 - row0, heads, :, :n_pad])
         both[:, :, n_pad:] = torch.bmm(q[items], kt)
         both[:, :, n_pad:].mul_(scale).add_(b)
         weights = torch.softmax(both, dim=-1)

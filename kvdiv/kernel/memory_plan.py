@@ -123,7 +123,9 @@ def document_bytes(
     private = [name for name, spec in actions.items() if decodes(spec, compressed)]
     shared = n_caches - len(private)
     n_pad = _round(compressed)
-    prompt_bytes = (2 if packed else 1) * n_pad * entry + shared * n_pad * bias
+    # (a packed copy: the keys as they are, the values with head_dim padded to a multiple of 64 by oneDNN)
+    packed_entry = entry // 2 + _round(shape.head_dim) * entry // (2 * shape.head_dim) if packed else 0
+    prompt_bytes = n_pad * (entry + packed_entry) + shared * n_pad * bias
     tail_slots = math.ceil(chains * shared / n_caches)
     tails = tail_slots * _round(fed + 1 + horizon + 1) * (entry + bias) + fed * shared * (entry + bias)
     private_slots = chains - tail_slots

@@ -19,7 +19,7 @@ import torch
 from kvdiv.kernel.decoding import match_rows
 from kvdiv.kernel.prefill import REFERENCE, Prefix
 from kvdiv.kernel.presses.protocol import IndexedPress
-from kvdiv.models.prepacked import is_prepacked, pack_matrix
+from kvdiv.models.prepacked import is_prepacked, pack_matrix, packed_nbytes
 
 #: The stored prompt's length is a multiple of this (zero keys and values, −inf bias past the prompt), so that every
 #: row of the decode attention's logits over it starts aligned.
@@ -30,19 +30,28 @@ PROMPT_ALIGN = 64
 class PackedPrompt:
     """The prompt copy's keys and values packed for oneDNN (:func:`kvdiv.models.prepacked.pack_matrix`), per layer and
     KV head: ``keys[layer][head]`` the [n_pad, head_dim] keys, ``values[layer][head]`` the [head_dim, n_pad] values
-    transposed, so a block of queries' logits and their weighted values are packed products; ``versions[layer]`` the
-    dense tensors' versions they were packed from (an in-place change since makes them stale: :meth:`current`)."""
+    transposed, so a block of queries' logits and their weighted values are packed products; ``sources[layer]`` the
+    dense tensors' (address, version) they were packed from (changed since, they are stale: :meth:`current`)."""
 
     keys: list[list[torch.Tensor]]
     values: list[list[torch.Tensor]]
-    versions: list[tuple[int, int]]
+    sources: list[tuple[int, int, int, int]]
 
     def current(self, layer: int, keys_t: torch.Tensor, values: torch.Tensor) -> bool:
         """Whether ``layer``'s packed copies still match the dense ``keys_t`` and ``values``."""
-        return self.versions[layer] == (keys_t._version, values._version)
+        return self.sources[layer] == _source(keys_t, values)
 
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for ts in (self.keys, self.values) for heads in ts for t in heads)
+        """Bytes held, at most (:func:`kvdiv.models.prepacked.packed_nbytes`)."""
+        total = 0
+        for keys, values in zip(self.keys, self.values):
+            (n_pad, head_dim), size = keys[0].shape, keys[0].element_size()
+            total += len(keys) * (packed_nbytes(n_pad, head_dim, size) + packed_nbytes(head_dim, n_pad, size))
+        return total
+
+
+def _source(keys_t: torch.Tensor, values: torch.Tensor) -> tuple[int, int, int, int]:
+    return (keys_t.data_ptr(), keys_t._version, values.data_ptr(), values._version)
 
 
 @dataclass
@@ -209,12 +218,12 @@ def pack_prompt(prompt: SharedPrompt) -> None:
     """Pack ``prompt``'s keys and values (float32, CPU) for oneDNN, per layer and KV head (:class:`PackedPrompt`): a
     decode step's products over the prompt run against the packed copy, about twice as fast at a block's few rows as
     torch's batched matmul, which packs the prompt again at every call (benchmarks/shared_prompt.md)."""
-    keys, values, versions = [], [], []
+    keys, values, sources = [], [], []
     for kt, v in zip(prompt.keys_t, prompt.values):
         keys.append([pack_matrix(kt[h].t()) for h in range(kt.shape[0])])
         values.append([pack_matrix(v[h].t()) for h in range(v.shape[0])])
-        versions.append((kt._version, v._version))
-    prompt.packed = PackedPrompt(keys, values, versions)
+        sources.append(_source(kt, v))
+    prompt.packed = PackedPrompt(keys, values, sources)
 
 
 def kept_positions(

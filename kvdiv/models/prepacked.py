@@ -40,6 +40,12 @@ def pack_matrix(matrix: torch.Tensor) -> torch.Tensor:
         return torch.ops.mkldnn._reorder_linear_weight(matrix.detach().contiguous(), None)
 
 
+def packed_nbytes(out_features: int, in_features: int, element_size: int) -> int:
+    """Bytes :func:`pack_matrix` holds for an [out, in] matrix, at most: oneDNN pads the output side to a multiple of
+    64 (an [80, n] matrix takes [128, n]'s memory; [n, 80] its own)."""
+    return -(-out_features // 64) * 64 * in_features * element_size
+
+
 def packed_product(x: torch.Tensor, packed: torch.Tensor) -> torch.Tensor:
     """``x`` [rows, in] times the transpose of the matrix :func:`pack_matrix` packed: [rows, out]."""
     return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed, None, "none", [], "")
@@ -195,6 +201,7 @@ __all__ = [
     "min_rows",
     "pack_matrix",
     "packed_linears",
+    "packed_nbytes",
     "packed_product",
     "prepack_linears",
     "unpack_linears",

@@ -77,6 +77,10 @@ def test_the_shared_layout_needs_a_fraction_of_the_slots_layout():
     packed = document_bytes(SHAPE, 4096, 4096, ACTIONS, 7, 128, "shared", packed=True)
     assert packed - shared == 4096 * SHAPE.entry_bytes and packed < 0.25 * slots
     assert document_bytes(SHAPE, 4096, 4096, ACTIONS, 7, 128, "slots", packed=True) == slots
+    # oneDNN pads a packed matrix's output side to a multiple of 64: the values' head_dim of 80 takes 128
+    wide = CacheShape(layers=2, kv_heads=1, head_dim=80, heads=1, hidden=80, intermediate=80, vocab=10, element_bytes=4)
+    extra = document_bytes(wide, 640, 640, {}, 1, 8, "shared", packed=True) - document_bytes(wide, 640, 640, {}, 1, 8)
+    assert extra == 640 * 2 * (80 + 128) * 4
 
 
 def test_the_cpu_budget_reads_the_available_memory_through_psutil_on_every_platform(monkeypatch):
