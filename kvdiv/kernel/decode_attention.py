@@ -156,7 +156,6 @@ def _cascade(part: DecodePart, layer: int, q: torch.Tensor, o: torch.Tensor, sca
     qb[:rows] = q.view(rows, kv_heads, groups, head_dim)
     qb = qb.view(n_blocks, block, kv_heads, groups, head_dim).transpose(1, 2).reshape(n_blocks, kv_heads, -1, head_dim)
     packed = pp.packed if pp.packed is not None and pp.packed.current(layer, keys_p, values_p) else None
-    # the prompt's logits per block and KV head, [block, groups, n_pad] each (the products' own outputs, not copied)
     # per block, (KV heads, their logits [block, heads, groups, n_pad]): the products' own outputs, not copied
     logits: list[list[tuple[slice, torch.Tensor]]] = []
     for b in range(n_blocks):

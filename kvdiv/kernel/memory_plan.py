@@ -123,9 +123,14 @@ def document_bytes(
     private = [name for name, spec in actions.items() if decodes(spec, compressed)]
     shared = n_caches - len(private)
     n_pad = _round(compressed)
-    # (a packed copy: the keys as they are, the values with head_dim padded to a multiple of 64 by oneDNN)
-    packed_entry = entry // 2 + _round(shape.head_dim) * entry // (2 * shape.head_dim) if packed else 0
-    prompt_bytes = n_pad * (entry + packed_entry) + shared * n_pad * bias
+    prompt_bytes = n_pad * entry + shared * n_pad * bias
+    if packed:  # per layer and KV head, the keys [n_pad, head_dim] and values [head_dim, n_pad] as oneDNN holds them
+        from kvdiv.models.prepacked import packed_nbytes
+
+        hd, size = shape.head_dim, shape.element_bytes
+        prompt_bytes += (
+            shape.layers * shape.kv_heads * (packed_nbytes(n_pad, hd, size) + packed_nbytes(hd, n_pad, size))
+        )
     tail_slots = math.ceil(chains * shared / n_caches)
     tails = tail_slots * _round(fed + 1 + horizon + 1) * (entry + bias) + fed * shared * (entry + bias)
     private_slots = chains - tail_slots
