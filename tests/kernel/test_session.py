@@ -12,6 +12,7 @@ from support.layouts import with_layout
 from kvpress import RandomPress, ScorerPress
 from transformers import DynamicCache
 
+from kvdiv.kernel.prefill_attention import prefill_attention
 from kvdiv.kernel.presses.registry import build_press
 from kvdiv.estimands import tv
 from kvdiv.kernel.session import LAYOUTS, KernelSession
@@ -49,11 +50,11 @@ def session(llama):
 
 
 def kvpress_prefill(loaded, ids, spec):
-    """The press run by kvpress inside its own prefill: (cache, attention modules)."""
+    """The press run by kvpress inside its own prefill, with the attention kvdiv's prefill runs: (cache, press)."""
     model = loaded.model
     press = build_press(spec)
     cache = DynamicCache(config=model.config)
-    with torch.no_grad(), press(model):
+    with torch.no_grad(), press(model), prefill_attention(model):
         model(input_ids=ids[None], past_key_values=cache, use_cache=True)
     return cache, press
 
@@ -136,13 +137,14 @@ def test_action_law_equals_kvpress_decoding(session, llama, name):
 
 def full_cache(loaded, ids):
     cache = DynamicCache(config=loaded.model.config)
-    with torch.no_grad():
+    with torch.no_grad(), prefill_attention(loaded.model):
         loaded.model(input_ids=ids[None], past_key_values=cache, use_cache=True)
     return cache
 
 
 def test_reference_cache_never_mutated(session, llama):
-    """After deriving every action, the reference cache equals a fresh plain prefill bit for bit."""
+    """After deriving every action, the reference cache equals a fresh plain prefill (with the prefill's attention)
+    bit for bit."""
     fresh = full_cache(llama, session.prompt_ids)
     ref = session.prompt_cache(REFERENCE)
     for layer in range(session.n_layers):
@@ -150,7 +152,8 @@ def test_reference_cache_never_mutated(session, llama):
         assert torch.equal(ref.values[layer], fresh.layers[layer].values[0])
         assert (ref.bias[layer] == 0).all()
     c = session.new_chain(REFERENCE)
-    expected = torch.softmax(llama.model(session.prompt_ids[None]).logits[0, -1].double(), -1)
+    with torch.no_grad(), prefill_attention(llama.model):
+        expected = torch.softmax(llama.model(session.prompt_ids[None]).logits[0, -1].double(), -1)
     torch.testing.assert_close(session.initial_probs(REFERENCE), expected.detach())
     for name in session.caches:
         assert torch.equal(session.initial_probs(name), session.initial_probs(REFERENCE))  # δ_1 = 0

@@ -15,8 +15,9 @@ import torch
 
 #: The attention-module attribute a press sets: [batch, kv_heads, kept] logit bias of the first ``kept`` keys.
 LOGIT_BIAS_ATTR = "kvdiv_logit_bias"
-#: Attention implementations through which the bias is applied (an additive float attention mask).
-BIAS_ATTENTION = ("sdpa",)
+#: Attention implementations through which the bias is applied (an additive float attention mask): ``sdpa`` and
+#: kvdiv's prefill attention, which is ``sdpa`` but for a plain causal prefill (kvdiv.kernel.prefill_attention)
+BIAS_ATTENTION = ("sdpa", "kvdiv_prefill")
 _PATCHED = "_kvdiv_logit_bias_patched"
 
 
