@@ -206,14 +206,22 @@ def actions_job_floor(
     return job_floor(floor, shape, prompts, chains, horizon, kept)
 
 
+@contextlib.contextmanager
+def _torch_prefill_attention(model: Any) -> Iterator[bool]:
+    yield False
+
+
 def prefill_rounds(lengths: Sequence[int], rounds: int, threads: int) -> None:
     """SmolLM2 prefills of helmet documents at ``lengths`` tokens (config/replication.yaml's retention50 actions, and
-    none), each round beside a fresh floor probe: seconds and seconds / floor; freed memory kept as a job keeps it."""
+    none), each with kvdiv's prefill attention and with torch's sdpa (the prefill before issue 40's oneDNN attention),
+    interleaved, each round beside a fresh floor probe: seconds and seconds / floor; freed memory kept as a job keeps
+    it."""
     import statistics
 
     import torch
     from bench_common import smollm2, stratum_prompts
 
+    import kvdiv.kernel.prefill as prefill
     from kvdiv.host_memory import retain_freed_memory
     from kvdiv.kernel.session import KernelSession
     from kvdiv.settings import generation
@@ -222,27 +230,37 @@ def prefill_rounds(lengths: Sequence[int], rounds: int, threads: int) -> None:
     config, loaded = smollm2("results/models", "config/replication.yaml")
     shape = ModelShape.from_config(loaded.model.config)
     actions = {a: config["actions"][a] for a in config["studies"]["retention50"]["actions"]}
+    attentions = {"sdpa": _torch_prefill_attention, "kvdiv": prefill.prefill_attention}
+    kinds = [(k, a) for k in ("bare", "full") for a in attentions]
     print(
-        "| prompt | floor s (median) | prefill s, no action (min, median) | / floor | "
-        f"prefill s, {len(actions)} actions | / floor |"
+        "| prompt | floor s (median) | actions | prefill s, torch's sdpa (min, median) | / floor | "
+        "prefill s, kvdiv's attention | / floor | kvdiv / sdpa (median) |"
     )
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in lengths:
         prompt = torch.tensor(stratum_prompts(loaded, config, "retention50", f"helmet_{n}", 1, 128)[1][0])
-        floors, bare, full = [], [], []
-        for r in range(rounds):
-            floor = machine_floor(shape, threads)
-            floors.append(floor.prefill_s(shape, len(prompt)))
-            for kind in ("bare", "full") if r % 2 == 0 else ("full", "bare"):
-                start = time.perf_counter()
-                KernelSession(loaded, prompt, {} if kind == "bare" else actions, generation(horizon=128))
-                (bare if kind == "bare" else full).append(time.perf_counter() - start)
+        floors: list[float] = []
+        times: dict[tuple[str, str], list[float]] = {kind: [] for kind in kinds}
+        try:
+            for r in range(rounds):
+                floor = machine_floor(shape, threads)
+                floors.append(floor.prefill_s(shape, len(prompt)))
+                for kind in kinds if r % 2 == 0 else kinds[::-1]:
+                    prefill.prefill_attention = attentions[kind[1]]
+                    start = time.perf_counter()
+                    KernelSession(loaded, prompt, {} if kind[0] == "bare" else actions, generation(horizon=128))
+                    times[kind].append(time.perf_counter() - start)
+        finally:
+            prefill.prefill_attention = attentions["kvdiv"]
         f = statistics.median(floors)
-        ratios = lambda xs: statistics.median(x / y for x, y in zip(xs, floors))  # noqa: E731
-        print(
-            f"| {len(prompt)} | {f:.1f} | {min(bare):.1f}, {statistics.median(bare):.1f} | {ratios(bare):.2f} | "
-            f"{min(full):.1f}, {statistics.median(full):.1f} | {ratios(full):.2f} |"
-        )
+        ratio = lambda xs: statistics.median(x / y for x, y in zip(xs, floors))  # noqa: E731
+        for what, label in (("bare", "none"), ("full", str(len(actions)))):
+            a, b = times[(what, "sdpa")], times[(what, "kvdiv")]
+            print(
+                f"| {len(prompt)} | {f:.2f} | {label} | {min(a):.2f}, {statistics.median(a):.2f} | {ratio(a):.2f} | "
+                f"{min(b):.2f}, {statistics.median(b):.2f} | {ratio(b):.2f} | "
+                f"{statistics.median(y / x for x, y in zip(a, b)):.2f} |"
+            )
 
 
 def main() -> None:

@@ -47,7 +47,9 @@ def causal_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     kv_heads = key.shape[1]
     groups = heads // kv_heads
     out = torch.empty(batch, n, heads, head_dim, dtype=query.dtype, device=query.device)
-    future = torch.ones(QUERY_BLOCK, QUERY_BLOCK, dtype=torch.bool, device=query.device).triu_(1)[:, None]
+    # 0 on the keys a query may see, −inf on the later ones: added to a diagonal block's logits (as a mask would be)
+    future = torch.full((QUERY_BLOCK, QUERY_BLOCK), float("-inf"), dtype=query.dtype, device=query.device).triu_(1)
+    future = future[:, None]  # broadcast over the query heads of a [position, head] row order
     scaled = torch.empty(kv_heads, n, groups, head_dim, dtype=query.dtype, device=query.device)
     for b in range(batch):
         # the queries scaled, each KV head's as [position, query head] rows: a block's rows are one contiguous slice
@@ -60,7 +62,7 @@ def causal_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
                 end = min(start + QUERY_BLOCK, n)
                 rows = end - start
                 logits = _product(scaled[g, start:end].view(rows * groups, head_dim), keys[:end])
-                logits.view(rows, groups, end)[:, :, start:].masked_fill_(future[:rows, :, :rows], float("-inf"))
+                logits.view(rows, groups, end)[:, :, start:].add_(future[:rows, :, :rows])
                 weights = torch.softmax(logits, dim=-1)
                 out[b, start:end, heads_g] = _product(weights, values[:end].t()).view(rows, groups, head_dim)
     return out
