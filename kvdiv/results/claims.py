@@ -443,8 +443,10 @@ def claims_markdown(claims: pl.DataFrame) -> str:
 
 
 def verdict_counts(claims: pl.DataFrame, column: str = "direction") -> dict[str, int]:
-    """How many rows have each verdict of ``column`` (``direction``, ``holm`` or ``magnitude``)."""
+    """How many rows have each verdict of ``column`` (``direction``, ``holm`` or ``magnitude``), most frequent first,
+    ties by name (polars' ``value_counts`` has no fixed order: a report listed two verdicts of 9 rows either way)."""
     if not claims.height:
         return {}
     counts = claims[column].value_counts()
-    return dict(zip(counts[column].to_list(), (int(c) for c in counts["count"].to_list())))
+    pairs = zip(counts[column].to_list(), (int(c) for c in counts["count"].to_list()))
+    return dict(sorted(pairs, key=lambda pair: (-pair[1], pair[0])))
