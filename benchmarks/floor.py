@@ -270,6 +270,7 @@ def main() -> None:
     parser.add_argument("--horizon", type=int, default=128)
     parser.add_argument("--actions", type=int, default=3)
     parser.add_argument("--prefill-rounds", type=int, default=0, help="also time SmolLM2 prefills against the floor")
+    parser.add_argument("--busy", action="store_true", help="time the prefills beside one busy process")
     args = parser.parse_args()
     from transformers import AutoConfig
 
@@ -289,7 +290,10 @@ def main() -> None:
         print(f"| {n} | {one['prefill']:.1f} | {one['decode']:.1f} |")
     if args.prefill_rounds:
         print()
-        prefill_rounds([n for n in args.lengths if n <= 4096], args.prefill_rounds, args.threads)
+        from bench_common import busy_process
+
+        with busy_process(args.busy):
+            prefill_rounds([n for n in args.lengths if n <= 4096], args.prefill_rounds, args.threads)
 
 
 if __name__ == "__main__":

@@ -69,23 +69,31 @@ def causal_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
 
 
 def _plain_causal(
-    module: Any, query: torch.Tensor, key: torch.Tensor, attention_mask: Any, dropout: float, kwargs: dict
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: Any,
+    dropout: float,
+    kwargs: dict,
 ) -> bool:
     """Whether this call is what :func:`causal_attention` computes: a float32 CPU prefill over exactly its own keys,
-    no mask (transformers gives none to a causal prompt without padding), no dropout, window, softcap or sinks, and
-    no gradient to keep."""
+    values as wide as the queries, no mask (transformers gives none to a causal prompt without padding), causal as
+    sdpa decides it, no dropout, window, softcap or sinks, and no gradient to keep."""
     extras = ("sliding_window", "softcap", "s_aux", "sinks")
-    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key))
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
+    causal = kwargs.get("is_causal")
+    causal = getattr(module, "is_causal", True) if causal is None else causal
     return (
         not grad
+        and bool(causal)
         and query.device.type == "cpu"
-        and query.dtype == torch.float32
-        and key.dtype == torch.float32
+        and query.dtype == key.dtype == value.dtype == torch.float32
         and attention_mask is None
         and query.shape[2] == key.shape[2] > 1
         and query.shape[1] % key.shape[1] == 0
+        and value.shape[-1] == query.shape[-1]
         and not dropout
-        and kwargs.get("is_causal", getattr(module, "is_causal", True)) is not False
         and all(kwargs.get(name) is None for name in extras)
     )
 
@@ -102,7 +110,7 @@ def prefill_attention_forward(
     """transformers' attention-function interface: :func:`causal_attention` for a plain causal prefill, else
     transformers' ``sdpa`` function. Registered as ``sdpa`` is: wrapped by kvpress's head-wise mask patch, and by
     kvdiv's logit-bias patch where a press asks for it (:data:`~kvdiv.kernel.presses.logit_bias.BIAS_ATTENTION`)."""
-    if not _plain_causal(module, query, key, attention_mask, dropout, kwargs):
+    if not _plain_causal(module, query, key, value, attention_mask, dropout, kwargs):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, **kwargs)
     scaling = kwargs.get("scaling")
     if scaling is None:

@@ -4,6 +4,7 @@ causal prefill; swapped in only for packed sdpa models and restored; registered 
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 
@@ -22,6 +23,7 @@ from kvdiv.kernel.prefill_attention import (
     prefill_attention_forward,
 )
 from kvdiv.kernel.presses.logit_bias import BIAS_ATTENTION, attention_implementation
+from kvdiv.kernel.presses.probabilistic_press import ProbabilisticPress
 from kvdiv.kernel.session import KernelSession
 from kvdiv.models.prepacked import unpacked
 from kvdiv.settings import generation
@@ -113,12 +115,29 @@ class _Module(torch.nn.Module):
     num_key_value_groups = 2
 
 
+class _NotCausal(_Module):
+    is_causal = False
+
+
 @pytest.mark.parametrize(
     "case",
-    ["decode", "mask", "bfloat16", "window", "softcap", "dropout", "grad", "not_causal"],
+    [
+        "decode",
+        "mask",
+        "bfloat16",
+        "window",
+        "softcap",
+        "dropout",
+        "grad",
+        "value_grad",
+        "not_causal",
+        "module_not_causal",
+        "wider_values",
+    ],
 )
 def test_anything_but_a_plain_causal_prefill_is_sdpa_bit_for_bit(case, counted):
     q, k, v = qkv(1, 4, 2, 20, 16, seed=1)
+    module = _NotCausal() if case == "module_not_causal" else _Module()
     mask, kwargs = None, {}
     if case == "decode":
         q = q[:, :, -1:]
@@ -136,14 +155,20 @@ def test_anything_but_a_plain_causal_prefill_is_sdpa_bit_for_bit(case, counted):
         kwargs["dropout"] = 0.5
     elif case == "grad":
         q.requires_grad_(True)
+    elif case == "value_grad":  # (an adapter on v_proj alone): oneDNN's product has no backward
+        v.requires_grad_(True)
     elif case == "not_causal":
         kwargs["is_causal"] = False
+    elif case == "module_not_causal":  # is_causal=None defers to the module, as sdpa reads it
+        kwargs["is_causal"] = None
+    elif case == "wider_values":  # a value head wider than the query's (multi-head latent attention)
+        v = torch.cat([v, v[..., :8]], dim=-1)
     torch.manual_seed(0)
-    got, _ = prefill_attention_forward(_Module(), q, k, v, mask, scaling=0.25, **kwargs)
+    got, _ = prefill_attention_forward(module, q, k, v, mask, scaling=0.25, **kwargs)
     torch.manual_seed(0)
     if case in ("window", "softcap"):
         kwargs.pop("sliding_window", None), kwargs.pop("softcap", None)  # sdpa ignores both
-    expected, _ = sdpa_attention_forward(_Module(), q, k, v, mask, scaling=0.25, **kwargs)
+    expected, _ = sdpa_attention_forward(module, q, k, v, mask, scaling=0.25, **kwargs)
     assert counted == []
     assert torch.equal(got, expected)
 
@@ -200,10 +225,54 @@ def test_a_session_prefill_is_sdpas_law_to_round_off(llama):
     torch.testing.assert_close(session.initial_probs("reference"), torch.softmax(logits, -1), atol=1e-6, rtol=1e-5)
 
 
-def test_a_press_decode_bias_reaches_the_prefill_attention():
-    """kvdiv's decode-time logit bias is applied wherever the model runs this attention (outside a prefill it is
-    sdpa's)."""
+@pytest.mark.parametrize("decode_inside", [True, False])
+def test_a_probabilistic_press_correction_applies_once_through_it(llama, counted, decode_inside):
+    """A ProbabilisticPress prefilled the kvpress way (``with press(model):``) inside ``prefill_attention`` leaves its
+    decode-time correction, and a decode step — through this attention (inside the block) or sdpa (after it) — applies
+    it once: the law is sdpa's throughout, to round-off, and far from the uncorrected one."""
+    model = llama.model
+    ids = prompt_ids(llama, n=120)[None]
+
+    def next_law(correction: bool, ours: bool, inside: bool) -> torch.Tensor:
+        cache = DynamicCache(config=model.config)
+        press = ProbabilisticPress(compression_ratio=0.5, seed=3, correction=correction)
+        step = dict(input_ids=torch.tensor([[7]]), past_key_values=cache, position_ids=torch.tensor([[120]]))
+        with torch.no_grad():
+            with prefill_attention(model) if ours else contextlib.nullcontext():
+                with press(model):
+                    model(input_ids=ids, past_key_values=cache, use_cache=True)
+                if inside:
+                    return torch.softmax(model(**step).logits[0, -1].double(), -1)
+            return torch.softmax(model(**step).logits[0, -1].double(), -1)
+
+    sdpa = next_law(True, ours=False, inside=False)
+    ours = next_law(True, ours=True, inside=decode_inside)
+    assert len(counted) == model.config.num_hidden_layers  # the prefill ran the oneDNN path
+    torch.testing.assert_close(ours, sdpa, atol=1e-6, rtol=1e-5)
+    assert (next_law(False, ours=False, inside=False) - sdpa).abs().max() > 1e-3
     assert ATTN_IMPLEMENTATION in BIAS_ATTENTION
+
+
+def test_a_probabilistic_press_works_on_a_model_of_its_own_in_a_fresh_interpreter():
+    """Imported alone (no KernelSession, nothing that registers kvdiv's prefill attention first), a ProbabilisticPress
+    applied the kvpress way to a plain transformers model prefills and decodes (its bias patch once looked up the
+    prefill attention before anything registered it)."""
+    code = (
+        "import torch\n"
+        "from transformers import LlamaConfig, LlamaForCausalLM\n"
+        "from kvdiv.kernel.presses.probabilistic_press import ProbabilisticPress\n"
+        "torch.manual_seed(0)\n"
+        "cfg = LlamaConfig(vocab_size=100, hidden_size=64, intermediate_size=128, num_hidden_layers=2,\n"
+        "                  num_attention_heads=4, num_key_value_heads=2, attn_implementation='sdpa')\n"
+        "model = LlamaForCausalLM(cfg).eval()\n"
+        "with torch.no_grad(), ProbabilisticPress(compression_ratio=0.5)(model):\n"
+        "    out = model(input_ids=torch.randint(0, 100, (1, 40)), use_cache=True)\n"
+        "    model(input_ids=torch.tensor([[5]]), past_key_values=out.past_key_values)\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "ok"
 
 
 @pytest.mark.parametrize("first", ["kvdiv.kernel.prefill_attention", "kvpress"])

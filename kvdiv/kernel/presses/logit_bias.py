@@ -3,7 +3,8 @@ attention runs: under ``with press(model):`` and in kvpress's ``pipeline("kv-pre
 
 Like kvpress's ``masked_key_indices``, a press sets :data:`LOGIT_BIAS_ATTR` ([batch, kv_heads, kept]) on a layer's
 attention module; :func:`bias_patch` adds it to the first ``kept`` key positions of every non-prefill forward through
-an additive mask (softmax(q·k/√d + b)·v, as KernelSession does). Only :data:`BIAS_ATTENTION` (``sdpa``) can carry it;
+an additive mask (softmax(q·k/√d + b)·v, as KernelSession does). Only :data:`BIAS_ATTENTION` (``sdpa`` and
+kvdiv's prefill attention, sdpa outside a prefill) can carry it;
 elsewhere :func:`check_bias_supported` raises. Details: docs/internals.md#decode-time-logit-bias.
 """
 
@@ -85,6 +86,8 @@ def patch_attention_functions() -> None:
     """Wrap the registered attention functions of :data:`BIAS_ATTENTION` once (kvdiv's own decode attention, which
     applies the bias from its buffers, is left alone)."""
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    import kvdiv.kernel.prefill_attention  # noqa: F401  (registers "kvdiv_prefill" before it is wrapped)
 
     for name in BIAS_ATTENTION:
         func = ALL_ATTENTION_FUNCTIONS[name]
