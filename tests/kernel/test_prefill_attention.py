@@ -5,11 +5,10 @@ causal prefill; swapped in only for packed sdpa models and restored; registered 
 from __future__ import annotations
 
 import contextlib
-import subprocess
-import sys
 
 import pytest
 import torch
+from support.fresh import last_line
 from transformers import DynamicCache
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -270,9 +269,7 @@ def test_a_probabilistic_press_works_on_a_model_of_its_own_in_a_fresh_interprete
         "    model(input_ids=torch.tensor([[5]]), past_key_values=out.past_key_values)\n"
         "print('ok')\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip().splitlines()[-1] == "ok"
+    assert last_line(code) == "ok"
 
 
 @pytest.mark.parametrize("first", ["kvdiv.kernel.prefill_attention", "kvpress"])
@@ -290,5 +287,4 @@ def test_registered_wrapped_by_kvpress_once_whatever_is_imported_first(first):
         "inner = dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__)))['func']\n"
         "print(fn.__code__ is wrapper and inner is p.prefill_attention_forward)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip().splitlines()[-1] == "True"
+    assert last_line(code) == "True"

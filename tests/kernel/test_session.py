@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 from default_presses import DEFAULT_PRESSES, NO_EVICTION
+from support.fresh import last_line
 from support.layouts import with_layout
 from kvpress import RandomPress, ScorerPress
 from transformers import DynamicCache
@@ -357,9 +358,6 @@ def test_the_attention_transformers_calls_for_kvdiv_decode_is_kvdivs_whatever_is
     """kvpress wraps every attention function registered when it is imported (a head-wise-mask patch that would write
     fake keys into a chain's buffer); decode_attention imports kvpress before registering, so the function a model
     gets for "kvdiv_decode" is decode_attention itself in either import order (a fresh interpreter each)."""
-    import subprocess
-    import sys
-
     code = (
         f"import {first}\n"
         "import kvpress\n"
@@ -367,8 +365,7 @@ def test_the_attention_transformers_calls_for_kvdiv_decode_is_kvdivs_whatever_is
         "from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS as fns\n"
         "print(fns.get_interface(d.ATTN_IMPLEMENTATION, None) is d.decode_attention)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip().splitlines()[-1] == "True"
+    assert last_line(code) == "True"
 
 
 @dataclass
