@@ -206,11 +206,6 @@ def actions_job_floor(
     return job_floor(floor, shape, prompts, chains, horizon, kept)
 
 
-@contextlib.contextmanager
-def _torch_prefill_attention(model: Any) -> Iterator[bool]:
-    yield False
-
-
 def prefill_rounds(lengths: Sequence[int], rounds: int, threads: int) -> None:
     """SmolLM2 prefills of helmet documents at ``lengths`` tokens (config/replication.yaml's retention50 actions, and
     none), each with kvdiv's prefill attention and with torch's sdpa (the prefill before issue 40's oneDNN attention),
@@ -230,7 +225,7 @@ def prefill_rounds(lengths: Sequence[int], rounds: int, threads: int) -> None:
     config, loaded = smollm2("results/models", "config/replication.yaml")
     shape = ModelShape.from_config(loaded.model.config)
     actions = {a: config["actions"][a] for a in config["studies"]["retention50"]["actions"]}
-    attentions = {"sdpa": _torch_prefill_attention, "kvdiv": prefill.prefill_attention}
+    attentions = {"sdpa": contextlib.nullcontext, "kvdiv": prefill.prefill_attention}  # (sdpa: no swap)
     kinds = [(k, a) for k in ("bare", "full") for a in attentions]
     print(
         "| prompt | floor s (median) | actions | prefill s, torch's sdpa (min, median) | / floor | "

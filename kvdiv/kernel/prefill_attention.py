@@ -20,7 +20,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
 from kvdiv.kernel.presses.lazy_datasets import import_kvpress
-from kvdiv.models.prepacked import is_prepacked
+from kvdiv.models.prepacked import is_prepacked, packed_product
 
 import_kvpress()  # (datasets deferred) before kvpress's modules, and before this module registers its function
 from kvpress.attention_patch import attention_patch  # noqa: E402
@@ -31,12 +31,6 @@ REPLACES = "sdpa"
 #: queries per product and KV head (times the query heads sharing it): the fastest block on the development machine
 #: at 2–4k tokens, whose logits (3 × 128 × 4096 floats) stay in the cache for the softmax and the second product
 QUERY_BLOCK = 128
-
-
-def _product(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """``x`` [rows, in] times the transpose of ``weight`` [out, in] through oneDNN's matmul (the weight reordered on
-    the fly): [rows, out]."""
-    return torch.ops.mkldnn._linear_pointwise(x, weight, None, "none", [], "")
 
 
 def causal_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling: float) -> torch.Tensor:
@@ -61,10 +55,10 @@ def causal_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
             for start in range(0, n, QUERY_BLOCK):
                 end = min(start + QUERY_BLOCK, n)
                 rows = end - start
-                logits = _product(scaled[g, start:end].view(rows * groups, head_dim), keys[:end])
+                logits = packed_product(scaled[g, start:end].view(rows * groups, head_dim), keys[:end])
                 logits.view(rows, groups, end)[:, :, start:].add_(future[:rows, :, :rows])
                 weights = torch.softmax(logits, dim=-1)
-                out[b, start:end, heads_g] = _product(weights, values[:end].t()).view(rows, groups, head_dim)
+                out[b, start:end, heads_g] = packed_product(weights, values[:end].t()).view(rows, groups, head_dim)
     return out
 
 

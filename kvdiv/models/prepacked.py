@@ -47,7 +47,8 @@ def packed_nbytes(out_features: int, in_features: int, element_size: int) -> int
 
 
 def packed_product(x: torch.Tensor, packed: torch.Tensor) -> torch.Tensor:
-    """``x`` [rows, in] times the transpose of the matrix :func:`pack_matrix` packed: [rows, out]."""
+    """``x`` [rows, in] times the transpose of the matrix :func:`pack_matrix` packed: [rows, out]. A dense [out, in]
+    matrix works too (oneDNN reorders it on the fly; the transpose of a contiguous [in, out] one is read as it is)."""
     return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed, None, "none", [], "")
 
 

@@ -443,8 +443,8 @@ def claims_markdown(claims: pl.DataFrame) -> str:
 
 
 def verdict_counts(claims: pl.DataFrame, column: str = "direction") -> dict[str, int]:
-    """How many rows have each verdict of ``column`` (``direction``, ``holm`` or ``magnitude``), most frequent first,
-    ties by name (polars' ``value_counts`` has no fixed order)."""
-    counts = claims[column].value_counts() if claims.height else pl.DataFrame({column: [], "count": []})
-    pairs = zip(counts[column].to_list(), (int(c) for c in counts["count"].to_list()))
-    return dict(sorted(pairs, key=lambda pair: (-pair[1], pair[0])))
+    """Rows per verdict of ``column`` (``direction``, ``holm`` or ``magnitude``): most first, ties by name."""
+    if not claims.height:
+        return {}
+    counts = claims[column].value_counts().sort(["count", column], descending=[True, False])
+    return dict(zip(counts[column].to_list(), (int(c) for c in counts["count"].to_list())))
