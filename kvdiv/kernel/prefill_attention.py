@@ -57,8 +57,8 @@ def causal_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
                 rows = end - start
                 logits = packed_product(scaled[g, start:end].view(rows * groups, head_dim), keys[:end])
                 logits.view(rows, groups, end)[:, :, start:].add_(future[:rows, :, :rows])
-                weights = torch.softmax(logits, dim=-1)
-                out[b, start:end, heads_g] = packed_product(weights, values[:end].t()).view(rows, groups, head_dim)
+                torch.softmax(logits, dim=-1, out=logits)  # in place: the weights
+                out[b, start:end, heads_g] = packed_product(logits, values[:end].t()).view(rows, groups, head_dim)
     return out
 
 

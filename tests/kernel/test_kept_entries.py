@@ -14,6 +14,7 @@ from kvpress.utils import compute_n_kept
 from transformers import DynamicCache
 
 from kvdiv.kernel.prefill_attention import prefill_attention
+from kvdiv.kernel.presses.window_attention import exact_window_attention
 from kvdiv.kernel.presses.registry import build_press, ratio_keeping, validate_action
 from kvdiv.kernel.session import KernelSession
 from kvdiv.settings import generation
@@ -82,10 +83,11 @@ def sessions(llama):
 
 
 def kvpress_cache(loaded, ids, spec):
-    """The cache kvpress's own prefill leaves with ``spec``'s press (with the attention kvdiv's prefill runs)."""
+    """The cache kvpress's own prefill leaves with ``spec``'s press (with the attention and SnapKV window products
+    kvdiv's prefill runs)."""
     model = loaded.model
     cache = DynamicCache(config=model.config)
-    with torch.no_grad(), build_press(spec)(model), prefill_attention(model):
+    with torch.no_grad(), build_press(spec)(model), prefill_attention(model), exact_window_attention():
         model(input_ids=ids[None], past_key_values=cache, use_cache=True)
     for layer in model.model.layers:
         layer.self_attn.masked_key_indices = None

@@ -14,6 +14,7 @@ from kvpress import RandomPress, ScorerPress
 from transformers import DynamicCache
 
 from kvdiv.kernel.prefill_attention import prefill_attention
+from kvdiv.kernel.presses.window_attention import exact_window_attention
 from kvdiv.kernel.presses.registry import build_press
 from kvdiv.estimands import tv
 from kvdiv.kernel.session import LAYOUTS, KernelSession
@@ -51,11 +52,12 @@ def session(llama):
 
 
 def kvpress_prefill(loaded, ids, spec):
-    """The press run by kvpress inside its own prefill, with the attention kvdiv's prefill runs: (cache, press)."""
+    """The press run by kvpress inside its own prefill, with the attention kvdiv's prefill runs (and SnapKV's window
+    products): (cache, press)."""
     model = loaded.model
     press = build_press(spec)
     cache = DynamicCache(config=model.config)
-    with torch.no_grad(), press(model), prefill_attention(model):
+    with torch.no_grad(), press(model), prefill_attention(model), exact_window_attention():
         model(input_ids=ids[None], past_key_values=cache, use_cache=True)
     return cache, press
 

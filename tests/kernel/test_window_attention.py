@@ -12,7 +12,9 @@ from default_presses import DEFAULT_PRESSES
 from kvpress import SnapKVPress
 
 import kvdiv.kernel.prefill as prefill_module
+import kvdiv.kernel.presses.window_attention as window_module
 from kvdiv.kernel.prefill import attention_layers, language_model
+from kvdiv.kernel.prefill_attention import prefill_attention
 from kvdiv.kernel.presses.window_attention import (
     KVPRESS_WINDOW_ATTENTION,
     exact_window_attention,
@@ -20,7 +22,7 @@ from kvdiv.kernel.presses.window_attention import (
     window_attention,
 )
 from kvdiv.kernel.session import KernelSession
-from kvdiv.models.prepacked import unpack_linears
+from kvdiv.models.prepacked import packed_product, unpack_linears
 from kvdiv.settings import generation
 
 #: presses whose prefill reaches SnapKV's window attention
@@ -90,6 +92,59 @@ def test_window_attention_in_half_precision_and_batches_has_kvpress_bits(
     assert torch.equal(ours, theirs)
 
 
+@pytest.fixture(scope="module")
+def smollm2_heads(tiny_model_factory):
+    """SmolLM2's attention exactly: 9 query heads on 3 KV heads of 64 dimensions."""
+    return tiny_model_factory("llama", hidden_size=576, num_attention_heads=9, num_key_value_heads=3, head_dim=64)
+
+
+def _float64_window_attention(attn, hidden, keys, window, embeddings):
+    """kvpress's window attention on a float64 copy of the module and its inputs."""
+    attn = copy.deepcopy(attn)
+    unpack_linears(attn)
+    as64 = tuple(e.double() for e in embeddings)
+    return KVPRESS_WINDOW_ATTENTION(attn.double(), hidden.double(), keys.double(), window, as64)
+
+
+@pytest.mark.parametrize("window, k_len", [(8, 48), (47, 48), (1, 5), (64, 200), (512, 704), (512, 513)])
+@pytest.mark.parametrize("heads_per_block", [1, 2, 4, 9])
+def test_window_attention_in_the_prefill_attention_goes_through_onednn(
+    smollm2_heads, monkeypatch, window, k_len, heads_per_block
+):
+    """Inside the prefill's oneDNN attention the window's products go through oneDNN, one KV head's query heads per
+    product (blocks of 2 heads: [2, 1] per KV head; of 4 or 9: one KV head's 3): every weight of every head within
+    twice kvpress's own float32 error of float64, plus one ulp at 1."""
+    monkeypatch.setattr(window_module, "BLOCK_ELEMENTS", heads_per_block * window * k_len)
+    rows: list[int] = []
+    counted = lambda x, w: rows.append(x.shape[0]) or packed_product(x, w)  # noqa: E731
+    monkeypatch.setattr(window_module, "packed_product", counted)
+    attn, hidden, keys, embeddings = _layer_inputs(smollm2_heads, k_len, seed=window + k_len)
+    exact = _float64_window_attention(attn, hidden, keys, window, embeddings)
+    theirs = KVPRESS_WINDOW_ATTENTION(attn, hidden, keys, window, embeddings)
+    assert not rows
+    with torch.no_grad(), prefill_attention(smollm2_heads.model):
+        ours = window_attention(attn, hidden, keys, window, embeddings)
+    per_kv_head = [2, 1] if heads_per_block == 2 else [1, 1, 1] if heads_per_block == 1 else [3]
+    assert rows == [heads * window for heads in per_kv_head * 3]
+    bound = 2 * (theirs.double() - exact).abs().max().item() + torch.finfo(torch.float32).eps
+    assert ours.shape == exact.shape and (ours.double() - exact).abs().max().item() <= bound
+
+
+def test_window_attention_outside_the_prefill_attention_or_with_a_gradient_keeps_torch_products(
+    smollm2_heads, monkeypatch
+):
+    """A window attention called outside the prefill's oneDNN attention, in another dtype, or with keys that keep a
+    gradient, multiplies as kvpress does (its bits)."""
+    monkeypatch.setattr(window_module, "packed_product", lambda *args: pytest.fail("oneDNN product"))
+    attn, hidden, keys, embeddings = _layer_inputs(smollm2_heads, 200, seed=5)
+    theirs = KVPRESS_WINDOW_ATTENTION(attn, hidden, keys, 64, embeddings)
+    assert torch.equal(window_attention(attn, hidden, keys, 64, embeddings), theirs)
+    with prefill_attention(smollm2_heads.model):
+        grad_keys = keys.clone().requires_grad_()
+        ours = window_attention(attn, hidden, grad_keys, 64, embeddings)
+        assert ours.requires_grad and torch.equal(ours.detach(), theirs)
+
+
 def test_a_wrong_mask_would_show(tiny_llama, monkeypatch):
     """The equality above can fail: a mask one diagonal off changes the weights."""
     attn, hidden, keys, embeddings = _layer_inputs(tiny_llama, 48, seed=1)
@@ -120,7 +175,9 @@ def test_exact_window_attention_installs_and_restores():
 
 @pytest.mark.parametrize("name", WINDOW_PRESSES)
 def test_prefill_caches_equal_kvpress_own_window_attention(tiny_llama, monkeypatch, name):
-    """Every action's prompt cache and initial law is bit for bit what kvpress's own window attention gives."""
+    """Every action's prompt cache and initial law is bit for bit what kvpress's own window attention gives (with
+    torch's products: the oneDNN ones are the next test's)."""
+    monkeypatch.setattr(window_module, "_through_onednn", lambda *args: False)
     prompt = torch.randint(5, 200, (48,), generator=torch.Generator().manual_seed(3))
     actions = {name: DEFAULT_PRESSES[name]}
     calls = []
@@ -137,3 +194,26 @@ def test_prefill_caches_equal_kvpress_own_window_attention(tiny_llama, monkeypat
             assert torch.equal(a.keys[layer], b.keys[layer]) and torch.equal(a.values[layer], b.values[layer])
             assert torch.equal(a.bias[layer], b.bias[layer])
         assert torch.equal(ours.initial_probs(cache), theirs.initial_probs(cache))
+
+
+@pytest.mark.parametrize("name", ["snapkv", "tova", "prob"])
+def test_a_packed_prefill_takes_the_window_products_through_onednn(smollm2_heads, monkeypatch, name):
+    """On a packed float32 model the prefill's window products go through oneDNN (every layer, every KV head), and
+    every action keeps the entries it keeps with kvpress's own window attention, with its prompt cache and initial law
+    within float32 round-off."""
+    prompt = torch.randint(5, 200, (96,), generator=torch.Generator().manual_seed(4))
+    actions = {name: DEFAULT_PRESSES[name]}
+    products = []
+    counted = lambda *args: products.append(1) or packed_product(*args)  # noqa: E731
+    monkeypatch.setattr(window_module, "packed_product", counted)
+    ours = KernelSession(smollm2_heads, prompt, actions, generation(horizon=4))
+    assert len(products) >= ours.n_layers * smollm2_heads.model.config.num_key_value_heads
+    monkeypatch.setattr(prefill_module, "exact_window_attention", contextlib.nullcontext)
+    theirs = KernelSession(smollm2_heads, prompt, actions, generation(horizon=4))
+    assert all(torch.equal(a, b) for a, b in zip(ours.kept_indices(name), theirs.kept_indices(name)))
+    for cache in ours.caches:
+        a, b = ours.prompt_cache(cache), theirs.prompt_cache(cache)
+        for layer in range(ours.n_layers):
+            torch.testing.assert_close(a.keys[layer], b.keys[layer], rtol=0, atol=1e-5)
+            assert torch.equal(a.bias[layer].isinf(), b.bias[layer].isinf())
+        torch.testing.assert_close(ours.initial_probs(cache), theirs.initial_probs(cache), rtol=0, atol=1e-6)
