@@ -17,6 +17,7 @@ import torch
 from transformers import DynamicCache
 
 from kvdiv.kernel.prefill_attention import prefill_attention
+from kvdiv.kernel.presses.entry_gather import row_gather_compress
 from kvdiv.kernel.presses.logit_bias import clear_logit_bias
 from kvdiv.kernel.presses.protocol import BiasedPress
 from kvdiv.kernel.presses.proposals import shared_proposals
@@ -111,8 +112,9 @@ def prefill_caches(
     handles = [attn.register_forward_hook(hook, with_kwargs=True) for attn in attention]
     cache = DynamicCache(config=model.config)
     try:
-        # actions sharing an attention proposal compute it once per layer; SnapKV's window without its mask tensors
-        with shared_proposals(), exact_window_attention(), prefill_attention(model):
+        # actions sharing an attention proposal compute it once per layer; SnapKV's window without its mask tensors;
+        # kept entries copied as rows (the same bits as kvpress's gather)
+        with shared_proposals(), exact_window_attention(), row_gather_compress(), prefill_attention(model):
             out = model(input_ids=prefill_ids[None], past_key_values=cache, use_cache=True, logits_to_keep=1)
     finally:
         for h in handles:

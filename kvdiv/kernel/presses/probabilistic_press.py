@@ -27,6 +27,7 @@ from transformers import Gemma3ForConditionalGeneration
 from kvdiv.kernel.presses.arguments import check_arguments
 from kvdiv.kernel.presses.cache_layers import write_cache_layer
 from kvdiv.kernel.presses.discovery import kvpress_classes
+from kvdiv.kernel.presses.entry_gather import take_entries
 from kvdiv.kernel.presses.logit_bias import check_bias_supported, patch_attention_functions, set_logit_bias
 
 from kvdiv.kernel.presses.multinomial_design import (
@@ -250,8 +251,7 @@ class ProbabilisticPress(BasePress):
             self.log_weights[layer] = -torch.log(rho.gather(-1, idx.to(rho.device))).to(keys.device)
             self.expected_kept[layer] = rho.sum(-1).cpu()
             self._leave_bias(module, layer)
-            gidx = idx.unsqueeze(-1).expand(-1, -1, -1, keys.shape[-1])
-            return keys.gather(2, gidx).contiguous(), values.gather(2, gidx).contiguous()
+            return take_entries(keys, idx), take_entries(values, idx)
         if self.budget == "global":
             raise RuntimeError("budget 'global' compresses the whole cache at once: run the press as a forward hook")
         pi = self.proposal_probabilities(module, hidden_states, keys, values, attentions, kwargs)
@@ -282,10 +282,9 @@ class ProbabilisticPress(BasePress):
         self.draws[layer] = m.reshape(pi.shape[:-1]).cpu()
         self.probabilities[layer] = pi
         self.log_weights[layer] = log_w.to(keys.device)
-        gidx = safe.to(keys.device).unsqueeze(-1).expand(-1, -1, -1, keys.shape[-1])
         keep = (~pad).to(keys.device).unsqueeze(-1)
-        new_keys = (keys.gather(2, gidx) * keep).contiguous()
-        new_values = (values.gather(2, gidx) * keep).contiguous()
+        new_keys = take_entries(keys, safe.to(keys.device)) * keep
+        new_values = take_entries(values, safe.to(keys.device)) * keep
         masked = None
         if pad.any():
             batch_idx, head_idx, seq_idx = torch.nonzero(pad, as_tuple=True)
