@@ -18,6 +18,7 @@ import torch
 
 from kvdiv.kernel.decoding import match_rows
 from kvdiv.kernel.prefill import REFERENCE, Prefix
+from kvdiv.kernel.presses.entry_gather import take_entries
 from kvdiv.kernel.presses.protocol import IndexedPress
 from kvdiv.models.prepacked import is_prepacked, pack_matrix, packed_nbytes
 
@@ -139,9 +140,9 @@ def _kept_positions(
     real = full >= 0
     if not bool(real.all()) and not bool(torch.isneginf(act.bias[layer][~real]).all()):
         return None  # a padding entry that would be attended
-    gather = full.clamp(min=0).unsqueeze(-1).expand(-1, -1, ref.keys[layer].shape[-1])
+    rows = full.clamp(min=0)[None]
     for mine, theirs in ((ref.keys[layer], act.keys[layer]), (ref.values[layer], act.values[layer])):
-        got = mine.gather(1, gather)
+        got = take_entries(mine[None], rows)[0]
         if not (torch.equal(got, theirs) if bool(real.all()) else torch.equal(got[real], theirs[real])):
             return None
     kept = full.masked_fill(~real, -1).sort(dim=-1).values
