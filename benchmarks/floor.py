@@ -206,17 +206,33 @@ def actions_job_floor(
     return job_floor(floor, shape, prompts, chains, horizon, kept)
 
 
+@contextlib.contextmanager
+def torch_prefill() -> Iterator[None]:
+    """The prefill before issue 40's point 4: torch's sdpa, kvpress's own SnapKV window products (torch's) and its
+    gathers of kept entries, and the shared prompt's check of an action's entries by gather."""
+    import kvdiv.kernel.prefill as prefill
+    import kvdiv.kernel.shared_prompt as shared_prompt
+
+    saved = (prefill.prefill_attention, prefill.row_gather_compress, shared_prompt.take_entries)
+    gathered = lambda x, idx: x.gather(2, idx.unsqueeze(-1).expand(-1, -1, -1, x.shape[-1])).contiguous()  # noqa: E731
+    prefill.prefill_attention = lambda model: contextlib.nullcontext()
+    prefill.row_gather_compress = contextlib.nullcontext
+    shared_prompt.take_entries = gathered
+    try:
+        yield
+    finally:
+        prefill.prefill_attention, prefill.row_gather_compress, shared_prompt.take_entries = saved
+
+
 def prefill_rounds(lengths: Sequence[int], rounds: int, threads: int) -> None:
     """SmolLM2 prefills of helmet documents at ``lengths`` tokens (config/replication.yaml's retention50 actions, and
-    none), each with kvdiv's prefill attention and with torch's sdpa (the prefill before issue 40's oneDNN attention),
-    interleaved, each round beside a fresh floor probe: seconds and seconds / floor; freed memory kept as a job keeps
-    it."""
+    none), each as kvdiv runs it and as :func:`torch_prefill` runs it, interleaved, each round beside a fresh floor
+    probe: seconds and seconds / floor; freed memory kept as a job keeps it."""
     import statistics
 
     import torch
     from bench_common import smollm2, stratum_prompts
 
-    import kvdiv.kernel.prefill as prefill
     from kvdiv.host_memory import retain_freed_memory
     from kvdiv.kernel.session import KernelSession
     from kvdiv.settings import generation
@@ -225,32 +241,29 @@ def prefill_rounds(lengths: Sequence[int], rounds: int, threads: int) -> None:
     config, loaded = smollm2("results/models", "config/replication.yaml")
     shape = ModelShape.from_config(loaded.model.config)
     actions = {a: config["actions"][a] for a in config["studies"]["retention50"]["actions"]}
-    attentions = {"sdpa": contextlib.nullcontext, "kvdiv": prefill.prefill_attention}  # (sdpa: no swap)
-    kinds = [(k, a) for k in ("bare", "full") for a in attentions]
+    prefills = {"torch": torch_prefill, "kvdiv": contextlib.nullcontext}
+    kinds = [(k, a) for k in ("bare", "full") for a in prefills]
     print(
-        "| prompt | floor s (median) | actions | prefill s, torch's sdpa (min, median) | / floor | "
-        "prefill s, kvdiv's attention | / floor | kvdiv / sdpa (median) |"
+        "| prompt | floor s (median) | actions | prefill s, torch's (min, median) | / floor | "
+        "prefill s, kvdiv's | / floor | kvdiv / torch (median) |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in lengths:
         prompt = torch.tensor(stratum_prompts(loaded, config, "retention50", f"helmet_{n}", 1, 128)[1][0])
         floors: list[float] = []
         times: dict[tuple[str, str], list[float]] = {kind: [] for kind in kinds}
-        try:
-            for r in range(rounds):
-                floor = machine_floor(shape, threads)
-                floors.append(floor.prefill_s(shape, len(prompt)))
-                for kind in kinds if r % 2 == 0 else kinds[::-1]:
-                    prefill.prefill_attention = attentions[kind[1]]
+        for r in range(rounds):
+            floor = machine_floor(shape, threads)
+            floors.append(floor.prefill_s(shape, len(prompt)))
+            for kind in kinds if r % 2 == 0 else kinds[::-1]:
+                with prefills[kind[1]]():
                     start = time.perf_counter()
                     KernelSession(loaded, prompt, {} if kind[0] == "bare" else actions, generation(horizon=128))
                     times[kind].append(time.perf_counter() - start)
-        finally:
-            prefill.prefill_attention = attentions["kvdiv"]
         f = statistics.median(floors)
         ratio = lambda xs: statistics.median(x / y for x, y in zip(xs, floors))  # noqa: E731
         for what, label in (("bare", "none"), ("full", str(len(actions)))):
-            a, b = times[(what, "sdpa")], times[(what, "kvdiv")]
+            a, b = times[(what, "torch")], times[(what, "kvdiv")]
             print(
                 f"| {len(prompt)} | {f:.2f} | {label} | {min(a):.2f}, {statistics.median(a):.2f} | {ratio(a):.2f} | "
                 f"{min(b):.2f}, {statistics.median(b):.2f} | {ratio(b):.2f} | "
