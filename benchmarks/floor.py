@@ -209,7 +209,8 @@ def actions_job_floor(
 @contextlib.contextmanager
 def torch_prefill() -> Iterator[None]:
     """The prefill before issue 40's point 4: torch's sdpa, kvpress's own SnapKV window products (torch's) and its
-    gathers of kept entries, and the shared prompt's check of an action's entries by gather."""
+    gathers of kept entries, and the shared prompt's check of an action's entries by gather (ProbabilisticPress keeps
+    its row copies: config/replication.yaml's retention50 actions have none)."""
     import kvdiv.kernel.prefill as prefill
     import kvdiv.kernel.shared_prompt as shared_prompt
 

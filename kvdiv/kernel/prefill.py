@@ -3,9 +3,9 @@ press run on each layer, each action's evicted prompt cache (:class:`Prefix`) de
 
 Forward hooks on the attention layers call every press's own ``forward_hook`` on a private capture cache holding the
 reference layer's keys/values (never mutated), so each action's cache is exactly what kvpress produces inside its own
-prefill run with the same attention (on a CPU, :mod:`~kvdiv.kernel.prefill_attention`); head-wise masks and a press's
-decode-time bias (:class:`~kvdiv.kernel.presses.protocol.BiasedPress`) become the prefix's logit bias; SnapKV's window
-attention runs as :mod:`~kvdiv.kernel.presses.window_attention` computes it (same bits). docs/internals.md#kernel-pairs.
+prefill run with the same attention and SnapKV window products (on a CPU, :mod:`~kvdiv.kernel.prefill_attention` and
+:mod:`~kvdiv.kernel.presses.window_attention`); head-wise masks and a press's decode-time bias
+(:class:`~kvdiv.kernel.presses.protocol.BiasedPress`) become the prefix's logit bias. docs/internals.md#kernel-pairs.
 """
 
 from __future__ import annotations

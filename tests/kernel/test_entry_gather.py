@@ -77,3 +77,17 @@ def test_prefill_caches_equal_kvpress_own_compress(tiny_llama, monkeypatch, name
             assert torch.equal(a.keys[layer], b.keys[layer]) and torch.equal(a.values[layer], b.values[layer])
             assert torch.equal(a.bias[layer], b.bias[layer])
         assert torch.equal(ours.initial_probs(cache), theirs.initial_probs(cache))
+
+
+def test_take_entries_refuses_what_gather_refuses():
+    """An index outside [0, n) or indices for other heads raise (gather raises; a row offset would read another
+    head's entry silently)."""
+    tensor = torch.randn(2, 3, 10, 4)
+    indices = torch.randint(0, 10, (2, 3, 5))
+    for bad in (10, -1):
+        wrong = indices.clone()
+        wrong[0, 1, 0] = bad
+        with pytest.raises(IndexError, match=r"\[0, 10\)"):
+            take_entries(tensor, wrong)
+    with pytest.raises(ValueError, match="shape"):
+        take_entries(tensor, indices[:, :1])

@@ -43,7 +43,7 @@ def _layer_inputs(loaded, k_len: int, seed: int):
 
 @pytest.fixture(scope="module")
 def smollm2_shaped(tiny_model_factory):
-    """A tiny Llama with SmolLM2's head layout (9 query heads on 3 KV heads, head_dim 64)."""
+    """A tiny Llama with SmolLM2's head counts (9 query heads on 3 KV heads) and the tiny configs' head_dim 16."""
     return tiny_model_factory("llama", hidden_size=576, num_attention_heads=9, num_key_value_heads=3)
 
 
@@ -215,5 +215,6 @@ def test_a_packed_prefill_takes_the_window_products_through_onednn(smollm2_heads
         a, b = ours.prompt_cache(cache), theirs.prompt_cache(cache)
         for layer in range(ours.n_layers):
             torch.testing.assert_close(a.keys[layer], b.keys[layer], rtol=0, atol=1e-5)
+            torch.testing.assert_close(a.values[layer], b.values[layer], rtol=0, atol=1e-5)
             assert torch.equal(a.bias[layer].isinf(), b.bias[layer].isinf())
         torch.testing.assert_close(ours.initial_probs(cache), theirs.initial_probs(cache), rtol=0, atol=1e-6)

@@ -23,15 +23,21 @@ KVPRESS_COMPRESS = ScorerPress.__dict__["compress"]
 
 def take_entries(tensor: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
     """``tensor`` [batch, heads, n, d] at ``indices`` [batch, heads, k] along n: [batch, heads, k, d], contiguous,
-    equal to ``tensor.gather(2, indices[..., None].expand(-1, -1, -1, d))``."""
+    equal to ``tensor.gather(2, indices[..., None].expand(-1, -1, -1, d))`` (fast for a contiguous ``tensor``; another
+    is copied first). Indices of another shape, or outside [0, n), raise as ``gather`` would."""
     batch, heads, n, d = tensor.shape
+    if indices.dim() != 3 or tuple(indices.shape[:2]) != (batch, heads):
+        raise ValueError(f"indices of shape {tuple(indices.shape)} for entries of shape {tuple(tensor.shape)}")
+    if indices.numel() and (bool((indices < 0).any()) or bool((indices >= n).any())):
+        raise IndexError(f"entry indices outside [0, {n})")
     offsets = torch.arange(batch * heads, device=indices.device).view(batch, heads, 1) * n
     rows = (indices + offsets).reshape(-1)
     return tensor.reshape(batch * heads * n, d).index_select(0, rows).view(batch, heads, indices.shape[-1], d)
 
 
 def compress(self, module, hidden_states, keys, values, attentions, kwargs):
-    """kvpress's ``ScorerPress.compress`` (kvpress 0.5.5) with its two gathers through :func:`take_entries`."""
+    """kvpress's ``ScorerPress.compress`` (kvpress 0.5.5) with its two gathers through :func:`take_entries` (kvpress
+    expands the indices to ``module.head_dim``: the same where keys and values are that wide, as in every model)."""
     if self.compression_ratio == 0:
         return keys, values
     scores = self.score(module, hidden_states, keys, values, attentions, kwargs)

@@ -1,5 +1,5 @@
 """kvpress's SnapKV window attention (``SnapKVPress.compute_window_attention``, also called by Finch, TOVA and
-SimLayerKV) with the same bits and without its full-size mask tensors.
+SimLayerKV) without its full-size mask tensors: the same bits, or inside the prefill's oneDNN attention its law.
 
 :func:`window_attention` masks in place only the window's own columns (kvpress adds a −inf ``triu`` tensor of the
 weights' size; adding 0 or −inf and filling −inf give the softmax the same input), and on a CPU, for one prompt, it
