@@ -4,8 +4,9 @@ cached and filled in place) against kvpress's own (three mask tensors of the wei
 One process, SmolLM2-135M-Instruct as the trajectory jobs load it (float32, 1 thread, packed weights): the prefills of
 the first B documents of a stratum of config/replication.yaml with the study's actions (every action's press on each
 layer, as KernelSession runs them), once with kvpress's implementation (``prefill.exact_window_attention`` replaced by
-a no-op) and once with kvdiv's, alternating per round. Every prefix (keys, values, bias) and initial law must be
-equal. Needs the resolved SmolLM2:
+a no-op) and once with kvdiv's, alternating per round, with the largest difference of a prefix (keys, values; bias:
+which entries are kept) or initial law: 0 with torch's products, round-off where kvdiv's takes them through oneDNN
+(inside the prefill's oneDNN attention: docs/internals.md#prefill-attention). Needs the resolved SmolLM2:
     python benchmarks/window_attention.py --rounds 3 --documents 4 --study retention50 --stratum ruler_832
 """
 
@@ -36,19 +37,19 @@ def prefills(loaded, prompts, actions, horizon: int) -> tuple[float, list[Kernel
     return time.perf_counter() - start, sessions
 
 
-def same(a: KernelSession, b: KernelSession) -> bool:
+def difference(a: KernelSession, b: KernelSession) -> float:
+    """The largest |difference| of two sessions' prefixes (keys, values) and initial laws; inf where a bias differs
+    (another entry kept)."""
+    worst = 0.0
     for cache in a.caches:
         pa, pb = a.prompt_cache(cache), b.prompt_cache(cache)
         for layer in range(a.n_layers):
-            if not (
-                torch.equal(pa.keys[layer], pb.keys[layer])
-                and torch.equal(pa.values[layer], pb.values[layer])
-                and torch.equal(pa.bias[layer], pb.bias[layer])
-            ):
-                return False
-        if not torch.equal(a.initial_probs(cache), b.initial_probs(cache)):
-            return False
-    return True
+            if not torch.equal(pa.bias[layer], pb.bias[layer]):
+                return float("inf")
+            for x, y in ((pa.keys[layer], pb.keys[layer]), (pa.values[layer], pb.values[layer])):
+                worst = max(worst, float((x - y).abs().max()))
+        worst = max(worst, float((a.initial_probs(cache) - b.initial_probs(cache)).abs().max()))
+    return worst
 
 
 def main() -> None:
@@ -59,7 +60,7 @@ def main() -> None:
     _, prompts = stratum_prompts(loaded, config, args.study, args.stratum, args.documents, args.horizon)
     actions = {a: config["actions"][a] for a in config["studies"][args.study]["actions"]}
     seconds: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    equal = True
+    largest = 0.0
     with busy_process(args.busy):
         for r in range(args.rounds):
             sessions = {}
@@ -68,13 +69,13 @@ def main() -> None:
                 seconds[variant].append((s := prefills(loaded, prompts, actions, args.horizon))[0])
                 sessions[variant] = s[1]
                 print(f"round {r} {variant}: {seconds[variant][-1]:.2f} s", flush=True)
-            equal &= all(same(a, b) for a, b in zip(sessions["kvpress"], sessions["kvdiv"]))
+            largest = max([largest] + [difference(a, b) for a, b in zip(sessions["kvpress"], sessions["kvdiv"])])
     prefill.exact_window_attention = exact_window_attention
     label = "beside one busy process" if args.busy else "quiet"
     where = f"{args.study}/{args.stratum} ({', '.join(actions)})"
     print(f"\n{args.documents} prefills of {where}, {args.rounds} rounds, {label}")
     seconds_table(seconds, "window attention", ("kvdiv", "kvpress"), per=args.documents)
-    print(f"every prefix and initial law equal: {equal}")
+    print(f"largest difference of a prefix or initial law: {largest:.3g} (0: the same bits; inf: another entry kept)")
 
 
 if __name__ == "__main__":
