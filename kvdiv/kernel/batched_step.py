@@ -18,6 +18,7 @@ from typing import Sequence
 
 import torch
 
+from kvdiv.kernel.attention_switch import switched_attention
 from kvdiv.kernel.chain_slots import TAIL
 from kvdiv.kernel.decode_attention import (
     ATTN_IMPLEMENTATION,
@@ -132,24 +133,16 @@ def step_sessions(
     pos_t = torch.tensor(positions, dtype=torch.long, device=dev)
     ids_t = torch.tensor(ids, dtype=torch.long, device=dev)
     dummy_mask = torch.zeros(row, 1, 1, 1, dtype=first.dtype, device=dev)
-    configs = first._configs
-    saved = {k: cfg._attn_implementation for k, cfg in configs.items()}
     capture = HiddenCapture(first._attn if decoding else [])
-    with planned(plan), capture:
-        try:
-            for cfg in configs.values():
-                cfg._attn_implementation = ATTN_IMPLEMENTATION
-            logits = model(
-                input_ids=ids_t,
-                position_ids=pos_t,
-                past_key_values=SlotCache(plan),
-                attention_mask=dummy_mask,
-                cache_position=pos_t[0],
-                use_cache=True,
-            ).logits[:, -1]
-        finally:
-            for k, cfg in configs.items():
-                cfg._attn_implementation = saved[k]
+    with planned(plan), capture, switched_attention(first._configs, ATTN_IMPLEMENTATION):
+        logits = model(
+            input_ids=ids_t,
+            position_ids=pos_t,
+            past_key_values=SlotCache(plan),
+            attention_mask=dummy_mask,
+            cache_position=pos_t[0],
+            use_cache=True,
+        ).logits[:, -1]
     for p, row0 in zip(running, starts):  # (the padding part, if any, comes last and is dropped)
         laws = p.session._law(logits[row0 : row0 + len(p.active)])
         for r, (_, i, ch, _) in enumerate(p.active):

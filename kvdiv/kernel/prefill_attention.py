@@ -19,6 +19,7 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
+from kvdiv.kernel.attention_switch import model_configs, switched_attention
 from kvdiv.kernel.presses.lazy_datasets import import_kvpress
 from kvdiv.models.prepacked import is_prepacked, packed_product
 
@@ -126,16 +127,8 @@ def prefill_attention(model: torch.nn.Module) -> Iterator[bool]:
     if not applies(model):
         yield False
         return
-    configs = {id(m.config): m.config for m in model.modules() if hasattr(m, "config")}
-    saved = {k: cfg._attn_implementation for k, cfg in configs.items()}
-    try:
-        for k, cfg in configs.items():
-            if saved[k] == REPLACES:
-                cfg._attn_implementation = ATTN_IMPLEMENTATION
+    with switched_attention(model_configs(model), ATTN_IMPLEMENTATION, replaces=REPLACES):
         yield True
-    finally:
-        for k, cfg in configs.items():
-            cfg._attn_implementation = saved[k]
 
 
 # kvpress wraps every attention function registered when it is imported (its head-wise mask patch, which also clears

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import torch
 
+from kvdiv.kernel.attention_switch import model_configs
 from kvdiv.kernel.batched_step import step_sessions
 from kvdiv.kernel.chain_slots import PRIVATE, TAIL, Chain, Chains, ChainSlots
 from kvdiv.kernel.decoding import ChainState, Entries, real_entries, run_decoding_hooks
@@ -144,7 +145,7 @@ class KernelSession:
         self._eos_law = torch.zeros(self.vocab_size, dtype=torch.float64)
         self._eos_law[self.eos_token_ids[0]] = 1.0
         # every config object whose attention implementation a decode step switches to kvdiv's
-        self._configs = {id(m.config): m.config for m in self.model.modules() if hasattr(m, "config")}
+        self._configs = model_configs(self.model)
         self._kept_cache: dict[str, list[torch.Tensor | None]] = {}
         self._in_prompt = False
         #: K/V entries (per layer and KV head) its decode steps' attention products have read (benchmarks count it)
