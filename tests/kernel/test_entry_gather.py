@@ -8,6 +8,7 @@ import contextlib
 import pytest
 import torch
 from default_presses import DEFAULT_PRESSES
+from support.sessions import assert_same_prompt_caches
 from kvpress.presses.scorer_press import ScorerPress
 
 import kvdiv.kernel.prefill as prefill_module
@@ -70,13 +71,7 @@ def test_prefill_caches_equal_kvpress_own_compress(tiny_llama, monkeypatch, name
     assert len(calls) >= 2 * ours.n_layers
     monkeypatch.setattr(prefill_module, "row_gather_compress", contextlib.nullcontext)
     theirs = KernelSession(tiny_llama, prompt, actions, generation(horizon=4))
-    for cache in ours.caches:
-        a, b = ours.prompt_cache(cache), theirs.prompt_cache(cache)
-        assert a.length == b.length
-        for layer in range(ours.n_layers):
-            assert torch.equal(a.keys[layer], b.keys[layer]) and torch.equal(a.values[layer], b.values[layer])
-            assert torch.equal(a.bias[layer], b.bias[layer])
-        assert torch.equal(ours.initial_probs(cache), theirs.initial_probs(cache))
+    assert_same_prompt_caches(ours, theirs)
 
 
 def test_take_entries_refuses_what_gather_refuses():

@@ -9,6 +9,7 @@ import copy
 import pytest
 import torch
 from default_presses import DEFAULT_PRESSES
+from support.sessions import assert_same_prompt_caches
 from kvpress import SnapKVPress
 
 import kvdiv.kernel.prefill as prefill_module
@@ -187,13 +188,7 @@ def test_prefill_caches_equal_kvpress_own_window_attention(tiny_llama, monkeypat
     assert len(calls) >= ours.n_layers  # the prefill did go through it
     monkeypatch.setattr(prefill_module, "exact_window_attention", contextlib.nullcontext)
     theirs = KernelSession(tiny_llama, prompt, actions, generation(horizon=4))
-    for cache in ours.caches:
-        a, b = ours.prompt_cache(cache), theirs.prompt_cache(cache)
-        assert a.length == b.length
-        for layer in range(ours.n_layers):
-            assert torch.equal(a.keys[layer], b.keys[layer]) and torch.equal(a.values[layer], b.values[layer])
-            assert torch.equal(a.bias[layer], b.bias[layer])
-        assert torch.equal(ours.initial_probs(cache), theirs.initial_probs(cache))
+    assert_same_prompt_caches(ours, theirs)
 
 
 @pytest.mark.parametrize("name", ["snapkv", "tova", "prob"])
