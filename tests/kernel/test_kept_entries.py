@@ -10,11 +10,9 @@ import random
 import pytest
 import torch
 from default_presses import DEFAULT_PRESSES
+from support.sessions import kvpress_own_prefill
 from kvpress.utils import compute_n_kept
-from transformers import DynamicCache
 
-from kvdiv.kernel.prefill_attention import prefill_attention
-from kvdiv.kernel.presses.window_attention import exact_window_attention
 from kvdiv.kernel.presses.registry import build_press, ratio_keeping, validate_action
 from kvdiv.kernel.session import KernelSession
 from kvdiv.settings import generation
@@ -86,9 +84,7 @@ def kvpress_cache(loaded, ids, spec):
     """The cache kvpress's own prefill leaves with ``spec``'s press (with the attention and SnapKV window products
     kvdiv's prefill runs)."""
     model = loaded.model
-    cache = DynamicCache(config=model.config)
-    with torch.no_grad(), build_press(spec)(model), prefill_attention(model), exact_window_attention():
-        model(input_ids=ids[None], past_key_values=cache, use_cache=True)
+    cache = kvpress_own_prefill(model, build_press(spec), ids)
     for layer in model.model.layers:
         layer.self_attn.masked_key_indices = None
     return cache

@@ -10,11 +10,11 @@ import torch
 from default_presses import DEFAULT_PRESSES, NO_EVICTION
 from support.fresh import last_line
 from support.layouts import with_layout
+from support.sessions import kvpress_own_prefill
 from kvpress import RandomPress, ScorerPress
 from transformers import DynamicCache
 
 from kvdiv.kernel.prefill_attention import prefill_attention
-from kvdiv.kernel.presses.window_attention import exact_window_attention
 from kvdiv.kernel.presses.registry import build_press
 from kvdiv.estimands import tv
 from kvdiv.kernel.session import LAYOUTS, KernelSession
@@ -54,12 +54,8 @@ def session(llama):
 def kvpress_prefill(loaded, ids, spec):
     """The press run by kvpress inside its own prefill, with the attention kvdiv's prefill runs (and SnapKV's window
     products): (cache, press)."""
-    model = loaded.model
     press = build_press(spec)
-    cache = DynamicCache(config=model.config)
-    with torch.no_grad(), press(model), prefill_attention(model), exact_window_attention():
-        model(input_ids=ids[None], past_key_values=cache, use_cache=True)
-    return cache, press
+    return kvpress_own_prefill(loaded.model, press, ids), press
 
 
 def hf_decode(model, cache, tokens, start_position):

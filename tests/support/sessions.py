@@ -14,3 +14,17 @@ def assert_same_prompt_caches(ours, theirs) -> None:
             assert torch.equal(a.keys[layer], b.keys[layer]) and torch.equal(a.values[layer], b.values[layer])
             assert torch.equal(a.bias[layer], b.bias[layer])
         assert torch.equal(ours.initial_probs(cache), theirs.initial_probs(cache))
+
+
+def kvpress_own_prefill(model, press, ids: torch.Tensor):
+    """The cache kvpress's own prefill of ``ids`` leaves with ``press`` (``with press(model)``), run with the attention
+    and SnapKV window products kvdiv's prefill runs (on a CPU they are not sdpa's and kvpress's own)."""
+    from transformers import DynamicCache
+
+    from kvdiv.kernel.prefill_attention import prefill_attention
+    from kvdiv.kernel.presses.window_attention import exact_window_attention
+
+    cache = DynamicCache(config=model.config)
+    with torch.no_grad(), press(model), prefill_attention(model), exact_window_attention():
+        model(input_ids=ids[None], past_key_values=cache, use_cache=True)
+    return cache
