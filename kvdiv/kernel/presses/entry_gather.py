@@ -28,7 +28,7 @@ def take_entries(tensor: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
     batch, heads, n, d = tensor.shape
     if indices.dim() != 3 or tuple(indices.shape[:2]) != (batch, heads):
         raise ValueError(f"indices of shape {tuple(indices.shape)} for entries of shape {tuple(tensor.shape)}")
-    if indices.numel() and (bool((indices < 0).any()) or bool((indices >= n).any())):
+    if indices.numel() and bool(((indices < 0) | (indices >= n)).any()):  # one check, one device sync
         raise IndexError(f"entry indices outside [0, {n})")
     offsets = torch.arange(batch * heads, device=indices.device).view(batch, heads, 1) * n
     rows = (indices + offsets).reshape(-1)

@@ -76,8 +76,7 @@ def window_attention(module, hidden_states, keys, window_size, position_embeddin
     step = max(1, BLOCK_ELEMENTS // (window_size * k_len)) if blocked else heads
     onednn = blocked and _through_onednn(module, query_states, keys)
     if onednn:  # blocks of query heads within one KV head's: [heads × window, head_dim] rows by its keys
-        firsts = [(g, h) for g in range(0, heads, groups) for h in range(g, g + groups, step)]
-        spans = [(h, min(h + step, g + groups)) for g, h in firsts]
+        spans = [(h, min(h + step, g + groups)) for g in range(0, heads, groups) for h in range(g, g + groups, step)]
     else:
         keys_t = repeat_kv(keys, groups).transpose(2, 3)
         spans = [(h, min(h + step, heads)) for h in range(0, heads, step)]
