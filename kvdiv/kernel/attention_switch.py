@@ -11,6 +11,12 @@ from typing import Any, Iterator, Mapping
 import torch
 
 
+def attention_implementation(model: Any) -> str:
+    """The attention implementation the model's text layers run."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    return str(getattr(config, "_attn_implementation", None) or "eager")
+
+
 def model_configs(model: torch.nn.Module) -> dict[int, Any]:
     """Every config object the model's modules carry, by identity."""
     return {id(m.config): m.config for m in model.modules() if hasattr(m, "config")}
@@ -31,4 +37,4 @@ def switched_attention(configs: Mapping[int, Any], name: str, replaces: str | No
             cfg._attn_implementation = saved[k]
 
 
-__all__ = ["model_configs", "switched_attention"]
+__all__ = ["attention_implementation", "model_configs", "switched_attention"]

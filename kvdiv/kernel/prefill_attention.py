@@ -19,7 +19,7 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-from kvdiv.kernel.attention_switch import model_configs, switched_attention
+from kvdiv.kernel.attention_switch import attention_implementation, model_configs, switched_attention
 from kvdiv.kernel.presses.lazy_datasets import import_kvpress
 from kvdiv.models.prepacked import is_prepacked, packed_product
 
@@ -116,8 +116,7 @@ def prefill_attention_forward(
 def applies(model: torch.nn.Module) -> bool:
     """Whether :func:`prefill_attention` swaps ``model``'s attention: its Linear layers are packed for oneDNN
     (a float32 CPU model whose spec keeps ``prepack: true``) and it runs ``sdpa``."""
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    return is_prepacked(model) and getattr(config, "_attn_implementation", None) == REPLACES
+    return is_prepacked(model) and attention_implementation(model) == REPLACES
 
 
 @contextlib.contextmanager

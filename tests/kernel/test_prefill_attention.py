@@ -21,7 +21,8 @@ from kvdiv.kernel.prefill_attention import (
     prefill_attention,
     prefill_attention_forward,
 )
-from kvdiv.kernel.presses.logit_bias import BIAS_ATTENTION, attention_implementation
+from kvdiv.kernel.attention_switch import attention_implementation
+from kvdiv.kernel.presses.logit_bias import BIAS_ATTENTION
 from kvdiv.kernel.presses.probabilistic_press import ProbabilisticPress
 from kvdiv.kernel.session import KernelSession
 from kvdiv.models.prepacked import unpacked

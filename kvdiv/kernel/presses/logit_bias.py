@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from kvdiv.kernel.attention_switch import attention_implementation
+
 #: The attention-module attribute a press sets: [batch, kv_heads, kept] logit bias of the first ``kept`` keys.
 LOGIT_BIAS_ATTR = "kvdiv_logit_bias"
 #: Attention implementations through which the bias is applied (an additive float attention mask): ``sdpa`` and
@@ -93,12 +95,6 @@ def patch_attention_functions() -> None:
         func = ALL_ATTENTION_FUNCTIONS[name]
         if not getattr(func, _PATCHED, False):
             ALL_ATTENTION_FUNCTIONS[name] = bias_patch(func)
-
-
-def attention_implementation(model: Any) -> str:
-    """The attention implementation the model's text layers run."""
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    return str(getattr(config, "_attn_implementation", None) or "eager")
 
 
 def check_bias_supported(model: Any, who: str) -> None:
