@@ -3,15 +3,16 @@ prompt with both products through oneDNN, the library the model's packed Linear 
 
 torch's CPU flash attention multiplies through the BLAS torch was built with (MKL in the PyPI wheels), which on some
 CPUs runs a 64-wide head's products at a third of oneDNN's rate (AMD EPYC: 85–90 against 220–240 GFLOP/s). Here each
-block of :data:`QUERY_BLOCK` queries of a KV head's query heads takes one product with the keys it may see, a softmax
-and one product with the values. :func:`prefill_attention` swaps it in for a block where :func:`applies`; anything
-but a plain causal prefill goes on to transformers' ``sdpa``. Same law to round-off (not the same bits): why and how,
-docs/internals.md#prefill-attention; speed, benchmarks/floor.md.
+block of :data:`QUERY_BLOCK` queries of a KV head's query heads takes one product with the keys it may see, a softmax in
+base 2 normalised after the product with the values, and that product. :func:`prefill_attention` swaps it in where
+:func:`applies`; anything but a plain causal prefill goes on to transformers' ``sdpa``. Same law to round-off (not the
+same bits): why and how, docs/internals.md#prefill-attention; speed, benchmarks/floor.md.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Any, Iterator
 
 import torch
@@ -32,6 +33,9 @@ REPLACES = "sdpa"
 #: queries per product and KV head (times the query heads sharing it): the fastest block on the development machine
 #: at 2–4k tokens, whose logits (3 × 128 × 4096 floats) stay in the cache for the softmax and the second product
 QUERY_BLOCK = 128
+#: log₂ e: the queries' scale carries it, so that a logit's weight is 2^(logit − max), torch's ``exp2`` (SLEEF's
+#: vectorised exp2 on any CPU, where ``exp`` may go through MKL's VML, 4–5 × slower on AMD)
+LOG2E = math.log2(math.e)
 
 
 def causal_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling: float) -> torch.Tensor:
@@ -47,8 +51,9 @@ def causal_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     future = future[:, None]  # broadcast over the query heads of a [position, head] row order
     scaled = torch.empty(kv_heads, n, groups, head_dim, dtype=query.dtype, device=query.device)
     for b in range(batch):
-        # the queries scaled, each KV head's as [position, query head] rows: a block's rows are one contiguous slice
-        torch.mul(query[b].unflatten(0, (kv_heads, groups)).transpose(1, 2), scaling, out=scaled)
+        # the queries scaled (and by log₂ e), each KV head's as [position, query head] rows: a block's rows are one
+        # contiguous slice
+        torch.mul(query[b].unflatten(0, (kv_heads, groups)).transpose(1, 2), scaling * LOG2E, out=scaled)
         for g in range(kv_heads):
             heads_g = slice(g * groups, (g + 1) * groups)
             keys = key[b, g].contiguous()  # [n, head_dim]: the first `end` rows are the keys block [start, end) sees
@@ -58,8 +63,12 @@ def causal_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
                 rows = end - start
                 logits = packed_product(scaled[g, start:end].view(rows * groups, head_dim), keys[:end])
                 logits.view(rows, groups, end)[:, :, start:].add_(future[:rows, :, :rows])
-                torch.softmax(logits, dim=-1, out=logits)  # in place: the weights
-                out[b, start:end, heads_g] = packed_product(logits, values[:end].t()).view(rows, groups, head_dim)
+                # in place: the weights before their normalisation, 2^(x − max) (1 at each row's largest), which
+                # divides the product's [rows, head_dim] instead of the logits' [rows, end]
+                logits.sub_(logits.amax(dim=-1, keepdim=True)).exp2_()
+                total = logits.sum(dim=-1, keepdim=True)
+                product = packed_product(logits, values[:end].t()).div_(total)
+                out[b, start:end, heads_g] = product.view(rows, groups, head_dim)
     return out
 
 
