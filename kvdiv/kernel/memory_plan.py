@@ -125,12 +125,10 @@ def document_bytes(
     n_pad = _round(compressed)
     prompt_bytes = n_pad * entry + shared * n_pad * bias
     if packed:  # per layer and KV head, the keys [n_pad, head_dim] and values [head_dim, n_pad] as oneDNN holds them
-        from kvdiv.models.prepacked import packed_nbytes
+        from kvdiv.models.prepacked import packed_pair_nbytes
 
         hd, size = shape.head_dim, shape.element_bytes
-        prompt_bytes += (
-            shape.layers * shape.kv_heads * (packed_nbytes(n_pad, hd, size) + packed_nbytes(hd, n_pad, size))
-        )
+        prompt_bytes += shape.layers * shape.kv_heads * packed_pair_nbytes(n_pad, hd, size)
     tail_slots = math.ceil(chains * shared / n_caches)
     tails = tail_slots * _round(fed + 1 + horizon + 1) * (entry + bias) + fed * shared * (entry + bias)
     private_slots = chains - tail_slots

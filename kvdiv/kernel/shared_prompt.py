@@ -20,7 +20,7 @@ from kvdiv.kernel.decoding import match_rows
 from kvdiv.kernel.prefill import REFERENCE, Prefix
 from kvdiv.kernel.presses.entry_gather import take_entries
 from kvdiv.kernel.presses.protocol import IndexedPress
-from kvdiv.models.prepacked import is_prepacked, pack_matrix, packed_nbytes
+from kvdiv.models.prepacked import is_prepacked, pack_matrix, packed_pair_nbytes
 
 #: The stored prompt's length is a multiple of this (zero keys and values, −inf bias past the prompt), so that every
 #: row of the decode attention's logits over it starts aligned.
@@ -43,11 +43,11 @@ class PackedPrompt:
         return self.sources[layer] == _source(keys_t, values)
 
     def nbytes(self) -> int:
-        """Bytes held, at most (:func:`kvdiv.models.prepacked.packed_nbytes`)."""
+        """Bytes held, at most (:func:`kvdiv.models.prepacked.packed_pair_nbytes`)."""
         total = 0
         for keys, values in zip(self.keys, self.values):
             (n_pad, head_dim), size = keys[0].shape, keys[0].element_size()
-            total += len(keys) * (packed_nbytes(n_pad, head_dim, size) + packed_nbytes(head_dim, n_pad, size))
+            total += len(keys) * packed_pair_nbytes(n_pad, head_dim, size)
         return total
 
 

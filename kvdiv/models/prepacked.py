@@ -46,6 +46,12 @@ def packed_nbytes(out_features: int, in_features: int, element_size: int) -> int
     return -(-out_features // 64) * 64 * in_features * element_size
 
 
+def packed_pair_nbytes(rows: int, cols: int, element_size: int) -> int:
+    """Bytes :func:`pack_matrix` holds, at most, for an [rows, cols] matrix and an [cols, rows] one: a KV head's
+    packed prompt keys [n, head_dim] and values transposed [head_dim, n] (kvdiv.kernel.shared_prompt.PackedPrompt)."""
+    return packed_nbytes(rows, cols, element_size) + packed_nbytes(cols, rows, element_size)
+
+
 def packed_product(x: torch.Tensor, packed: torch.Tensor) -> torch.Tensor:
     """``x`` [rows, in] times the transpose of the matrix :func:`pack_matrix` packed: [rows, out]. A dense [out, in]
     matrix works too (oneDNN reorders it on the fly; the transpose of a contiguous [in, out] one is read as it is)."""
@@ -203,6 +209,7 @@ __all__ = [
     "pack_matrix",
     "packed_linears",
     "packed_nbytes",
+    "packed_pair_nbytes",
     "packed_product",
     "prepack_linears",
     "unpack_linears",
