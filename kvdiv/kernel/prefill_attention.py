@@ -33,8 +33,8 @@ REPLACES = "sdpa"
 #: queries per product and KV head (times the query heads sharing it): the fastest block on the development machine
 #: at 2–4k tokens, whose logits (3 × 128 × 4096 floats) stay in the cache for the softmax and the second product
 QUERY_BLOCK = 128
-#: log₂ e: the queries' scale carries it, so that a logit's weight is 2^(logit − max), torch's ``exp2`` (SLEEF's
-#: vectorised exp2 on any CPU, where ``exp`` may go through MKL's VML, 4–5 × slower on AMD)
+#: log₂ e: the queries' scale carries it, so that a logit's weight is 2^(logit − max) through torch's ``exp2``
+#: (SLEEF's), cheaper than the exponential inside torch's softmax (``exp`` itself may go through MKL's VML: slower)
 LOG2E = math.log2(math.e)
 
 
