@@ -8,6 +8,7 @@ import contextlib
 import pytest
 import torch
 from default_presses import DEFAULT_PRESSES
+from support.calls import record_calls
 from support.sessions import assert_same_prompt_caches
 from kvpress.presses.scorer_press import ScorerPress
 
@@ -64,9 +65,7 @@ def test_prefill_caches_equal_kvpress_own_compress(tiny_llama, monkeypatch, name
     the prefill did take the rows."""
     prompt = torch.randint(5, 200, (48,), generator=torch.Generator().manual_seed(5))
     actions = {name: DEFAULT_PRESSES[name]}
-    calls = []
-    counted = lambda *args: calls.append(1) or take_entries(*args)  # noqa: E731
-    monkeypatch.setattr(entry_gather, "take_entries", counted)
+    calls = record_calls(monkeypatch, entry_gather, "take_entries")
     ours = KernelSession(tiny_llama, prompt, actions, generation(horizon=4))
     assert len(calls) >= 2 * ours.n_layers
     monkeypatch.setattr(prefill_module, "row_gather_compress", contextlib.nullcontext)

@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from support.calls import record_calls
 from transformers import AttentionInterface, DynamicCache
 
 from kvdiv.kernel.presses.registry import build_press
@@ -295,9 +296,7 @@ def test_actions_sharing_a_proposal_compute_it_once_per_layer(llama, monkeypatch
     memo of ``shared_proposals``), and every press's π equals the π it gets alone in its own session."""
     from kvdiv.kernel.presses import proposals as pp  # where the presses compute π
 
-    calls = []
-    original = pp.mean_attention
-    monkeypatch.setattr(pp, "mean_attention", lambda *a, **k: calls.append(1) or original(*a, **k))
+    calls = record_calls(monkeypatch, pp, "mean_attention")
     ids = ids_of(40, 5)
     base = {"press": "ProbabilisticPress", "proposal": "min_h", "seed": 1}
     actions = {

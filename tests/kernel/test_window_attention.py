@@ -9,6 +9,7 @@ import copy
 import pytest
 import torch
 from default_presses import DEFAULT_PRESSES
+from support.calls import record_calls
 from support.sessions import assert_same_prompt_caches
 from kvpress import SnapKVPress
 
@@ -23,7 +24,7 @@ from kvdiv.kernel.presses.window_attention import (
     window_attention,
 )
 from kvdiv.kernel.session import KernelSession
-from kvdiv.models.prepacked import packed_product, unpack_linears
+from kvdiv.models.prepacked import unpack_linears
 from kvdiv.settings import generation
 
 #: presses whose prefill reaches SnapKV's window attention
@@ -116,17 +117,15 @@ def test_window_attention_in_the_prefill_attention_goes_through_onednn(
     product (blocks of 2 heads: [2, 1] per KV head; of 4 or 9: one KV head's 3): every weight of every head within
     twice kvpress's own float32 error of float64, plus one ulp at 1."""
     monkeypatch.setattr(window_module, "BLOCK_ELEMENTS", heads_per_block * window * k_len)
-    rows: list[int] = []
-    counted = lambda x, w: rows.append(x.shape[0]) or packed_product(x, w)  # noqa: E731
-    monkeypatch.setattr(window_module, "packed_product", counted)
+    products = record_calls(monkeypatch, window_module, "packed_product")
     attn, hidden, keys, embeddings = _layer_inputs(smollm2_heads, k_len, seed=window + k_len)
     exact = _float64_window_attention(attn, hidden, keys, window, embeddings)
     theirs = KVPRESS_WINDOW_ATTENTION(attn, hidden, keys, window, embeddings)
-    assert not rows
+    assert not products
     with torch.no_grad(), prefill_attention(smollm2_heads.model):
         ours = window_attention(attn, hidden, keys, window, embeddings)
     per_kv_head = [2, 1] if heads_per_block == 2 else [1, 1, 1] if heads_per_block == 1 else [3]
-    assert rows == [heads * window for heads in per_kv_head * 3]
+    assert [x.shape[0] for x, _ in products] == [heads * window for heads in per_kv_head * 3]
     bound = 2 * (theirs.double() - exact).abs().max().item() + torch.finfo(torch.float32).eps
     assert ours.shape == exact.shape and (ours.double() - exact).abs().max().item() <= bound
 
@@ -181,9 +180,7 @@ def test_prefill_caches_equal_kvpress_own_window_attention(tiny_llama, monkeypat
     monkeypatch.setattr(window_module, "_through_onednn", lambda *args: False)
     prompt = torch.randint(5, 200, (48,), generator=torch.Generator().manual_seed(3))
     actions = {name: DEFAULT_PRESSES[name]}
-    calls = []
-    counted = lambda *args: calls.append(1) or window_attention(*args)  # noqa: E731
-    monkeypatch.setattr("kvdiv.kernel.presses.window_attention.window_attention", counted)
+    calls = record_calls(monkeypatch, window_module, "window_attention")
     ours = KernelSession(tiny_llama, prompt, actions, generation(horizon=4))
     assert len(calls) >= ours.n_layers  # the prefill did go through it
     monkeypatch.setattr(prefill_module, "exact_window_attention", contextlib.nullcontext)
@@ -198,9 +195,7 @@ def test_a_packed_prefill_takes_the_window_products_through_onednn(smollm2_heads
     within float32 round-off."""
     prompt = torch.randint(5, 200, (96,), generator=torch.Generator().manual_seed(4))
     actions = {name: DEFAULT_PRESSES[name]}
-    products = []
-    counted = lambda *args: products.append(1) or packed_product(*args)  # noqa: E731
-    monkeypatch.setattr(window_module, "packed_product", counted)
+    products = record_calls(monkeypatch, window_module, "packed_product")
     ours = KernelSession(smollm2_heads, prompt, actions, generation(horizon=4))
     assert len(products) >= ours.n_layers * smollm2_heads.model.config.num_key_value_heads
     monkeypatch.setattr(prefill_module, "exact_window_attention", contextlib.nullcontext)
